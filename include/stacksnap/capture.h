@@ -1,0 +1,59 @@
+/* capture/: perf-event BPF snapshot capture (loader side).
+ *
+ * Opens a cpu-clock perf event on every online CPU, attaches the snapshot BPF
+ * program (ring buffer variant, or the compat perf-buffer variant when the
+ * ring buffer is unavailable or forced), filters by tgid, and hands every
+ * sample to a callback. No unwinding happens here. */
+#ifndef STACKSNAP_CAPTURE_H
+#define STACKSNAP_CAPTURE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "stacksnap/ss.h"
+
+struct ss_capture;
+
+struct ss_capture_opts {
+    unsigned freq_hz;      /* default 99 */
+    unsigned stack_size;   /* default SS_STACK_DEFAULT, max SS_STACK_MAX */
+    bool system_wide;      /* -a: every process (except ourselves) */
+    bool follow_children;  /* add children forked by a selected process */
+    bool compat;           /* force the compat (perf buffer, no BTF) program */
+    unsigned ringbuf_bytes;/* 0 = default (8 MiB); tests shrink it to force drops */
+};
+
+/* Counters summed over CPUs. */
+struct ss_capture_stats {
+    uint64_t seen;         /* program runs for a selected process */
+    uint64_t emitted;      /* samples written to the buffer */
+    uint64_t dropped;      /* buffer full (BPF side) + lost (perf buffer side) */
+    uint64_t copy_failed;  /* no stack bytes at all */
+    uint64_t copy_partial; /* shorter prefix copied */
+    uint64_t skipped;      /* no user registers available */
+};
+
+struct ss_bpf_prog_info {
+    char name[32];
+    uint32_t xlated_insns;   /* instructions after verification/rewrites */
+    uint32_t jited_bytes;
+    uint32_t verified_insns; /* bpf_prog_info.verified_insns */
+    uint64_t run_time_ns, run_cnt; /* with kernel.bpf_stats_enabled */
+};
+
+typedef void (*ss_sample_fn)(void *ctx, const struct ss_sample *s);
+
+int ss_capture_open(struct ss_capture **out, const struct ss_capture_opts *o, struct ss_err *err);
+/* Select a process (tgid) before or after ss_capture_start. */
+int ss_capture_add_pid(struct ss_capture *c, pid_t pid, struct ss_err *err);
+int ss_capture_start(struct ss_capture *c, struct ss_err *err);
+/* Wait up to timeout_ms for samples and deliver them. Returns number
+ * delivered, or negative errno (-EINTR is returned as 0). */
+int ss_capture_poll(struct ss_capture *c, int timeout_ms, ss_sample_fn fn, void *ctx);
+void ss_capture_stats(struct ss_capture *c, struct ss_capture_stats *st);
+bool ss_capture_is_compat(const struct ss_capture *c);
+int ss_capture_prog_info(struct ss_capture *c, struct ss_bpf_prog_info *info, struct ss_err *err);
+void ss_capture_close(struct ss_capture *c);
+
+#endif

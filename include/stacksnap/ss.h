@@ -1,0 +1,88 @@
+/* stacksnap public types: errors, samples, frames.
+ *
+ * Everything user space passes between modules is one of these. Errors are
+ * negative errno-style ints; functions that can fail also take a message
+ * buffer (struct ss_err) that says which file/pid/offset is concerned. */
+#ifndef STACKSNAP_SS_H
+#define STACKSNAP_SS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Error message buffer: filled by the function that fails first. */
+struct ss_err {
+    int code;       /* negative errno, 0 = none */
+    char msg[256];
+};
+void ss_err_set(struct ss_err *e, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* x86-64 user registers in perf's order (enum perf_event_x86_regs). */
+enum ss_reg {
+    SS_REG_AX, SS_REG_BX, SS_REG_CX, SS_REG_DX, SS_REG_SI, SS_REG_DI, SS_REG_BP, SS_REG_SP,
+    SS_REG_IP, SS_REG_FLAGS, SS_REG_CS, SS_REG_SS, SS_REG_DS, SS_REG_ES, SS_REG_FS, SS_REG_GS,
+    SS_REG_R8, SS_REG_R9, SS_REG_R10, SS_REG_R11, SS_REG_R12, SS_REG_R13, SS_REG_R14, SS_REG_R15,
+    SS_NREGS
+};
+
+#define SS_STACK_DEFAULT 16384u
+#define SS_STACK_MAX 65528u
+
+/* One sample as delivered by capture/ (live) or snapfile/ (replay).
+ * stack[0] is the byte at regs[SS_REG_SP]; stack_len bytes were copied. */
+struct ss_sample {
+    uint32_t pid, tid, cpu;
+    uint32_t flags;          /* SS_SAMPLE_* */
+    uint64_t time_ns;        /* CLOCK_MONOTONIC (bpf_ktime_get_ns) */
+    uint64_t regs[SS_NREGS];
+    uint32_t stack_len;      /* bytes actually copied */
+    uint32_t stack_req;      /* bytes requested */
+    const uint8_t *stack;
+};
+#define SS_SAMPLE_PARTIAL 0x1u /* stack copy shorter than requested */
+#define SS_SAMPLE_KERNEL 0x2u  /* interrupted kernel mode; regs are the user regs */
+
+enum ss_frame_kind {
+    SS_FRAME_NATIVE = 0,
+    SS_FRAME_LUA = 1,
+    SS_FRAME_KERNEL = 2,
+    SS_FRAME_PSEUDO = 3, /* "[GC]", "[JIT compiler]", truncation markers */
+};
+
+/* One frame. Strings are owned by whoever produced the frame (interned in a
+ * context) and stay valid until that context is destroyed. */
+struct ss_frame {
+    uint8_t kind;            /* enum ss_frame_kind */
+    uint8_t build_id_len;
+    uint8_t build_id[20];
+    uint64_t addr;           /* native: pc; Lua: bytecode address (0 if none) */
+    uint64_t offset;         /* native: file offset of addr in its module */
+    const char *name;        /* symbol / Lua NAME; NULL when unknown */
+    const char *module;      /* native: module path; Lua: chunk name (no @/=) */
+    uint32_t line;           /* Lua: current line */
+    uint32_t first_line;     /* Lua: line where the function is defined */
+};
+
+/* Why a stack walk ended. */
+enum ss_trunc {
+    SS_TRUNC_NONE = 0,       /* reached the root */
+    SS_TRUNC_SNAPSHOT,       /* ran off the end of the stack snapshot */
+    SS_TRUNC_NOINFO,         /* no unwind info for an ip */
+    SS_TRUNC_BADIP,          /* ip outside any mapping */
+    SS_TRUNC_LOOP,           /* repeated frame */
+    SS_TRUNC_DEPTH,          /* frame cap reached */
+    SS_TRUNC_ERROR,          /* other unwinder error */
+};
+const char *ss_trunc_str(enum ss_trunc t);
+
+/* A walked stack, leaf first. */
+struct ss_stack {
+    uint32_t pid, tid, cpu;
+    uint64_t time_ns;
+    char comm[16];
+    uint32_t nframes;
+    struct ss_frame *frames;
+    uint8_t trunc;           /* enum ss_trunc */
+};
+
+#endif

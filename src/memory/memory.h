@@ -1,0 +1,75 @@
+/* memory/: the one read interface every walker uses.
+ *
+ * Layers, tried in order for each read:
+ *   1. the sample's stack snapshot   [sp, sp + stack_len)
+ *   2. bytes of a file-backed, non-writable mapping (mmap'd file, O(1))
+ *   3. the target: live = process_vm_readv (batched), replay = recorded reads
+ * Every target read the live walker makes can be handed to a recorder hook so
+ * that replay serves exactly the same bytes. */
+#ifndef SS_MEMORY_H
+#define SS_MEMORY_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct ss_proc; /* process/: mappings of one process */
+
+/* One element of a batched read. err: 0 ok, negative errno on failure. */
+struct ss_iov {
+    uint64_t addr;
+    void *dst;
+    size_t len;
+    int err;
+};
+
+/* Target backend: live process or recorded reads (replay). */
+struct ss_target_ops {
+    /* Fill every iov; set iov[i].err per element. Return 0, or negative errno
+     * when the whole target is gone (ESRCH). */
+    int (*readv)(void *ctx, struct ss_iov *iov, int n);
+};
+
+/* Hook called for each target read (successful or not), for the capture. */
+typedef void (*ss_mem_record_fn)(void *ctx, uint64_t addr, const void *data, size_t len, int err);
+
+struct ss_mem {
+    /* layer 1: the current sample's snapshot */
+    uint64_t snap_base;
+    const uint8_t *snap;
+    size_t snap_len;
+    /* layer 2: files of mapped modules (may be NULL) */
+    struct ss_proc *proc;
+    /* layer 3: target */
+    const struct ss_target_ops *target;
+    void *target_ctx;
+    ss_mem_record_fn record;
+    void *record_ctx;
+    /* counters */
+    uint64_t n_target_calls, n_target_reads;
+    /* last-hit cache for ss_mem_peek on file mappings */
+    uint64_t last_lo, last_hi;
+    const uint8_t *last_ptr;
+};
+
+/* Reset layer 1 for a new sample. */
+void ss_mem_set_snapshot(struct ss_mem *m, uint64_t sp, const uint8_t *bytes, size_t len);
+
+/* Pointer to len bytes at addr from layers 1-2 only (no syscall), or NULL. */
+const void *ss_mem_peek(struct ss_mem *m, uint64_t addr, size_t len);
+
+/* Read len bytes at addr through all layers. 0 or negative errno. */
+int ss_mem_read(struct ss_mem *m, uint64_t addr, void *dst, size_t len);
+
+/* Batched read through all layers: elements served by layers 1-2 are copied
+ * directly, the rest go to the target in one batch. Returns 0 or negative
+ * errno (target gone); per-element status in iov[i].err. */
+int ss_mem_readv(struct ss_mem *m, struct ss_iov *iov, int n);
+
+/* Live target backend: process_vm_readv on pid. */
+extern const struct ss_target_ops ss_target_live;
+struct ss_target_live {
+    pid_t pid;
+};
+
+#endif
