@@ -1,0 +1,198 @@
+/* report/report: the aggregator. Interns strings, frames and stacks so that
+ * every writer can be produced from one pass over the samples. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "report/report_int.h"
+
+struct ss_report *ss_report_new(const struct ss_report_opts *opts, struct ss_err *err)
+{
+    struct ss_report *r = calloc(1, sizeof(*r));
+    if (!r) goto oom;
+    r->freq_hz = opts && opts->freq_hz ? opts->freq_hz : 99;
+    r->period_ns = 1000000000ull / r->freq_hz;
+    if (!r->period_ns) r->period_ns = 1;
+    r->wall_start_ns = opts ? opts->wall_start_ns : 0;
+    r->title = strdup(opts && opts->title ? opts->title : "stacksnap flame graph");
+    r->tmin = UINT64_MAX;
+    if (!r->title || rp_strtab_init(&r->str)) goto oom;
+    return r;
+oom:
+    ss_report_free(r);
+    ss_err_set(err, -ENOMEM, "report: out of memory");
+    return NULL;
+}
+
+void ss_report_free(struct ss_report *r)
+{
+    if (!r) return;
+    free(r->title);
+    rp_strtab_free(&r->str);
+    free(r->frames);
+    rp_index_free(&r->frame_ix);
+    free(r->fids);
+    free(r->stacks);
+    rp_index_free(&r->stack_ix);
+    rp_buf_free(&r->scratch);
+    free(r->tmp);
+    free(r);
+}
+
+uint64_t ss_report_samples(const struct ss_report *r)
+{
+    return r->samples;
+}
+
+size_t ss_report_nstacks(const struct ss_report *r)
+{
+    return r->nstacks;
+}
+
+static int64_t intern(struct ss_report *r, const char *s)
+{
+    return s ? rp_str_intern(&r->str, s, strlen(s)) : 0;
+}
+
+static uint64_t frame_hash(const struct rp_frame *f)
+{
+    uint64_t h = rp_hash(f->build_id, f->build_id_len, f->kind);
+    h = rp_hash_u64(h, ((uint64_t)f->name << 32) | f->module);
+    h = rp_hash_u64(h, ((uint64_t)f->line << 32) | f->first_line);
+    h = rp_hash_u64(h, f->addr);
+    return rp_hash_u64(h, f->offset);
+}
+
+struct frame_key {
+    const struct ss_report *r;
+    const struct rp_frame *f;
+};
+
+static bool frame_eq(const void *ctx, uint32_t idx)
+{
+    const struct frame_key *k = ctx;
+    const struct rp_frame *a = &k->r->frames[idx], *b = k->f;
+    return a->kind == b->kind && a->build_id_len == b->build_id_len &&
+           !memcmp(a->build_id, b->build_id, b->build_id_len) && a->name == b->name &&
+           a->module == b->module && a->line == b->line && a->first_line == b->first_line &&
+           a->addr == b->addr && a->offset == b->offset;
+}
+
+static int64_t frame_text_id(struct ss_report *r, const struct rp_frame *f, int func)
+{
+    struct rp_frame_view v = {
+        f->kind, f->addr, f->offset, rp_s(r, f->name), rp_s(r, f->module), f->line, f->first_line};
+    rp_buf_reset(&r->scratch);
+    rp_frame_text(&r->scratch, &v, func);
+    if (r->scratch.oom) return -ENOMEM;
+    /* the text may not contain NUL: names are C strings */
+    return rp_str_intern(&r->str, r->scratch.p, r->scratch.len);
+}
+
+/* Intern one frame; returns its id or -ENOMEM. */
+static int64_t frame_id(struct ss_report *r, const struct ss_frame *sf)
+{
+    struct rp_frame f = {0};
+    int64_t name = intern(r, sf->name), module = intern(r, sf->module);
+    if (name < 0 || module < 0) return -ENOMEM;
+    f.kind = sf->kind;
+    f.build_id_len = sf->build_id_len > sizeof(f.build_id) ? sizeof(f.build_id) : sf->build_id_len;
+    memcpy(f.build_id, sf->build_id, f.build_id_len);
+    f.name = (uint32_t)name;
+    f.module = (uint32_t)module;
+    f.addr = sf->addr;
+    f.offset = sf->offset;
+    if (f.kind == SS_FRAME_LUA) {
+        f.line = sf->line;
+        f.first_line = sf->first_line;
+    }
+    uint64_t h = frame_hash(&f);
+    struct frame_key k = {r, &f};
+    uint32_t idx;
+    if (rp_index_find(&r->frame_ix, h, frame_eq, &k, &idx)) return idx;
+    int64_t text = frame_text_id(r, &f, 0);
+    int64_t func = f.kind == SS_FRAME_LUA ? frame_text_id(r, &f, 1) : text;
+    if (text < 0 || func < 0 || r->nframes >= UINT32_MAX - 1 ||
+        rp_grow(&r->frames, &r->capframes, r->nframes + 1, sizeof(*r->frames)))
+        return -ENOMEM;
+    f.text = (uint32_t)text;
+    f.func = (uint32_t)func;
+    r->frames[r->nframes] = f;
+    if (rp_index_insert(&r->frame_ix, h, (uint32_t)r->nframes)) return -ENOMEM;
+    return (int64_t)r->nframes++;
+}
+
+struct stack_key {
+    const struct ss_report *r;
+    uint32_t pid, tid, comm, n;
+    const uint32_t *fids;
+};
+
+static bool stack_eq(const void *ctx, uint32_t idx)
+{
+    const struct stack_key *k = ctx;
+    const struct rp_stack *s = &k->r->stacks[idx];
+    return s->pid == k->pid && s->tid == k->tid && s->comm == k->comm && s->nframes == k->n &&
+           !memcmp(k->r->fids + s->first, k->fids, k->n * sizeof(*k->fids));
+}
+
+int ss_report_add(struct ss_report *r, const struct ss_stack *s, uint64_t count, struct ss_err *err)
+{
+    if (!r || !s || (s->nframes && !s->frames)) {
+        ss_err_set(err, -EINVAL, "report: invalid stack");
+        return -EINVAL;
+    }
+    if (!count) return 0;
+    if (rp_grow(&r->tmp, &r->captmp, s->nframes + 1, sizeof(*r->tmp))) goto oom;
+    int64_t comm = rp_str_intern(&r->str, s->comm, strnlen(s->comm, sizeof(s->comm)));
+    if (comm < 0) goto oom;
+    for (uint32_t i = 0; i < s->nframes; i++) {
+        int64_t id = frame_id(r, &s->frames[i]);
+        if (id < 0) goto oom;
+        r->tmp[i] = (uint32_t)id;
+    }
+    struct stack_key k = {r, s->pid, s->tid, (uint32_t)comm, s->nframes, r->tmp};
+    uint64_t h = rp_hash(r->tmp, s->nframes * sizeof(*r->tmp), comm);
+    h = rp_hash_u64(h, ((uint64_t)s->pid << 32) | s->tid);
+    uint32_t idx;
+    if (!rp_index_find(&r->stack_ix, h, stack_eq, &k, &idx)) {
+        if (r->nstacks >= UINT32_MAX - 1 ||
+            rp_grow(&r->stacks, &r->capstacks, r->nstacks + 1, sizeof(*r->stacks)) ||
+            rp_grow(&r->fids, &r->capfids, r->nfids + s->nframes, sizeof(*r->fids)))
+            goto oom;
+        idx = (uint32_t)r->nstacks;
+        r->stacks[idx] = (struct rp_stack){s->pid, s->tid, (uint32_t)comm, s->nframes, r->nfids, 0};
+        if (s->nframes) memcpy(r->fids + r->nfids, r->tmp, s->nframes * sizeof(*r->tmp));
+        if (rp_index_insert(&r->stack_ix, h, idx)) goto oom;
+        r->nfids += s->nframes;
+        r->nstacks++;
+    }
+    r->stacks[idx].count += count;
+    r->samples += count;
+    if (s->time_ns) {
+        if (s->time_ns < r->tmin) r->tmin = s->time_ns;
+        if (r->tmax == 0 || s->time_ns > r->tmax) r->tmax = s->time_ns;
+    }
+    return 0;
+oom:
+    ss_err_set(err, -ENOMEM, "report: out of memory adding a stack of pid %u", s->pid);
+    return -ENOMEM;
+}
+
+int rp_fwrite(FILE *f, const void *p, size_t n, const char *what, struct ss_err *err)
+{
+    if (n && fwrite(p, 1, n, f) != n) {
+        ss_err_set(err, -EIO, "%s: write error: %s", what, strerror(errno));
+        return -EIO;
+    }
+    return 0;
+}
+
+int rp_fflush(FILE *f, const char *what, struct ss_err *err)
+{
+    if (fflush(f) || ferror(f)) {
+        ss_err_set(err, -EIO, "%s: write error: %s", what, strerror(errno ? errno : EIO));
+        return -EIO;
+    }
+    return 0;
+}

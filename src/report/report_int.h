@@ -1,0 +1,68 @@
+/* report/report_int: the aggregated report as the writers see it. */
+#ifndef SS_REPORT_INT_H
+#define SS_REPORT_INT_H
+
+#include <stdint.h>
+
+#include "stacksnap/report.h"
+#include "report/table.h"
+#include "report/text.h"
+
+/* A distinct frame; strings are ids in ss_report.str (0 = none). */
+struct rp_frame {
+    uint8_t kind;
+    uint8_t build_id_len;
+    uint8_t build_id[20];
+    uint32_t name, module;
+    uint32_t line, first_line;
+    uint64_t addr, offset;
+    uint32_t text; /* raw frame text */
+    uint32_t func; /* raw top-table function name */
+};
+
+/* A distinct (pid, tid, comm, frames) key; frames are fids[first..], leaf first. */
+struct rp_stack {
+    uint32_t pid, tid;
+    uint32_t comm; /* string id, 0 = unknown */
+    uint32_t nframes;
+    size_t first;
+    uint64_t count;
+};
+
+struct ss_report {
+    uint32_t freq_hz;
+    uint64_t period_ns;
+    int64_t wall_start_ns;
+    char *title;
+    struct rp_strtab str;
+    struct rp_frame *frames;
+    size_t nframes, capframes;
+    struct rp_index frame_ix;
+    uint32_t *fids;
+    size_t nfids, capfids;
+    struct rp_stack *stacks;
+    size_t nstacks, capstacks;
+    struct rp_index stack_ix;
+    uint64_t samples;
+    uint64_t tmin, tmax; /* sample times seen (tmax < tmin: none) */
+    struct rp_buf scratch;
+    uint32_t *tmp;
+    size_t captmp;
+};
+
+static inline const char *rp_s(const struct ss_report *r, uint32_t id)
+{
+    return rp_str(&r->str, id);
+}
+/* comm text for folded/SVG ("[unknown]" when empty). */
+static inline const char *rp_comm(const struct ss_report *r, const struct rp_stack *s)
+{
+    return s->comm ? rp_s(r, s->comm) : "[unknown]";
+}
+
+/* Writes n bytes; -EIO with a message on a short write. */
+int rp_fwrite(FILE *f, const void *p, size_t n, const char *what, struct ss_err *err);
+/* fflush + ferror check. */
+int rp_fflush(FILE *f, const char *what, struct ss_err *err);
+
+#endif
