@@ -1,0 +1,545 @@
+/* snapfile/reader.c: reading a capture. A forward-only read window over the
+ * file descriptor (works on pipes), record framing checks (sync marker,
+ * header CRC, payload CRC), resynchronisation after damage by scanning for
+ * the next sync marker whose header CRC holds, inflate, typed decoding into
+ * one of two slots, and the one-record lookahead that attaches a sample's
+ * memory reads to the sample. Damage never fails the read: it becomes a
+ * SS_SNAP_CORRUPT event; a cut-short tail becomes one SS_SNAP_TRUNCATED. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "snapfile/format.h"
+
+#define WIN_INIT (1u << 20)
+#define SCAN_CHUNK (64u << 10)
+
+struct slot {
+    uint8_t *raw; /* the record's payload (copied or inflated), owned */
+    size_t raw_cap;
+    struct snap_arrays arr;
+    struct ss_snap_record rec;
+    char msg[128];
+};
+
+struct ss_snap_reader {
+    int fd;
+    char *name;
+    /* read window: buf[0] is file offset base, len bytes valid */
+    uint8_t *buf;
+    size_t cap, len;
+    uint64_t base;
+    bool eof;
+    uint64_t pos; /* offset of the next record */
+    bool done;    /* end reached (clean, truncated or corrupt to the end) */
+    int late_err; /* I/O error met while looking ahead */
+    char late_msg[256];
+    struct slot slots[2];
+    int pend; /* slot holding an undelivered lookahead record, or -1 */
+    int last; /* slot of the record delivered last, or -1 */
+    struct ss_snap_header header;
+    bool have_header;
+    char *header_cmd;
+    struct ss_snap_stats st;
+    z_stream zs;
+    bool zs_ready;
+    uint32_t version;
+};
+
+/* ---- window ---- */
+
+/* Make [off, off+n) available (short only at end of file). off never goes
+ * backwards. The buffer grows only as data actually arrives, so a corrupt
+ * length cannot make us allocate more than the file holds. */
+static int win_get(struct ss_snap_reader *r, uint64_t off, size_t n, const uint8_t **p,
+                   size_t *avail)
+{
+    if (off < r->base) return -EINVAL;
+    if (off > r->base + r->len) { /* skip forward (not used by the parser) */
+        r->base += r->len;
+        r->len = 0;
+        while (r->base < off && !r->eof) {
+            size_t want = off - r->base < r->cap ? (size_t)(off - r->base) : r->cap;
+            ssize_t k = read(r->fd, r->buf, want);
+            if (k < 0 && errno == EINTR) continue;
+            if (k < 0) return -errno;
+            if (k == 0) r->eof = true;
+            r->base += (uint64_t)k;
+        }
+        if (r->base < off) {
+            *p = r->buf;
+            *avail = 0;
+            return 0;
+        }
+    }
+    size_t drop = (size_t)(off - r->base);
+    if (r->len - drop < n && !r->eof) {
+        memmove(r->buf, r->buf + drop, r->len - drop);
+        r->len -= drop;
+        r->base = off;
+        drop = 0;
+        while (r->len < n && !r->eof) {
+            if (r->len == r->cap) {
+                size_t cap = r->cap * 2 < n ? n : r->cap * 2;
+                uint8_t *b = realloc(r->buf, cap);
+                if (!b) return -ENOMEM;
+                r->buf = b;
+                r->cap = cap;
+            }
+            ssize_t k = read(r->fd, r->buf + r->len, r->cap - r->len);
+            if (k < 0 && errno == EINTR) continue;
+            if (k < 0) return -errno;
+            if (k == 0) r->eof = true;
+            r->len += (size_t)k;
+        }
+    }
+    *p = r->buf + drop;
+    *avail = r->len - drop < n ? r->len - drop : n;
+    return 0;
+}
+
+static bool hdr_valid(const uint8_t *h)
+{
+    return memcmp(h, SNAP_SYNC, 4) == 0 && snap_le32(h + 16) == (uint32_t)crc32(0, h, 16) &&
+           snap_le32(h + 8) <= SNAP_MAX_PAYLOAD;
+}
+
+/* Find the next valid record header at or after from. 1 found (*at), 0 none
+ * before the end of the file, negative errno. Always makes progress. */
+static int scan(struct ss_snap_reader *r, uint64_t from, uint64_t *at)
+{
+    uint64_t pos = from;
+    for (;;) {
+        const uint8_t *p;
+        size_t avail;
+        int rc = win_get(r, pos, SCAN_CHUNK + SNAP_REC_HDR, &p, &avail);
+        if (rc) return rc;
+        if (avail < SNAP_REC_HDR) return 0;
+        size_t last = avail - SNAP_REC_HDR; /* candidates 0..last */
+        for (size_t i = 0; i <= last;) {
+            const uint8_t *q = memchr(p + i, SNAP_SYNC[0], last - i + 1);
+            if (!q) break;
+            if (hdr_valid(q)) {
+                *at = pos + (uint64_t)(q - p);
+                return 1;
+            }
+            i = (size_t)(q - p) + 1;
+        }
+        pos += last + 1;
+    }
+}
+
+static uint64_t file_end(const struct ss_snap_reader *r)
+{
+    return r->base + r->len; /* valid once eof is set */
+}
+
+/* ---- decoding ---- */
+static int inflate_payload(struct ss_snap_reader *r, struct slot *s, const uint8_t *p, uint32_t len,
+                           size_t *out_len, const char **why)
+{
+    *why = "bad compressed payload";
+    if (len < 4) return -EBADMSG;
+    uint32_t raw = snap_le32(p);
+    if (raw > SNAP_MAX_PAYLOAD || raw > (uint64_t)(len - 4) * 1032 + 1024) return -EBADMSG;
+    if (raw > s->raw_cap) {
+        uint8_t *b = realloc(s->raw, raw);
+        if (!b) return -ENOMEM;
+        s->raw = b;
+        s->raw_cap = raw;
+    }
+    if (!r->zs_ready) {
+        memset(&r->zs, 0, sizeof(r->zs));
+        if (inflateInit(&r->zs) != Z_OK) return -ENOMEM;
+        r->zs_ready = true;
+    } else if (inflateReset(&r->zs) != Z_OK) {
+        return -EIO;
+    }
+    r->zs.next_in = (Bytef *)p + 4;
+    r->zs.avail_in = len - 4;
+    r->zs.next_out = s->raw;
+    r->zs.avail_out = raw;
+    int zr = inflate(&r->zs, Z_FINISH);
+    if (zr != Z_STREAM_END || r->zs.total_out != raw) return -EBADMSG;
+    *out_len = raw;
+    return 0;
+}
+
+static int keep_header(struct ss_snap_reader *r, const struct ss_snap_header *h)
+{
+    if (r->have_header) return 0;
+    char *cmd = strdup(h->command ? h->command : "");
+    if (!cmd) return -ENOMEM;
+    r->header = *h;
+    r->header.version = r->version;
+    r->header.command = r->header_cmd = cmd;
+    r->have_header = true;
+    return 0;
+}
+
+/* Decode the payload p[0..len) of a record of known type into s->rec. */
+static int decode(struct ss_snap_reader *r, struct slot *s, uint16_t type, uint16_t flags,
+                  const uint8_t *p, uint32_t len, const char **why)
+{
+    size_t n = len;
+    int rc;
+    if (flags & SNAP_RF_DEFLATE) {
+        rc = inflate_payload(r, s, p, len, &n, why);
+        if (rc) return rc;
+    } else {
+        if (len > s->raw_cap) {
+            uint8_t *b = realloc(s->raw, len);
+            if (!b) return -ENOMEM;
+            s->raw = b;
+            s->raw_cap = len;
+        }
+        if (len) memcpy(s->raw, p, len);
+    }
+    struct snap_cur c = {.p = s->raw, .len = n};
+    struct ss_snap_record *rec = &s->rec;
+    switch (type) {
+    case SS_SNAP_HEADER:
+        rc = snap_dec_header(&c, &rec->header, why);
+        rec->header.version = r->version;
+        if (!rc) rc = keep_header(r, &rec->header);
+        return rc;
+    case SS_SNAP_PROCESS:
+        return snap_dec_process(&c, &s->arr, &rec->process, why);
+    case SS_SNAP_SAMPLE:
+        return snap_dec_sample(&c, &rec->sample, why);
+    case SS_SNAP_MEMREADS:
+        return snap_dec_memreads(&c, &s->arr, &rec->memreads, why);
+    case SS_SNAP_COUNTERS:
+        return snap_dec_counters(&c, &s->arr, &rec->counters, why);
+    case SS_SNAP_BUNDLE:
+        return snap_dec_bundle(&c, &rec->bundle, why);
+    case SS_SNAP_TRAILER:
+        return snap_dec_trailer(&c, &rec->trailer, why);
+    }
+    return -EBADMSG;
+}
+
+static int corrupt(struct ss_snap_reader *r, struct slot *s, uint64_t off, uint64_t skipped,
+                   const char *why)
+{
+    memset(&s->rec, 0, sizeof(s->rec));
+    if (why != s->msg) snprintf(s->msg, sizeof(s->msg), "%s", why);
+    s->rec.type = SS_SNAP_CORRUPT;
+    s->rec.offset = off;
+    s->rec.corrupt = (struct ss_snap_corrupt){.offset = off, .skipped = skipped, .reason = s->msg};
+    r->st.corrupt++;
+    r->st.corrupt_bytes += skipped;
+    r->st.file_bytes = r->pos;
+    return 1;
+}
+
+static int truncated(struct ss_snap_reader *r, struct slot *s, uint64_t off, uint64_t ignored)
+{
+    memset(&s->rec, 0, sizeof(s->rec));
+    s->rec.type = SS_SNAP_TRUNCATED;
+    s->rec.offset = off;
+    s->rec.truncated = (struct ss_snap_truncated){.offset = off, .ignored = ignored};
+    r->st.trailing_bytes = ignored;
+    r->st.file_bytes = off + ignored;
+    r->done = true;
+    return 1;
+}
+
+/* Read the next deliverable record or event into s. 1, 0 at the end, or
+ * negative errno (I/O, memory). */
+static int read_record(struct ss_snap_reader *r, struct slot *s)
+{
+    for (;;) {
+        if (r->done) return 0;
+        uint64_t x = r->pos;
+        const uint8_t *p;
+        size_t avail;
+        int rc = win_get(r, x, SNAP_REC_HDR, &p, &avail);
+        if (rc) return rc;
+        if (avail == 0) {
+            r->done = true;
+            r->st.file_bytes = x;
+            return 0;
+        }
+        if (avail < SNAP_REC_HDR) return truncated(r, s, x, avail);
+        uint64_t y;
+        if (!hdr_valid(p)) {
+            rc = scan(r, x + 1, &y);
+            if (rc < 0) return rc;
+            if (rc == 0) {
+                r->done = true;
+                r->pos = file_end(r);
+                return corrupt(r, s, x, r->pos - x, "bad record header");
+            }
+            r->pos = y;
+            return corrupt(r, s, x, y - x, "bad record header");
+        }
+        uint16_t type = snap_le16(p + 4), flags = snap_le16(p + 6);
+        uint32_t len = snap_le32(p + 8), pcrc = snap_le32(p + 12);
+        size_t size = (size_t)SNAP_REC_HDR + len;
+        rc = win_get(r, x, size, &p, &avail);
+        if (rc) return rc;
+        if (avail < size) {
+            /* Cut short, unless a complete record follows (then the length
+             * was wrong: corruption). */
+            rc = scan(r, x + 1, &y);
+            if (rc < 0) return rc;
+            if (rc == 1) {
+                r->pos = y;
+                return corrupt(r, s, x, y - x, "record length runs past the end of the file");
+            }
+            return truncated(r, s, x, avail);
+        }
+        r->pos = x + size;
+        if ((uint32_t)crc32_z(0, p + SNAP_REC_HDR, len) != pcrc)
+            return corrupt(r, s, x, size, "payload checksum mismatch");
+        if (type == 0 || type >= SS_SNAP_NTYPES || (flags & ~SNAP_RF_KNOWN)) {
+            r->st.unknown++;
+            r->st.file_bytes = r->pos;
+            continue;
+        }
+        const char *why = "malformed record";
+        memset(&s->rec, 0, sizeof(s->rec));
+        rc = decode(r, s, type, flags, p + SNAP_REC_HDR, len, &why);
+        if (rc == -ENOMEM) return rc;
+        if (rc) return corrupt(r, s, x, size, why);
+        s->rec.type = type;
+        s->rec.offset = x;
+        s->rec.size = (uint32_t)size;
+        s->rec.compressed = flags & SNAP_RF_DEFLATE;
+        r->st.records[type]++;
+        r->st.bytes[type] += size;
+        r->st.file_bytes = r->pos;
+        return 1;
+    }
+}
+
+/* ---- public ---- */
+static void set_io_err(struct ss_snap_reader *r, int rc, struct ss_err *err)
+{
+    if (rc == -ENOMEM)
+        ss_err_set(err, rc, "%s: out of memory", r->name);
+    else
+        ss_err_set(err, rc, "read %s: %s", r->name, strerror(-rc));
+}
+
+int ss_snap_open_fd(struct ss_snap_reader **out, int fd, const char *name, struct ss_err *err)
+{
+    *out = NULL;
+    struct ss_snap_reader *r = calloc(1, sizeof(*r));
+    if (r) r->name = strdup(name);
+    if (r) r->buf = malloc(WIN_INIT);
+    if (!r || !r->name || !r->buf) {
+        if (r) free(r->name), free(r->buf);
+        free(r);
+        close(fd);
+        ss_err_set(err, -ENOMEM, "%s: out of memory", name);
+        return -ENOMEM;
+    }
+    r->fd = fd;
+    r->cap = WIN_INIT;
+    r->pend = r->last = -1;
+    const uint8_t *p;
+    size_t avail;
+    int rc = win_get(r, 0, SNAP_PREAMBLE_LEN, &p, &avail);
+    if (rc) {
+        set_io_err(r, rc, err);
+    } else if (avail < SNAP_MAGIC_LEN || memcmp(p, SNAP_MAGIC, SNAP_MAGIC_LEN) != 0) {
+        ss_err_set(err, rc = -EINVAL, "not a stacksnap capture: %s", name);
+    } else if (avail < SNAP_PREAMBLE_LEN) {
+        ss_err_set(err, rc = -EINVAL, "not a stacksnap capture: %s (cut short after %zu bytes)",
+                   name, avail);
+    } else if ((r->version = snap_le32(p + 8)) == 0) {
+        ss_err_set(err, rc = -EINVAL, "not a stacksnap capture: %s (format version 0)", name);
+    } else if (r->version > SS_SNAP_VERSION) {
+        ss_err_set(err, rc = -EPROTONOSUPPORT,
+                   "%s: capture format version %" PRIu32
+                   " is newer than this stacksnap supports (version %u)",
+                   name, r->version, SS_SNAP_VERSION);
+    }
+    if (!rc) {
+        r->pos = SNAP_PREAMBLE_LEN;
+        r->st.file_bytes = SNAP_PREAMBLE_LEN;
+        /* Look at the first record now so the header is known. */
+        rc = read_record(r, &r->slots[0]);
+        if (rc == 1) r->pend = 0;
+        if (rc < 0) set_io_err(r, rc, err);
+        rc = rc < 0 ? rc : 0;
+    }
+    if (rc) {
+        ss_snap_close_reader(r);
+        return rc;
+    }
+    *out = r;
+    return 0;
+}
+
+int ss_snap_open(struct ss_snap_reader **out, const char *path, struct ss_err *err)
+{
+    *out = NULL;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        int e = errno;
+        ss_err_set(err, -e, "open capture %s: %s", path, strerror(e));
+        return -e;
+    }
+    return ss_snap_open_fd(out, fd, path, err);
+}
+
+const struct ss_snap_header *ss_snap_get_header(const struct ss_snap_reader *r)
+{
+    return r->have_header ? &r->header : NULL;
+}
+
+int ss_snap_next(struct ss_snap_reader *r, struct ss_snap_record *rec, struct ss_err *err)
+{
+    if (r->late_err) {
+        int rc = r->late_err;
+        r->late_err = 0;
+        ss_err_set(err, rc, "%s", r->late_msg);
+        return rc;
+    }
+    int cur = r->pend;
+    r->pend = r->last = -1;
+    if (cur < 0) {
+        cur = 0;
+        int rc = read_record(r, &r->slots[cur]);
+        if (rc <= 0) {
+            if (rc < 0) set_io_err(r, rc, err);
+            return rc;
+        }
+    }
+    struct slot *s = &r->slots[cur];
+    if (s->rec.type == SS_SNAP_SAMPLE) {
+        struct slot *o = &r->slots[1 - cur];
+        int rc = read_record(r, o);
+        if (rc == 1 && o->rec.type == SS_SNAP_MEMREADS &&
+            o->rec.memreads.sample_seq == s->rec.sample.seq) {
+            s->rec.sample.has_reads = true;
+            s->rec.sample.nreads = o->rec.memreads.nreads;
+            s->rec.sample.reads = o->rec.memreads.reads;
+        } else if (rc == 1) {
+            r->pend = 1 - cur;
+        } else if (rc < 0) {
+            struct ss_err e = {0};
+            set_io_err(r, rc, &e);
+            r->late_err = rc;
+            snprintf(r->late_msg, sizeof(r->late_msg), "%s", e.msg);
+        }
+    }
+    r->last = cur;
+    *rec = s->rec;
+    return 1;
+}
+
+int ss_snap_foreach(struct ss_snap_reader *r, ss_snap_record_fn fn, void *ctx, struct ss_err *err)
+{
+    struct ss_snap_record rec;
+    int rc;
+    while ((rc = ss_snap_next(r, &rec, err)) == 1) {
+        int v = fn(ctx, &rec);
+        if (v) return v;
+    }
+    return rc;
+}
+
+uint8_t *ss_snap_take_bundle(struct ss_snap_reader *r, size_t *len)
+{
+    if (r->last < 0) return NULL;
+    struct slot *s = &r->slots[r->last];
+    if (s->rec.type != SS_SNAP_BUNDLE || !s->raw || !s->rec.bundle.data) return NULL;
+    size_t n = (size_t)s->rec.bundle.size;
+    uint8_t *b = s->raw;
+    memmove(b, s->rec.bundle.data, n);
+    s->raw = NULL;
+    s->raw_cap = 0;
+    s->rec.bundle.data = NULL;
+    *len = n;
+    return b;
+}
+
+int ss_snap_rewind(struct ss_snap_reader *r, struct ss_err *err)
+{
+    if (lseek(r->fd, SNAP_PREAMBLE_LEN, SEEK_SET) < 0) {
+        int e = errno;
+        ss_err_set(err, -e, "rewind %s: %s", r->name, strerror(e));
+        return -e;
+    }
+    r->base = SNAP_PREAMBLE_LEN;
+    r->len = 0;
+    r->eof = false;
+    r->pos = SNAP_PREAMBLE_LEN;
+    r->done = false;
+    r->late_err = 0;
+    r->pend = r->last = -1;
+    memset(&r->st, 0, sizeof(r->st));
+    r->st.file_bytes = SNAP_PREAMBLE_LEN;
+    return 0;
+}
+
+void ss_snap_reader_stats(const struct ss_snap_reader *r, struct ss_snap_stats *st)
+{
+    *st = r->st;
+}
+
+void ss_snap_close_reader(struct ss_snap_reader *r)
+{
+    if (!r) return;
+    if (r->fd >= 0) close(r->fd);
+    for (int i = 0; i < 2; i++) {
+        free(r->slots[i].raw);
+        snap_arrays_free(&r->slots[i].arr);
+    }
+    if (r->zs_ready) inflateEnd(&r->zs);
+    free(r->header_cmd);
+    free(r->buf);
+    free(r->name);
+    free(r);
+}
+
+const char *ss_snap_event_str(const struct ss_snap_reader *r, const struct ss_snap_record *rec,
+                              char *buf, size_t len)
+{
+    if (rec->type == SS_SNAP_CORRUPT)
+        snprintf(buf, len,
+                 "%s: corrupted record at offset %" PRIu64 " skipped (%s, %" PRIu64 " bytes)",
+                 r->name, rec->corrupt.offset, rec->corrupt.reason, rec->corrupt.skipped);
+    else if (rec->type == SS_SNAP_TRUNCATED)
+        snprintf(buf, len,
+                 "%s: truncated at offset %" PRIu64 ", ignored %" PRIu64 " trailing bytes", r->name,
+                 rec->truncated.offset, rec->truncated.ignored);
+    else
+        snprintf(buf, len, "%s: %s record at offset %" PRIu64, r->name, ss_snap_type_str(rec->type),
+                 rec->offset);
+    return buf;
+}
+
+const char *ss_snap_type_str(uint32_t type)
+{
+    switch (type) {
+    case SS_SNAP_HEADER:
+        return "header";
+    case SS_SNAP_PROCESS:
+        return "process";
+    case SS_SNAP_SAMPLE:
+        return "sample";
+    case SS_SNAP_MEMREADS:
+        return "memreads";
+    case SS_SNAP_COUNTERS:
+        return "counters";
+    case SS_SNAP_BUNDLE:
+        return "bundle";
+    case SS_SNAP_TRAILER:
+        return "trailer";
+    case SS_SNAP_CORRUPT:
+        return "corrupt";
+    case SS_SNAP_TRUNCATED:
+        return "truncated";
+    }
+    return "unknown";
+}

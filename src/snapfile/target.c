@@ -1,0 +1,50 @@
+/* snapfile/target.c: replay backend serving recorded target reads (see
+ * target.h). */
+#include <errno.h>
+#include <string.h>
+
+#include "snapfile/target.h"
+
+void ss_snap_replay_set(struct ss_snap_replay *rp, const struct ss_snap_sample *s)
+{
+    rp->reads = s->has_reads ? s->reads : NULL;
+    rp->n = s->has_reads ? s->nreads : 0;
+    rp->next = 0;
+}
+
+static int find(const struct ss_snap_replay *rp, uint64_t addr, size_t len)
+{
+    for (uint32_t j = rp->next; j < rp->n; j++)
+        if (rp->reads[j].addr == addr && rp->reads[j].len == len) return (int)j;
+    for (uint32_t j = 0; j < rp->next && j < rp->n; j++)
+        if (rp->reads[j].addr == addr && rp->reads[j].len == len) return (int)j;
+    for (uint32_t j = 0; j < rp->n; j++) {
+        const struct ss_snap_read *r = &rp->reads[j];
+        if (!r->err && addr >= r->addr && len <= r->len && addr - r->addr <= r->len - len)
+            return (int)j;
+    }
+    return -1;
+}
+
+static int replay_readv(void *ctx, struct ss_iov *iov, int n)
+{
+    struct ss_snap_replay *rp = ctx;
+    for (int i = 0; i < n; i++) {
+        int j = find(rp, iov[i].addr, iov[i].len);
+        if (j < 0) {
+            iov[i].err = -EFAULT;
+            rp->misses++;
+            continue;
+        }
+        const struct ss_snap_read *r = &rp->reads[j];
+        rp->hits++;
+        if (r->addr == iov[i].addr && r->len == iov[i].len && (uint32_t)j >= rp->next)
+            rp->next = (uint32_t)j + 1;
+        iov[i].err = r->err;
+        if (!r->err && iov[i].len)
+            memcpy(iov[i].dst, r->data + (iov[i].addr - r->addr), iov[i].len);
+    }
+    return 0;
+}
+
+const struct ss_target_ops ss_snap_target_replay = {.readv = replay_readv};

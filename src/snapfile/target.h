@@ -1,0 +1,26 @@
+/* snapfile/target.h: the replay target backend of memory/ (layer 3):
+ * serves a sample's recorded target reads instead of process_vm_readv, so
+ * replay sees exactly the bytes (and failures) the live walker saw. */
+#ifndef SS_SNAPFILE_TARGET_H
+#define SS_SNAPFILE_TARGET_H
+
+#include "memory/memory.h"
+#include "stacksnap/snapfile.h"
+
+/* target_ctx for ss_snap_target_replay; point it at a sample before walking. */
+struct ss_snap_replay {
+    const struct ss_snap_read *reads;
+    uint32_t n;
+    uint32_t next;         /* reads are matched in recorded order from here */
+    uint64_t hits, misses; /* misses: a read the live walker did not make */
+};
+
+void ss_snap_replay_set(struct ss_snap_replay *rp, const struct ss_snap_sample *s);
+
+/* readv: each element is matched to the next recorded read with the same
+ * address and length (then any such read, then a successful read that
+ * contains it); it gets the recorded bytes or the recorded error. Elements
+ * never read live fail with -EFAULT and count as misses. */
+extern const struct ss_target_ops ss_snap_target_replay;
+
+#endif

@@ -1,0 +1,419 @@
+/* snapfile/writer.c: creating a capture file safely (mode 0600, never
+ * through a symlink), framing records (sync, type, flags, length, CRCs),
+ * per-record deflate, buffered writes, and the header / process / sample +
+ * memory-read / counters / trailer records. Bundles are in bundle.c. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "snapfile/writer.h"
+
+static uint64_t now_ns(clockid_t clk)
+{
+    struct timespec ts;
+    clock_gettime(clk, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void copy_str(char *dst, size_t cap, const char *src)
+{
+    size_t n = strnlen(src, cap - 1);
+    memcpy(dst, src, n);
+    dst[n] = 0;
+}
+
+void ss_snap_header_init(struct ss_snap_header *h)
+{
+    memset(h, 0, sizeof(*h));
+    struct utsname u;
+    if (uname(&u) == 0) {
+        copy_str(h->arch, sizeof(h->arch), u.machine);
+        copy_str(h->hostname, sizeof(h->hostname), u.nodename);
+        copy_str(h->kernel_release, sizeof(h->kernel_release), u.release);
+    }
+    h->version = SS_SNAP_VERSION;
+    h->nregs = SS_NREGS;
+    h->stack_size = SS_STACK_DEFAULT;
+    h->freq_hz = 99;
+    h->start_real_ns = now_ns(CLOCK_REALTIME);
+    h->start_mono_ns = now_ns(CLOCK_MONOTONIC);
+}
+
+/* ---- output ---- */
+static int fail(struct ss_snap_writer *w, int code, struct ss_err *err)
+{
+    if (!w->err) {
+        w->err = code;
+        snprintf(w->errmsg, sizeof(w->errmsg), "write capture %s: %s", w->path, strerror(-code));
+    }
+    ss_err_set(err, w->err, "%s", w->errmsg);
+    return w->err;
+}
+
+static int write_all(struct ss_snap_writer *w, const void *p, size_t n, struct ss_err *err)
+{
+    const uint8_t *b = p;
+    while (n) {
+        ssize_t k = write(w->fd, b, n);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) return fail(w, k < 0 ? -errno : -EIO, err);
+        b += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+int ss_snap_flush(struct ss_snap_writer *w, struct ss_err *err)
+{
+    if (w->err) return fail(w, w->err, err);
+    int rc = write_all(w, w->out, w->out_len, err);
+    w->out_len = 0;
+    return rc;
+}
+
+static int out_put(struct ss_snap_writer *w, const void *p, size_t n, struct ss_err *err)
+{
+    if (w->out_len + n > SNAP_OUT_BUF) {
+        int rc = ss_snap_flush(w, err);
+        if (rc) return rc;
+        if (n > SNAP_OUT_BUF) return write_all(w, p, n, err);
+    }
+    memcpy(w->out + w->out_len, p, n);
+    w->out_len += n;
+    return 0;
+}
+
+/* Deflate the parts into w->zbuf as u32 raw length + zlib stream. */
+static int deflate_parts(struct ss_snap_writer *w, enum snap_level lv,
+                         const struct snap_part *parts, int n, size_t raw)
+{
+    z_stream *z = &w->zs[lv];
+    if (!w->zs_ready[lv]) {
+        memset(z, 0, sizeof(*z));
+        if (deflateInit(z, lv == SNAP_Z_FAST ? Z_BEST_SPEED : Z_DEFAULT_COMPRESSION) != Z_OK)
+            return -ENOMEM;
+        w->zs_ready[lv] = true;
+    } else if (deflateReset(z) != Z_OK) {
+        return -EIO;
+    }
+    size_t bound = deflateBound(z, raw) + 4;
+    w->zbuf.len = 0;
+    if (!snap_buf_reserve(&w->zbuf, bound)) return -ENOMEM;
+    snap_put_u32(&w->zbuf, (uint32_t)raw);
+    z->next_out = w->zbuf.p + 4;
+    z->avail_out = (uInt)(bound - 4);
+    int zr = Z_OK;
+    for (int i = 0; i < n; i++) {
+        z->next_in = (Bytef *)parts[i].p;
+        z->avail_in = (uInt)parts[i].len;
+        zr = deflate(z, i == n - 1 ? Z_FINISH : Z_NO_FLUSH);
+        if (zr == Z_STREAM_ERROR || z->avail_in) return -EIO;
+    }
+    if (zr != Z_STREAM_END) return -EIO;
+    w->zbuf.len = 4 + (size_t)z->total_out;
+    return 0;
+}
+
+int snap_emit(struct ss_snap_writer *w, uint16_t type, enum snap_level level,
+              const struct snap_part *parts, int nparts, struct ss_err *err)
+{
+    if (w->err) return fail(w, w->err, err);
+    size_t raw = 0;
+    for (int i = 0; i < nparts; i++)
+        raw += parts[i].len;
+    if (raw > SNAP_MAX_PAYLOAD) {
+        ss_err_set(err, -EFBIG, "capture %s: %zu-byte record over the %u-byte limit", w->path, raw,
+                   SNAP_MAX_PAYLOAD);
+        return -EFBIG;
+    }
+    struct snap_part zpart;
+    uint16_t flags = 0;
+    if (level != SNAP_Z_NONE && raw >= SNAP_COMPRESS_MIN && nparts > 0) {
+        int rc = deflate_parts(w, level, parts, nparts, raw);
+        if (rc) {
+            ss_err_set(err, rc, "capture %s: deflate failed", w->path);
+            return rc;
+        }
+        if (w->zbuf.len < raw - raw / 8) { /* keep it only if it saves 1/8 */
+            zpart = (struct snap_part){w->zbuf.p, w->zbuf.len};
+            parts = &zpart;
+            nparts = 1;
+            raw = w->zbuf.len;
+            flags |= SNAP_RF_DEFLATE;
+        }
+    }
+    uint32_t pcrc = (uint32_t)crc32(0, Z_NULL, 0);
+    for (int i = 0; i < nparts; i++)
+        pcrc = (uint32_t)crc32_z(pcrc, parts[i].p, parts[i].len);
+    uint8_t h[SNAP_REC_HDR];
+    memcpy(h, SNAP_SYNC, 4);
+    h[4] = (uint8_t)type, h[5] = (uint8_t)(type >> 8);
+    h[6] = (uint8_t)flags, h[7] = (uint8_t)(flags >> 8);
+    for (int i = 0; i < 4; i++) {
+        h[8 + i] = (uint8_t)(raw >> (8 * i));
+        h[12 + i] = (uint8_t)(pcrc >> (8 * i));
+    }
+    uint32_t hcrc = (uint32_t)crc32(0, h, 16);
+    for (int i = 0; i < 4; i++)
+        h[16 + i] = (uint8_t)(hcrc >> (8 * i));
+    int rc = out_put(w, h, sizeof(h), err);
+    for (int i = 0; i < nparts && !rc; i++)
+        rc = out_put(w, parts[i].p, parts[i].len, err);
+    if (rc) return rc;
+    w->nrecords++;
+    if (type < SS_SNAP_NTYPES) {
+        w->st.records[type]++;
+        w->st.bytes[type] += SNAP_REC_HDR + raw;
+    }
+    w->st.file_bytes += SNAP_REC_HDR + raw;
+    return 0;
+}
+
+/* Build w->pay with enc and emit it as one part. */
+static int emit_pay(struct ss_snap_writer *w, uint16_t type, enum snap_level lv, struct ss_err *err)
+{
+    if (w->pay.oom) {
+        w->pay.oom = false;
+        ss_err_set(err, -ENOMEM, "capture %s: out of memory", w->path);
+        return -ENOMEM;
+    }
+    struct snap_part part = {w->pay.p, w->pay.len};
+    return snap_emit(w, type, lv, &part, 1, err);
+}
+
+/* ---- create ---- */
+static int open_output(const char *path, struct ss_err *err)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd >= 0) return fd;
+    if (errno != EEXIST && errno != ELOOP) {
+        int e = errno;
+        ss_err_set(err, -e, "create capture %s: %s", path, strerror(e));
+        return -e;
+    }
+    struct stat ls, fs;
+    if (lstat(path, &ls) < 0) {
+        int e = errno;
+        ss_err_set(err, -e, "create capture %s: %s", path, strerror(e));
+        return -e;
+    }
+    if (S_ISLNK(ls.st_mode)) {
+        ss_err_set(err, -ELOOP, "refusing to write capture %s: it is a symbolic link", path);
+        return -ELOOP;
+    }
+    if (!S_ISREG(ls.st_mode)) {
+        ss_err_set(err, -EINVAL, "refusing to write capture %s: not a regular file", path);
+        return -EINVAL;
+    }
+    /* Existing regular file: reopen without following links, check it is
+     * still the file we looked at, then take it over (owner, 0600, empty). */
+    fd = open(path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) {
+        int e = errno;
+        if (e == ELOOP) {
+            ss_err_set(err, -ELOOP, "refusing to write capture %s: it is a symbolic link", path);
+            return -ELOOP;
+        }
+        ss_err_set(err, -e, "open capture %s: %s", path, strerror(e));
+        return -e;
+    }
+    int rc = 0;
+    if (fstat(fd, &fs) < 0 || !S_ISREG(fs.st_mode) || fs.st_dev != ls.st_dev ||
+        fs.st_ino != ls.st_ino) {
+        ss_err_set(err, rc = -EAGAIN, "refusing to write capture %s: it changed while opening",
+                   path);
+    } else if (fs.st_nlink > 1) {
+        ss_err_set(err, rc = -EMLINK, "refusing to write capture %s: it has other hard links",
+                   path);
+    } else if ((fs.st_uid != geteuid() && fchown(fd, geteuid(), getegid()) < 0) ||
+               fchmod(fd, 0600) < 0 || ftruncate(fd, 0) < 0 ||
+               fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) < 0) {
+        rc = -errno;
+        ss_err_set(err, rc, "take over capture %s: %s", path, strerror(errno));
+    }
+    if (rc) {
+        close(fd);
+        return rc;
+    }
+    return fd;
+}
+
+int ss_snap_create(struct ss_snap_writer **out, const char *path, const struct ss_snap_header *h,
+                   struct ss_err *err)
+{
+    *out = NULL;
+    struct ss_snap_writer *w = calloc(1, sizeof(*w));
+    if (w) w->out = malloc(SNAP_OUT_BUF);
+    if (w) w->path = strdup(path);
+    if (!w || !w->out || !w->path) {
+        if (w) free(w->out), free(w->path);
+        free(w);
+        ss_err_set(err, -ENOMEM, "capture %s: out of memory", path);
+        return -ENOMEM;
+    }
+    w->fd = open_output(path, err);
+    if (w->fd < 0) {
+        int rc = w->fd;
+        w->fd = -1;
+        ss_snap_abandon(w);
+        return rc;
+    }
+    uint8_t pre[SNAP_PREAMBLE_LEN] = {0};
+    memcpy(pre, SNAP_MAGIC, SNAP_MAGIC_LEN);
+    pre[8] = SS_SNAP_VERSION & 0xff;
+    pre[9] = (SS_SNAP_VERSION >> 8) & 0xff;
+    int rc = out_put(w, pre, sizeof(pre), err);
+    w->st.file_bytes = sizeof(pre);
+    if (!rc) {
+        w->pay.len = 0;
+        snap_enc_header(&w->pay, h);
+        rc = emit_pay(w, SS_SNAP_HEADER, SNAP_Z_NONE, err);
+    }
+    if (!rc) rc = ss_snap_flush(w, err);
+    if (rc) {
+        ss_snap_abandon(w);
+        return rc;
+    }
+    *out = w;
+    return 0;
+}
+
+int ss_snap_write_process(struct ss_snap_writer *w, const struct ss_snap_process *p,
+                          struct ss_err *err)
+{
+    w->pay.len = 0;
+    snap_enc_process(&w->pay, p);
+    return emit_pay(w, SS_SNAP_PROCESS, SNAP_Z_FAST, err);
+}
+
+/* ---- samples and their memory reads ---- */
+void ss_snap_record_read(void *ctx, uint64_t addr, const void *data, size_t len, int err)
+{
+    struct ss_snap_writer *w = ctx;
+    if (w->reads.len + len > SNAP_READS_MAX) err = -E2BIG; /* keep the fact, not the bytes */
+    snap_enc_read(&w->reads, addr, data, len, err);
+    w->nreads++;
+}
+
+void ss_snap_discard_reads(struct ss_snap_writer *w)
+{
+    w->reads.len = 0;
+    w->reads.oom = false;
+    w->nreads = 0;
+}
+
+int ss_snap_write_sample(struct ss_snap_writer *w, const struct ss_sample *s, uint64_t *seq_out,
+                         struct ss_err *err)
+{
+    uint64_t seq = w->next_seq;
+    w->pay.len = 0;
+    snap_enc_sample(&w->pay, s, seq);
+    int rc = -ENOMEM;
+    if (!w->pay.oom) {
+        struct snap_part parts[2] = {{w->pay.p, w->pay.len},
+                                     {s->stack, s->stack ? s->stack_len : 0}};
+        if (!s->stack && s->stack_len) {
+            ss_err_set(err, -EINVAL, "capture %s: sample without stack bytes", w->path);
+            rc = -EINVAL;
+        } else {
+            rc = snap_emit(w, SS_SNAP_SAMPLE, SNAP_Z_FAST, parts, 2, err);
+        }
+    } else {
+        w->pay.oom = false;
+        ss_err_set(err, rc, "capture %s: out of memory", w->path);
+    }
+    if (!rc && w->nreads) {
+        if (w->reads.oom) {
+            ss_err_set(err, rc = -ENOMEM, "capture %s: out of memory for memory reads", w->path);
+        } else {
+            w->pay.len = 0;
+            snap_put_u64(&w->pay, seq);
+            snap_put_u32(&w->pay, w->nreads);
+            struct snap_part parts[2] = {{w->pay.p, w->pay.len}, {w->reads.p, w->reads.len}};
+            rc = w->pay.oom ? -ENOMEM : snap_emit(w, SS_SNAP_MEMREADS, SNAP_Z_FAST, parts, 2, err);
+        }
+    }
+    ss_snap_discard_reads(w);
+    if (!rc) {
+        w->next_seq++;
+        if (seq_out) *seq_out = seq;
+    }
+    return rc;
+}
+
+/* ---- counters ---- */
+int ss_snap_write_counters(struct ss_snap_writer *w, uint64_t time_ns,
+                           const struct ss_snap_counter *c, uint32_t n, struct ss_err *err)
+{
+    w->pay.len = 0;
+    snap_enc_counters(&w->pay, time_ns, c, n);
+    return emit_pay(w, SS_SNAP_COUNTERS, SNAP_Z_NONE, err);
+}
+
+uint32_t ss_snap_capture_counters(const struct ss_capture_stats *st, struct ss_snap_counter *out)
+{
+    out[0] = (struct ss_snap_counter){"capture.seen", st->seen};
+    out[1] = (struct ss_snap_counter){"capture.emitted", st->emitted};
+    out[2] = (struct ss_snap_counter){"capture.dropped", st->dropped};
+    out[3] = (struct ss_snap_counter){"capture.copy_failed", st->copy_failed};
+    out[4] = (struct ss_snap_counter){"capture.copy_partial", st->copy_partial};
+    out[5] = (struct ss_snap_counter){"capture.skipped", st->skipped};
+    return 6;
+}
+
+/* ---- end ---- */
+void ss_snap_writer_stats(const struct ss_snap_writer *w, struct ss_snap_stats *st)
+{
+    *st = w->st;
+}
+
+void ss_snap_abandon(struct ss_snap_writer *w)
+{
+    if (!w) return;
+    if (w->fd >= 0) close(w->fd);
+    for (int i = 0; i < 2; i++)
+        if (w->zs_ready[i]) deflateEnd(&w->zs[i]);
+    snap_buf_free(&w->pay);
+    snap_buf_free(&w->zbuf);
+    snap_buf_free(&w->reads);
+    free(w->bundles);
+    free(w->out);
+    free(w->path);
+    free(w);
+}
+
+int ss_snap_close(struct ss_snap_writer *w, struct ss_err *err)
+{
+    if (!w) return 0;
+    int rc = w->err;
+    if (rc) {
+        fail(w, rc, err);
+    } else {
+        struct ss_snap_trailer t = {
+            .end_real_ns = now_ns(CLOCK_REALTIME),
+            .end_mono_ns = now_ns(CLOCK_MONOTONIC),
+            .records = w->nrecords,
+            .samples = w->st.records[SS_SNAP_SAMPLE],
+            .processes = w->st.records[SS_SNAP_PROCESS],
+            .bundles = w->st.records[SS_SNAP_BUNDLE],
+            .offset = w->st.file_bytes,
+        };
+        w->pay.len = 0;
+        snap_enc_trailer(&w->pay, &t);
+        rc = emit_pay(w, SS_SNAP_TRAILER, SNAP_Z_NONE, err);
+        if (!rc) rc = ss_snap_flush(w, err);
+    }
+    if (close(w->fd) < 0 && !rc) {
+        rc = -errno;
+        ss_err_set(err, rc, "close capture %s: %s", w->path, strerror(errno));
+    }
+    w->fd = -1;
+    ss_snap_abandon(w);
+    return rc;
+}
