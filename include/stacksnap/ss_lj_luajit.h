@@ -1,0 +1,119 @@
+/* LuaJIT frames: public API of src/unwind/luajit/.
+ *
+ * Three steps, used by process/ (detection), unwind/stack.c (splicing):
+ *
+ *  1. Detection (per mapped ELF file, by content, never by file name):
+ *       struct ss_lj_elfinfo info;
+ *       ss_lj_detect_file("/proc/PID/map_files/...", &info, &err);
+ *     info.is_luajit says whether the file embeds LuaJIT; vm_lo/vm_hi is the
+ *     VM machine code (ELF virtual addresses, add the module's load bias).
+ *
+ *  2. One runtime per (process, LuaJIT module):
+ *       ss_lj_runtime_new(&rt, &info, load_bias, pid, &err);
+ *     The per-build layout descriptor is chosen and verified lazily on the
+ *     first walk (self-checks on the live lua_State/global_State). If no
+ *     descriptor verifies, ss_lj_runtime_diag() returns one message and every
+ *     later splice leaves the native frames untouched (never garbage frames).
+ *
+ *  3. Per sample, after native unwinding:
+ *       ss_lj_splice(rts, nrts, mem, regs, natives, n, &out);
+ *     natives[] is the native frame list leaf first (ip, CFA, recovered
+ *     rbx/r14 per frame). out.items[] is the merged list leaf first: an item
+ *     with native >= 0 keeps natives[native] as is, an item with native < 0
+ *     is a Lua frame (out.items[i].lua). Each native frame whose ip is in a
+ *     VM range is replaced by the Lua frames of the VM entry it runs; C
+ *     functions called from Lua keep their native frames above the Lua frame
+ *     that called them. Strings in Lua frames are owned by the runtime and
+ *     stay valid until ss_lj_runtime_free.
+ */
+#ifndef STACKSNAP_SS_LJ_LUAJIT_H
+#define STACKSNAP_SS_LJ_LUAJIT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "stacksnap/ss.h"
+
+struct ss_mem;
+
+/* ---- 1. detection ---- */
+
+#define SS_LJ_HINT_EXDATA 0x1u    /* exports lua_setexdata: OpenResty luajit2 */
+#define SS_LJ_HINT_STRBUF 0x2u    /* exports luaopen_string_buffer: 2.1 >= 2021 */
+#define SS_LJ_HINT_TARANTOOL 0x4u /* exports luaL_register_module etc. */
+
+#define SS_LJ_CHECK_PCALL 0x1u  /* lua_pcall calls into the VM range */
+#define SS_LJ_CHECK_CALL 0x2u   /* lua_call calls into the VM range */
+#define SS_LJ_CHECK_RESUME 0x4u /* lua_resume calls into the VM range */
+
+struct ss_lj_elfinfo {
+    bool is_luajit;        /* Lua C API + luaJIT_setmode/luaopen_jit defined */
+    bool vm_found;         /* single "zPR" FDE found AND cross-checked */
+    bool gc64;             /* "\x02le\x04gc64" present in read-only data */
+    uint64_t vm_lo, vm_hi; /* ELF vaddr range of the VM's machine code */
+    uint32_t vm_cfa_off;   /* CFA = rsp + vm_cfa_off inside the VM (80/96) */
+    uint32_t hints;        /* SS_LJ_HINT_* */
+    uint32_t checks;       /* SS_LJ_CHECK_* that confirmed the range */
+    char version[40];      /* e.g. "LuaJIT 2.1.0-beta3", "" if not found */
+};
+
+/* Inspect one ELF file. Returns 0 (info->is_luajit says the verdict) or a
+ * negative errno when the file cannot be read or is not ELF. */
+int ss_lj_detect_file(const char *path, struct ss_lj_elfinfo *info, struct ss_err *err);
+
+/* ---- 2. runtime ---- */
+
+struct ss_lj_runtime;
+
+int ss_lj_runtime_new(struct ss_lj_runtime **out, const struct ss_lj_elfinfo *info,
+                      uint64_t load_bias, uint32_t pid, struct ss_err *err);
+void ss_lj_runtime_free(struct ss_lj_runtime *rt);
+/* Is ip inside this runtime's VM code? */
+bool ss_lj_in_vm(const struct ss_lj_runtime *rt, uint64_t ip);
+/* Name of the verified layout descriptor, or NULL while none is chosen. */
+const char *ss_lj_runtime_layout(const struct ss_lj_runtime *rt);
+/* The one diagnostic for this runtime ("" when all is well). */
+const char *ss_lj_runtime_diag(const struct ss_lj_runtime *rt);
+
+struct ss_lj_stats {
+    uint64_t walks, frames, rounds, bad_walks;
+    uint64_t proto_hits, proto_misses;
+};
+void ss_lj_runtime_stats(const struct ss_lj_runtime *rt, struct ss_lj_stats *st);
+
+/* ---- 3. splicing ---- */
+
+#define SS_LJ_HAVE_RBX 0x1u
+#define SS_LJ_HAVE_R14 0x2u
+
+/* One native frame as the native unwinder reports it. For frame 0 (the
+ * leaf) the sample's registers are used instead of rbx/r14. */
+struct ss_lj_native {
+    uint64_t ip;
+    uint64_t cfa; /* canonical frame address of this frame */
+    uint64_t rbx, r14;
+    uint32_t have; /* SS_LJ_HAVE_* */
+    bool signal;   /* interrupted by a signal (ip is exact, not a return address) */
+};
+
+struct ss_lj_item {
+    int32_t native;      /* >= 0: keep natives[native]; -1: Lua frame below */
+    struct ss_frame lua; /* kind SS_FRAME_LUA when native < 0 */
+};
+
+struct ss_lj_out {
+    struct ss_lj_item *items; /* caller-provided array */
+    uint32_t cap, n;
+    uint32_t lua_frames; /* Lua frames produced */
+    uint32_t vm_frames;  /* VM frames found */
+    uint32_t vm_failed;  /* VM frames left native (no/invalid Lua state) */
+};
+
+/* Merge Lua frames into a native frame list (see the file comment). regs
+ * are the sample's user registers (enum ss_reg). Returns 0 or a negative
+ * errno (-ENOSPC when out->cap is too small: out holds a prefix). */
+int ss_lj_splice(struct ss_lj_runtime *const *rts, uint32_t nrts, struct ss_mem *mem,
+                 const uint64_t *regs, const struct ss_lj_native *natives, uint32_t n,
+                 struct ss_lj_out *out);
+
+#endif

@@ -1,0 +1,320 @@
+/* unwind/luajit/detect.c: does an ELF file embed LuaJIT, and where is its VM?
+ *
+ * Decided by content only (never by file name):
+ *  - the file defines the Lua C API (lua_pcall) plus a LuaJIT-only symbol
+ *    (luaJIT_setmode or luaopen_jit), in .dynsym or .symtab;
+ *  - the VM's machine code is the one FDE under the "zPR" CIE that
+ *    buildvm emits (personality lj_err_unwind_dwarf) with the exact
+ *    instruction pattern def_cfa_offset 80|96, rbp@-16, rbx@-24, r15@-32,
+ *    r14@-40 (vm_x64.dasc, emit_asm_debug);
+ *  - the range is cross-checked: a direct call/jmp in lua_pcall, lua_call or
+ *    lua_resume must land inside it (they enter lj_vm_pcall/call/resume);
+ *  - GC64: read-only data holds "\x02le\x04gc64" (the ffi.abi table);
+ *  - version: the "LuaJIT 2.x..." string in read-only data. */
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "stacksnap/ss_lj_luajit.h"
+
+struct det {
+    Elf *e;
+    const char *path;
+    uint64_t sym_pcall, sym_call, sym_resume;
+    bool has_setmode, has_openjit;
+};
+
+static void scan_symtab(struct det *d, Elf_Scn *scn, GElf_Shdr *sh, struct ss_lj_elfinfo *info)
+{
+    Elf_Data *data = elf_getdata(scn, NULL);
+    if (!data || sh->sh_entsize == 0) return;
+    size_t n = sh->sh_size / sh->sh_entsize;
+    for (size_t i = 0; i < n; i++) {
+        GElf_Sym s;
+        if (!gelf_getsym(data, (int)i, &s) || s.st_shndx == SHN_UNDEF) continue;
+        const char *nm = elf_strptr(d->e, sh->sh_link, s.st_name);
+        if (!nm || nm[0] != 'l') continue;
+        if (!strcmp(nm, "lua_pcall"))
+            d->sym_pcall = s.st_value;
+        else if (!strcmp(nm, "lua_call"))
+            d->sym_call = s.st_value;
+        else if (!strcmp(nm, "lua_resume"))
+            d->sym_resume = s.st_value;
+        else if (!strcmp(nm, "luaJIT_setmode"))
+            d->has_setmode = true;
+        else if (!strcmp(nm, "luaopen_jit"))
+            d->has_openjit = true;
+        else if (!strcmp(nm, "lua_setexdata"))
+            info->hints |= SS_LJ_HINT_EXDATA;
+        else if (!strcmp(nm, "luaopen_string_buffer"))
+            info->hints |= SS_LJ_HINT_STRBUF;
+        else if (!strcmp(nm, "luaL_register_module"))
+            info->hints |= SS_LJ_HINT_TARANTOOL;
+    }
+}
+
+/* ---- .eh_frame ---- */
+
+static uint64_t uleb(const uint8_t **p, const uint8_t *end)
+{
+    uint64_t v = 0;
+    unsigned sh = 0;
+    while (*p < end) {
+        uint8_t b = *(*p)++;
+        if (sh < 64) v |= (uint64_t)(b & 0x7f) << sh;
+        sh += 7;
+        if (!(b & 0x80)) break;
+    }
+    return v;
+}
+
+/* Size of a DW_EH_PE-encoded value (0 = unsupported). */
+static unsigned enc_size(uint8_t enc)
+{
+    switch (enc & 0x0f) {
+    case 0x00:
+        return 8; /* absptr */
+    case 0x02:
+    case 0x0a:
+        return 2;
+    case 0x03:
+    case 0x0b:
+        return 4;
+    case 0x04:
+    case 0x0c:
+        return 8;
+    default:
+        return 0;
+    }
+}
+
+static int64_t read_enc(const uint8_t *p, uint8_t enc)
+{
+    switch (enc & 0x0f) {
+    case 0x02: {
+        uint16_t v;
+        memcpy(&v, p, 2);
+        return v;
+    }
+    case 0x0a: {
+        int16_t v;
+        memcpy(&v, p, 2);
+        return v;
+    }
+    case 0x03: {
+        uint32_t v;
+        memcpy(&v, p, 4);
+        return v;
+    }
+    case 0x0b: {
+        int32_t v;
+        memcpy(&v, p, 4);
+        return v;
+    }
+    default: {
+        int64_t v;
+        memcpy(&v, p, 8);
+        return v;
+    }
+    }
+}
+
+/* The FDE body buildvm writes after def_cfa_offset N. */
+static const uint8_t vm_fde_regs[] = {0x86, 0x02, 0x83, 0x03, 0x8f, 0x04, 0x8e, 0x05};
+
+/* Scan .eh_frame for CIEs with augmentation "zPR" and their FDEs. Sets the
+ * range when exactly one such FDE with the VM's pattern exists. */
+static void scan_eh_frame(const uint8_t *buf, size_t len, uint64_t sh_addr,
+                          struct ss_lj_elfinfo *info)
+{
+    size_t off = 0;
+    unsigned matches = 0;
+    /* Up to 8 zPR CIEs remembered with their FDE encoding. */
+    size_t cie_off[8];
+    uint8_t cie_enc[8];
+    unsigned ncie = 0;
+    while (off + 8 <= len) {
+        uint32_t l32;
+        memcpy(&l32, buf + off, 4);
+        if (l32 == 0) break;            /* terminator */
+        if (l32 == 0xffffffffu) return; /* 64-bit DWARF: never emitted for x86-64 .eh_frame */
+        size_t start = off + 4, end = start + l32;
+        if (end > len || l32 < 4) return;
+        uint32_t id;
+        memcpy(&id, buf + start, 4);
+        const uint8_t *p = buf + start + 4, *e = buf + end;
+        if (id == 0) { /* CIE */
+            uint8_t ver = *p++;
+            const char *aug = (const char *)p;
+            size_t al = strnlen(aug, (size_t)(e - p));
+            if (al == 3 && !memcmp(aug, "zPR", 3) && ncie < 8) {
+                p += al + 1;
+                uleb(&p, e); /* code align */
+                uleb(&p, e); /* data align (sleb, skipped the same way) */
+                if (ver == 1)
+                    p++;
+                else
+                    uleb(&p, e);
+                uleb(&p, e);         /* augmentation length */
+                uint8_t penc = *p++; /* P: personality encoding + pointer */
+                unsigned ps = enc_size(penc);
+                if (ps && p + ps < e) {
+                    p += ps;
+                    cie_off[ncie] = off;
+                    cie_enc[ncie] = *p;
+                    ncie++;
+                }
+            }
+        } else { /* FDE: id = distance back to its CIE */
+            size_t cie = start - id;
+            for (unsigned i = 0; i < ncie; i++) {
+                if (cie_off[i] != cie) continue;
+                uint8_t enc = cie_enc[i];
+                unsigned es = enc_size(enc);
+                if (!es || p + 2 * es > e) break;
+                int64_t begin = read_enc(p, enc);
+                if ((enc & 0x70) == 0x10) /* pcrel */
+                    begin += (int64_t)(sh_addr + (uint64_t)(p - buf));
+                int64_t range = read_enc(p + es, enc & 0x0f);
+                p += 2 * es;
+                uleb(&p, e); /* augmentation data length (0) */
+                if (p + 2 + sizeof(vm_fde_regs) > e || p[0] != 0x0e) break;
+                p++;
+                uint64_t cfa = uleb(&p, e);
+                if ((cfa == 80 || cfa == 96) && p + sizeof(vm_fde_regs) <= e &&
+                    !memcmp(p, vm_fde_regs, sizeof(vm_fde_regs)) && range > 0) {
+                    matches++;
+                    info->vm_lo = (uint64_t)begin;
+                    info->vm_hi = (uint64_t)(begin + range);
+                    info->vm_cfa_off = (uint32_t)cfa;
+                }
+                break;
+            }
+        }
+        off = end;
+    }
+    if (matches != 1) info->vm_lo = info->vm_hi = info->vm_cfa_off = 0;
+}
+
+/* Bytes at ELF vaddr [va, va + len) from a SHF_ALLOC section, or NULL. */
+static const uint8_t *vaddr_bytes(Elf *e, uint64_t va, size_t len)
+{
+    Elf_Scn *scn = NULL;
+    while ((scn = elf_nextscn(e, scn))) {
+        GElf_Shdr sh;
+        if (!gelf_getshdr(scn, &sh) || !(sh.sh_flags & SHF_ALLOC) || sh.sh_type != SHT_PROGBITS)
+            continue;
+        if (va < sh.sh_addr || va + len > sh.sh_addr + sh.sh_size) continue;
+        Elf_Data *d = elf_getdata(scn, NULL);
+        if (!d || !d->d_buf || d->d_size < sh.sh_size) return NULL;
+        return (const uint8_t *)d->d_buf + (va - sh.sh_addr);
+    }
+    return NULL;
+}
+
+/* Does the function at va contain a call/jmp rel32 into [lo, hi)? The scan is
+ * a byte scan of its first 512 bytes: a cross-check, not a disassembly. */
+static bool calls_into(Elf *e, uint64_t va, uint64_t lo, uint64_t hi)
+{
+    if (!va) return false;
+    size_t n = 512;
+    const uint8_t *b = NULL;
+    while (n >= 64 && !(b = vaddr_bytes(e, va, n)))
+        n /= 2;
+    if (!b) return false;
+    for (size_t i = 0; i + 5 <= n; i++) {
+        if (b[i] != 0xe8 && b[i] != 0xe9) continue;
+        int32_t rel;
+        memcpy(&rel, b + i + 1, 4);
+        uint64_t tgt = va + i + 5 + (int64_t)rel;
+        if (tgt >= lo && tgt < hi) return true;
+    }
+    return false;
+}
+
+static void scan_rodata(Elf *e, struct ss_lj_elfinfo *info)
+{
+    static const char gc64[] = "\x02le\x04gc64";
+    Elf_Scn *scn = NULL;
+    size_t shstrndx;
+    if (elf_getshdrstrndx(e, &shstrndx)) return;
+    while ((scn = elf_nextscn(e, scn))) {
+        GElf_Shdr sh;
+        if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_PROGBITS || !(sh.sh_flags & SHF_ALLOC) ||
+            (sh.sh_flags & (SHF_EXECINSTR | SHF_WRITE)))
+            continue;
+        const char *nm = elf_strptr(e, shstrndx, sh.sh_name);
+        if (!nm || strncmp(nm, ".rodata", 7)) continue;
+        Elf_Data *d = elf_getdata(scn, NULL);
+        if (!d || !d->d_buf) continue;
+        if (memmem(d->d_buf, d->d_size, gc64, sizeof(gc64) - 1)) info->gc64 = true;
+        const char *v = memmem(d->d_buf, d->d_size, "LuaJIT 2.", 9);
+        if (v && !info->version[0]) {
+            const char *end = (const char *)d->d_buf + d->d_size;
+            size_t i = 0;
+            /* "LuaJIT " then the version token up to a blank or NUL */
+            while (v + i < end && i < sizeof(info->version) - 1 &&
+                   ((unsigned char)v[i] > ' ' || i == 6))
+                i++;
+            memcpy(info->version, v, i);
+            info->version[i] = 0;
+        }
+    }
+}
+
+int ss_lj_detect_file(const char *path, struct ss_lj_elfinfo *info, struct ss_err *err)
+{
+    memset(info, 0, sizeof(*info));
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        int rc = -errno;
+        ss_err_set(err, rc, "luajit detect: open %s: %s", path, strerror(-rc));
+        return rc;
+    }
+    elf_version(EV_CURRENT);
+    Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+    if (!e || elf_kind(e) != ELF_K_ELF) {
+        if (e) elf_end(e);
+        close(fd);
+        ss_err_set(err, -ENOEXEC, "luajit detect: %s is not an ELF file", path);
+        return -ENOEXEC;
+    }
+    struct det d = {.e = e, .path = path};
+    Elf_Scn *scn = NULL, *eh = NULL;
+    GElf_Shdr ehsh = {0};
+    size_t shstrndx = 0;
+    elf_getshdrstrndx(e, &shstrndx);
+    while ((scn = elf_nextscn(e, scn))) {
+        GElf_Shdr sh;
+        if (!gelf_getshdr(scn, &sh)) continue;
+        if (sh.sh_type == SHT_DYNSYM || sh.sh_type == SHT_SYMTAB) scan_symtab(&d, scn, &sh, info);
+        const char *nm = elf_strptr(e, shstrndx, sh.sh_name);
+        if (nm && !strcmp(nm, ".eh_frame") && sh.sh_type == SHT_PROGBITS) {
+            eh = scn;
+            ehsh = sh;
+        }
+    }
+    info->is_luajit = d.sym_pcall && (d.has_setmode || d.has_openjit);
+    if (info->is_luajit) {
+        scan_rodata(e, info);
+        if (eh) {
+            Elf_Data *data = elf_getdata(eh, NULL);
+            if (data && data->d_buf) scan_eh_frame(data->d_buf, data->d_size, ehsh.sh_addr, info);
+        }
+        if (info->vm_hi) {
+            if (calls_into(e, d.sym_pcall, info->vm_lo, info->vm_hi))
+                info->checks |= SS_LJ_CHECK_PCALL;
+            if (calls_into(e, d.sym_call, info->vm_lo, info->vm_hi))
+                info->checks |= SS_LJ_CHECK_CALL;
+            if (calls_into(e, d.sym_resume, info->vm_lo, info->vm_hi))
+                info->checks |= SS_LJ_CHECK_RESUME;
+            info->vm_found = info->checks != 0;
+        }
+    }
+    elf_end(e);
+    close(fd);
+    return 0;
+}

@@ -1,0 +1,376 @@
+/* unwind/luajit/frames.c: walk the Lua frames of one lua_State from outside.
+ *
+ * Frame chain (lj_frame.h): the slot at base-1 is the frame link (GC64: base-2
+ * holds the tagged function; non-GC64: one slot packs func ref | link).
+ * link & 3 == 0: Lua frame, link is the return pc, previous frame is
+ * f - (1 + FR2 + A(return pc[-1])) slots. Otherwise link & 7 is C, CONT,
+ * VARG, CP, PCALL, PCALLH and the previous frame is f - (link & ~7) bytes.
+ * C and CP frames (and FFI-callback continuations) consume one cframe of
+ * the thread's chain (L->cframe, prev, ...); that splits the frames into
+ * segments, one per VM entry (debug_framepc in lj_debug.c does the same).
+ *
+ * Reads, batched with ss_mem_readv: (1) lua_State + stack window,
+ * (2) function headers, (3) prototype headers. The A operand of each return
+ * pc's CALL comes from a cache validated against the caller's prototype
+ * bytes after the walk; a miss costs one extra read for that level.
+ * Everything is bounded (frames, bytes) and validated (tags, ranges); a
+ * walk over garbage ends with an error or a truncated list, never a crash. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "unwind/luajit/lj_internal.h"
+
+#define STACK_WINDOW 16384u
+#define STACK_MAX (256u * 1024u)
+
+struct stackbuf {
+    uint64_t lo, hi; /* [lo, hi) copied */
+    uint8_t *buf;
+};
+
+static bool sb_u64(const struct stackbuf *s, uint64_t a, uint64_t *v)
+{
+    if (a < s->lo || a + 8 > s->hi) return false;
+    *v = lj_u64(s->buf + (a - s->lo));
+    return true;
+}
+
+static struct lj_insent *ins_slot(struct ss_lj_runtime *rt, uint64_t retpc)
+{
+    return &rt->ins[(retpc >> 2) % LJ_INS_SLOTS];
+}
+
+/* One cframe of the chain: prev, nres, pc. */
+struct cfr {
+    uint64_t addr, prev, pc;
+    int32_t nres;
+    bool ok;
+};
+
+static void read_cframe(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t a, struct cfr *c)
+{
+    const struct lj_layout *lay = rt->lay;
+    uint8_t b[96];
+    memset(c, 0, sizeof(*c));
+    c->addr = a;
+    if (!a || (a & 7) || ss_mem_read(m, a, b, lay->cf_size)) return;
+    c->prev = lj_u64(b + lay->cf_prev) & ~(uint64_t)3;
+    c->nres = (int32_t)lj_u32(b + lay->cf_nres);
+    c->pc = lj_ref(lay, b + lay->cf_pc);
+    c->ok = true;
+}
+
+/* Read [lo, hi) of the stack into s (bounded). */
+static int read_stack(struct ss_mem *m, struct stackbuf *s, uint64_t lo, uint64_t hi)
+{
+    if (hi - lo > STACK_MAX) lo = hi - STACK_MAX;
+    uint8_t *b = realloc(s->buf, hi - lo);
+    if (!b) return -ENOMEM;
+    s->buf = b;
+    int rc = ss_mem_read(m, lo, b, hi - lo);
+    if (rc) return rc;
+    s->lo = lo;
+    s->hi = hi;
+    return 0;
+}
+
+/* Make cf[seg] available (read lazily along the prev chain). */
+static int next_cf(struct ss_lj_runtime *rt, struct ss_mem *m, struct cfr *cf, unsigned *ncf,
+                   unsigned seg)
+{
+    if (seg >= LJ_MAX_SEGS) return -EINVAL;
+    if (seg < *ncf) return 0;
+    if (cf[seg - 1].ok && cf[seg - 1].prev)
+        read_cframe(rt, m, cf[seg - 1].prev, &cf[seg]);
+    else
+        memset(&cf[seg], 0, sizeof(cf[seg]));
+    *ncf = seg + 1;
+    return 0;
+}
+
+/* The frame chain over the stack copy: fills w->f[].frame/fn/ftsz/seg. */
+static int chain(struct ss_lj_runtime *rt, struct ss_mem *m, const struct stackbuf *s,
+                 uint64_t stack, uint64_t base, uint64_t L, struct cfr *cf, unsigned *ncf,
+                 struct lj_walk *w)
+{
+    const struct lj_layout *lay = rt->lay;
+    const unsigned fr2 = lay->gc64 ? 1 : 0;
+    uint64_t f = base - 8, bot = stack + 8 * fr2;
+    unsigned seg = 0;
+    w->n = 0;
+    w->nsegs = 1;
+    w->seg_cframe[0] = cf[0].addr;
+    while (f > bot) {
+        if (w->n >= LJ_MAX_FRAMES) {
+            w->truncated = true;
+            break;
+        }
+        uint64_t slot, fn;
+        int64_t ftsz;
+        if (!sb_u64(s, f, &slot)) {
+            w->truncated = true;
+            break;
+        }
+        if (lay->gc64) {
+            uint64_t tv;
+            if (!sb_u64(s, f - 8, &tv) || (tv >> 47) != LJ_GC64_FUNC_TAG) return -EINVAL;
+            fn = tv & LJ_GCVMASK;
+            ftsz = (int64_t)slot;
+        } else {
+            fn = (uint32_t)slot;
+            ftsz = (int32_t)(uint32_t)(slot >> 32);
+        }
+        /* cpcall cframes (nres < 0) own no frame: pass those that are
+         * newer than this frame. */
+        while (cf[seg].ok && cf[seg].nres < 0 && f < stack + (uint64_t)(-(int64_t)cf[seg].nres)) {
+            if (next_cf(rt, m, cf, ncf, ++seg)) return -EINVAL;
+            w->seg_cframe[w->nsegs++] = cf[seg].addr;
+        }
+        struct lj_wframe *wf = &w->f[w->n++];
+        memset(wf, 0, sizeof(*wf));
+        wf->frame = f;
+        wf->fn = fn;
+        wf->ftsz = ftsz;
+        wf->seg = (uint8_t)seg;
+        uint64_t prev;
+        if ((ftsz & 3) == LJ_FRAME_LUA) {
+            uint64_t retpc = lay->gc64 ? (uint64_t)ftsz : (uint32_t)ftsz;
+            if (retpc < 4096 || (retpc & 3)) return -EINVAL;
+            struct lj_insent *ie = ins_slot(rt, retpc);
+            if (ie->retpc != retpc) {
+                uint32_t ins;
+                rt->st.rounds++;
+                if (ss_mem_read(m, retpc - 4, &ins, 4)) return -EFAULT;
+                ie->retpc = retpc;
+                ie->ins = ins;
+            }
+            uint32_t a = (ie->ins >> 8) & 0xff;
+            prev = f - 8 * (1 + fr2 + a);
+        } else {
+            uint64_t delta = (uint64_t)ftsz & ~(uint64_t)7;
+            int typ = (int)(ftsz & 7);
+            if (delta == 0 || delta > f - stack) return -EINVAL;
+            prev = f - delta;
+            bool consumes = typ == LJ_FRAME_C || typ == LJ_FRAME_CP;
+            if (typ == LJ_FRAME_CONT) {
+                uint64_t cv = 0;
+                if (lay->gc64)
+                    sb_u64(s, f - 24, &cv);
+                else if (sb_u64(s, f - 8, &cv))
+                    cv = (uint32_t)cv;
+                consumes = cv == 1; /* LJ_CONT_FFI_CALLBACK */
+            }
+            if (consumes) {
+                if (next_cf(rt, m, cf, ncf, ++seg)) return -EINVAL;
+                w->seg_cframe[w->nsegs++] = cf[seg].addr;
+            }
+        }
+        if (prev >= f || prev < stack) return -EINVAL;
+        if (fn == L) /* dummy frame (lj_err_optype_call): not a function */
+            w->n--;
+        f = prev;
+    }
+    return 0;
+}
+
+/* Batched reads of function headers, then prototype headers. */
+static int resolve(struct ss_lj_runtime *rt, struct ss_mem *m, struct lj_walk *w)
+{
+    const struct lj_layout *lay = rt->lay;
+    struct ss_iov iov[LJ_MAX_FRAMES];
+    uint8_t(*hb)[112] = malloc(sizeof(*hb) * (w->n ? w->n : 1));
+    if (!hb) return -ENOMEM;
+    for (unsigned i = 0; i < w->n; i++)
+        iov[i] = (struct ss_iov){.addr = w->f[i].fn, .dst = hb[i], .len = lay->fn_size};
+    rt->st.rounds++;
+    int rc = ss_mem_readv(m, iov, (int)w->n);
+    if (rc) goto out;
+    unsigned np = 0;
+    uint32_t idx[LJ_MAX_FRAMES];
+    for (unsigned i = 0; i < w->n; i++) {
+        struct lj_wframe *wf = &w->f[i];
+        if (iov[i].err || hb[i][lay->gct] != LJ_GCT_FUNC) {
+            rc = -EINVAL;
+            goto out;
+        }
+        wf->ffid = hb[i][lay->fn_ffid];
+        if (wf->ffid == 0) {
+            uint64_t pc = lj_ref(lay, hb[i] + lay->fn_pc);
+            if (pc < lay->pt_size + 4096) continue;
+            wf->pt = pc - lay->pt_size;
+            idx[np++] = i;
+        }
+    }
+    /* prototype headers (reuse hb rows of Lua frames) */
+    for (unsigned j = 0; j < np; j++)
+        iov[j] = (struct ss_iov){.addr = w->f[idx[j]].pt, .dst = hb[idx[j]], .len = lay->pt_size};
+    if (np) {
+        rt->st.rounds++;
+        rc = ss_mem_readv(m, iov, (int)np);
+        if (rc) goto out;
+    }
+    for (unsigned j = 0; j < np; j++) {
+        struct lj_wframe *wf = &w->f[idx[j]];
+        if (iov[j].err) continue;
+        wf->proto = ss_lj_proto(rt, m, wf->pt, hb[idx[j]]);
+    }
+out:
+    free(hb);
+    return rc;
+}
+
+/* Is pc (next instruction) inside p's bytecode? */
+static bool pc_in(const struct ss_lj_runtime *rt, const struct lj_wframe *wf, uint64_t pc)
+{
+    if (!wf->proto) return false;
+    uint64_t bc = wf->pt + rt->lay->pt_size;
+    return pc > bc && pc <= bc + (uint64_t)wf->proto->sizebc * 4 && !(pc & 3);
+}
+
+/* Current pc of every frame and validation of the cached CALL operands. */
+static int frame_pcs(struct ss_lj_runtime *rt, const struct lj_start *st, struct cfr *cf,
+                     struct lj_walk *w, const struct stackbuf *s)
+{
+    const struct lj_layout *lay = rt->lay;
+    for (unsigned i = 0; i < w->n; i++) {
+        struct lj_wframe *wf = &w->f[i];
+        if (wf->ffid != 0) continue;
+        /* callee: nearest frame above that is not a VARG pseudo-frame */
+        const struct lj_wframe *c = NULL;
+        for (unsigned k = i; k-- > 0;)
+            if ((w->f[k].ftsz & 7) != LJ_FRAME_VARG) {
+                c = &w->f[k];
+                break;
+            }
+        uint64_t pc = 0;
+        if (!c) {
+            if (st->top && pc_in(rt, wf, st->pc))
+                pc = st->pc;
+            else if (st->pc && pc_in(rt, wf, st->pc))
+                pc = st->pc;
+            else if (cf[0].ok)
+                pc = cf[0].pc;
+        } else if ((c->ftsz & 3) == LJ_FRAME_LUA) {
+            pc = lay->gc64 ? (uint64_t)c->ftsz : (uint32_t)c->ftsz;
+        } else if ((c->ftsz & 7) == LJ_FRAME_CONT) {
+            uint64_t v = 0;
+            if (lay->gc64)
+                sb_u64(s, c->frame - 16, &v);
+            else if (sb_u64(s, c->frame - 8, &v))
+                v = v >> 32;
+            pc = v;
+        } else if (cf[wf->seg].ok) {
+            pc = cf[wf->seg].pc;
+        }
+        wf->pc = pc_in(rt, wf, pc) ? pc : 0;
+        /* A Lua-type link of the callee must point into this frame's
+         * bytecode, right after the CALL whose A we used. */
+        if (c && (c->ftsz & 3) == LJ_FRAME_LUA && wf->proto) {
+            uint64_t retpc = wf->pc;
+            struct lj_insent *ie = ins_slot(rt, retpc);
+            uint64_t bc = wf->pt + lay->pt_size;
+            if (!retpc || ie->retpc != retpc ||
+                lj_u32(wf->proto->blob + lay->pt_size + (retpc - 4 - bc)) != ie->ins) {
+                ie->retpc = 0;
+                return -EAGAIN;
+            }
+        }
+    }
+    return 0;
+}
+
+static int walk_once(struct ss_lj_runtime *rt, struct ss_mem *m, const struct lj_start *st,
+                     struct lj_walk *w, struct stackbuf *s)
+{
+    const struct lj_layout *lay;
+    uint8_t Lb[128];
+    uint64_t win_lo = 0, win_hi = 0;
+    struct ss_iov iov[2];
+    int n = 0;
+    iov[n++] = (struct ss_iov){.addr = st->L, .dst = Lb, .len = 112};
+    if (st->top && st->base > STACK_WINDOW && !(st->base & 7)) {
+        win_lo = st->base - STACK_WINDOW;
+        win_hi = st->base + 16;
+        uint8_t *b = realloc(s->buf, win_hi - win_lo);
+        if (!b) return -ENOMEM;
+        s->buf = b;
+        iov[n++] = (struct ss_iov){.addr = win_lo, .dst = b, .len = win_hi - win_lo};
+    }
+    rt->st.rounds++;
+    int rc = ss_mem_readv(m, iov, n);
+    if (rc || iov[0].err) return rc ? rc : iov[0].err;
+    /* global state and layout */
+    unsigned gct = rt->info.gc64 ? 9 : 5;
+    if (Lb[gct] != LJ_GCT_THREAD) return -EINVAL;
+    uint64_t G = rt->info.gc64 ? lj_u64(Lb + 16) : lj_u32(Lb + 8);
+    if (!ss_lj_check_G(rt, m, G, st->dispatch)) return -ENOENT;
+    lay = rt->lay;
+    w->L = st->L;
+    w->G = G;
+    uint64_t stack = lj_ref(lay, Lb + lay->L_stack);
+    uint64_t ssize = lj_u32(Lb + lay->L_stacksize);
+    if (!stack || (stack & 7) || ssize < 8 || ssize > (1u << 20)) return -EINVAL;
+    uint64_t shi = stack + ssize * 8;
+    uint64_t base = 0;
+    if (st->top && st->base > stack + 8 && st->base < shi && !(st->base & 7))
+        base = st->base;
+    else
+        base = lj_u64(Lb + lay->L_base);
+    if (base <= stack || base >= shi || (base & 7)) return -EINVAL;
+    /* the stack copy must cover [stack, base) */
+    if (n == 2 && !iov[1].err && win_hi >= base) {
+        s->lo = win_lo;
+        s->hi = win_hi;
+        if (win_lo > stack) {
+            /* extend downwards with one more read */
+            uint64_t lo = base - stack > STACK_MAX ? base - STACK_MAX : stack;
+            if (lo < win_lo) {
+                size_t old = win_hi - win_lo, add = win_lo - lo;
+                uint8_t *b = malloc(old + add);
+                if (!b) return -ENOMEM;
+                memcpy(b + add, s->buf, old);
+                free(s->buf);
+                s->buf = b;
+                rt->st.rounds++;
+                if ((rc = ss_mem_read(m, lo, b, add))) return rc;
+                s->lo = lo;
+            }
+        }
+    } else {
+        rt->st.rounds++;
+        if ((rc = read_stack(m, s, stack, base + 8))) return rc;
+    }
+    /* cframe chain: the current one (others are read as frames use them) */
+    struct cfr cf[LJ_MAX_SEGS];
+    memset(cf, 0, sizeof(cf));
+    unsigned ncf = 1;
+    read_cframe(rt, m, lj_u64(Lb + lay->L_cframe) & ~(uint64_t)3, &cf[0]);
+    if ((rc = chain(rt, m, s, stack, base, st->L, cf, &ncf, w))) return rc;
+    if ((rc = resolve(rt, m, w))) return rc;
+    return frame_pcs(rt, st, cf, w, s);
+}
+
+int ss_lj_walk_thread(struct ss_lj_runtime *rt, struct ss_mem *m, const struct lj_start *st,
+                      struct lj_walk *w)
+{
+    struct stackbuf s = {0};
+    int rc = -EINVAL;
+    memset(w, 0, offsetof(struct lj_walk, f));
+    if (st->L < 4096 || (st->L & 7) || rt->disabled) return -EINVAL;
+    rt->st.walks++;
+    for (int attempt = 0; attempt < 3; attempt++) {
+        w->truncated = false;
+        rc = walk_once(rt, m, st, w, &s);
+        if (rc != -EAGAIN) break;
+    }
+    free(s.buf);
+    if (rc) {
+        w->n = 0;
+        w->nsegs = 0;
+        rt->st.bad_walks++;
+    } else {
+        rt->st.frames += w->n;
+    }
+    return rc;
+}

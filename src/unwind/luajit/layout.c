@@ -1,0 +1,195 @@
+/* unwind/luajit/layout.c: the ONE table of per-build LuaJIT layouts, and the
+ * run-time self-checks that choose and verify a descriptor for a live
+ * global_State.
+ *
+ * Every offset below was measured, not guessed:
+ *  - Debian 2.1.0-beta3+git20220320 (GC64) and the same tree with
+ *    -DLUAJIT_DISABLE_GC64: offsetof() on the tree from `apt-get source
+ *    luajit` (lj_obj.h, lj_frame.h, lj_jit.h, lj_dispatch.h);
+ *  - OpenResty luajit2 2.1-20230119: offsetof() on `apt-get source luajit2`;
+ *    only lua_State (+16: exdata, exdata2) and everything behind it moves;
+ *  - Tarantool 2.6.0 (non-GC64): `ptype/o` on the DWARF of /usr/bin/tarantool
+ *    (older tree: GCstr has no sid, global_State starts with strhash);
+ *  - upstream v2.1 GC64 (2023+): from the reference notes only (not verified
+ *    here, the self-checks decide).
+ * Opcode numbers (CALL=66, GGET=54, ...) are identical in all of these and
+ * live in names.c. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "unwind/luajit/lj_internal.h"
+
+#define GC64_COMMON                                                                                \
+    .gc64 = true, .L_glref = 16, .L_base = 32, .L_top = 40, .L_stack = 56, .L_cframe = 80,         \
+    .L_stacksize = 88, .gct = 9, .fn_ffid = 10, .fn_pc = 32, .fn_uvptr = 40, .fn_size = 48,        \
+    .pt_sizebc = 12, .pt_k = 32, .pt_sizekgc = 48, .pt_sizept = 56, .pt_sizeuv = 60,               \
+    .pt_chunkname = 64, .pt_firstline = 72, .pt_numline = 76, .pt_lineinfo = 80, .pt_uvinfo = 88,  \
+    .pt_varinfo = 96, .pt_size = 104, .uv_v = 32, .cf_prev = 32, .cf_L = 16, .cf_pc = 24,          \
+    .cf_nres = 8, .cf_size = 80, .T_nsnap = 10, .T_ir = 32, .T_snap = 48, .T_snapmap = 56,         \
+    .T_startpt = 64, .T_startpc = 72, .T_szmcode = 84, .T_mcode = 88, .T_spadjust = 102,           \
+    .T_traceno = 104, .T_root = 108
+
+#define NOGC64_COMMON                                                                              \
+    .gc64 = false, .L_glref = 8, .L_base = 16, .L_top = 24, .L_stack = 36, .L_cframe = 48,         \
+    .L_stacksize = 56, .gct = 5, .fn_ffid = 6, .fn_pc = 16, .fn_uvptr = 20, .fn_size = 32,         \
+    .pt_sizebc = 8, .pt_k = 16, .pt_sizekgc = 24, .pt_sizept = 32, .pt_sizeuv = 36,                \
+    .pt_chunkname = 40, .pt_firstline = 44, .pt_numline = 48, .pt_lineinfo = 52, .pt_uvinfo = 56,  \
+    .pt_varinfo = 60, .pt_size = 64, .uv_v = 16, .cf_prev = 32, .cf_L = 24, .cf_pc = 28,           \
+    .cf_nres = 16, .cf_size = 80, .T_nsnap = 6, .T_ir = 16, .T_snap = 32, .T_snapmap = 40,         \
+    .T_startpt = 48, .T_startpc = 52, .T_szmcode = 60, .T_mcode = 64, .T_spadjust = 78,            \
+    .T_traceno = 80, .T_root = 84
+
+const struct lj_layout ss_lj_layouts[] = {
+    {.name = "openresty-luajit2-2.1-20230119",
+     GC64_COMMON,
+     .hints_req = SS_LJ_HINT_EXDATA,
+     .sizeof_L = 112,
+     .G_vmstate = 184,
+     .G_mainthref = 192,
+     .G_strempty = 120,
+     .G_cur_L = 368,
+     .G_jit_base = 376,
+     .G_size = 736,
+     .g2disp = 4008,
+     .g2j = 736,
+     .J_trace = 384,
+     .J_sizetrace = 396,
+     .str_len = 20,
+     .str_data = 24,
+     .ff = ss_lj_ff_openresty,
+     .nff = &ss_lj_ff_openresty_n},
+    {.name = "debian-luajit-2.1.0-beta3-git20220320",
+     GC64_COMMON,
+     .hints_forbid = SS_LJ_HINT_EXDATA,
+     .sizeof_L = 96,
+     .G_vmstate = 184,
+     .G_mainthref = 192,
+     .G_strempty = 120,
+     .G_cur_L = 368,
+     .G_jit_base = 376,
+     .G_size = 728,
+     .g2disp = 3968,
+     .g2j = 728,
+     .J_trace = 384,
+     .J_sizetrace = 396,
+     .str_len = 20,
+     .str_data = 24,
+     .ff = ss_lj_ff_debian,
+     .nff = &ss_lj_ff_debian_n},
+    {.name = "luajit-2.1-upstream-gc64",
+     GC64_COMMON,
+     .hints_forbid = SS_LJ_HINT_EXDATA,
+     .sizeof_L = 96,
+     .G_vmstate = 184,
+     .G_mainthref = 192,
+     .G_strempty = 120,
+     .G_cur_L = 376,
+     .G_jit_base = 384,
+     .G_size = 744,
+     .g2disp = 4000,
+     .g2j = 744,
+     .J_trace = 384,
+     .J_sizetrace = 396,
+     .str_len = 20,
+     .str_data = 24,
+     .ff = ss_lj_ff_debian,
+     .nff = &ss_lj_ff_debian_n},
+    {.name = "tarantool-2.6-luajit-nogc64",
+     NOGC64_COMMON,
+     .sizeof_L = 64,
+     .G_vmstate = 120,
+     .G_mainthref = 160,
+     .G_strempty = 140,
+     .G_cur_L = 280,
+     .G_jit_base = 284,
+     .G_size = 448,
+     .g2disp = 3144,
+     .g2j = 448,
+     .J_trace = 368,
+     .J_sizetrace = 380,
+     .str_len = 12,
+     .str_data = 16,
+     .ff = ss_lj_ff_tarantool,
+     .nff = &ss_lj_ff_tarantool_n},
+    {.name = "luajit-2.1-git20220320-nogc64",
+     NOGC64_COMMON,
+     .sizeof_L = 64,
+     .G_vmstate = 136,
+     .G_mainthref = 140,
+     .G_strempty = 76,
+     .G_cur_L = 288,
+     .G_jit_base = 292,
+     .G_size = 488,
+     .g2disp = 3176,
+     .g2j = 488,
+     .J_trace = 360,
+     .J_sizetrace = 372,
+     .str_len = 16,
+     .str_data = 20,
+     .ff = ss_lj_ff_debian,
+     .nff = &ss_lj_ff_debian_n},
+};
+const unsigned ss_lj_nlayouts = sizeof(ss_lj_layouts) / sizeof(ss_lj_layouts[0]);
+
+/* Check one layout against the bytes around G. buf holds [G - 128, G + 896). */
+static const char *check_one(const struct lj_layout *lay, const uint8_t *buf, uint64_t G,
+                             uint64_t dispatch)
+{
+    const uint8_t *g = buf + 128;
+    const uint8_t *mainL = g - lay->sizeof_L;
+    if (lj_ref(lay, g + lay->G_mainthref) != G - lay->sizeof_L)
+        return "G->mainthref != G - sizeof(lua_State)";
+    if (mainL[lay->gct] != LJ_GCT_THREAD) return "main thread type byte";
+    if (lj_ref(lay, mainL + lay->L_glref) != G) return "mainthread->glref != G";
+    const uint8_t *se = g + lay->G_strempty;
+    if (se[lay->gct] != LJ_GCT_STR || lj_u32(se + lay->str_len) != 0)
+        return "G->strempty is not an empty string";
+    if (se[lay->str_data] != 0) /* stremptyz follows the empty string */
+        return "G->strempty terminator";
+    int32_t vms = (int32_t)lj_u32(g + lay->G_vmstate);
+    if (vms < -16) return "G->vmstate out of range";
+    if (dispatch && dispatch != G + (uint64_t)(int64_t)lay->g2disp)
+        return "DISPATCH register != G + G2DISP";
+    return NULL;
+}
+
+int ss_lj_layout_verify(const struct ss_lj_elfinfo *info, struct ss_mem *m, uint64_t G,
+                        uint64_t dispatch, const struct lj_layout **out, char *why, size_t whylen)
+{
+    uint8_t buf[128 + 896];
+    if (G < 4096 || (G & 7)) {
+        snprintf(why, whylen, "global_State pointer 0x%llx is not plausible",
+                 (unsigned long long)G);
+        return -EINVAL;
+    }
+    int rc = ss_mem_read(m, G - 128, buf, sizeof(buf));
+    if (rc) {
+        snprintf(why, whylen, "cannot read global_State at 0x%llx (%d)", (unsigned long long)G, rc);
+        return rc;
+    }
+    const char *first = NULL, *firstname = NULL;
+    for (int pass = 0; pass < 2; pass++) {
+        /* pass 0: layouts whose static hints match; pass 1: the others */
+        for (unsigned i = 0; i < ss_lj_nlayouts; i++) {
+            const struct lj_layout *lay = &ss_lj_layouts[i];
+            if (lay->gc64 != info->gc64) continue;
+            bool hinted = (info->hints & lay->hints_req) == lay->hints_req &&
+                          !(info->hints & lay->hints_forbid);
+            if (hinted != (pass == 0)) continue;
+            const char *bad = check_one(lay, buf, G, dispatch);
+            if (!bad) {
+                *out = lay;
+                return 0;
+            }
+            if (!first) {
+                first = bad;
+                firstname = lay->name;
+            }
+        }
+    }
+    snprintf(why, whylen, "no known LuaJIT layout fits (%s%s, %s): %s",
+             info->version[0] ? info->version : "unknown version", info->gc64 ? " GC64" : "",
+             firstname ? firstname : "no candidate", first ? first : "no layout for this mode");
+    return -ENOENT;
+}

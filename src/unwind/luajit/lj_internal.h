@@ -1,0 +1,209 @@
+/* unwind/luajit/lj_internal.h: shared internals of the LuaJIT walker:
+ * per-build layout descriptors (layout.c), the runtime object and its caches
+ * (runtime.c), the thread walker (frames.c) and function naming (names.c). */
+#ifndef SS_LJ_INTERNAL_H
+#define SS_LJ_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "memory/memory.h"
+#include "stacksnap/ss_lj_luajit.h"
+
+/* ---- layout descriptors (layout.c) ---- */
+
+struct lj_layout {
+    const char *name;
+    bool gc64;
+    uint32_t hints_req, hints_forbid; /* static hints (SS_LJ_HINT_*) */
+    /* lua_State */
+    uint32_t sizeof_L, L_glref, L_base, L_top, L_stack, L_cframe, L_stacksize;
+    uint32_t gct; /* GCHeader type byte: 9 (GC64) / 5 */
+    /* global_State */
+    uint32_t G_vmstate, G_mainthref, G_strempty, G_cur_L, G_jit_base, G_size;
+    int32_t g2disp, g2j;
+    uint32_t J_trace, J_sizetrace;
+    /* GCfunc */
+    uint32_t fn_ffid, fn_pc, fn_uvptr, fn_size;
+    /* GCproto */
+    uint32_t pt_sizebc, pt_k, pt_sizekgc, pt_sizept, pt_sizeuv, pt_chunkname;
+    uint32_t pt_firstline, pt_numline, pt_lineinfo, pt_uvinfo, pt_varinfo, pt_size;
+    /* GCstr */
+    uint32_t str_len, str_data;
+    /* GCupval */
+    uint32_t uv_v;
+    /* cframe (x86-64 POSIX) */
+    uint32_t cf_prev, cf_L, cf_pc, cf_nres, cf_size;
+    /* GCtrace (issue 5) */
+    uint32_t T_nsnap, T_ir, T_snap, T_snapmap, T_startpt, T_startpc, T_szmcode, T_mcode, T_spadjust,
+        T_traceno, T_root;
+    /* fast-function names, index = ffid - 2 */
+    const char *const *ff;
+    const unsigned *nff;
+};
+
+/* Stored type bytes (gct = ~LJ_Txxx). */
+enum {
+    LJ_GCT_STR = 4,
+    LJ_GCT_UPVAL = 5,
+    LJ_GCT_THREAD = 6,
+    LJ_GCT_PROTO = 7,
+    LJ_GCT_FUNC = 8,
+    LJ_GCT_TRACE = 9
+};
+#define LJ_GC64_FUNC_TAG 0x1fff7ull /* top 17 bits of a GC64 function TValue */
+#define LJ_GCVMASK ((1ull << 47) - 1)
+
+/* Frame types (lj_frame.h). */
+enum {
+    LJ_FRAME_LUA,
+    LJ_FRAME_C,
+    LJ_FRAME_CONT,
+    LJ_FRAME_VARG,
+    LJ_FRAME_LUAP,
+    LJ_FRAME_CP,
+    LJ_FRAME_PCALL,
+    LJ_FRAME_PCALLH
+};
+
+extern const struct lj_layout ss_lj_layouts[];
+extern const unsigned ss_lj_nlayouts;
+extern const char *const ss_lj_ff_debian[], *const ss_lj_ff_openresty[],
+                                                *const ss_lj_ff_tarantool[];
+extern const unsigned ss_lj_ff_debian_n, ss_lj_ff_openresty_n, ss_lj_ff_tarantool_n;
+
+/* Read a GCRef/MRef field (64-bit GC64, 32-bit otherwise) from a buffer. */
+static inline uint64_t lj_ref(const struct lj_layout *lay, const uint8_t *p)
+{
+    if (lay->gc64) {
+        uint64_t v;
+        __builtin_memcpy(&v, p, 8);
+        return v;
+    }
+    uint32_t v;
+    __builtin_memcpy(&v, p, 4);
+    return v;
+}
+static inline uint64_t lj_u64(const uint8_t *p)
+{
+    uint64_t v;
+    __builtin_memcpy(&v, p, 8);
+    return v;
+}
+static inline uint32_t lj_u32(const uint8_t *p)
+{
+    uint32_t v;
+    __builtin_memcpy(&v, p, 4);
+    return v;
+}
+
+/* Verify a global state G against the layouts compatible with info; on
+ * success *out is the layout. dispatch: DISPATCH register value or 0. L: a
+ * lua_State pointing at G (its header is in Lbuf). 0 or negative errno. */
+int ss_lj_layout_verify(const struct ss_lj_elfinfo *info, struct ss_mem *m, uint64_t G,
+                        uint64_t dispatch, const struct lj_layout **out, char *why, size_t whylen);
+
+/* ---- runtime and caches (runtime.c) ---- */
+
+#define LJ_MAX_GS 8
+#define LJ_PROTO_SLOTS 1024
+#define LJ_INS_SLOTS 4096
+#define LJ_NAMES_PER_PROTO 8
+
+struct lj_pname {
+    uint32_t pos; /* bytecode position of the call instruction + 1 (0 = empty) */
+    const char *name;
+};
+
+/* Immutable data of one prototype, validated on every use by comparing the
+ * header bytes that never change during the prototype's life. */
+struct lj_proto {
+    uint64_t addr;    /* 0 = empty slot */
+    uint8_t sig[104]; /* header with mutable fields zeroed */
+    uint32_t siglen;
+    uint32_t sizebc, numline, sizept, sizekgc, sizeuv;
+    int32_t firstline;
+    const char *chunk; /* interned, without leading @/= */
+    uint8_t *blob;     /* bytes [addr, addr + sizept) */
+    struct lj_pname names[LJ_NAMES_PER_PROTO];
+};
+
+struct lj_insent {
+    uint64_t retpc; /* 0 = empty */
+    uint32_t ins;   /* instruction word at retpc - 4 */
+};
+
+struct lj_strblk;
+
+struct ss_lj_runtime {
+    struct ss_lj_elfinfo info;
+    uint64_t bias, vm_lo, vm_hi;
+    uint32_t pid;
+    const struct lj_layout *lay;
+    uint64_t gs[LJ_MAX_GS];
+    unsigned ngs, verify_fail;
+    bool disabled;
+    char diag[256];
+    struct lj_proto *protos; /* LJ_PROTO_SLOTS, direct-mapped */
+    struct lj_insent *ins;   /* LJ_INS_SLOTS, direct-mapped */
+    struct lj_strblk *strs;  /* interned strings */
+    struct ss_lj_stats st;
+};
+
+/* Intern a string (len bytes, need not be NUL-terminated); NULL on ENOMEM. */
+const char *ss_lj_intern(struct ss_lj_runtime *rt, const char *s, size_t len);
+/* Make sure G is verified (layout chosen); false if Lua walking is off. */
+bool ss_lj_check_G(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t G, uint64_t dispatch);
+/* Prototype data for pt (read or validated; hdr = current header bytes if
+ * the caller already read them, else NULL). NULL when pt is not a valid
+ * prototype. */
+struct lj_proto *ss_lj_proto(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t pt,
+                             const uint8_t *hdr);
+/* Line for bytecode position pos (0-based index of the instruction). */
+uint32_t ss_lj_proto_line(const struct ss_lj_runtime *rt, const struct lj_proto *p, uint32_t pos);
+
+/* ---- walking (frames.c) ---- */
+
+#define LJ_MAX_FRAMES 256
+#define LJ_MAX_SEGS 32
+
+struct lj_wframe {
+    uint64_t frame; /* address of the frame link slot (base - 8) */
+    uint64_t fn;    /* GCfunc */
+    int64_t ftsz;   /* link: return pc or delta|type */
+    uint64_t pt;    /* prototype for Lua functions, else 0 */
+    uint64_t pc;    /* current pc inside this frame (next instruction), 0 unknown */
+    uint8_t ffid;
+    uint8_t seg; /* segment (cframe index) this frame belongs to */
+    struct lj_proto *proto;
+};
+
+struct lj_walk {
+    uint64_t L, G;
+    unsigned n;
+    struct lj_wframe f[LJ_MAX_FRAMES];
+    unsigned nsegs; /* cframes consumed + 1 */
+    uint64_t seg_cframe[LJ_MAX_SEGS];
+    bool truncated;
+};
+
+struct lj_start {
+    uint64_t L;
+    uint64_t cframe;   /* this VM frame's cframe (CFA - cfa_off) */
+    bool top;          /* VM frame is the sampled leaf: base/pc are live registers */
+    uint64_t base, pc; /* rdx/rbx when top; pc = recovered rbx otherwise (0 unknown) */
+    uint64_t dispatch; /* r14 (0 unknown) */
+};
+
+/* Walk all frames of thread st->L. 0 or negative errno (-EINVAL: state
+ * not valid / inconsistent; the walk is then empty). */
+int ss_lj_walk_thread(struct ss_lj_runtime *rt, struct ss_mem *m, const struct lj_start *st,
+                      struct lj_walk *w);
+
+/* ---- naming (names.c) ---- */
+
+/* Fill fr (kind SS_FRAME_LUA) for walk frame i. */
+void ss_lj_frame_text(struct ss_lj_runtime *rt, struct ss_mem *m, const struct lj_walk *w,
+                      unsigned i, struct ss_frame *fr);
+
+#endif

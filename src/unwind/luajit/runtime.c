@@ -1,0 +1,300 @@
+/* unwind/luajit/runtime.c: one LuaJIT runtime of a process (a mapped module
+ * carrying the VM): its verified layout and global states, the one
+ * diagnostic, interned strings, and the prototype cache.
+ *
+ * Prototype cache: direct-mapped by address. An entry holds the immutable
+ * bytes of a prototype (bytecode, constants, line/upvalue/variable info,
+ * chunk name) and a signature of its header with the mutable fields
+ * (GC links, mark bits, flags, trace anchor) zeroed. Every use compares the
+ * header read in the same sample with the signature: a prototype freed and
+ * its memory reused for another one cannot reuse stale names or lines. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "unwind/luajit/lj_internal.h"
+
+#define LJ_BLOB_MAX (1u << 20)
+#define STR_ARENA 65536
+
+struct lj_strblk {
+    struct lj_strblk *next;
+    size_t used;
+    char buf[STR_ARENA];
+};
+
+/* Interned strings: open addressing over pointers into the arenas. */
+struct lj_strset {
+    const char **slot;
+    size_t cap, n;
+};
+
+struct lj_rt_priv {
+    struct lj_strset set;
+};
+
+static uint64_t hash_bytes(const char *s, size_t n)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (uint8_t)s[i]) * 1099511628211ull;
+    return h;
+}
+
+/* The string set lives in the first arena block's header area: keep it in
+ * a static-free way by hanging it off rt->strs (first block). */
+static struct lj_strset *strset(struct ss_lj_runtime *rt);
+
+const char *ss_lj_intern(struct ss_lj_runtime *rt, const char *s, size_t len)
+{
+    struct lj_strset *set = strset(rt);
+    if (!set) return NULL;
+    if (len > 4096) len = 4096;
+    if (set->n * 2 >= set->cap) {
+        size_t ncap = set->cap ? set->cap * 2 : 1024;
+        const char **ns = calloc(ncap, sizeof(*ns));
+        if (!ns) return NULL;
+        for (size_t i = 0; i < set->cap; i++) {
+            const char *o = set->slot[i];
+            if (!o) continue;
+            size_t j = hash_bytes(o, strlen(o)) & (ncap - 1);
+            while (ns[j])
+                j = (j + 1) & (ncap - 1);
+            ns[j] = o;
+        }
+        free(set->slot);
+        set->slot = ns;
+        set->cap = ncap;
+    }
+    size_t j = hash_bytes(s, len) & (set->cap - 1);
+    while (set->slot[j]) {
+        const char *o = set->slot[j];
+        if (!strncmp(o, s, len) && o[len] == 0) return o;
+        j = (j + 1) & (set->cap - 1);
+    }
+    struct lj_strblk *b = rt->strs->next;
+    if (!b || b->used + len + 1 > STR_ARENA) {
+        b = malloc(sizeof(*b));
+        if (!b) return NULL;
+        b->used = 0;
+        b->next = rt->strs->next;
+        rt->strs->next = b;
+    }
+    char *d = b->buf + b->used;
+    memcpy(d, s, len);
+    d[len] = 0;
+    b->used += len + 1;
+    set->slot[j] = d;
+    set->n++;
+    return d;
+}
+
+/* rt->strs is a sentinel block whose buf holds the string set. */
+static struct lj_strset *strset(struct ss_lj_runtime *rt)
+{
+    return rt->strs ? (struct lj_strset *)(void *)rt->strs->buf : NULL;
+}
+
+int ss_lj_runtime_new(struct ss_lj_runtime **out, const struct ss_lj_elfinfo *info,
+                      uint64_t load_bias, uint32_t pid, struct ss_err *err)
+{
+    *out = NULL;
+    if (!info->is_luajit || !info->vm_found) {
+        ss_err_set(err, -EINVAL, "luajit: pid %u: module has no verified VM range", pid);
+        return -EINVAL;
+    }
+    struct ss_lj_runtime *rt = calloc(1, sizeof(*rt));
+    if (!rt) goto nomem;
+    rt->info = *info;
+    rt->bias = load_bias;
+    rt->vm_lo = info->vm_lo + load_bias;
+    rt->vm_hi = info->vm_hi + load_bias;
+    rt->pid = pid;
+    rt->protos = calloc(LJ_PROTO_SLOTS, sizeof(*rt->protos));
+    rt->ins = calloc(LJ_INS_SLOTS, sizeof(*rt->ins));
+    rt->strs = calloc(1, sizeof(*rt->strs));
+    if (!rt->protos || !rt->ins || !rt->strs) goto nomem;
+    *out = rt;
+    return 0;
+nomem:
+    ss_lj_runtime_free(rt);
+    ss_err_set(err, -ENOMEM, "luajit: pid %u: out of memory", pid);
+    return -ENOMEM;
+}
+
+void ss_lj_runtime_free(struct ss_lj_runtime *rt)
+{
+    if (!rt) return;
+    if (rt->protos)
+        for (unsigned i = 0; i < LJ_PROTO_SLOTS; i++)
+            free(rt->protos[i].blob);
+    free(rt->protos);
+    free(rt->ins);
+    if (rt->strs) {
+        free(strset(rt)->slot);
+        struct lj_strblk *b = rt->strs->next;
+        while (b) {
+            struct lj_strblk *nx = b->next;
+            free(b);
+            b = nx;
+        }
+        free(rt->strs);
+    }
+    free(rt);
+}
+
+bool ss_lj_in_vm(const struct ss_lj_runtime *rt, uint64_t ip)
+{
+    return ip >= rt->vm_lo && ip < rt->vm_hi;
+}
+
+const char *ss_lj_runtime_layout(const struct ss_lj_runtime *rt)
+{
+    return rt->lay ? rt->lay->name : NULL;
+}
+
+const char *ss_lj_runtime_diag(const struct ss_lj_runtime *rt)
+{
+    return rt->diag;
+}
+
+void ss_lj_runtime_stats(const struct ss_lj_runtime *rt, struct ss_lj_stats *st)
+{
+    *st = rt->st;
+}
+
+bool ss_lj_check_G(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t G, uint64_t dispatch)
+{
+    if (rt->disabled) return false;
+    for (unsigned i = 0; i < rt->ngs; i++)
+        if (rt->gs[i] == G) return true;
+    const struct lj_layout *lay = NULL;
+    char why[200];
+    int rc = ss_lj_layout_verify(&rt->info, m, G, dispatch, &lay, why, sizeof(why));
+    if (rc == 0 && rt->lay && lay != rt->lay) {
+        snprintf(why, sizeof(why), "global states disagree on the layout (%s vs %s)", rt->lay->name,
+                 lay->name);
+        rc = -EINVAL;
+    }
+    if (rc) {
+        /* A torn read can fail once; a layout that never fits is reported
+         * once and turns Lua walking off for this runtime. */
+        if (++rt->verify_fail >= 4 || rc == -ENOENT) {
+            rt->disabled = true;
+            snprintf(rt->diag, sizeof(rt->diag), "pid %u: LuaJIT frames off: %s", rt->pid, why);
+        }
+        return false;
+    }
+    rt->lay = lay;
+    if (rt->ngs < LJ_MAX_GS)
+        rt->gs[rt->ngs++] = G;
+    else
+        rt->gs[G % LJ_MAX_GS] = G;
+    return true;
+}
+
+/* ---- prototypes ---- */
+
+static void make_sig(const struct lj_layout *lay, const uint8_t *hdr, uint8_t *sig)
+{
+    memcpy(sig, hdr, lay->pt_size);
+    memset(sig, 0, lay->gct);                                            /* nextgc, marked */
+    memset(sig + lay->pt_sizebc + 4, 0, lay->pt_k - lay->pt_sizebc - 4); /* gclist */
+    memset(sig + lay->pt_sizeuv + 1, 0, 3);                              /* flags, trace */
+}
+
+static struct lj_proto *fill(struct ss_lj_runtime *rt, struct ss_mem *m, struct lj_proto *p,
+                             uint64_t pt, const uint8_t *hdr)
+{
+    const struct lj_layout *lay = rt->lay;
+    free(p->blob);
+    memset(p, 0, sizeof(*p));
+    uint32_t sizept = lj_u32(hdr + lay->pt_sizept);
+    uint32_t sizebc = lj_u32(hdr + lay->pt_sizebc);
+    if (hdr[lay->gct] != LJ_GCT_PROTO || sizept > LJ_BLOB_MAX || sizebc == 0 ||
+        (uint64_t)lay->pt_size + (uint64_t)sizebc * 4 > sizept)
+        return NULL;
+    p->blob = malloc(sizept);
+    if (!p->blob || ss_mem_read(m, pt, p->blob, sizept)) {
+        free(p->blob);
+        p->blob = NULL;
+        return NULL;
+    }
+    /* The blob's header must be the one we were given (no torn read). */
+    uint8_t s1[104], s2[104];
+    make_sig(lay, hdr, s1);
+    make_sig(lay, p->blob, s2);
+    if (memcmp(s1, s2, lay->pt_size)) goto bad;
+    p->sizept = sizept;
+    p->sizebc = sizebc;
+    p->numline = lj_u32(hdr + lay->pt_numline);
+    p->firstline = (int32_t)lj_u32(hdr + lay->pt_firstline);
+    p->sizekgc = lj_u32(hdr + lay->pt_sizekgc);
+    p->sizeuv = hdr[lay->pt_sizeuv];
+    /* chunk name: GCstr header + data */
+    uint64_t cn = lj_ref(lay, hdr + lay->pt_chunkname);
+    uint8_t sb[24 + 256];
+    if (cn && !ss_mem_read(m, cn, sb, sizeof(sb)) && sb[lay->gct] == LJ_GCT_STR) {
+        uint32_t len = lj_u32(sb + lay->str_len);
+        char tmp[4096];
+        const char *s = NULL;
+        if (len <= sizeof(sb) - lay->str_data - 1) {
+            s = (const char *)sb + lay->str_data;
+        } else if (len < sizeof(tmp) && !ss_mem_read(m, cn + lay->str_data, tmp, len + 1)) {
+            s = tmp;
+        }
+        if (s && s[len] == 0) {
+            if (len && (s[0] == '@' || s[0] == '=')) s++, len--;
+            p->chunk = ss_lj_intern(rt, s, len);
+        }
+    }
+    if (!p->chunk) p->chunk = ss_lj_intern(rt, "?", 1);
+    memcpy(p->sig, s1, lay->pt_size);
+    p->siglen = lay->pt_size;
+    p->addr = pt;
+    return p;
+bad:
+    free(p->blob);
+    p->blob = NULL;
+    return NULL;
+}
+
+struct lj_proto *ss_lj_proto(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t pt,
+                             const uint8_t *hdr)
+{
+    const struct lj_layout *lay = rt->lay;
+    uint8_t own[104];
+    if (!lay || !pt || (pt & 3)) return NULL;
+    if (!hdr) {
+        if (ss_mem_read(m, pt, own, lay->pt_size)) return NULL;
+        hdr = own;
+    }
+    struct lj_proto *p = &rt->protos[(pt >> 3) % LJ_PROTO_SLOTS];
+    if (p->addr == pt) {
+        uint8_t s[104];
+        make_sig(lay, hdr, s);
+        if (!memcmp(s, p->sig, p->siglen)) {
+            rt->st.proto_hits++;
+            return p;
+        }
+    }
+    rt->st.proto_misses++;
+    return fill(rt, m, p, pt, hdr);
+}
+
+uint32_t ss_lj_proto_line(const struct ss_lj_runtime *rt, const struct lj_proto *p, uint32_t pos)
+{
+    const struct lj_layout *lay = rt->lay;
+    uint64_t li = lj_ref(lay, p->blob + lay->pt_lineinfo);
+    if (!li || pos > p->sizebc || p->firstline < 0) return 0;
+    /* lj_debug_line: instruction 0 (FUNCF) has no lineinfo entry */
+    if (pos == p->sizebc) return (uint32_t)p->firstline + p->numline;
+    if (pos-- == 0) return (uint32_t)p->firstline;
+    unsigned esz = p->numline < 256 ? 1 : p->numline < 65536 ? 2 : 4;
+    if (li < p->addr || li - p->addr + (uint64_t)(pos + 1) * esz > p->sizept)
+        return (uint32_t)p->firstline;
+    const uint8_t *e = p->blob + (li - p->addr) + (size_t)pos * esz;
+    uint32_t d = esz == 1 ? e[0] : esz == 2 ? (uint32_t)(e[0] | e[1] << 8) : lj_u32(e);
+    return (uint32_t)p->firstline + d;
+}

@@ -1,0 +1,130 @@
+/* unwind/luajit/splice.c: merge Lua frames into a native frame list.
+ *
+ * For every native frame whose ip lies in a LuaJIT VM range, its cframe
+ * sits at CFA - CFRAME_SIZE and holds SAVE_L, the lua_State that VM entry
+ * runs. Each lua_State is walked once per sample (frames.c); its frames are
+ * split into segments by the cframes their C/CP frames consume, and the
+ * segment whose cframe is this VM frame's cframe replaces the VM frame.
+ * C functions called from Lua (ffid 1) are left out of the Lua segment:
+ * their native frames already sit above the VM frame. A VM frame whose
+ * state cannot be walked or matched stays a native frame (counted in
+ * out->vm_failed), so a sample never gets garbage Lua frames. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "unwind/luajit/lj_internal.h"
+
+#define MAX_THREADS 8
+
+struct thr {
+    uint64_t L;
+    int rc;
+    struct lj_walk *w;
+};
+
+static struct ss_lj_runtime *find_rt(struct ss_lj_runtime *const *rts, uint32_t nrts, uint64_t ip)
+{
+    for (uint32_t i = 0; i < nrts; i++)
+        if (rts[i] && ss_lj_in_vm(rts[i], ip)) return rts[i];
+    return NULL;
+}
+
+static int push(struct ss_lj_out *out, int32_t native, const struct ss_frame *fr)
+{
+    if (out->n >= out->cap) return -ENOSPC;
+    struct ss_lj_item *it = &out->items[out->n++];
+    it->native = native;
+    if (fr)
+        it->lua = *fr;
+    else
+        memset(&it->lua, 0, sizeof(it->lua));
+    return 0;
+}
+
+/* Emit segment seg of walk w; false when the segment is not in the walk. */
+static int emit_segment(struct ss_lj_runtime *rt, struct ss_mem *m, const struct lj_walk *w,
+                        uint64_t cframe, struct ss_lj_out *out, bool *found)
+{
+    unsigned seg;
+    *found = false;
+    for (seg = 0; seg < w->nsegs; seg++)
+        if (w->seg_cframe[seg] == cframe) break;
+    if (seg == w->nsegs) return 0;
+    *found = true;
+    for (unsigned i = 0; i < w->n; i++) {
+        const struct lj_wframe *wf = &w->f[i];
+        if (wf->seg != seg || (wf->ftsz & 7) == LJ_FRAME_VARG || wf->ffid == 1) continue;
+        struct ss_frame fr;
+        ss_lj_frame_text(rt, m, w, i, &fr);
+        int rc = push(out, -1, &fr);
+        if (rc) return rc;
+        out->lua_frames++;
+    }
+    return 0;
+}
+
+int ss_lj_splice(struct ss_lj_runtime *const *rts, uint32_t nrts, struct ss_mem *mem,
+                 const uint64_t *regs, const struct ss_lj_native *natives, uint32_t n,
+                 struct ss_lj_out *out)
+{
+    struct thr th[MAX_THREADS];
+    unsigned nth = 0;
+    int rc = 0;
+    out->n = out->lua_frames = out->vm_frames = out->vm_failed = 0;
+    for (uint32_t i = 0; i < n && !rc; i++) {
+        const struct ss_lj_native *nf = &natives[i];
+        /* return addresses point after the call: look up ip - 1 */
+        uint64_t look = (i == 0 || nf->signal) ? nf->ip : nf->ip - 1;
+        struct ss_lj_runtime *rt = find_rt(rts, nrts, look);
+        if (!rt) {
+            rc = push(out, (int32_t)i, NULL);
+            continue;
+        }
+        out->vm_frames++;
+        bool done = false;
+        uint64_t cframe = nf->cfa - rt->info.vm_cfa_off;
+        uint64_t L = 0;
+        unsigned cfl = rt->info.gc64 ? 16 : 24;
+        if (!rt->disabled && nf->cfa > rt->info.vm_cfa_off &&
+            ss_mem_read(mem, cframe + cfl, &L, 8) == 0) {
+            if (!rt->info.gc64) L = (uint32_t)L;
+            struct thr *t = NULL;
+            for (unsigned k = 0; k < nth; k++)
+                if (th[k].L == L) t = &th[k];
+            if (!t && nth < MAX_THREADS) {
+                t = &th[nth++];
+                t->L = L;
+                t->w = malloc(sizeof(*t->w));
+                t->rc = -ENOMEM;
+                if (t->w) {
+                    bool top = i == 0 && !nf->signal;
+                    struct lj_start st = {
+                        .L = L,
+                        .cframe = cframe,
+                        .top = top,
+                        .base = top ? regs[SS_REG_DX] : 0,
+                        .pc = top                           ? regs[SS_REG_BX]
+                              : (nf->have & SS_LJ_HAVE_RBX) ? nf->rbx
+                                                            : 0,
+                        /* only the live register is trusted for the
+                         * layout check (DISPATCH == G + G2DISP) */
+                        .dispatch = top ? regs[SS_REG_R14] : 0,
+                    };
+                    t->rc = ss_lj_walk_thread(rt, mem, &st, t->w);
+                }
+            }
+            if (t && t->rc == 0 && rt->lay) {
+                rc = emit_segment(rt, mem, t->w, cframe, out, &done);
+                if (rc) break;
+            }
+        }
+        if (!done) {
+            out->vm_failed++;
+            rc = push(out, (int32_t)i, NULL);
+        }
+    }
+    for (unsigned k = 0; k < nth; k++)
+        free(th[k].w);
+    return rc;
+}
