@@ -50,13 +50,27 @@ struct ss_mem {
     /* last-hit cache for ss_mem_peek on file mappings */
     uint64_t last_lo, last_hi;
     const uint8_t *last_ptr;
+    uint64_t last_gen; /* ss_proc_generation when the last hit was cached */
 };
+
+/* Set up a reader: proc (layer 2) and target (layer 3) may be NULL. */
+void ss_mem_init(struct ss_mem *m, struct ss_proc *proc, const struct ss_target_ops *target,
+                 void *target_ctx);
 
 /* Reset layer 1 for a new sample. */
 void ss_mem_set_snapshot(struct ss_mem *m, uint64_t sp, const uint8_t *bytes, size_t len);
 
-/* Pointer to len bytes at addr from layers 1-2 only (no syscall), or NULL. */
+/* Pointer to len bytes at addr from layers 1-2 only (no syscall), or NULL.
+ * Layer-2 pointers stay valid while the process view is not refreshed. */
 const void *ss_mem_peek(struct ss_mem *m, uint64_t addr, size_t len);
+
+/* Layer 1 only, inline: the hot path of the native unwinder. */
+static inline const void *ss_mem_peek_snap(const struct ss_mem *m, uint64_t addr, size_t len)
+{
+    uint64_t off = addr - m->snap_base;
+    if (off < m->snap_len && len <= m->snap_len - off) return m->snap + off;
+    return NULL;
+}
 
 /* Read len bytes at addr through all layers. 0 or negative errno. */
 int ss_mem_read(struct ss_mem *m, uint64_t addr, void *dst, size_t len);

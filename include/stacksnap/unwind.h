@@ -1,0 +1,66 @@
+/* unwind: turning samples (registers + stack snapshot) into frame lists.
+ *
+ * An ss_unwinder keeps per-process state keyed by pid (mappings, opened
+ * files shared by build-id, libunwind address space, rule and symbol
+ * caches), created on the first sample of a live process or registered
+ * explicitly for replay, and freed when the process exits
+ * (ss_unwinder_forget, or ss_unwinder_gc for processes that are gone).
+ *
+ * ss_unwind() produces a leaf-first ss_frame list. Its strings (names,
+ * module paths) are interned in the unwinder and stay valid until it is
+ * freed; the frames array itself is reused by the next ss_unwind call. */
+#ifndef STACKSNAP_UNWIND_H
+#define STACKSNAP_UNWIND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "stacksnap/ss.h"
+
+struct ss_unwinder;
+struct ss_map_desc; /* process/process.h */
+
+/* Hook for every read of target memory the walkers make (live only). */
+typedef void (*ss_unwind_record_fn)(void *ctx, uint32_t pid, uint64_t addr, const void *data,
+                                    size_t len, int err);
+
+struct ss_unwinder_opts {
+    unsigned max_frames;    /* frame cap, default 512 */
+    bool offline;           /* replay: never look at /proc for unknown pids */
+    const char *debug_root; /* prefix of /usr/lib/debug ("" or NULL = host) */
+    int native_mode;        /* 0 rule cache + libunwind (default); 1 libunwind for
+                               every step; 2 libunwind alone, one cursor per walk */
+    ss_unwind_record_fn record;
+    void *record_ctx;
+};
+
+struct ss_unwinder_stats {
+    uint64_t samples, frames, errors;
+    uint64_t trunc[SS_TRUNC_ERROR + 1]; /* samples by how the walk ended */
+    uint64_t rule_steps, unw_steps, rule_loads;
+    uint64_t processes, files;
+    uint64_t target_reads, target_calls;
+};
+
+int ss_unwinder_new(struct ss_unwinder **out, const struct ss_unwinder_opts *o, struct ss_err *err);
+void ss_unwinder_free(struct ss_unwinder *u);
+
+/* Unwind one sample. Returns 0 (out filled; out->trunc says how the walk
+ * ended) or a negative errno when the process cannot be looked at at all
+ * (-ESRCH: gone; out then has no frames). */
+int ss_unwind(struct ss_unwinder *u, const struct ss_sample *s, struct ss_stack *out);
+
+/* Replay: register process pid from recorded mappings; resolve opens the file
+ * behind a mapping (returns an fd or -errno). Replaces a known pid. */
+int ss_unwinder_add_process(struct ss_unwinder *u, uint32_t pid, const char *comm,
+                            const struct ss_map_desc *maps, size_t n,
+                            int (*resolve)(void *ctx, const struct ss_map_desc *m), void *ctx,
+                            struct ss_err *err);
+/* Drop a process's state (it exited). */
+void ss_unwinder_forget(struct ss_unwinder *u, uint32_t pid);
+/* Drop live processes that are gone and close files nothing maps any more. */
+void ss_unwinder_gc(struct ss_unwinder *u);
+void ss_unwinder_stats(const struct ss_unwinder *u, struct ss_unwinder_stats *st);
+
+#endif

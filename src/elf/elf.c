@@ -1,0 +1,423 @@
+/* elf/elf.c: opening ELF files (mmap + libelf), the per-file facts the
+ * unwinder needs (build-id, PT_LOAD, RELRO, .eh_frame_hdr) and the cache
+ * that shares one ss_elf per build-id. */
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "elf/elf.h"
+
+struct ss_elf_cache {
+    struct ss_elf *head;
+    size_t count;
+    char *debug_root;
+};
+
+int ss_elf_cache_new(struct ss_elf_cache **out, const char *debug_root)
+{
+    struct ss_elf_cache *c = calloc(1, sizeof(*c));
+    if (!c) return -ENOMEM;
+    c->debug_root = strdup(debug_root && *debug_root ? debug_root : "");
+    if (!c->debug_root) {
+        free(c);
+        return -ENOMEM;
+    }
+    if (elf_version(EV_CURRENT) == EV_NONE) {
+        free(c->debug_root);
+        free(c);
+        return -ENOTSUP;
+    }
+    *out = c;
+    return 0;
+}
+
+const char *ss_elf_cache_debug_root(const struct ss_elf_cache *c)
+{
+    return c ? c->debug_root : "";
+}
+
+static void elf_destroy(struct ss_elf *e)
+{
+    if (e->unwind_priv && e->unwind_priv_free) e->unwind_priv_free(e->unwind_priv);
+    if (e->syms) ss_symtab_free(e->syms);
+    if (e->dframe) ss_dframe_free(e->dframe);
+    if (e->debug) ss_elf_close_image(e->debug);
+    if (e->elf) elf_end(e->elf);
+    if (e->image) munmap((void *)e->image, e->size);
+    free(e->path);
+    free(e);
+}
+
+void ss_elf_cache_free(struct ss_elf_cache *c)
+{
+    if (!c) return;
+    struct ss_elf *e = c->head;
+    while (e) {
+        struct ss_elf *n = e->next;
+        elf_destroy(e);
+        e = n;
+    }
+    free(c->debug_root);
+    free(c);
+}
+
+void ss_elf_cache_gc(struct ss_elf_cache *c)
+{
+    struct ss_elf **pp = &c->head;
+    while (*pp) {
+        struct ss_elf *e = *pp;
+        if (e->refs <= 0) {
+            *pp = e->next;
+            c->count--;
+            elf_destroy(e);
+        } else {
+            pp = &e->next;
+        }
+    }
+}
+
+size_t ss_elf_cache_count(const struct ss_elf_cache *c)
+{
+    return c->count;
+}
+
+struct ss_elf *ss_elf_ref(struct ss_elf *e)
+{
+    if (e) e->refs++;
+    return e;
+}
+
+/* Files stay in the cache at refcount 0 until ss_elf_cache_gc, so a module
+ * that is unmapped and mapped again is not parsed twice. */
+void ss_elf_put(struct ss_elf *e)
+{
+    if (e) e->refs--;
+}
+
+void ss_elf_build_id_hex(const struct ss_elf *e, char *out)
+{
+    for (unsigned i = 0; i < e->build_id_len; i++)
+        sprintf(out + 2 * i, "%02x", e->build_id[i]);
+    out[2 * e->build_id_len] = 0;
+}
+
+/* ---- encoded pointers of .eh_frame_hdr ---- */
+static int read_encoded(const uint8_t **p, const uint8_t *end, uint8_t enc, uint64_t field_vaddr,
+                        uint64_t data_vaddr, uint64_t *out)
+{
+    const uint8_t *q = *p;
+    uint64_t v;
+    switch (enc & 0x0f) {
+    case 0x00: /* absptr */
+    case 0x04: /* udata8 */
+    case 0x0c: /* sdata8 */
+        if (end - q < 8) return -1;
+        memcpy(&v, q, 8);
+        q += 8;
+        break;
+    case 0x03: { /* udata4 */
+        uint32_t u;
+        if (end - q < 4) return -1;
+        memcpy(&u, q, 4);
+        v = u;
+        q += 4;
+        break;
+    }
+    case 0x0b: { /* sdata4 */
+        int32_t s;
+        if (end - q < 4) return -1;
+        memcpy(&s, q, 4);
+        v = (uint64_t)(int64_t)s;
+        q += 4;
+        break;
+    }
+    default:
+        return -1;
+    }
+    switch (enc & 0x70) {
+    case 0x00:
+        break;
+    case 0x10:
+        v += field_vaddr;
+        break;
+    case 0x30:
+        v += data_vaddr;
+        break;
+    default:
+        return -1;
+    }
+    *p = q;
+    *out = v;
+    return 0;
+}
+
+static void parse_eh_frame_hdr(struct ss_elf *e, const GElf_Phdr *ph)
+{
+    if (ph->p_offset + ph->p_filesz > e->size || ph->p_filesz < 4) return;
+    const uint8_t *h = e->image + ph->p_offset, *end = h + ph->p_filesz;
+    if (h[0] != 1) return;
+    uint8_t ptr_enc = h[1], cnt_enc = h[2], tab_enc = h[3];
+    const uint8_t *p = h + 4;
+    uint64_t eh_frame, count;
+    if (ptr_enc == 0xff || read_encoded(&p, end, ptr_enc, ph->p_vaddr + 4, ph->p_vaddr, &eh_frame))
+        return;
+    if (cnt_enc == 0xff ||
+        read_encoded(&p, end, cnt_enc, ph->p_vaddr + (p - h), ph->p_vaddr, &count))
+        return;
+    e->eh_hdr_vaddr = ph->p_vaddr;
+    e->eh_hdr_size = ph->p_filesz;
+    e->eh_frame_vaddr = eh_frame;
+    e->fde_count = count;
+    /* the search table must be datarel|sdata4 and fit in the segment */
+    e->eh_hdr_ok =
+        tab_enc == 0x3b && (uint64_t)(p - h) == 12 && count > 0 && count <= (ph->p_filesz - 12) / 8;
+}
+
+static void note_build_id(struct ss_elf *e, const uint8_t *p, size_t len)
+{
+    size_t off = 0;
+    while (off + 12 <= len) {
+        uint32_t namesz, descsz, type;
+        memcpy(&namesz, p + off, 4);
+        memcpy(&descsz, p + off + 4, 4);
+        memcpy(&type, p + off + 8, 4);
+        size_t name_off = off + 12;
+        size_t desc_off = name_off + ((namesz + 3) & ~3u);
+        size_t next = desc_off + ((descsz + 3) & ~3u);
+        if (next > len || desc_off > len) return;
+        if (type == NT_GNU_BUILD_ID && namesz == 4 && !memcmp(p + name_off, "GNU", 4) &&
+            descsz > 0) {
+            e->build_id_len = descsz > 20 ? 20 : (uint8_t)descsz;
+            memcpy(e->build_id, p + desc_off, e->build_id_len);
+            return;
+        }
+        off = next;
+    }
+}
+
+int ss_elf_parse(struct ss_elf *e, struct ss_err *err)
+{
+    Elf *elf = elf_memory((char *)e->image, e->size);
+    if (!elf) {
+        ss_err_set(err, -EINVAL, "%s: not an ELF file (%s)", e->path, elf_errmsg(-1));
+        return -EINVAL;
+    }
+    e->elf = elf;
+    GElf_Ehdr eh;
+    if (elf_kind(elf) != ELF_K_ELF || !gelf_getehdr(elf, &eh) || gelf_getclass(elf) != ELFCLASS64) {
+        ss_err_set(err, -EINVAL, "%s: not a 64-bit ELF file", e->path);
+        return -EINVAL;
+    }
+    e->e_type = eh.e_type;
+    size_t nph = 0;
+    if (elf_getphdrnum(elf, &nph) != 0) nph = 0;
+    for (size_t i = 0; i < nph; i++) {
+        GElf_Phdr ph;
+        if (!gelf_getphdr(elf, (int)i, &ph)) continue;
+        if (ph.p_type == PT_LOAD && e->nload < SS_ELF_MAX_LOAD) {
+            struct ss_elf_seg *s = &e->load[e->nload++];
+            s->vaddr = ph.p_vaddr;
+            s->memsz = ph.p_memsz;
+            s->offset = ph.p_offset;
+            s->filesz = ph.p_filesz;
+            s->flags = ph.p_flags;
+        } else if (ph.p_type == PT_GNU_RELRO) {
+            e->relro_vaddr = ph.p_vaddr;
+            e->relro_memsz = ph.p_memsz;
+        } else if (ph.p_type == PT_GNU_EH_FRAME) {
+            parse_eh_frame_hdr(e, &ph);
+        }
+    }
+    /* build-id: note sections first (debug files keep them), then PT_NOTE */
+    Elf_Scn *scn = NULL;
+    while (!e->build_id_len && (scn = elf_nextscn(elf, scn))) {
+        GElf_Shdr sh;
+        if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_NOTE) continue;
+        if (sh.sh_offset + sh.sh_size <= e->size)
+            note_build_id(e, e->image + sh.sh_offset, sh.sh_size);
+    }
+    for (size_t i = 0; !e->build_id_len && i < nph; i++) {
+        GElf_Phdr ph;
+        if (gelf_getphdr(elf, (int)i, &ph) && ph.p_type == PT_NOTE &&
+            ph.p_offset + ph.p_filesz <= e->size)
+            note_build_id(e, e->image + ph.p_offset, ph.p_filesz);
+    }
+    return 0;
+}
+
+struct ss_elf *ss_elf_open_image(const uint8_t *image, size_t size, int owned, const char *path)
+{
+    struct ss_elf *e = calloc(1, sizeof(*e));
+    if (!e) return NULL;
+    e->path = strdup(path ? path : "?");
+    e->image = image;
+    e->size = size;
+    if (!e->path || ss_elf_parse(e, NULL) < 0) {
+        if (e->elf) elf_end(e->elf);
+        free(e->path);
+        free(e);
+        return NULL;
+    }
+    e->image_owned = owned;
+    return e;
+}
+
+void ss_elf_close_image(struct ss_elf *e)
+{
+    if (!e) return;
+    int owned = e->image_owned;
+    const uint8_t *img = e->image;
+    size_t size = e->size;
+    e->image = NULL;
+    if (e->unwind_priv && e->unwind_priv_free) e->unwind_priv_free(e->unwind_priv);
+    if (e->syms) ss_symtab_free(e->syms);
+    if (e->dframe) ss_dframe_free(e->dframe);
+    if (e->debug) ss_elf_close_image(e->debug);
+    if (e->elf) elf_end(e->elf);
+    if (owned == 1)
+        free((void *)img);
+    else if (owned == 2)
+        munmap((void *)img, size);
+    free(e->path);
+    free(e);
+}
+
+static struct ss_elf *cache_find(struct ss_elf_cache *c, const struct ss_elf *k)
+{
+    for (struct ss_elf *e = c->head; e; e = e->next) {
+        if (k->build_id_len) {
+            if (e->build_id_len == k->build_id_len &&
+                !memcmp(e->build_id, k->build_id, k->build_id_len))
+                return e;
+        } else if (!e->build_id_len && e->dev == k->dev && e->ino == k->ino &&
+                   e->fsize == k->fsize && e->mtime == k->mtime) {
+            return e;
+        }
+    }
+    return NULL;
+}
+
+int ss_elf_open_fd(struct ss_elf_cache *c, int fd, const char *path, struct ss_elf **out,
+                   struct ss_err *err)
+{
+    struct stat st;
+    if (fstat(fd, &st) < 0) {
+        int r = -errno;
+        close(fd);
+        ss_err_set(err, r, "%s: fstat: %s", path, strerror(-r));
+        return r;
+    }
+    if (!S_ISREG(st.st_mode) || st.st_size < (off_t)sizeof(Elf64_Ehdr)) {
+        close(fd);
+        ss_err_set(err, -EINVAL, "%s: not a regular ELF file", path);
+        return -EINVAL;
+    }
+    void *img = mmap(NULL, st.st_size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (img == MAP_FAILED) {
+        int r = -errno;
+        ss_err_set(err, r, "%s: mmap: %s", path, strerror(-r));
+        return r;
+    }
+    struct ss_elf *e = calloc(1, sizeof(*e));
+    if (!e || !(e->path = strdup(path))) {
+        free(e);
+        munmap(img, st.st_size);
+        return -ENOMEM;
+    }
+    e->image = img;
+    e->size = st.st_size;
+    e->dev = st.st_dev;
+    e->ino = st.st_ino;
+    e->fsize = st.st_size;
+    e->mtime = st.st_mtim.tv_sec * 1000000000ull + st.st_mtim.tv_nsec;
+    int r = ss_elf_parse(e, err);
+    if (r < 0) {
+        elf_destroy(e);
+        return r;
+    }
+    struct ss_elf *old = cache_find(c, e);
+    if (old) {
+        elf_destroy(e);
+        *out = ss_elf_ref(old);
+        return 0;
+    }
+    e->cache = c;
+    e->next = c->head;
+    c->head = e;
+    c->count++;
+    *out = ss_elf_ref(e);
+    return 0;
+}
+
+int ss_elf_open_path(struct ss_elf_cache *c, const char *path, struct ss_elf **out,
+                     struct ss_err *err)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        int r = -errno;
+        ss_err_set(err, r, "%s: %s", path, strerror(-r));
+        return r;
+    }
+    return ss_elf_open_fd(c, fd, path, out, err);
+}
+
+const struct ss_elf_seg *ss_elf_seg_for_offset(const struct ss_elf *e, uint64_t off, uint64_t len)
+{
+    for (unsigned i = 0; i < e->nload; i++) {
+        const struct ss_elf_seg *s = &e->load[i];
+        uint64_t lo = s->offset & ~0xfffull, hi = s->offset + s->filesz;
+        if (s->filesz == 0) /* pure .bss: match on the page it starts in */
+            hi = lo + 1;
+        if (off < hi && off + len > lo && off >= lo) return s;
+    }
+    for (unsigned i = 0; i < e->nload; i++) { /* mapping that starts inside */
+        const struct ss_elf_seg *s = &e->load[i];
+        if (off >= s->offset && off < s->offset + s->filesz) return s;
+    }
+    return NULL;
+}
+
+const void *ss_elf_vaddr_ptr(const struct ss_elf *e, uint64_t vaddr, size_t len)
+{
+    for (unsigned i = 0; i < e->nload; i++) {
+        const struct ss_elf_seg *s = &e->load[i];
+        if (vaddr >= s->vaddr && vaddr + len <= s->vaddr + s->filesz && vaddr + len >= vaddr) {
+            uint64_t off = s->offset + (vaddr - s->vaddr);
+            if (off + len <= e->size) return e->image + off;
+            return NULL;
+        }
+    }
+    return NULL;
+}
+
+const void *ss_elf_section(struct ss_elf *e, const char *name, size_t *size, uint64_t *vaddr)
+{
+    Elf *elf = e->elf;
+    size_t shstrndx;
+    if (!elf || elf_getshdrstrndx(elf, &shstrndx) != 0) return NULL;
+    Elf_Scn *scn = NULL;
+    while ((scn = elf_nextscn(elf, scn))) {
+        GElf_Shdr sh;
+        if (!gelf_getshdr(scn, &sh) || sh.sh_type == SHT_NOBITS) continue;
+        const char *n = elf_strptr(elf, shstrndx, sh.sh_name);
+        if (!n || strcmp(n, name)) continue;
+        if (sh.sh_flags & SHF_COMPRESSED) {
+            if (elf_compress(scn, 0, 0) < 0) return NULL;
+            if (!gelf_getshdr(scn, &sh)) return NULL;
+        }
+        Elf_Data *d = elf_getdata(scn, NULL);
+        if (!d || !d->d_buf) return NULL;
+        if (size) *size = d->d_size;
+        if (vaddr) *vaddr = sh.sh_addr;
+        return d->d_buf;
+    }
+    return NULL;
+}

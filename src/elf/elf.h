@@ -1,0 +1,143 @@
+/* elf/: ELF files as the unwinder needs them.
+ *
+ * An ss_elf is one mapped-in file (mmap'd read-only image + libelf handle):
+ * build-id, PT_LOAD segments, the RELRO range, the .eh_frame_hdr search
+ * table, and, loaded lazily, the .debug_frame FDE index and a sorted symbol
+ * table gathered from .symtab/.dynsym, a separate debug file (build-id path or
+ * .gnu_debuglink) and .gnu_debugdata (MiniDebugInfo). Files are shared
+ * through an ss_elf_cache keyed by build-id (or dev/inode/size/mtime when a
+ * file has no build-id), so every process mapping libc uses one ss_elf. */
+#ifndef SS_ELF_H
+#define SS_ELF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "stacksnap/ss.h"
+
+#define SS_ELF_MAX_LOAD 16
+
+struct ss_elf_seg {
+    uint64_t vaddr, memsz, offset, filesz;
+    uint32_t flags; /* PF_R/PF_W/PF_X */
+};
+
+/* One symbol: [addr, addr + size) in ELF virtual addresses. */
+struct ss_sym {
+    uint64_t addr, size;
+    const char *name;
+};
+
+struct ss_symtab;
+struct ss_dframe;
+struct ss_elf_cache;
+
+struct ss_elf {
+    char *path; /* as opened, for messages */
+    uint8_t build_id[20];
+    uint8_t build_id_len;
+    uint64_t dev, ino, fsize, mtime; /* identity when there is no build-id */
+
+    const uint8_t *image; /* whole file, read-only */
+    size_t size;
+    void *elf; /* Elf * (libelf) */
+    uint16_t e_type;
+
+    struct ss_elf_seg load[SS_ELF_MAX_LOAD];
+    unsigned nload;
+    uint64_t relro_vaddr, relro_memsz; /* PT_GNU_RELRO, memsz 0 = none */
+
+    /* .eh_frame_hdr (vaddr 0 = none). The binary search table is usable by
+     * libunwind only when table_enc is datarel|sdata4 (eh_hdr_ok). */
+    uint64_t eh_hdr_vaddr, eh_hdr_size;
+    uint64_t eh_frame_vaddr;
+    uint64_t fde_count;
+    bool eh_hdr_ok;
+
+    /* lazily loaded; see ss_elf_debug_frame, ss_elf_symbols */
+    int dframe_state; /* 0 not tried, 1 loaded, -1 none */
+    struct ss_dframe *dframe;
+    int syms_state;
+    struct ss_symtab *syms;
+    int debug_state;
+    struct ss_elf *debug; /* separate debug file, not in the cache */
+
+    /* private slot of the unwinder (per-file unwind rule rows) */
+    void *unwind_priv;
+    void (*unwind_priv_free)(void *);
+
+    int refs;
+    int image_owned; /* images opened without the cache: 1 free, 2 munmap */
+    struct ss_elf_cache *cache;
+    struct ss_elf *next; /* cache chain */
+};
+
+/* The cache of opened files. debug_root: where /usr/lib/debug lives ("" or
+ * NULL = "/"), so tests and --symfs can point elsewhere. */
+int ss_elf_cache_new(struct ss_elf_cache **out, const char *debug_root);
+void ss_elf_cache_free(struct ss_elf_cache *c);
+/* Close files no mapping refers to any more. */
+void ss_elf_cache_gc(struct ss_elf_cache *c);
+size_t ss_elf_cache_count(const struct ss_elf_cache *c);
+
+/* Open the ELF file on fd (always consumed) and return a referenced ss_elf:
+ * the cached one when a file with the same build-id is already open. */
+int ss_elf_open_fd(struct ss_elf_cache *c, int fd, const char *path, struct ss_elf **out,
+                   struct ss_err *err);
+/* Open by path (host filesystem); for tests and tools. */
+int ss_elf_open_path(struct ss_elf_cache *c, const char *path, struct ss_elf **out,
+                     struct ss_err *err);
+struct ss_elf *ss_elf_ref(struct ss_elf *e);
+void ss_elf_put(struct ss_elf *e);
+
+/* The PT_LOAD segment that holds file offset off (page-rounded mappings
+ * match the segment whose file range overlaps [off, off + len)). */
+const struct ss_elf_seg *ss_elf_seg_for_offset(const struct ss_elf *e, uint64_t off, uint64_t len);
+/* Pointer to the file bytes of ELF vaddr range [vaddr, vaddr + len), or NULL. */
+const void *ss_elf_vaddr_ptr(const struct ss_elf *e, uint64_t vaddr, size_t len);
+/* Named section data (uncompressed); NULL when absent. */
+const void *ss_elf_section(struct ss_elf *e, const char *name, size_t *size, uint64_t *vaddr);
+
+/* Symbols (elf/symbols.c). */
+const struct ss_sym *ss_elf_symbol(struct ss_elf *e, uint64_t vaddr);
+size_t ss_elf_symbol_count(struct ss_elf *e);
+/* Build-id of e as hex (out >= 41 bytes). */
+void ss_elf_build_id_hex(const struct ss_elf *e, char *out);
+
+/* Separate debug file (elf/debuginfo.c): by build-id under
+ * DEBUG_ROOT/usr/lib/debug/.build-id/, else .gnu_debuglink (CRC checked).
+ * NULL when none. */
+struct ss_elf *ss_elf_debug(struct ss_elf *e);
+/* Decompress .gnu_debugdata (xz) into an in-memory ELF; returns a malloc'd
+ * image (caller frees) or NULL. */
+void *ss_elf_minidebuginfo(struct ss_elf *e, size_t *size);
+/* Open an ELF image without the cache (debug files, MiniDebugInfo). owned:
+ * free(image) (owned == 1) or munmap (owned == 2) when closed. */
+struct ss_elf *ss_elf_open_image(const uint8_t *image, size_t size, int owned, const char *path);
+void ss_elf_close_image(struct ss_elf *e);
+
+/* .debug_frame FDE index (elf/debug_frame.c), from the file or its debug
+ * file. Entries sorted by start; start/fde_off are int32 as libunwind's
+ * table_entry wants them. */
+struct ss_dframe_entry {
+    int32_t start;
+    int32_t fde_off;
+};
+struct ss_dframe {
+    const uint8_t *sec; /* the .debug_frame bytes (8-byte padded) */
+    size_t size;
+    struct ss_dframe_entry *index;
+    size_t n;
+    uint64_t lo, hi; /* covered vaddr range */
+    void *owned;     /* decompressed copy, if any */
+};
+const struct ss_dframe *ss_elf_debug_frame(struct ss_elf *e);
+
+/* internal helpers shared by the elf/ files */
+int ss_elf_parse(struct ss_elf *e, struct ss_err *err);
+void ss_dframe_free(struct ss_dframe *d);
+void ss_symtab_free(struct ss_symtab *s);
+const char *ss_elf_cache_debug_root(const struct ss_elf_cache *c);
+
+#endif

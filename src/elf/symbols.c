@@ -1,0 +1,216 @@
+/* elf/symbols.c: the sorted function-symbol table of one ELF file.
+ *
+ * Gathered once per file from .dynsym plus the best full symbol table:
+ * the file's own .symtab, else the separate debug file's, else the
+ * MiniDebugInfo (.gnu_debugdata) one. Where several symbols share an
+ * address the same one perf picks wins (sized, non-weak, global, fewest
+ * leading underscores, longest name); version suffixes ("@@GLIBC_2.34") are
+ * dropped. Zero-sized symbols extend to the next symbol. */
+#include <errno.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "elf/elf.h"
+
+struct ss_symtab {
+    struct ss_sym *v;
+    size_t n, cap;
+    char **strs; /* names we had to copy (version suffix cut) */
+    size_t nstrs, capstrs;
+    struct ss_elf *mini; /* MiniDebugInfo ELF kept alive for its strings */
+};
+
+struct cand {
+    struct ss_sym s;
+    uint8_t bind;
+};
+
+struct cands {
+    struct cand *v;
+    size_t n, cap;
+};
+
+void ss_symtab_free(struct ss_symtab *t)
+{
+    if (!t) return;
+    for (size_t i = 0; i < t->nstrs; i++)
+        free(t->strs[i]);
+    free(t->strs);
+    free(t->v);
+    if (t->mini) ss_elf_close_image(t->mini);
+    free(t);
+}
+
+static const char *keep_name(struct ss_symtab *t, const char *name)
+{
+    const char *at = strchr(name, '@');
+    if (!at) return name;
+    if (t->nstrs == t->capstrs) {
+        size_t nc = t->capstrs ? 2 * t->capstrs : 64;
+        char **ns = realloc(t->strs, nc * sizeof(*ns));
+        if (!ns) return name;
+        t->strs = ns;
+        t->capstrs = nc;
+    }
+    char *c = strndup(name, at - name);
+    if (!c) return name;
+    t->strs[t->nstrs++] = c;
+    return c;
+}
+
+/* Collect function symbols of one symbol table section. */
+static void collect(struct ss_symtab *t, struct cands *cs, Elf *elf, uint32_t type)
+{
+    Elf_Scn *scn = NULL;
+    while ((scn = elf_nextscn(elf, scn))) {
+        GElf_Shdr sh;
+        if (!gelf_getshdr(scn, &sh) || sh.sh_type != type || !sh.sh_entsize) continue;
+        Elf_Data *d = elf_getdata(scn, NULL);
+        if (!d) continue;
+        size_t n = sh.sh_size / sh.sh_entsize;
+        for (size_t i = 0; i < n; i++) {
+            GElf_Sym sym;
+            if (!gelf_getsym(d, (int)i, &sym)) break;
+            int st = GELF_ST_TYPE(sym.st_info);
+            if (st != STT_FUNC && st != STT_GNU_IFUNC) continue;
+            if (sym.st_shndx == SHN_UNDEF || sym.st_value == 0) continue;
+            const char *name = elf_strptr(elf, sh.sh_link, sym.st_name);
+            if (!name || !*name) continue;
+            if (cs->n == cs->cap) {
+                size_t nc = cs->cap ? 2 * cs->cap : 1024;
+                struct cand *nv = realloc(cs->v, nc * sizeof(*nv));
+                if (!nv) return;
+                cs->v = nv;
+                cs->cap = nc;
+            }
+            struct cand *c = &cs->v[cs->n++];
+            c->s.addr = sym.st_value;
+            c->s.size = sym.st_size;
+            c->s.name = keep_name(t, name);
+            c->bind = GELF_ST_BIND(sym.st_info);
+        }
+    }
+}
+
+static int cand_cmp(const void *a, const void *b)
+{
+    const struct cand *x = a, *y = b;
+    if (x->s.addr != y->s.addr) return x->s.addr < y->s.addr ? -1 : 1;
+    return strcmp(x->s.name, y->s.name); /* deterministic order */
+}
+
+static int underscores(const char *s)
+{
+    int n = 0;
+    while (*s++ == '_')
+        n++;
+    return n;
+}
+
+/* 1 if a is a better name for the address than b (perf's choose_best_symbol). */
+static int better(const struct cand *a, const struct cand *b)
+{
+    if ((a->s.size != 0) != (b->s.size != 0)) return a->s.size != 0;
+    if ((a->bind == STB_WEAK) != (b->bind == STB_WEAK)) return a->bind != STB_WEAK;
+    if ((a->bind == STB_GLOBAL) != (b->bind == STB_GLOBAL)) return a->bind == STB_GLOBAL;
+    int ua = underscores(a->s.name), ub = underscores(b->s.name);
+    if (ua != ub) return ua < ub;
+    size_t la = strlen(a->s.name), lb = strlen(b->s.name);
+    if (la != lb) return la > lb;
+    return strcmp(a->s.name, b->s.name) < 0;
+}
+
+static bool has_symtab(Elf *elf)
+{
+    Elf_Scn *scn = NULL;
+    while ((scn = elf_nextscn(elf, scn))) {
+        GElf_Shdr sh;
+        if (gelf_getshdr(scn, &sh) && sh.sh_type == SHT_SYMTAB && sh.sh_size > sh.sh_entsize)
+            return true;
+    }
+    return false;
+}
+
+static struct ss_symtab *load(struct ss_elf *e)
+{
+    struct ss_symtab *t = calloc(1, sizeof(*t));
+    struct cands cs = {0};
+    if (!t) return NULL;
+    Elf *elf = e->elf;
+    collect(t, &cs, elf, SHT_DYNSYM);
+    if (has_symtab(elf)) {
+        collect(t, &cs, elf, SHT_SYMTAB);
+    } else {
+        struct ss_elf *dbg = ss_elf_debug(e);
+        if (dbg && has_symtab(dbg->elf)) {
+            collect(t, &cs, dbg->elf, SHT_SYMTAB);
+        } else {
+            size_t sz = 0;
+            void *img = ss_elf_minidebuginfo(e, &sz);
+            if (img) {
+                t->mini = ss_elf_open_image(img, sz, 1, ".gnu_debugdata");
+                if (t->mini)
+                    collect(t, &cs, t->mini->elf, SHT_SYMTAB);
+                else
+                    free(img);
+            }
+        }
+    }
+    if (cs.n) qsort(cs.v, cs.n, sizeof(*cs.v), cand_cmp);
+    t->v = malloc((cs.n ? cs.n : 1) * sizeof(*t->v));
+    if (!t->v) {
+        free(cs.v);
+        ss_symtab_free(t);
+        return NULL;
+    }
+    for (size_t i = 0; i < cs.n;) {
+        size_t j = i, best = i;
+        while (j < cs.n && cs.v[j].s.addr == cs.v[i].s.addr) {
+            if (better(&cs.v[j], &cs.v[best])) best = j;
+            j++;
+        }
+        t->v[t->n++] = cs.v[best].s;
+        i = j;
+    }
+    free(cs.v);
+    for (size_t i = 0; i < t->n; i++) /* zero-sized: up to the next symbol */
+        if (!t->v[i].size && i + 1 < t->n) t->v[i].size = t->v[i + 1].addr - t->v[i].addr;
+    return t;
+}
+
+static struct ss_symtab *syms(struct ss_elf *e)
+{
+    if (e->syms_state == 0) {
+        e->syms = load(e);
+        e->syms_state = e->syms ? 1 : -1;
+    }
+    return e->syms;
+}
+
+size_t ss_elf_symbol_count(struct ss_elf *e)
+{
+    struct ss_symtab *t = syms(e);
+    return t ? t->n : 0;
+}
+
+const struct ss_sym *ss_elf_symbol(struct ss_elf *e, uint64_t vaddr)
+{
+    struct ss_symtab *t = syms(e);
+    if (!t || !t->n) return NULL;
+    size_t lo = 0, hi = t->n; /* first entry with addr > vaddr */
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (t->v[mid].addr <= vaddr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    /* the closest start at or below vaddr, or an enclosing bigger symbol */
+    for (size_t k = 0; k < 4 && lo > k; k++) {
+        const struct ss_sym *s = &t->v[lo - 1 - k];
+        if (vaddr < s->addr + s->size) return s;
+    }
+    return NULL;
+}

@@ -1,0 +1,105 @@
+/* memory/memory.c: the layered reader of memory.h: stack snapshot, then the
+ * file bytes of read-only file mappings (through process/), then the target
+ * backend in one batch, with every target read passed to the record hook. */
+#include <errno.h>
+#include <string.h>
+
+#include "memory/memory.h"
+#include "process/process.h"
+
+void ss_mem_init(struct ss_mem *m, struct ss_proc *proc, const struct ss_target_ops *target,
+                 void *target_ctx)
+{
+    memset(m, 0, sizeof(*m));
+    m->proc = proc;
+    m->target = target;
+    m->target_ctx = target_ctx;
+}
+
+void ss_mem_set_snapshot(struct ss_mem *m, uint64_t sp, const uint8_t *bytes, size_t len)
+{
+    m->snap_base = sp;
+    m->snap = bytes;
+    m->snap_len = bytes ? len : 0;
+}
+
+const void *ss_mem_peek(struct ss_mem *m, uint64_t addr, size_t len)
+{
+    const void *p = ss_mem_peek_snap(m, addr, len);
+    if (p) return p;
+    if (!m->proc || addr + len < addr) return NULL;
+    uint64_t gen = ss_proc_generation(m->proc);
+    if (addr >= m->last_lo && addr + len <= m->last_hi && m->last_gen == gen)
+        return m->last_ptr + (addr - m->last_lo);
+    const struct ss_mapping *mp = ss_proc_find_cached(m->proc, addr);
+    if (!mp || !mp->file_base || addr < mp->file_lo || addr + len > mp->file_hi) return NULL;
+    m->last_lo = mp->file_lo;
+    m->last_hi = mp->file_hi;
+    m->last_ptr = mp->file_base;
+    m->last_gen = gen;
+    return mp->file_base + (addr - mp->file_lo);
+}
+
+static void record(struct ss_mem *m, const struct ss_iov *v)
+{
+    if (m->record) m->record(m->record_ctx, v->addr, v->err ? NULL : v->dst, v->len, v->err);
+}
+
+int ss_mem_read(struct ss_mem *m, uint64_t addr, void *dst, size_t len)
+{
+    if (len == 0) return 0;
+    const void *p = ss_mem_peek(m, addr, len);
+    if (p) {
+        memcpy(dst, p, len);
+        return 0;
+    }
+    if (!m->target) return -EFAULT;
+    struct ss_iov v = {.addr = addr, .dst = dst, .len = len, .err = 0};
+    int r = m->target->readv(m->target_ctx, &v, 1);
+    m->n_target_calls++;
+    m->n_target_reads++;
+    if (r < 0 && !v.err) v.err = r;
+    record(m, &v);
+    return v.err;
+}
+
+int ss_mem_readv(struct ss_mem *m, struct ss_iov *iov, int n)
+{
+    enum { BATCH = 64 };
+    struct ss_iov batch[BATCH];
+    int idx[BATCH], nb = 0, ret = 0;
+    for (int i = 0; i <= n; i++) {
+        if (i < n) {
+            if (!iov[i].len) {
+                iov[i].err = 0;
+                continue;
+            }
+            const void *p = ss_mem_peek(m, iov[i].addr, iov[i].len);
+            if (p) {
+                memcpy(iov[i].dst, p, iov[i].len);
+                iov[i].err = 0;
+                continue;
+            }
+            if (!m->target) {
+                iov[i].err = -EFAULT;
+                continue;
+            }
+            batch[nb] = iov[i];
+            batch[nb].err = 0;
+            idx[nb++] = i;
+        }
+        if (nb == BATCH || (i == n && nb)) {
+            int r = m->target->readv(m->target_ctx, batch, nb);
+            m->n_target_calls++;
+            m->n_target_reads += nb;
+            for (int k = 0; k < nb; k++) {
+                if (r < 0 && !batch[k].err) batch[k].err = r;
+                iov[idx[k]].err = batch[k].err;
+                record(m, &batch[k]);
+            }
+            if (r < 0) ret = r;
+            nb = 0;
+        }
+    }
+    return ret;
+}

@@ -1,0 +1,416 @@
+/* process/process.c: the per-process mapping list (see process.h): building
+ * it live or from explicit descriptions, resolving mappings to ELF files,
+ * address lookup, refresh on miss and exec detection. */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "elf/elf.h"
+#include "process/process.h"
+
+struct ss_proc {
+    pid_t pid;
+    bool live, gone;
+    struct ss_elf_cache *cache;
+    struct ss_mapping *maps;
+    size_t n;
+    size_t last;
+    uint64_t gen;
+    char comm[16];
+    /* live */
+    unsigned refresh_min_ms, exec_check_ms;
+    uint64_t last_refresh_ns, last_exec_check_ns;
+    uint64_t exe_dev, exe_ino;
+    /* explicit */
+    ss_proc_resolve_fn fn;
+    void *ctx;
+};
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+static void free_maps(struct ss_mapping *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        ss_elf_put(v[i].elf);
+        free((char *)v[i].d.path);
+    }
+    free(v);
+}
+
+void ss_proc_free(struct ss_proc *p)
+{
+    if (!p) return;
+    free_maps(p->maps, p->n);
+    free(p);
+}
+
+/* ---- opening the file behind a live mapping ---- */
+static bool is_elf_fd(int fd)
+{
+    unsigned char mag[4];
+    return pread(fd, mag, 4, 0) == 4 && !memcmp(mag, "\177ELF", 4);
+}
+
+static int open_in_root(pid_t pid, const struct ss_map_desc *m)
+{
+    char root[64];
+    snprintf(root, sizeof(root), "/proc/%d/root", (int)pid);
+    int dfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) return -errno;
+    struct open_how how = {.flags = O_RDONLY | O_CLOEXEC,
+                           .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS};
+    int fd = (int)syscall(SYS_openat2, dfd, m->path, &how, sizeof(how));
+    int e = errno;
+    close(dfd);
+    if (fd < 0) return -e;
+    struct stat st;
+    if (fstat(fd, &st) < 0 || st.st_ino != m->inode) { /* not the mapped file */
+        close(fd);
+        return -ESTALE;
+    }
+    return fd;
+}
+
+static int vdso_memfd(pid_t pid, const struct ss_map_desc *m)
+{
+    size_t len = m->end - m->start;
+    if (len > (16u << 20)) return -E2BIG;
+    void *buf = malloc(len);
+    if (!buf) return -ENOMEM;
+    struct iovec l = {buf, len}, r = {(void *)(uintptr_t)m->start, len};
+    ssize_t got = process_vm_readv(pid, &l, 1, &r, 1, 0);
+    if (got != (ssize_t)len) {
+        free(buf);
+        return got < 0 ? -errno : -EIO;
+    }
+    int fd = memfd_create("ss-vdso", MFD_CLOEXEC);
+    if (fd < 0) {
+        free(buf);
+        return -errno;
+    }
+    size_t off = 0;
+    while (off < len) {
+        ssize_t w = write(fd, (char *)buf + off, len - off);
+        if (w <= 0) {
+            free(buf);
+            close(fd);
+            return -EIO;
+        }
+        off += w;
+    }
+    free(buf);
+    return fd;
+}
+
+static int live_open(pid_t pid, const struct ss_map_desc *m)
+{
+    if (!strcmp(m->path, "[vdso]")) return vdso_memfd(pid, m);
+    if (m->path[0] != '/') return -ENOENT;
+    char mf[96];
+    snprintf(mf, sizeof(mf), "/proc/%d/map_files/%llx-%llx", (int)pid, (unsigned long long)m->start,
+             (unsigned long long)m->end);
+    int fd = open(mf, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) fd = open_in_root(pid, m);
+    return fd;
+}
+
+/* ---- resolution ---- */
+static bool same_file(const struct ss_map_desc *a, const struct ss_map_desc *b)
+{
+    return a->inode == b->inode && a->dev_major == b->dev_major && a->dev_minor == b->dev_minor &&
+           !strcmp(a->path, b->path);
+}
+
+static void set_ranges(struct ss_mapping *mp)
+{
+    struct ss_elf *e = mp->elf;
+    const struct ss_map_desc *d = &mp->d;
+    uint64_t len = d->end - d->start;
+    const struct ss_elf_seg *seg = ss_elf_seg_for_offset(e, d->offset, len);
+    if (!seg && e->nload) seg = &e->load[0];
+    mp->bias = seg ? (int64_t)(d->start - d->offset + seg->offset - seg->vaddr)
+                   : (int64_t)(d->start - d->offset);
+    if ((d->prot & SS_MAP_W) || d->offset >= e->size) return;
+    uint64_t lo = d->start, hi = d->start + (len < e->size - d->offset ? len : e->size - d->offset);
+    if (e->relro_memsz) { /* RELRO pages were written before mprotect */
+        uint64_t rlo = e->relro_vaddr + mp->bias, rhi = rlo + e->relro_memsz;
+        rhi = (rhi + 4095) & ~4095ull;
+        if (rlo <= lo && rhi > lo) lo = rhi;
+        if (rhi >= hi && rlo < hi) hi = rlo;
+        if (rlo > lo && rhi < hi) hi = lo; /* RELRO in the middle: serve nothing */
+    }
+    if (lo < hi) {
+        mp->file_lo = lo;
+        mp->file_hi = hi;
+        mp->file_base = e->image + d->offset + (lo - d->start);
+    }
+}
+
+/* Fill maps[i].elf for every mapping; reuse files of old (previous list) and
+ * of earlier mappings of the same file. */
+static void resolve_all(struct ss_proc *p, struct ss_mapping *v, size_t n,
+                        const struct ss_mapping *old, size_t nold)
+{
+    for (size_t i = 0; i < n; i++) {
+        struct ss_mapping *mp = &v[i];
+        const char *path = mp->d.path;
+        if (!path[0] || (path[0] == '[' && strcmp(path, "[vdso]"))) continue;
+        struct ss_elf *e = NULL;
+        for (size_t j = 0; j < i && !e; j++) /* earlier mapping, same file */
+            if (v[j].elf && same_file(&v[j].d, &mp->d)) e = ss_elf_ref(v[j].elf);
+        for (size_t j = 0; j < nold && !e; j++)
+            if (old[j].elf && same_file(&old[j].d, &mp->d) &&
+                (strcmp(path, "[vdso]") || old[j].d.start == mp->d.start))
+                e = ss_elf_ref(old[j].elf);
+        if (!e) {
+            int fd = p->live ? live_open(p->pid, &mp->d) : p->fn(p->ctx, &mp->d);
+            if (fd >= 0 && !is_elf_fd(fd)) {
+                close(fd);
+                fd = -ENOEXEC;
+            }
+            if (fd >= 0 && ss_elf_open_fd(p->cache, fd, path, &e, NULL) < 0) e = NULL;
+        }
+        if (!e) continue;
+        if (mp->d.build_id_len && (mp->d.build_id_len != e->build_id_len ||
+                                   memcmp(mp->d.build_id, e->build_id, e->build_id_len))) {
+            ss_elf_put(e); /* a different build than the one recorded */
+            continue;
+        }
+        mp->elf = e;
+        if (!mp->d.build_id_len && e->build_id_len) {
+            mp->d.build_id_len = e->build_id_len;
+            memcpy(mp->d.build_id, e->build_id, e->build_id_len);
+        }
+        set_ranges(mp);
+    }
+}
+
+static int desc_cmp(const void *a, const void *b)
+{
+    const struct ss_mapping *x = a, *y = b;
+    return x->d.start < y->d.start ? -1 : x->d.start > y->d.start;
+}
+
+static int build(struct ss_proc *p, const struct ss_map_desc *d, size_t n)
+{
+    struct ss_mapping *v = calloc(n ? n : 1, sizeof(*v));
+    if (!v) return -ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        v[i].d = d[i];
+        v[i].d.path = strdup(d[i].path ? d[i].path : "");
+        if (!v[i].d.path) {
+            free_maps(v, i);
+            return -ENOMEM;
+        }
+    }
+    qsort(v, n, sizeof(*v), desc_cmp);
+    resolve_all(p, v, n, p->maps, p->n);
+    bool changed = n != p->n;
+    for (size_t i = 0; !changed && i < n; i++)
+        changed = v[i].d.start != p->maps[i].d.start || v[i].d.end != p->maps[i].d.end ||
+                  v[i].d.offset != p->maps[i].d.offset || v[i].d.prot != p->maps[i].d.prot ||
+                  v[i].elf != p->maps[i].elf || !same_file(&v[i].d, &p->maps[i].d);
+    free_maps(p->maps, p->n);
+    p->maps = v;
+    p->n = n;
+    p->last = 0;
+    if (changed) p->gen++;
+    return 0;
+}
+
+static void read_comm(struct ss_proc *p)
+{
+    char path[64], *buf = NULL;
+    snprintf(path, sizeof(path), "/proc/%d/comm", (int)p->pid);
+    if (ss_read_proc_file(path, &buf, NULL) == 0) {
+        buf[strcspn(buf, "\n")] = 0;
+        ss_proc_set_comm(p, buf);
+        free(buf);
+    }
+}
+
+static void stat_exe(struct ss_proc *p, uint64_t *dev, uint64_t *ino)
+{
+    char path[64];
+    struct stat st;
+    snprintf(path, sizeof(path), "/proc/%d/exe", (int)p->pid);
+    if (stat(path, &st) == 0) {
+        *dev = st.st_dev;
+        *ino = st.st_ino;
+    } else {
+        *dev = *ino = 0;
+    }
+}
+
+int ss_proc_refresh(struct ss_proc *p, struct ss_err *err)
+{
+    if (!p->live) return 0;
+    if (p->gone) return -ESRCH;
+    char path[64], *text = NULL;
+    snprintf(path, sizeof(path), "/proc/%d/maps", (int)p->pid);
+    p->last_refresh_ns = now_ns();
+    int r = ss_read_proc_file(path, &text, NULL);
+    if (r < 0 || !text[0]) {
+        free(text);
+        if (r == -ENOENT || r == -ESRCH || r == 0) {
+            p->gone = true;
+            r = -ESRCH;
+        }
+        ss_err_set(err, r, "pid %d: reading %s: %s", (int)p->pid, path, strerror(-r));
+        return r;
+    }
+    struct ss_map_desc *d = NULL;
+    size_t n = 0;
+    r = ss_maps_parse(text, &d, &n);
+    if (r == 0) r = build(p, d, n);
+    free(d);
+    free(text);
+    if (r < 0) ss_err_set(err, r, "pid %d: mappings: %s", (int)p->pid, strerror(-r));
+    return r;
+}
+
+int ss_proc_new_live(struct ss_proc **out, pid_t pid, struct ss_elf_cache *cache,
+                     const struct ss_proc_opts *o, struct ss_err *err)
+{
+    struct ss_proc *p = calloc(1, sizeof(*p));
+    if (!p) return -ENOMEM;
+    p->pid = pid;
+    p->live = true;
+    p->cache = cache;
+    p->refresh_min_ms = o && o->refresh_min_ms ? o->refresh_min_ms : 50;
+    p->exec_check_ms = o && o->exec_check_ms ? o->exec_check_ms : 100;
+    stat_exe(p, &p->exe_dev, &p->exe_ino);
+    int r = ss_proc_refresh(p, err);
+    if (r < 0) {
+        ss_proc_free(p);
+        return r;
+    }
+    read_comm(p);
+    p->last_exec_check_ns = now_ns();
+    *out = p;
+    return 0;
+}
+
+int ss_proc_new(struct ss_proc **out, pid_t pid, const struct ss_map_desc *maps, size_t n,
+                ss_proc_resolve_fn fn, void *ctx, struct ss_elf_cache *cache, struct ss_err *err)
+{
+    struct ss_proc *p = calloc(1, sizeof(*p));
+    if (!p) return -ENOMEM;
+    p->pid = pid;
+    p->cache = cache;
+    p->fn = fn;
+    p->ctx = ctx;
+    int r = fn ? build(p, maps, n) : -EINVAL;
+    if (r < 0) {
+        ss_err_set(err, r, "pid %d: building the mapping list: %s", (int)pid, strerror(-r));
+        ss_proc_free(p);
+        return r;
+    }
+    *out = p;
+    return 0;
+}
+
+int ss_proc_check_exec(struct ss_proc *p, uint64_t now)
+{
+    if (!p->live) return 0;
+    if (p->gone) return -ESRCH;
+    if (now - p->last_exec_check_ns < p->exec_check_ms * 1000000ull) return 0;
+    p->last_exec_check_ns = now;
+    uint64_t dev, ino;
+    stat_exe(p, &dev, &ino);
+    if (!dev && !ino) {
+        char path[32];
+        snprintf(path, sizeof(path), "/proc/%d", (int)p->pid);
+        if (access(path, F_OK) < 0) {
+            p->gone = true;
+            return -ESRCH;
+        }
+        return 0;
+    }
+    if (dev == p->exe_dev && ino == p->exe_ino) return 0;
+    p->exe_dev = dev;
+    p->exe_ino = ino;
+    int r = ss_proc_refresh(p, NULL);
+    read_comm(p);
+    return r < 0 ? r : 1;
+}
+
+const struct ss_mapping *ss_proc_find_cached(struct ss_proc *p, uint64_t addr)
+{
+    if (p->last < p->n && addr >= p->maps[p->last].d.start && addr < p->maps[p->last].d.end)
+        return &p->maps[p->last];
+    size_t lo = 0, hi = p->n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (p->maps[mid].d.end <= addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < p->n && addr >= p->maps[lo].d.start) {
+        p->last = lo;
+        return &p->maps[lo];
+    }
+    return NULL;
+}
+
+const struct ss_mapping *ss_proc_find(struct ss_proc *p, uint64_t addr)
+{
+    const struct ss_mapping *m = ss_proc_find_cached(p, addr);
+    if (m || !p->live || p->gone || addr < 4096 || addr >= (1ull << 47)) return m;
+    uint64_t t = now_ns();
+    if (t - p->last_refresh_ns < p->refresh_min_ms * 1000000ull) return NULL;
+    if (ss_proc_refresh(p, NULL) < 0) return NULL;
+    return ss_proc_find_cached(p, addr);
+}
+
+const struct ss_mapping *ss_proc_mappings(const struct ss_proc *p, size_t *n)
+{
+    *n = p->n;
+    return p->maps;
+}
+
+uint64_t ss_proc_generation(const struct ss_proc *p)
+{
+    return p->gen;
+}
+
+pid_t ss_proc_pid(const struct ss_proc *p)
+{
+    return p->pid;
+}
+
+bool ss_proc_is_live(const struct ss_proc *p)
+{
+    return p->live;
+}
+
+bool ss_proc_gone(const struct ss_proc *p)
+{
+    return p->gone;
+}
+
+const char *ss_proc_comm(const struct ss_proc *p)
+{
+    return p->comm;
+}
+
+void ss_proc_set_comm(struct ss_proc *p, const char *comm)
+{
+    snprintf(p->comm, sizeof(p->comm), "%s", comm ? comm : "");
+}

@@ -1,0 +1,43 @@
+/* symbolize/: native frame names and frame text.
+ *
+ * A native frame gets the name of the function symbol that contains it, or
+ * none (the text is then MODULE+0xOFFSET: module basename and file offset,
+ * DESIGN.md "Frame text"). Strings are interned in an ss_strpool so frames
+ * stay valid after the files and processes they came from are gone. A
+ * per-process direct-mapped cache keyed by address makes repeated addresses
+ * cost one lookup. */
+#ifndef SS_SYMBOLIZE_H
+#define SS_SYMBOLIZE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "stacksnap/ss.h"
+
+struct ss_proc;
+struct ss_strpool;
+struct ss_symcache;
+
+int ss_strpool_new(struct ss_strpool **out);
+void ss_strpool_free(struct ss_strpool *p);
+/* Interned copy of s (NULL for NULL); NULL on allocation failure. */
+const char *ss_strpool_intern(struct ss_strpool *p, const char *s);
+const char *ss_strpool_intern_n(struct ss_strpool *p, const char *s, size_t len);
+size_t ss_strpool_count(const struct ss_strpool *p);
+
+int ss_symcache_new(struct ss_symcache **out);
+void ss_symcache_free(struct ss_symcache *c);
+
+/* Fill out (kind, addr, offset, name, module, build-id) for native address
+ * ip of proc; exact = ip is not a return address (names are looked up at
+ * ip - 1 otherwise, so a call at the end of a function names its caller). */
+void ss_symbolize_native(struct ss_symcache *c, struct ss_strpool *pool, struct ss_proc *proc,
+                         uint64_t ip, bool exact, struct ss_frame *out);
+
+/* Frame text as DESIGN.md defines it: native "name" or "MODULE+0xOFFSET"
+ * ("[unknown]" without a module), Lua "NAME (CHUNK:LINE)", kernel "name_[k]".
+ * Returns the length snprintf would write. */
+int ss_frame_text(const struct ss_frame *f, char *buf, size_t n);
+
+#endif

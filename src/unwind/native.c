@@ -1,0 +1,249 @@
+/* unwind/native.c: stepping native frames (see native.h): the per-process
+ * direct-mapped rule cache in front of the per-file CFI row tables, applying
+ * plain rules without libunwind, handing the rest to libunwind
+ * (native_unw.c), and the sanity checks that end a walk (root, end of
+ * snapshot, repeated frame, ip outside mappings, frame cap). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "elf/elf.h"
+#include "memory/memory.h"
+#include "process/process.h"
+#include "unwind/native_int.h"
+
+static const uint8_t perf_to_dwarf[SS_NREGS] = {
+    [SS_REG_AX] = SS_DR_RAX,  [SS_REG_BX] = SS_DR_RBX,  [SS_REG_CX] = SS_DR_RCX,
+    [SS_REG_DX] = SS_DR_RDX,  [SS_REG_SI] = SS_DR_RSI,  [SS_REG_DI] = SS_DR_RDI,
+    [SS_REG_BP] = SS_DR_RBP,  [SS_REG_SP] = SS_DR_RSP,  [SS_REG_IP] = SS_DR_RIP,
+    [SS_REG_R8] = SS_DR_R8,   [SS_REG_R9] = SS_DR_R9,   [SS_REG_R10] = SS_DR_R10,
+    [SS_REG_R11] = SS_DR_R11, [SS_REG_R12] = SS_DR_R12, [SS_REG_R13] = SS_DR_R13,
+    [SS_REG_R14] = SS_DR_R14, [SS_REG_R15] = SS_DR_R15,
+};
+static const uint32_t perf_gp_mask = (1u << SS_REG_AX) | (1u << SS_REG_BX) | (1u << SS_REG_CX) |
+                                     (1u << SS_REG_DX) | (1u << SS_REG_SI) | (1u << SS_REG_DI) |
+                                     (1u << SS_REG_BP) | (1u << SS_REG_SP) | (1u << SS_REG_IP) |
+                                     (0xffu << SS_REG_R8);
+
+bool ss_nf_reg(const struct ss_native_frame *f, enum ss_reg reg, uint64_t *val)
+{
+    if ((unsigned)reg >= SS_NREGS || !(perf_gp_mask & (1u << reg))) return false;
+    unsigned d = perf_to_dwarf[reg];
+    if (!(f->regs.valid & (1u << d))) return false;
+    *val = f->regs.r[d];
+    return true;
+}
+
+void ss_native_frame_from_sample(struct ss_native_frame *f, const uint64_t regs[SS_NREGS])
+{
+    memset(f, 0, sizeof(*f));
+    for (unsigned i = 0; i < SS_NREGS; i++)
+        if (perf_gp_mask & (1u << i)) {
+            f->regs.r[perf_to_dwarf[i]] = regs[i];
+            f->regs.valid |= 1u << perf_to_dwarf[i];
+        }
+    f->flags = SS_NF_EXACT;
+}
+
+void ss_native_frame_init(struct ss_native_frame *f, const struct ss_nregs *regs, bool exact)
+{
+    memset(f, 0, sizeof(*f));
+    f->regs = *regs;
+    f->flags = exact ? SS_NF_EXACT : 0;
+}
+
+int ss_nproc_new(struct ss_nproc **out, struct ss_proc *proc, struct ss_mem *mem,
+                 struct ss_err *err)
+{
+    struct ss_nproc *np = calloc(1, sizeof(*np));
+    if (!np) return -ENOMEM;
+    np->proc = proc;
+    np->mem = mem;
+    np->gen = ss_proc_generation(proc);
+    int r = ss_unw_as_new(np, err);
+    if (r < 0) {
+        free(np);
+        return r;
+    }
+    *out = np;
+    return 0;
+}
+
+void ss_nproc_free(struct ss_nproc *np)
+{
+    if (!np) return;
+    ss_unw_as_free(np);
+    free(np);
+}
+
+void ss_nproc_set_mode(struct ss_nproc *np, enum ss_nmode mode)
+{
+    np->mode = mode;
+}
+
+const struct ss_nstats *ss_nproc_stats(const struct ss_nproc *np)
+{
+    return &np->st;
+}
+
+void ss_nproc_flush(struct ss_nproc *np)
+{
+    memset(np->rc, 0, sizeof(np->rc));
+    unw_flush_cache(np->as, 0, 0);
+    np->gen = ss_proc_generation(np->proc);
+}
+
+static inline void check_gen(struct ss_nproc *np)
+{
+    if (np->gen != ss_proc_generation(np->proc)) ss_nproc_flush(np);
+}
+
+enum ss_trunc ss_native_fault_reason(const struct ss_nproc *np, uint64_t addr)
+{
+    const struct ss_mem *m = np->mem;
+    return addr >= m->snap_base + m->snap_len ? SS_TRUNC_SNAPSHOT : SS_TRUNC_ERROR;
+}
+
+/* The rule for lookup address look (cache, file table, or fetched now). */
+static void get_rule(struct ss_nproc *np, uint64_t look, struct ss_nrule *rule)
+{
+    struct ss_rc_ent *ce = &np->rc[(look * 0x9e3779b97f4a7c15ull) >> (64 - SS_RC_BITS)];
+    if (ce->key == look) {
+        *rule = ce->r;
+        return;
+    }
+    np->st.cache_misses++;
+    const struct ss_mapping *mp = ss_proc_find_cached(np->proc, look);
+    memset(rule, 0, sizeof(*rule));
+    rule->kind = SS_NR_NOINFO;
+    if (mp && mp->elf) {
+        uint64_t vaddr = look - mp->bias;
+        struct ss_elf *e = mp->elf;
+        if (!ss_nrules_lookup(e, vaddr, rule)) {
+            ss_unw_load_rows(np, look);
+            check_gen(np);
+            if (!ss_nrules_lookup(e, vaddr, rule)) {
+                uint64_t lo = vaddr, hi = vaddr + 1;
+                memset(rule, 0, sizeof(*rule));
+                rule->kind = SS_NR_NOINFO;
+                ss_nrules_add(e, &lo, &hi, rule, 1);
+            }
+        }
+    }
+    ce->key = look;
+    ce->r = *rule;
+}
+
+static int apply_rule(struct ss_nproc *np, struct ss_native_frame *f, const struct ss_nrule *r,
+                      struct ss_native_frame *caller, enum ss_trunc *why)
+{
+    if (!(f->regs.valid & (1u << r->cfa_reg))) {
+        *why = SS_TRUNC_ERROR;
+        return 0;
+    }
+    uint64_t cfa = f->regs.r[r->cfa_reg] + (int64_t)r->cfa_off;
+    f->cfa = cfa; /* known even when the reads below fail */
+    caller->regs = f->regs;
+    caller->regs.valid &= ~(uint32_t)r->undef;
+    for (int s = 0; s < SS_NRS_COUNT; s++) {
+        int16_t off = r->off[s];
+        unsigned d = ss_nrs_dreg[s];
+        if (off == SS_NR_SAME) continue;
+        if (off == SS_NR_UNDEF) {
+            caller->regs.valid &= ~(1u << d);
+            continue;
+        }
+        uint64_t addr = cfa + off;
+        const void *p = ss_mem_peek_snap(np->mem, addr, 8);
+        if (!p) {
+            *why = ss_native_fault_reason(np, addr);
+            return 0;
+        }
+        memcpy(&caller->regs.r[d], p, 8);
+        caller->regs.valid |= 1u << d;
+    }
+    caller->regs.r[SS_DR_RSP] = cfa;
+    caller->regs.valid |= 1u << SS_DR_RSP;
+    caller->cfa = 0;
+    caller->flags = SS_NF_RULE;
+    f->cfa = cfa;
+    np->st.rule_steps++;
+    return 1;
+}
+
+int ss_native_check(struct ss_nproc *np, const struct ss_native_frame *f,
+                    const struct ss_native_frame *caller, enum ss_trunc *why)
+{
+    uint64_t ip = ss_nf_ip(caller), sp = ss_nf_sp(caller);
+    if (ip == 0) {
+        *why = SS_TRUNC_NONE;
+        return 0;
+    }
+    if (ip == ss_nf_ip(f) && sp == ss_nf_sp(f)) {
+        *why = SS_TRUNC_LOOP;
+        return 0;
+    }
+    if (sp <= ss_nf_sp(f) && !(f->flags & SS_NF_SIGNAL)) { /* stacks grow down */
+        *why = SS_TRUNC_LOOP;
+        return 0;
+    }
+    const struct ss_mapping *mp = ss_proc_find(np->proc, ip);
+    if (!mp || !(mp->d.prot & SS_MAP_X)) {
+        *why = SS_TRUNC_BADIP;
+        return 0;
+    }
+    return 1;
+}
+
+int ss_native_step(struct ss_nproc *np, struct ss_native_frame *f, struct ss_native_frame *caller,
+                   enum ss_trunc *why)
+{
+    check_gen(np);
+    int r;
+    if (np->mode == SS_NMODE_RULES) {
+        struct ss_nrule rule;
+        get_rule(np, ss_nf_lookup_ip(f), &rule);
+        if (rule.kind == SS_NR_OK) {
+            r = apply_rule(np, f, &rule, caller, why);
+            if (r && !(caller->regs.valid & (1u << SS_DR_RBP))) {
+                *why = SS_TRUNC_NONE; /* x86-64 ABI: undefined rbp ends the chain */
+                return 0;
+            }
+        } else if (rule.kind == SS_NR_END) {
+            *why = SS_TRUNC_NONE;
+            return 0;
+        } else {
+            r = ss_unw_step(np, f, caller, why);
+        }
+    } else {
+        r = ss_unw_step(np, f, caller, why);
+    }
+    if (!r) return 0;
+    return ss_native_check(np, f, caller, why);
+}
+
+unsigned ss_native_unwind(struct ss_nproc *np, struct ss_native_frame *out, unsigned max,
+                          enum ss_trunc *why)
+{
+    unsigned n = 1;
+    np->st.walks++;
+    const struct ss_mapping *mp = ss_proc_find(np->proc, ss_nf_ip(&out[0]));
+    if (!mp || !(mp->d.prot & SS_MAP_X)) {
+        *why = SS_TRUNC_BADIP;
+    } else if (np->mode == SS_NMODE_UNW_CURSOR) {
+        n = ss_unw_walk(np, out, max, why);
+    } else {
+        for (;;) {
+            struct ss_native_frame next;
+            if (!ss_native_step(np, &out[n - 1], &next, why)) break;
+            if (n == max) {
+                *why = SS_TRUNC_DEPTH;
+                break;
+            }
+            out[n++] = next;
+        }
+    }
+    np->st.frames += n;
+    np->st.trunc[*why]++;
+    return n;
+}

@@ -1,0 +1,141 @@
+/* unwind/native.h: native (DWARF CFI) unwinding of one stack snapshot.
+ *
+ * One ss_nproc per process holds a libunwind remote address space (caching
+ * on, enlarged) whose accessors serve the snapshot and the mapped ELF files
+ * through memory/ and process/, plus a per-ip rule cache in front of it.
+ *
+ * Stepping a frame: the CFI row for the frame's lookup address (ip for the
+ * leaf and for frames interrupted by a signal, ip - 1 for return addresses)
+ * is taken from libunwind itself (unw_reg_states_iterate) and, when it is a
+ * plain "CFA = reg + n, registers at CFA + m / same / undefined" row, applied
+ * here without entering libunwind; anything else (signal trampolines, DWARF
+ * expressions, code without CFI, which libunwind unwinds through frame
+ * pointers within [CFA, CFA + 0x4000]) is one unw_step of libunwind on a
+ * cursor set up at that frame. libunwind stays the source of truth; the
+ * SS_NMODE_UNW_CURSOR mode walks with libunwind alone for cross-checks.
+ *
+ * Only layers 1-2 of memory/ are read here (snapshot, file bytes): a walk
+ * that needs stack bytes past the snapshot ends with SS_TRUNC_SNAPSHOT.
+ *
+ * For the LuaJIT splice every frame carries its ip, sp, CFA and all
+ * registers known in that frame (callee-saved rbx, rbp, r12-r15 as recovered
+ * from CFI; the leaf has all of them), and whether it is a signal frame.
+ * ss_native_step() walks one frame at a time and ss_native_frame_init()
+ * starts a walk from any register set, so stack.c can splice Lua frames in
+ * and resume native unwinding where the LuaJIT walker says. */
+#ifndef SS_UNWIND_NATIVE_H
+#define SS_UNWIND_NATIVE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "stacksnap/ss.h"
+
+struct ss_proc;
+struct ss_mem;
+struct ss_nproc;
+
+/* x86-64 DWARF register numbers (also libunwind's UNW_X86_64_* order). */
+enum ss_dreg {
+    SS_DR_RAX,
+    SS_DR_RDX,
+    SS_DR_RCX,
+    SS_DR_RBX,
+    SS_DR_RSI,
+    SS_DR_RDI,
+    SS_DR_RBP,
+    SS_DR_RSP,
+    SS_DR_R8,
+    SS_DR_R9,
+    SS_DR_R10,
+    SS_DR_R11,
+    SS_DR_R12,
+    SS_DR_R13,
+    SS_DR_R14,
+    SS_DR_R15,
+    SS_DR_RIP,
+    SS_DR_COUNT
+};
+
+/* Registers of one frame; bit i of valid = r[i] known. */
+struct ss_nregs {
+    uint64_t r[SS_DR_COUNT];
+    uint32_t valid;
+};
+
+enum {
+    SS_NF_EXACT = 1u << 0,  /* ip is the interrupted instruction (leaf, or below a
+                               signal frame), not a return address */
+    SS_NF_SIGNAL = 1u << 1, /* this frame is a signal trampoline (__restore_rt): the
+                               frame after it was interrupted by the signal */
+    SS_NF_RULE = 1u << 2,   /* reached from its callee by a cached CFI rule */
+    SS_NF_UNW = 1u << 3,    /* reached from its callee by a libunwind step */
+    SS_NF_NOCFI = 1u << 4,  /* its callee had no CFI: reached by libunwind's
+                               frame-pointer / PLT heuristics */
+};
+
+/* One native frame. */
+struct ss_native_frame {
+    struct ss_nregs regs; /* r[SS_DR_RIP] = ip, r[SS_DR_RSP] = sp of this frame */
+    uint64_t cfa;         /* this frame's CFA (= its caller's sp); 0 until stepped */
+    uint32_t flags;       /* SS_NF_* */
+};
+
+static inline uint64_t ss_nf_ip(const struct ss_native_frame *f)
+{
+    return f->regs.r[SS_DR_RIP];
+}
+static inline uint64_t ss_nf_sp(const struct ss_native_frame *f)
+{
+    return f->regs.r[SS_DR_RSP];
+}
+/* Register by perf/ss.h numbering (SS_REG_BX...); false when unknown. */
+bool ss_nf_reg(const struct ss_native_frame *f, enum ss_reg reg, uint64_t *val);
+/* The address whose CFI row describes f: ip, or ip - 1 for return addresses. */
+static inline uint64_t ss_nf_lookup_ip(const struct ss_native_frame *f)
+{
+    return (f->flags & SS_NF_EXACT) ? f->regs.r[SS_DR_RIP] : f->regs.r[SS_DR_RIP] - 1;
+}
+
+enum ss_nmode {
+    SS_NMODE_RULES = 0,  /* rule cache, libunwind for the rest (default) */
+    SS_NMODE_UNW_STEP,   /* libunwind for every step (cursor per frame) */
+    SS_NMODE_UNW_CURSOR, /* libunwind alone: one cursor for the whole walk */
+};
+
+struct ss_nstats {
+    uint64_t walks, frames;
+    uint64_t rule_steps; /* steps done by a cached rule */
+    uint64_t unw_steps;  /* steps done by libunwind */
+    uint64_t rule_loads; /* CFI rows fetched from libunwind */
+    uint64_t cache_misses;
+    uint64_t trunc[SS_TRUNC_ERROR + 1];
+};
+
+/* Per-process state. proc and mem belong to the caller and must outlive np;
+ * mem->proc should be proc. */
+int ss_nproc_new(struct ss_nproc **out, struct ss_proc *proc, struct ss_mem *mem,
+                 struct ss_err *err);
+void ss_nproc_free(struct ss_nproc *np);
+void ss_nproc_set_mode(struct ss_nproc *np, enum ss_nmode mode);
+const struct ss_nstats *ss_nproc_stats(const struct ss_nproc *np);
+/* Drop address-keyed caches (called automatically when the process view's
+ * generation changes). */
+void ss_nproc_flush(struct ss_nproc *np);
+
+/* Leaf frame from a sample's registers (perf order, all valid). */
+void ss_native_frame_from_sample(struct ss_native_frame *f, const uint64_t regs[SS_NREGS]);
+/* A frame to resume from: regs as known, exact = ip is not a return address. */
+void ss_native_frame_init(struct ss_native_frame *f, const struct ss_nregs *regs, bool exact);
+
+/* Step from f to its caller. Returns 1 and fills *caller (and f->cfa), or 0
+ * when the walk ends here with *why set (SS_TRUNC_NONE = reached the root). */
+int ss_native_step(struct ss_nproc *np, struct ss_native_frame *f, struct ss_native_frame *caller,
+                   enum ss_trunc *why);
+
+/* Walk from out[0] (already filled: leaf or resume frame) up to max frames.
+ * Returns the number of frames in out (>= 1); *why says how it ended. */
+unsigned ss_native_unwind(struct ss_nproc *np, struct ss_native_frame *out, unsigned max,
+                          enum ss_trunc *why);
+
+#endif

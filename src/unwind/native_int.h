@@ -1,0 +1,55 @@
+/* unwind/native_int.h: state shared by native.c (stepping, rule cache) and
+ * native_unw.c (libunwind address space, accessors, libunwind steps). */
+#ifndef SS_UNWIND_NATIVE_INT_H
+#define SS_UNWIND_NATIVE_INT_H
+
+#include <libunwind.h>
+
+#include "unwind/native.h"
+#include "unwind/native_rules.h"
+
+#define SS_RC_BITS 12
+
+struct ss_rc_ent {
+    uint64_t key; /* lookup address, 0 = empty */
+    struct ss_nrule r;
+};
+
+/* Accessor argument of one libunwind use (as_arg). */
+struct ss_uctx {
+    struct ss_nproc *np;
+    struct ss_nregs regs; /* registers access_reg serves */
+    uint64_t fault_addr;  /* first failed access_mem */
+    bool faulted, noinfo; /* noinfo: find_proc_info found no CFI */
+};
+
+struct ss_nproc {
+    struct ss_proc *proc;
+    struct ss_mem *mem;
+    unw_addr_space_t as;
+    enum ss_nmode mode;
+    uint64_t gen;
+    struct ss_nstats st;
+    struct ss_rc_ent rc[1u << SS_RC_BITS];
+};
+
+/* native_unw.c */
+int ss_unw_as_new(struct ss_nproc *np, struct ss_err *err);
+void ss_unw_as_free(struct ss_nproc *np);
+/* Fetch the CFI rows of the FDE holding lookup address look into the file's
+ * row table (via unw_reg_states_iterate). */
+void ss_unw_load_rows(struct ss_nproc *np, uint64_t look);
+/* One libunwind step from f (cursor set up at f). Same contract as
+ * ss_native_step minus the sanity checks. */
+int ss_unw_step(struct ss_nproc *np, struct ss_native_frame *f, struct ss_native_frame *caller,
+                enum ss_trunc *why);
+/* Whole walk with one libunwind cursor (SS_NMODE_UNW_CURSOR). */
+unsigned ss_unw_walk(struct ss_nproc *np, struct ss_native_frame *out, unsigned max,
+                     enum ss_trunc *why);
+/* Common checks on a new caller frame: 1 ok, 0 stop with *why. */
+int ss_native_check(struct ss_nproc *np, const struct ss_native_frame *f,
+                    const struct ss_native_frame *caller, enum ss_trunc *why);
+/* Why a memory fault at addr ended the walk. */
+enum ss_trunc ss_native_fault_reason(const struct ss_nproc *np, uint64_t addr);
+
+#endif

@@ -1,0 +1,174 @@
+/* unwind/native_rules.c: compiling libunwind's CFI rows into compact rules
+ * and the per-file sorted row tables (see native_rules.h). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "elf/elf.h"
+#include "unwind/native.h"
+#include "unwind/native_rules.h"
+
+const uint8_t ss_nrs_dreg[SS_NRS_COUNT] = {SS_DR_RBX, SS_DR_RBP, SS_DR_R12, SS_DR_R13,
+                                           SS_DR_R14, SS_DR_R15, SS_DR_RIP};
+
+/* libunwind's dwarf_where_t */
+enum { W_UNDEF, W_SAME, W_CFAREL, W_REG, W_EXPR, W_VAL_EXPR };
+
+void ss_nrule_compile(const void *rs, size_t size, struct ss_nrule *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->kind = SS_NR_COMPLEX;
+    /* struct dwarf_reg_state { unw_word_t ret_addr_column;
+     *   struct { char where[N + 2]; unw_word_t val[N + 2]; } reg; } */
+    unsigned n = 0;
+    for (unsigned k = 17; k <= 64; k++) {
+        size_t wsz = (k + 2 + 7) & ~7u;
+        if (8 + wsz + (k + 2) * 8 == size) {
+            n = k;
+            break;
+        }
+    }
+    if (!n) return;
+    const uint8_t *p = rs;
+    uint64_t ra_col;
+    memcpy(&ra_col, p, 8);
+    const char *where = (const char *)(p + 8);
+    const uint8_t *vals = p + 8 + ((n + 2 + 7) & ~7u);
+#define VAL(i)                                                                                     \
+    ({                                                                                             \
+        uint64_t v_;                                                                               \
+        memcpy(&v_, vals + 8 * (i), 8);                                                            \
+        v_;                                                                                        \
+    })
+    if (ra_col != SS_DR_RIP || where[n] != W_REG) return;
+    uint64_t cfa_reg = VAL(n);
+    int64_t cfa_off = (int64_t)VAL(n + 1);
+    if (cfa_reg >= 16 || cfa_off < INT32_MIN || cfa_off > INT32_MAX) return;
+    out->cfa_reg = (uint8_t)cfa_reg;
+    out->cfa_off = (int32_t)cfa_off;
+    for (unsigned i = 0; i < SS_NRS_COUNT; i++)
+        out->off[i] = SS_NR_SAME;
+    for (unsigned i = 0; i <= SS_DR_RIP; i++) {
+        if (i == SS_DR_RSP) /* libunwind's rsp is always the CFA */
+            continue;
+        int slot = -1;
+        for (int s = 0; s < SS_NRS_COUNT; s++)
+            if (ss_nrs_dreg[s] == i) slot = s;
+        switch (where[i]) {
+        case W_SAME:
+            break;
+        case W_UNDEF:
+            if (slot >= 0)
+                out->off[slot] = SS_NR_UNDEF;
+            else
+                out->undef |= 1u << i;
+            break;
+        case W_CFAREL: {
+            int64_t off = (int64_t)VAL(i);
+            if (slot < 0 || off <= SS_NR_UNDEF || off > INT16_MAX) return;
+            out->off[slot] = (int16_t)off;
+            break;
+        }
+        default:
+            return;
+        }
+    }
+#undef VAL
+    if (out->off[SS_NRS_RIP] == SS_NR_UNDEF || out->off[SS_NRS_RBP] == SS_NR_UNDEF)
+        out->kind = SS_NR_END;
+    else if (out->off[SS_NRS_RIP] == SS_NR_SAME)
+        out->kind = SS_NR_COMPLEX; /* return address in a register: leave it to libunwind */
+    else
+        out->kind = SS_NR_OK;
+}
+
+/* ---- per-file row tables ---- */
+struct rowtab {
+    uint64_t *lo, *hi;
+    struct ss_nrule *r;
+    size_t n, cap;
+};
+
+static void rowtab_free(void *p)
+{
+    struct rowtab *t = p;
+    free(t->lo);
+    free(t->hi);
+    free(t->r);
+    free(t);
+}
+
+static struct rowtab *table(struct ss_elf *e, bool create)
+{
+    if (e->unwind_priv || !create) return e->unwind_priv;
+    struct rowtab *t = calloc(1, sizeof(*t));
+    if (!t) return NULL;
+    e->unwind_priv = t;
+    e->unwind_priv_free = rowtab_free;
+    return t;
+}
+
+/* index of the last row with lo <= vaddr, or n when none */
+static size_t find(const struct rowtab *t, uint64_t vaddr)
+{
+    size_t lo = 0, hi = t->n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (t->lo[mid] <= vaddr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo ? lo - 1 : t->n;
+}
+
+int ss_nrules_lookup(struct ss_elf *e, uint64_t vaddr, struct ss_nrule *out)
+{
+    struct rowtab *t = table(e, false);
+    if (!t || !t->n) return 0;
+    size_t i = find(t, vaddr);
+    if (i == t->n || vaddr >= t->hi[i]) return 0;
+    *out = t->r[i];
+    return 1;
+}
+
+size_t ss_nrules_count(struct ss_elf *e)
+{
+    struct rowtab *t = table(e, false);
+    return t ? t->n : 0;
+}
+
+int ss_nrules_add(struct ss_elf *e, const uint64_t *lo, const uint64_t *hi,
+                  const struct ss_nrule *r, size_t n)
+{
+    struct rowtab *t = table(e, true);
+    if (!t) return -ENOMEM;
+    if (t->n + n > t->cap) {
+        size_t nc = t->cap ? t->cap : 256;
+        while (nc < t->n + n)
+            nc *= 2;
+        uint64_t *nlo = realloc(t->lo, nc * sizeof(*nlo));
+        if (nlo) t->lo = nlo;
+        uint64_t *nhi = realloc(t->hi, nc * sizeof(*nhi));
+        if (nhi) t->hi = nhi;
+        struct ss_nrule *nr = realloc(t->r, nc * sizeof(*nr));
+        if (nr) t->r = nr;
+        if (!nlo || !nhi || !nr) return -ENOMEM;
+        t->cap = nc;
+    }
+    for (size_t k = 0; k < n; k++) {
+        if (hi[k] <= lo[k]) continue;
+        size_t i = find(t, lo[k]); /* insert after i */
+        size_t pos = i == t->n ? 0 : i + 1;
+        if (i != t->n && t->hi[i] > lo[k]) continue; /* overlaps a row we have */
+        if (pos < t->n && t->lo[pos] < hi[k]) continue;
+        memmove(t->lo + pos + 1, t->lo + pos, (t->n - pos) * sizeof(*t->lo));
+        memmove(t->hi + pos + 1, t->hi + pos, (t->n - pos) * sizeof(*t->hi));
+        memmove(t->r + pos + 1, t->r + pos, (t->n - pos) * sizeof(*t->r));
+        t->lo[pos] = lo[k];
+        t->hi[pos] = hi[k];
+        t->r[pos] = r[k];
+        t->n++;
+    }
+    return 0;
+}

@@ -1,0 +1,297 @@
+/* unwind/native_unw.c: the libunwind side of native unwinding.
+ *
+ * One remote address space per process (global cache, 2^14 entries). Its
+ * accessors: find_proc_info binary-searches the file's .eh_frame_hdr through
+ * _Ux86_64_dwarf_search_unwind_table (declared here, as perf does), and
+ * falls back to our .debug_frame index handed over as an
+ * UNW_INFO_FORMAT_TABLE; access_mem serves the snapshot and file bytes only
+ * (O(1) through memory/'s last-hit cache); access_reg serves the registers
+ * of the frame being stepped. */
+#include <errno.h>
+#include <string.h>
+
+#include "elf/elf.h"
+#include "memory/memory.h"
+#include "process/process.h"
+#include "unwind/native_int.h"
+
+extern int _Ux86_64_dwarf_search_unwind_table(unw_addr_space_t as, unw_word_t ip,
+                                              unw_dyn_info_t *di, unw_proc_info_t *pi,
+                                              int need_unwind_info, void *arg);
+
+/* libunwind 1.6.2's struct unw_debug_frame_list (include/dwarf.h): what an
+ * UNW_INFO_FORMAT_TABLE's table_data points to. */
+struct unw_dfl_mirror {
+    unw_word_t start, end, load_offset;
+    char *debug_frame;
+    size_t debug_frame_size;
+    const struct ss_dframe_entry *index;
+    size_t index_size; /* bytes */
+    void *next;
+};
+
+static int find_proc_info(unw_addr_space_t as, unw_word_t ip, unw_proc_info_t *pi,
+                          int need_unwind_info, void *arg)
+{
+    struct ss_uctx *u = arg;
+    const struct ss_mapping *mp = ss_proc_find_cached(u->np->proc, ip);
+    if (!mp || !mp->elf) {
+        u->noinfo = true;
+        return -UNW_ENOINFO;
+    }
+    struct ss_elf *e = mp->elf;
+    int r = -UNW_ENOINFO;
+    if (e->eh_hdr_ok) {
+        unw_dyn_info_t di;
+        memset(&di, 0, sizeof(di));
+        uint64_t hdr = e->eh_hdr_vaddr + mp->bias;
+        di.format = UNW_INFO_FORMAT_REMOTE_TABLE;
+        di.start_ip = mp->d.start;
+        di.end_ip = mp->d.end;
+        di.u.rti.segbase = hdr;
+        di.u.rti.table_len = e->fde_count * 8 / sizeof(unw_word_t);
+        di.u.rti.table_data = hdr + 12;
+        r = _Ux86_64_dwarf_search_unwind_table(as, ip, &di, pi, need_unwind_info, arg);
+        if (r >= 0) return 0;
+    }
+    const struct ss_dframe *df = ss_elf_debug_frame(e);
+    uint64_t vaddr = ip - mp->bias;
+    if (df && vaddr >= df->lo && vaddr < df->hi) {
+        struct unw_dfl_mirror dfl = {
+            .start = mp->d.start,
+            .end = mp->d.end,
+            .debug_frame = (char *)df->sec,
+            .debug_frame_size = df->size,
+            .index = df->index,
+            .index_size = df->n * sizeof(*df->index),
+        };
+        unw_dyn_info_t di;
+        memset(&di, 0, sizeof(di));
+        di.format = UNW_INFO_FORMAT_TABLE;
+        di.start_ip = mp->d.start;
+        di.end_ip = mp->d.end;
+        di.u.ti.segbase = (unw_word_t)mp->bias;
+        di.u.ti.table_len = sizeof(dfl) / sizeof(unw_word_t);
+        di.u.ti.table_data = (unw_word_t *)&dfl;
+        r = _Ux86_64_dwarf_search_unwind_table(as, ip, &di, pi, need_unwind_info, arg);
+        if (r >= 0) return 0;
+    }
+    u->noinfo = true;
+    return -UNW_ENOINFO;
+}
+
+static void put_unwind_info(unw_addr_space_t as, unw_proc_info_t *pi, void *arg)
+{
+    (void)as, (void)pi, (void)arg;
+}
+
+static int get_dyn_info_list_addr(unw_addr_space_t as, unw_word_t *dil, void *arg)
+{
+    (void)as, (void)dil, (void)arg;
+    return -UNW_ENOINFO;
+}
+
+static int access_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *valp, int write, void *arg)
+{
+    (void)as;
+    struct ss_uctx *u = arg;
+    if (write) return -UNW_EREADONLYREG;
+    struct ss_mem *m = u->np->mem;
+    const void *p = ss_mem_peek_snap(m, addr, 8);
+    if (!p) p = ss_mem_peek(m, addr, 8);
+    if (!p) {
+        if (!u->faulted) {
+            u->faulted = true;
+            u->fault_addr = addr;
+        }
+        return -UNW_EINVAL;
+    }
+    memcpy(valp, p, 8);
+    return 0;
+}
+
+static int access_reg(unw_addr_space_t as, unw_regnum_t reg, unw_word_t *valp, int write, void *arg)
+{
+    (void)as;
+    struct ss_uctx *u = arg;
+    if (write) return -UNW_EREADONLYREG;
+    if (reg < 0 || reg >= SS_DR_COUNT || !(u->regs.valid & (1u << reg))) return -UNW_EBADREG;
+    *valp = u->regs.r[reg];
+    return 0;
+}
+
+static int access_fpreg(unw_addr_space_t as, unw_regnum_t reg, unw_fpreg_t *val, int write,
+                        void *arg)
+{
+    (void)as, (void)reg, (void)val, (void)write, (void)arg;
+    return -UNW_EINVAL;
+}
+
+static int resume(unw_addr_space_t as, unw_cursor_t *c, void *arg)
+{
+    (void)as, (void)c, (void)arg;
+    return -UNW_EINVAL;
+}
+
+static int get_proc_name(unw_addr_space_t as, unw_word_t addr, char *buf, size_t len,
+                         unw_word_t *off, void *arg)
+{
+    (void)as, (void)addr, (void)buf, (void)len, (void)off, (void)arg;
+    return -UNW_ENOINFO;
+}
+
+static unw_accessors_t accessors = {
+    .find_proc_info = find_proc_info,
+    .put_unwind_info = put_unwind_info,
+    .get_dyn_info_list_addr = get_dyn_info_list_addr,
+    .access_mem = access_mem,
+    .access_reg = access_reg,
+    .access_fpreg = access_fpreg,
+    .resume = resume,
+    .get_proc_name = get_proc_name,
+};
+
+int ss_unw_as_new(struct ss_nproc *np, struct ss_err *err)
+{
+    np->as = unw_create_addr_space(&accessors, 0);
+    if (!np->as) {
+        ss_err_set(err, -ENOMEM, "pid %d: unw_create_addr_space failed",
+                   (int)ss_proc_pid(np->proc));
+        return -ENOMEM;
+    }
+    unw_set_caching_policy(np->as, UNW_CACHE_GLOBAL);
+    unw_set_cache_size(np->as, 1u << 14, 0);
+    return 0;
+}
+
+void ss_unw_as_free(struct ss_nproc *np)
+{
+    if (np->as) unw_destroy_addr_space(np->as);
+    np->as = NULL;
+}
+
+/* ---- CFI rows from libunwind ---- */
+struct rows {
+    uint64_t lo[64], hi[64];
+    struct ss_nrule r[64];
+    size_t n;
+    int64_t bias;
+    struct ss_elf *e;
+};
+
+static void rows_flush(struct rows *t)
+{
+    ss_nrules_add(t->e, t->lo, t->hi, t->r, t->n);
+    t->n = 0;
+}
+
+static int row_cb(void *token, void *rs, size_t size, unw_word_t start, unw_word_t end)
+{
+    struct rows *t = token;
+    if (t->n == 64) rows_flush(t);
+    ss_nrule_compile(rs, size, &t->r[t->n]);
+    t->lo[t->n] = start - t->bias;
+    t->hi[t->n] = end - t->bias;
+    t->n++;
+    return 0;
+}
+
+void ss_unw_load_rows(struct ss_nproc *np, uint64_t look)
+{
+    const struct ss_mapping *mp = ss_proc_find_cached(np->proc, look);
+    if (!mp || !mp->elf) return;
+    struct ss_uctx u = {.np = np};
+    u.regs.r[SS_DR_RIP] = look;
+    u.regs.r[SS_DR_RSP] = np->mem->snap_base;
+    u.regs.valid = (1u << SS_DR_RIP) | (1u << SS_DR_RSP);
+    struct rows t = {.n = 0, .bias = mp->bias, .e = mp->elf};
+    unw_cursor_t c;
+    np->st.rule_loads++;
+    if (unw_init_remote(&c, np->as, &u) < 0) return;
+    unw_reg_states_iterate(&c, row_cb, &t);
+    if (t.n) rows_flush(&t);
+}
+
+/* ---- libunwind steps ---- */
+static void read_regs(unw_cursor_t *c, struct ss_native_frame *out)
+{
+    memset(out, 0, sizeof(*out));
+    for (int i = 0; i < SS_DR_COUNT; i++) {
+        unw_word_t v;
+        if (unw_get_reg(c, i, &v) == 0) {
+            out->regs.r[i] = v;
+            out->regs.valid |= 1u << i;
+        }
+    }
+}
+
+static enum ss_trunc fail_reason(struct ss_nproc *np, const struct ss_uctx *u, int r)
+{
+    if (u->faulted) return ss_native_fault_reason(np, u->fault_addr);
+    if (r == -UNW_EBADFRAME) return SS_TRUNC_LOOP;
+    if (r == -UNW_ENOINFO || u->noinfo) return SS_TRUNC_NOINFO;
+    return SS_TRUNC_ERROR;
+}
+
+int ss_unw_step(struct ss_nproc *np, struct ss_native_frame *f, struct ss_native_frame *caller,
+                enum ss_trunc *why)
+{
+    struct ss_uctx u = {.np = np, .regs = f->regs};
+    u.regs.r[SS_DR_RIP] = ss_nf_lookup_ip(f); /* a fresh cursor looks up at ip itself */
+    unw_cursor_t c;
+    np->st.unw_steps++;
+    int r = unw_init_remote(&c, np->as, &u);
+    if (r >= 0) r = unw_step(&c);
+    if (r <= 0) {
+        *why = r == 0 ? (u.noinfo ? SS_TRUNC_NOINFO : SS_TRUNC_NONE) : fail_reason(np, &u, r);
+        return 0;
+    }
+    read_regs(&c, caller);
+    if (!(caller->regs.valid & (1u << SS_DR_RIP)) || !(caller->regs.valid & (1u << SS_DR_RSP))) {
+        *why = fail_reason(np, &u, -UNW_EINVAL);
+        return 0;
+    }
+    caller->flags = SS_NF_UNW | (u.noinfo ? SS_NF_NOCFI : 0);
+    if (unw_is_signal_frame(&c) > 0) {
+        f->flags |= SS_NF_SIGNAL;
+        caller->flags |= SS_NF_EXACT;
+    }
+    f->cfa = caller->regs.r[SS_DR_RSP];
+    return 1;
+}
+
+unsigned ss_unw_walk(struct ss_nproc *np, struct ss_native_frame *out, unsigned max,
+                     enum ss_trunc *why)
+{
+    struct ss_uctx u = {.np = np, .regs = out[0].regs};
+    if (!(out[0].flags & SS_NF_EXACT)) u.regs.r[SS_DR_RIP] -= 1;
+    unw_cursor_t c;
+    unsigned n = 1;
+    if (unw_init_remote(&c, np->as, &u) < 0) {
+        *why = SS_TRUNC_ERROR;
+        return 1;
+    }
+    for (;;) {
+        u.faulted = u.noinfo = false;
+        np->st.unw_steps++;
+        int r = unw_step(&c);
+        if (r <= 0) {
+            *why = r == 0 ? (u.noinfo ? SS_TRUNC_NOINFO : SS_TRUNC_NONE) : fail_reason(np, &u, r);
+            return n;
+        }
+        struct ss_native_frame nf;
+        read_regs(&c, &nf);
+        nf.flags = SS_NF_UNW | (u.noinfo ? SS_NF_NOCFI : 0);
+        if (unw_is_signal_frame(&c) > 0) {
+            out[n - 1].flags |= SS_NF_SIGNAL;
+            nf.flags |= SS_NF_EXACT;
+        }
+        out[n - 1].cfa = nf.regs.r[SS_DR_RSP];
+        if (!ss_native_check(np, &out[n - 1], &nf, why)) return n;
+        if (n == max) {
+            *why = SS_TRUNC_DEPTH;
+            return n;
+        }
+        out[n++] = nf;
+    }
+}

@@ -1,0 +1,243 @@
+/* unwind/stack.c: the public unwinder (include/stacksnap/unwind.h).
+ *
+ * Keeps the per-process bundles (unwinder.h), runs the native walk for each
+ * sample and turns native frames into ss_frames. The LuaJIT walker splices
+ * its frames in at the marked point of ss_unwind. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "elf/elf.h"
+#include "process/process.h"
+#include "symbolize/symbolize.h"
+#include "unwind/unwinder.h"
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+static void record_hook(void *ctx, uint64_t addr, const void *data, size_t len, int err)
+{
+    struct ss_uproc *up = ctx;
+    struct ss_unwinder *u = up->u;
+    if (u->o.record) u->o.record(u->o.record_ctx, up->pid, addr, data, len, err);
+}
+
+int ss_unwinder_new(struct ss_unwinder **out, const struct ss_unwinder_opts *o, struct ss_err *err)
+{
+    struct ss_unwinder *u = calloc(1, sizeof(*u));
+    if (!u) return -ENOMEM;
+    if (o) u->o = *o;
+    if (!u->o.max_frames) u->o.max_frames = 512;
+    int r = ss_elf_cache_new(&u->files, u->o.debug_root);
+    if (r == 0) r = ss_strpool_new(&u->strs);
+    if (r == 0) {
+        u->nf = calloc(u->o.max_frames, sizeof(*u->nf));
+        if (!u->nf || ss_unwinder_reserve(u, u->o.max_frames + 16) < 0) r = -ENOMEM;
+    }
+    if (r < 0) {
+        ss_err_set(err, r, "unwinder: %s", strerror(-r));
+        ss_unwinder_free(u);
+        return r;
+    }
+    *out = u;
+    return 0;
+}
+
+int ss_unwinder_reserve(struct ss_unwinder *u, size_t n)
+{
+    if (n <= u->out_cap) return 0;
+    struct ss_frame *nv = realloc(u->out, n * sizeof(*nv));
+    if (!nv) return -ENOMEM;
+    u->out = nv;
+    u->out_cap = n;
+    return 0;
+}
+
+static void uproc_free(struct ss_uproc *up)
+{
+    if (up->luajit && up->luajit_free) up->luajit_free(up->luajit);
+    ss_nproc_free(up->np);
+    ss_symcache_free(up->syms);
+    ss_proc_free(up->proc);
+    free(up);
+}
+
+void ss_unwinder_free(struct ss_unwinder *u)
+{
+    if (!u) return;
+    for (unsigned b = 0; b < 256; b++) {
+        struct ss_uproc *up = u->buckets[b];
+        while (up) {
+            struct ss_uproc *n = up->next;
+            uproc_free(up);
+            up = n;
+        }
+    }
+    ss_elf_cache_free(u->files);
+    ss_strpool_free(u->strs);
+    free(u->nf);
+    free(u->out);
+    free(u);
+}
+
+/* Wrap a process view into a bundle and insert it. */
+static struct ss_uproc *attach(struct ss_unwinder *u, uint32_t pid, struct ss_proc *proc,
+                               struct ss_err *err)
+{
+    struct ss_uproc *up = calloc(1, sizeof(*up));
+    if (!up) {
+        ss_proc_free(proc);
+        return NULL;
+    }
+    up->pid = pid;
+    up->proc = proc;
+    up->u = u;
+    up->live.pid = (pid_t)pid;
+    bool live = ss_proc_is_live(proc);
+    ss_mem_init(&up->mem, proc, live ? &ss_target_live : NULL, live ? &up->live : NULL);
+    if (live && u->o.record) {
+        up->mem.record = record_hook;
+        up->mem.record_ctx = up;
+    }
+    if (ss_symcache_new(&up->syms) < 0 || ss_nproc_new(&up->np, proc, &up->mem, err) < 0) {
+        uproc_free(up);
+        return NULL;
+    }
+    ss_nproc_set_mode(up->np, (enum ss_nmode)u->o.native_mode);
+    up->next = u->buckets[pid & 255];
+    u->buckets[pid & 255] = up;
+    u->st.processes++;
+    return up;
+}
+
+struct ss_uproc *ss_unwinder_proc(struct ss_unwinder *u, uint32_t pid, bool create,
+                                  struct ss_err *err)
+{
+    if (u->last && u->last->pid == pid) return u->last;
+    for (struct ss_uproc *up = u->buckets[pid & 255]; up; up = up->next)
+        if (up->pid == pid) return u->last = up;
+    if (!create || u->o.offline) {
+        ss_err_set(err, -ESRCH, "pid %u: unknown process", pid);
+        return NULL;
+    }
+    struct ss_proc *proc;
+    if (ss_proc_new_live(&proc, (pid_t)pid, u->files, NULL, err) < 0) return NULL;
+    struct ss_uproc *up = attach(u, pid, proc, err);
+    return up ? (u->last = up) : NULL;
+}
+
+int ss_unwinder_add_process(struct ss_unwinder *u, uint32_t pid, const char *comm,
+                            const struct ss_map_desc *maps, size_t n,
+                            int (*resolve)(void *ctx, const struct ss_map_desc *m), void *ctx,
+                            struct ss_err *err)
+{
+    ss_unwinder_forget(u, pid);
+    struct ss_proc *proc;
+    int r = ss_proc_new(&proc, (pid_t)pid, maps, n, resolve, ctx, u->files, err);
+    if (r < 0) return r;
+    ss_proc_set_comm(proc, comm);
+    return attach(u, pid, proc, err) ? 0 : -ENOMEM;
+}
+
+void ss_unwinder_forget(struct ss_unwinder *u, uint32_t pid)
+{
+    for (struct ss_uproc **pp = &u->buckets[pid & 255]; *pp; pp = &(*pp)->next) {
+        if ((*pp)->pid == pid) {
+            struct ss_uproc *up = *pp;
+            *pp = up->next;
+            if (u->last == up) u->last = NULL;
+            uproc_free(up);
+            return;
+        }
+    }
+}
+
+void ss_unwinder_gc(struct ss_unwinder *u)
+{
+    for (unsigned b = 0; b < 256; b++) {
+        struct ss_uproc **pp = &u->buckets[b];
+        while (*pp) {
+            struct ss_uproc *up = *pp;
+            if (ss_proc_is_live(up->proc) && ss_proc_check_exec(up->proc, now_ns()) == -ESRCH) {
+                *pp = up->next;
+                if (u->last == up) u->last = NULL;
+                uproc_free(up);
+            } else {
+                pp = &up->next;
+            }
+        }
+    }
+    ss_elf_cache_gc(u->files);
+}
+
+void ss_unwinder_stats(const struct ss_unwinder *u, struct ss_unwinder_stats *st)
+{
+    *st = u->st;
+    st->rule_steps = st->unw_steps = st->rule_loads = 0;
+    st->target_reads = st->target_calls = 0;
+    for (unsigned b = 0; b < 256; b++)
+        for (struct ss_uproc *up = u->buckets[b]; up; up = up->next) {
+            const struct ss_nstats *ns = ss_nproc_stats(up->np);
+            st->rule_steps += ns->rule_steps;
+            st->unw_steps += ns->unw_steps;
+            st->rule_loads += ns->rule_loads;
+            st->target_reads += up->mem.n_target_reads;
+            st->target_calls += up->mem.n_target_calls;
+        }
+    st->files = ss_elf_cache_count(u->files);
+}
+
+int ss_unwind(struct ss_unwinder *u, const struct ss_sample *s, struct ss_stack *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->pid = s->pid;
+    out->tid = s->tid;
+    out->cpu = s->cpu;
+    out->time_ns = s->time_ns;
+    out->frames = u->out;
+    u->st.samples++;
+    struct ss_err err = {0};
+    struct ss_uproc *up = ss_unwinder_proc(u, s->pid, true, &err);
+    if (!up) {
+        u->st.errors++;
+        out->trunc = SS_TRUNC_ERROR;
+        return err.code ? err.code : -ESRCH;
+    }
+    if (ss_proc_is_live(up->proc)) ss_proc_check_exec(up->proc, now_ns());
+    snprintf(out->comm, sizeof(out->comm), "%s", ss_proc_comm(up->proc));
+    ss_mem_set_snapshot(&up->mem, s->regs[SS_REG_SP], s->stack, s->stack_len);
+
+    struct ss_native_frame *nf = u->nf;
+    ss_native_frame_from_sample(&nf[0], s->regs);
+    enum ss_trunc why = SS_TRUNC_NONE;
+    unsigned nn = ss_native_unwind(up->np, nf, u->o.max_frames, &why);
+
+    /* ---- LuaJIT splice point ----
+     * nf[0..nn) are the native frames, leaf first; each has ip, sp, CFA,
+     * the registers known in that frame (rbx/rbp/r12-r15 recovered from CFI,
+     * every register in the leaf) and SS_NF_SIGNAL/SS_NF_EXACT flags. The
+     * LuaJIT walker replaces each VM frame here with the Lua frames of its
+     * segment (reading target memory through up->mem), and may resume the
+     * native walk from any register set with ss_native_frame_init() +
+     * ss_native_step() (e.g. below a JIT trace, which has no CFI). */
+
+    if (ss_unwinder_reserve(u, nn) < 0) {
+        out->trunc = SS_TRUNC_ERROR;
+        return -ENOMEM;
+    }
+    out->frames = u->out;
+    for (unsigned i = 0; i < nn; i++)
+        ss_symbolize_native(up->syms, u->strs, up->proc, ss_nf_ip(&nf[i]),
+                            (nf[i].flags & SS_NF_EXACT) != 0, &u->out[i]);
+    out->nframes = nn;
+    out->trunc = (uint8_t)why;
+    u->st.frames += nn;
+    u->st.trunc[why]++;
+    return 0;
+}

@@ -1,0 +1,48 @@
+/* unwind/unwinder.h: internals of struct ss_unwinder (stack.c) for the
+ * walkers that plug into it (LuaJIT, replay): the per-process bundle of
+ * process view, memory reader, native unwinding state and symbol cache. */
+#ifndef SS_UNWIND_UNWINDER_H
+#define SS_UNWIND_UNWINDER_H
+
+#include "memory/memory.h"
+#include "stacksnap/unwind.h"
+#include "unwind/native.h"
+
+struct ss_proc;
+struct ss_symcache;
+struct ss_elf_cache;
+struct ss_strpool;
+
+struct ss_uproc {
+    uint32_t pid;
+    struct ss_proc *proc;
+    struct ss_mem mem; /* snapshot of the current sample + files + target */
+    struct ss_target_live live;
+    struct ss_nproc *np;
+    struct ss_symcache *syms;
+    struct ss_unwinder *u;
+    void *luajit; /* per-process state of the LuaJIT walker (owned there) */
+    void (*luajit_free)(void *);
+    struct ss_uproc *next;
+};
+
+struct ss_unwinder {
+    struct ss_unwinder_opts o;
+    struct ss_elf_cache *files;
+    struct ss_strpool *strs;
+    struct ss_uproc *buckets[256];
+    struct ss_uproc *last;
+    struct ss_native_frame *nf; /* o.max_frames native frames of the current sample */
+    struct ss_frame *out;       /* output frames (capacity out_cap) */
+    size_t out_cap;
+    struct ss_unwinder_stats st;
+};
+
+/* The bundle for pid; created for live processes when create is set.
+ * NULL when the process cannot be looked at (*err says why). */
+struct ss_uproc *ss_unwinder_proc(struct ss_unwinder *u, uint32_t pid, bool create,
+                                  struct ss_err *err);
+/* Make room for n output frames (u->out). */
+int ss_unwinder_reserve(struct ss_unwinder *u, size_t n);
+
+#endif
