@@ -60,15 +60,18 @@ struct ss_report_opts {
 struct ss_report;
 struct ss_report *ss_report_new(const struct ss_report_opts *opts, struct ss_err *err);
 void ss_report_free(struct ss_report *r);
-/* Add `count` samples of stack s (count 0 is a no-op). -ENOMEM, -EINVAL. */
+/* Add `count` samples of stack s (count 0 is a no-op). -ENOMEM, -EINVAL.
+ * A stack without frames is counted as one pseudo frame SS_REPORT_NO_FRAMES
+ * in every writer (pprof views would drop a sample without locations). */
+#define SS_REPORT_NO_FRAMES "[no frames]"
 int ss_report_add(struct ss_report *r, const struct ss_stack *s, uint64_t count,
                   struct ss_err *err);
 uint64_t ss_report_samples(const struct ss_report *r); /* sum of counts */
 size_t ss_report_nstacks(const struct ss_report *r);   /* distinct keys */
 
 /* ---- writers over an aggregated report (write errors -> -EIO) ---- */
-/* comm;root;...;leaf COUNT, one line per distinct text, sorted bytewise. A
- * stack with no frames is "comm COUNT"; an empty comm is "[unknown]". */
+/* comm;root;...;leaf COUNT, one line per distinct text, sorted bytewise. An
+ * empty comm is "[unknown]". */
 int ss_report_write_folded(const struct ss_report *r, FILE *f, struct ss_err *err);
 /* gzipped pprof Profile: sample types samples/count, cpu/nanoseconds; period
  * type cpu/nanoseconds; one sample per key with labels pid, tid (numbers) and
@@ -95,6 +98,7 @@ int ss_report_save(const struct ss_report *r, const char *path, struct ss_err *e
  *   kernel  SYM = symbol or "[unknown]", DSO = module or "[kernel.kallsyms]"
  *   Lua     SYM = "NAME [CHUNK:LINE]" (builtin: "NAME"), DSO = "[lua]"
  *   pseudo  SYM = name, DSO = "[stacksnap]"
+ * ADDR is the pc for native and kernel frames, 0 for Lua and pseudo frames.
  * so stackcollapse-perf.pl, speedscope and the Firefox Profiler keep Lua
  * names and lines (they cut a symbol at its first '('). Escapes on top of the
  * display escape: Lua/pseudo symbols write \ ( ) ; " ' and the '>' of "->"

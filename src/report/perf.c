@@ -84,6 +84,10 @@ int ss_perf_writer_add(struct ss_perf_writer *w, const struct ss_stack *s, struc
                   (uint64_t)(s->time_ns % 1000000000u / 1000u), w->period_ns);
     for (uint32_t i = 0; i < s->nframes; i++)
         frame_line(b, &s->frames[i]);
+    if (!s->nframes) {
+        struct ss_frame none = {.kind = SS_FRAME_PSEUDO, .name = SS_REPORT_NO_FRAMES};
+        frame_line(b, &none);
+    }
     rp_buf_putc(b, '\n');
     if (b->oom) {
         ss_err_set(err, -ENOMEM, "perf-script output: out of memory");

@@ -143,6 +143,14 @@ int ss_report_add(struct ss_report *r, const struct ss_stack *s, uint64_t count,
         return -EINVAL;
     }
     if (!count) return 0;
+    struct ss_stack one;
+    struct ss_frame none = {.kind = SS_FRAME_PSEUDO, .name = SS_REPORT_NO_FRAMES};
+    if (!s->nframes) { /* pprof views drop samples without locations */
+        one = *s;
+        one.nframes = 1;
+        one.frames = &none;
+        s = &one;
+    }
     if (rp_grow(&r->tmp, &r->captmp, s->nframes + 1, sizeof(*r->tmp))) goto oom;
     int64_t comm = rp_str_intern(&r->str, s->comm, strnlen(s->comm, sizeof(s->comm)));
     if (comm < 0) goto oom;

@@ -1,0 +1,5 @@
+# Report writers (src/report/): tests on hand-made stacks.
+set(SS_REPORT_FX ${CMAKE_SOURCE_DIR}/test/report/fixture.c)
+ss_add_test(report_folded SOURCES ${CMAKE_SOURCE_DIR}/test/report/folded.c ${SS_REPORT_FX}
+  LABELS report TIMEOUT 120)
+target_include_directories(report_folded PRIVATE ${CMAKE_SOURCE_DIR}/test/report)
