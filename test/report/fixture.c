@@ -328,22 +328,23 @@ struct fx_lines fx_folded_canon(const struct fx_lines *in)
     char **tmp = calloc(in->n + 1, sizeof(*tmp));
     for (size_t i = 0; i < in->n; i++)
         tmp[i] = in->l[i];
-    /* sort by the stack part: compare "stack\x01count" copies */
+    /* sort by the stack part: compare "stack\x02count" copies (stacks may use
+     * \x01 between frames; \x02 keeps equal stacks adjacent) */
     char **keyed = calloc(in->n + 1, sizeof(*keyed));
     for (size_t i = 0; i < in->n; i++) {
         keyed[i] = strdup(tmp[i]);
         char *sp = strrchr(keyed[i], ' ');
-        if (sp) *sp = '\001';
+        if (sp) *sp = '\002';
     }
     qsort(keyed, in->n, sizeof(*keyed), cmpstr);
     out.l = calloc(in->n + 1, sizeof(*out.l));
     for (size_t i = 0; i < in->n;) {
-        char *sep = strchr(keyed[i], '\001');
+        char *sep = strrchr(keyed[i], '\002');
         size_t klen = sep ? (size_t)(sep - keyed[i]) : strlen(keyed[i]);
         unsigned long long sum = 0;
         size_t j = i;
         for (; j < in->n; j++) {
-            char *s2 = strchr(keyed[j], '\001');
+            char *s2 = strrchr(keyed[j], '\002');
             size_t k2 = s2 ? (size_t)(s2 - keyed[j]) : strlen(keyed[j]);
             if (k2 != klen || memcmp(keyed[i], keyed[j], klen)) break;
             sum += s2 ? strtoull(s2 + 1, NULL, 10) : 0;
