@@ -8,6 +8,7 @@
 #define STACKSNAP_CAPTURE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -16,19 +17,25 @@
 struct ss_capture;
 
 struct ss_capture_opts {
-    unsigned freq_hz;      /* default 99 */
-    unsigned stack_size;   /* default SS_STACK_DEFAULT, max SS_STACK_MAX */
-    bool system_wide;      /* -a: every process (except ourselves) */
-    bool follow_children;  /* add children forked by a selected process */
-    bool compat;           /* force the compat (perf buffer, no BTF) program */
-    unsigned ringbuf_bytes;/* 0 = default (8 MiB); tests shrink it to force drops */
+    unsigned freq_hz;       /* default 99 */
+    unsigned stack_size;    /* default SS_STACK_DEFAULT, max SS_STACK_MAX */
+    bool system_wide;       /* -a: every process (except ourselves) */
+    bool follow_children;   /* add children forked by a selected process */
+    bool compat;            /* force the compat (perf buffer, no BTF) program */
+    unsigned ringbuf_bytes; /* 0 = default (8 MiB); tests shrink it to force drops.
+                               Compat: split over the online CPUs (power of two
+                               pages per CPU, at least one) */
+    bool bpf_stats;         /* enable BPF run-time stats (BPF_ENABLE_STATS, the same
+                               switch as kernel.bpf_stats_enabled) while open, for
+                               ss_capture_prog_info's run_time_ns/run_cnt */
 };
 
 /* Counters summed over CPUs. */
 struct ss_capture_stats {
     uint64_t seen;         /* program runs for a selected process */
     uint64_t emitted;      /* samples written to the buffer */
-    uint64_t dropped;      /* buffer full (BPF side) + lost (perf buffer side) */
+    uint64_t dropped;      /* buffer full: BPF side, or (compat) the perf buffer's lost
+                              count if larger -- both see the same records */
     uint64_t copy_failed;  /* no stack bytes at all */
     uint64_t copy_partial; /* shorter prefix copied */
     uint64_t skipped;      /* no user registers available */
@@ -36,23 +43,41 @@ struct ss_capture_stats {
 
 struct ss_bpf_prog_info {
     char name[32];
-    uint32_t xlated_insns;   /* instructions after verification/rewrites */
-    uint32_t jited_bytes;
-    uint32_t verified_insns; /* bpf_prog_info.verified_insns */
-    uint64_t run_time_ns, run_cnt; /* with kernel.bpf_stats_enabled */
+    uint32_t xlated_insns;         /* instructions after verification/rewrites */
+    uint32_t jited_bytes;          /* native code size */
+    uint32_t verified_insns;       /* bpf_prog_info.verified_insns */
+    uint64_t run_time_ns, run_cnt; /* with opts.bpf_stats or kernel.bpf_stats_enabled */
 };
 
 typedef void (*ss_sample_fn)(void *ctx, const struct ss_sample *s);
 
+/* Load the program (compat when forced or when the ring buffer, the
+ * bpf_task_pt_regs helper or kernel BTF is missing); with follow_children the
+ * fork tracepoint is attached here already. Nothing is sampled until start. */
 int ss_capture_open(struct ss_capture **out, const struct ss_capture_opts *o, struct ss_err *err);
 /* Select a process (tgid) before or after ss_capture_start. */
 int ss_capture_add_pid(struct ss_capture *c, pid_t pid, struct ss_err *err);
+int ss_capture_remove_pid(struct ss_capture *c, pid_t pid);
+/* The selected tgids (including followed children): fills up to max, returns
+ * how many there are, or negative errno. */
+int ss_capture_pids(struct ss_capture *c, pid_t *out, size_t max);
+/* Open the cpu-clock event on every online CPU and attach. */
 int ss_capture_start(struct ss_capture *c, struct ss_err *err);
-/* Wait up to timeout_ms for samples and deliver them. Returns number
- * delivered, or negative errno (-EINTR is returned as 0). */
+/* Stop sampling (detach, close the perf events). Samples already in the
+ * buffer can still be polled and the counters read, which are then final. */
+void ss_capture_stop(struct ss_capture *c);
+/* Wait up to timeout_ms for samples and deliver them; s->stack is valid only
+ * during fn. The buffer wakes the reader only once a quarter full (a wakeup
+ * per sample costs more than the sample), so poll returns after timeout_ms
+ * with whatever arrived meanwhile: use a finite timeout (e.g. 100 ms).
+ * Returns the number delivered, or negative errno (-EINTR is returned as
+ * the number delivered, 0 or more). */
 int ss_capture_poll(struct ss_capture *c, int timeout_ms, ss_sample_fn fn, void *ctx);
 void ss_capture_stats(struct ss_capture *c, struct ss_capture_stats *st);
 bool ss_capture_is_compat(const struct ss_capture *c);
+/* Snapshot size in effect: opts.stack_size, capped at 65312 in compat
+ * (a perf record must stay below 64 KiB). */
+unsigned ss_capture_stack_size(const struct ss_capture *c);
 int ss_capture_prog_info(struct ss_capture *c, struct ss_bpf_prog_info *info, struct ss_err *err);
 void ss_capture_close(struct ss_capture *c);
 

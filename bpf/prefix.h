@@ -1,0 +1,32 @@
+/* bpf/prefix.h: BPF side only: after the full stack copy failed, copy the
+ * largest readable prefix instead. Shared by both program variants; the
+ * includer defines SS_PROBE_READ (bpf_probe_read_user, or bpf_probe_read in
+ * the compat variant).
+ *
+ * Readability changes only at page boundaries, so the prefix ends at one:
+ * first the rest of the page holding sp, then a binary search over whole
+ * pages (8, 4, 2, 1: enough for SS_EV_STACK_MAX) where each step copies the
+ * next chunk in place and keeps it when the copy succeeded. Copying the
+ * chunk (not probing one byte of it) keeps this right when an unreadable
+ * page sits between readable ones (a guard page, then the next mapping). */
+#ifndef STACKSNAP_BPF_PREFIX_H
+#define STACKSNAP_BPF_PREFIX_H
+
+#define SS_PAGE 4096ul
+
+/* Returns the bytes copied to dst from sp, less than size; 0 if none.
+ * (64-bit arithmetic throughout: no zero-extension instructions.) */
+static __always_inline __u64 copy_prefix(__u8 *dst, __u64 sp, __u64 size)
+{
+    __u64 len = SS_PAGE - (sp & (SS_PAGE - 1));
+
+    if (len >= size || SS_PROBE_READ(dst, len, (void *)sp)) return 0;
+#pragma unroll
+    for (__u64 chunk = 8 * SS_PAGE; chunk >= SS_PAGE; chunk /= 2)
+        if (size > chunk && len < size - chunk &&
+            !SS_PROBE_READ(dst + len, chunk, (void *)(sp + len)))
+            len += chunk;
+    return len;
+}
+
+#endif

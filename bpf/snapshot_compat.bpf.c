@@ -1,0 +1,149 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/* bpf/snapshot_compat.bpf.c: the perf_event program for old kernels.
+ *
+ * Same records and counters as snapshot.bpf.c, built from 4.x-era pieces
+ * only: bpf_probe_read, bpf_perf_event_output into a PERF_EVENT_ARRAY, an
+ * ARRAY map indexed by CPU as scratch space (a per-CPU array value cannot
+ * hold 64 KiB), settings in an ARRAY map instead of global data, and no
+ * CO-RE: every struct read here is declared in snapshot.h (vmlinux.h only
+ * provides types and enum values). User registers come from the sample's
+ * own regs, so a sample that interrupted kernel mode is counted as skipped.
+ * Children are followed through the task/task_newtask tracepoint. */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+
+#include "snapshot.h"
+#define SS_PROBE_READ bpf_probe_read
+#include "prefix.h"
+
+struct {
+    __uint(type, BPF_MAP_TYPE_PERF_EVENT_ARRAY);
+    __uint(key_size, sizeof(__u32));
+    __uint(value_size, sizeof(__u32));
+} events SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, 8192);
+    __type(key, __u32);
+    __type(value, __u8);
+} pids SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+    __uint(max_entries, 1);
+    __type(key, __u32);
+    __type(value, struct ss_counters);
+} counters SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(max_entries, 1);
+    __type(key, __u32);
+    __type(value, struct ss_config);
+} settings SEC(".maps");
+
+struct scratch {
+    __u8 buf[sizeof(struct ss_event) + SS_EV_COMPAT_STACK_MAX];
+};
+
+struct {
+    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(max_entries, 1); /* the loader sets: number of possible CPUs */
+    __type(key, __u32);
+    __type(value, struct scratch);
+} scratch SEC(".maps");
+
+SEC("perf_event")
+int snapshot_compat(struct ss_perf_ctx *ctx)
+{
+    __u64 id = bpf_get_current_pid_tgid(), size, len;
+    __u32 tgid = id >> 32, zero = 0, cpu;
+    struct ss_counters *c;
+    struct ss_config *cfg;
+    struct ss_event *e;
+
+    cfg = bpf_map_lookup_elem(&settings, &zero);
+    if (!cfg) return 0;
+    if (cfg->all) {
+        if (tgid == 0 || tgid == cfg->self_tgid) return 0;
+    } else if (!bpf_map_lookup_elem(&pids, &tgid)) {
+        return 0;
+    }
+    c = bpf_map_lookup_elem(&counters, &zero);
+    if (!c) return 0;
+    c->seen++;
+    if ((ctx->regs.cs & 3) != 3) { /* kernel mode: no user regs here */
+        c->skipped++;
+        return 0;
+    }
+    cpu = bpf_get_smp_processor_id();
+    e = bpf_map_lookup_elem(&scratch, &cpu);
+    if (!e) return 0;
+    size = cfg->stack_size;
+    if (size > SS_EV_COMPAT_STACK_MAX) size = SS_EV_COMPAT_STACK_MAX;
+    *(__u64 *)e = id; /* tid, tgid */
+    e->cpu = cpu;
+    e->flags = 0;
+    e->time_ns = bpf_ktime_get_ns();
+    /* struct pt_regs order, as the main variant reads it in one go */
+    e->regs[0] = ctx->regs.r15;
+    e->regs[1] = ctx->regs.r14;
+    e->regs[2] = ctx->regs.r13;
+    e->regs[3] = ctx->regs.r12;
+    e->regs[4] = ctx->regs.bp;
+    e->regs[5] = ctx->regs.bx;
+    e->regs[6] = ctx->regs.r11;
+    e->regs[7] = ctx->regs.r10;
+    e->regs[8] = ctx->regs.r9;
+    e->regs[9] = ctx->regs.r8;
+    e->regs[10] = ctx->regs.ax;
+    e->regs[11] = ctx->regs.cx;
+    e->regs[12] = ctx->regs.dx;
+    e->regs[13] = ctx->regs.si;
+    e->regs[14] = ctx->regs.di;
+    e->regs[15] = ctx->regs.orig_ax;
+    e->regs[16] = ctx->regs.ip;
+    e->regs[17] = ctx->regs.cs;
+    e->regs[18] = ctx->regs.flags;
+    e->regs[19] = ctx->regs.sp;
+    e->regs[20] = ctx->regs.ss;
+
+    len = size;
+    if (bpf_probe_read(e->stack, size, (void *)e->regs[SS_PT_SP])) {
+        len = copy_prefix(e->stack, e->regs[SS_PT_SP], size);
+        if (len)
+            c->copy_partial++;
+        else
+            c->copy_failed++;
+    }
+    e->stack_len = len;
+    if (bpf_perf_event_output(ctx, &events, BPF_F_CURRENT_CPU, e, sizeof(*e) + len))
+        c->dropped++;
+    else
+        c->emitted++;
+    return 0;
+}
+
+/* task/task_newtask as laid out since 3.14 (64-bit). */
+struct newtask_ctx {
+    __u64 common;
+    int pid;
+    char comm[16];
+    __u64 clone_flags;
+};
+
+/* Follow children: a fork (not a new thread) by a selected process selects
+ * the child. Runs in the parent. */
+SEC("tracepoint/task/task_newtask")
+int follow_newtask(struct newtask_ctx *ctx)
+{
+    __u32 ptgid = bpf_get_current_pid_tgid() >> 32, child = ctx->pid;
+    __u8 one = 1;
+
+    if (!(ctx->clone_flags & 0x00010000 /* CLONE_THREAD */) && bpf_map_lookup_elem(&pids, &ptgid))
+        bpf_map_update_elem(&pids, &child, &one, BPF_ANY);
+    return 0;
+}
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -1,0 +1,152 @@
+/* capture/buffer.c: reading samples: the BPF ring buffer (main variant) or
+ * the per-CPU perf buffers (compat), decoding struct ss_event records into
+ * struct ss_sample and handing them to the poll callback. */
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <linux/perf_event.h>
+#include <linux/types.h>
+
+#include "capture/capture_int.h"
+#include "../../bpf/snapshot.h" /* shared with the BPF side */
+
+/* perf's register order (enum ss_reg) from the kernel's pt_regs order;
+ * ds, es, fs, gs are not saved on x86-64 (perf reports 0 too). */
+static void perf_regs(uint64_t out[SS_NREGS], const __u64 in[SS_PT_NREGS])
+{
+    static const signed char from[SS_NREGS] = {
+        [SS_REG_AX] = SS_PT_AX,   [SS_REG_BX] = SS_PT_BX,
+        [SS_REG_CX] = SS_PT_CX,   [SS_REG_DX] = SS_PT_DX,
+        [SS_REG_SI] = SS_PT_SI,   [SS_REG_DI] = SS_PT_DI,
+        [SS_REG_BP] = SS_PT_BP,   [SS_REG_SP] = SS_PT_SP,
+        [SS_REG_IP] = SS_PT_IP,   [SS_REG_FLAGS] = SS_PT_FLAGS,
+        [SS_REG_CS] = SS_PT_CS,   [SS_REG_SS] = SS_PT_SS,
+        [SS_REG_DS] = -1,         [SS_REG_ES] = -1,
+        [SS_REG_FS] = -1,         [SS_REG_GS] = -1,
+        [SS_REG_R8] = SS_PT_R8,   [SS_REG_R9] = SS_PT_R9,
+        [SS_REG_R10] = SS_PT_R10, [SS_REG_R11] = SS_PT_R11,
+        [SS_REG_R12] = SS_PT_R12, [SS_REG_R13] = SS_PT_R13,
+        [SS_REG_R14] = SS_PT_R14, [SS_REG_R15] = SS_PT_R15,
+    };
+    for (int i = 0; i < SS_NREGS; i++)
+        out[i] = from[i] < 0 ? 0 : in[(int)from[i]];
+    out[SS_REG_CS] &= 0xffff; /* FRED keeps more state above the selector */
+    out[SS_REG_SS] &= 0xffff;
+}
+
+/* Validate one record and deliver it. The stack pointer stays valid only
+ * during the callback (it points into the buffer). */
+static void deliver(struct ss_capture *c, const void *data, size_t size)
+{
+    const struct ss_event *e = data;
+    struct ss_sample s;
+
+    if (size < sizeof(*e) || e->stack_len > size - sizeof(*e) || e->stack_len > c->stack_size) {
+        c->bad++;
+        return;
+    }
+    s.pid = e->tgid;
+    s.tid = e->tid;
+    s.cpu = e->cpu;
+    s.flags = e->flags & SS_SAMPLE_KERNEL;
+    if (e->stack_len < c->stack_size) s.flags |= SS_SAMPLE_PARTIAL;
+    s.time_ns = e->time_ns;
+    perf_regs(s.regs, e->regs);
+    s.stack_len = (uint32_t)e->stack_len;
+    s.stack_req = c->stack_size;
+    s.stack = e->stack;
+    c->delivered++;
+    if (c->fn) c->fn(c->fn_ctx, &s);
+}
+
+static int on_ring(void *ctx, void *data, size_t size)
+{
+    deliver(ctx, data, size);
+    return 0;
+}
+
+/* A raw perf buffer record: a sample carries our event as raw data, a
+ * lost record counts what the kernel could not write. */
+static enum bpf_perf_event_ret on_perf(void *ctx, int cpu, struct perf_event_header *h)
+{
+    struct ss_capture *c = ctx;
+
+    (void)cpu;
+    if (h->type == PERF_RECORD_SAMPLE && h->size >= sizeof(*h) + 4) {
+        const __u32 *raw_size = (const void *)(h + 1);
+        if (*raw_size <= h->size - sizeof(*h) - 4)
+            deliver(c, raw_size + 1, *raw_size);
+        else
+            c->bad++;
+    } else if (h->type == PERF_RECORD_LOST && h->size >= sizeof(*h) + 16) {
+        const __u64 *lost = (const void *)(h + 1);
+        c->lost += lost[1];
+    }
+    return LIBBPF_PERF_EVENT_CONT;
+}
+
+/* Perf buffer pages per CPU: the byte budget split over the CPUs, a power
+ * of two, at least one page. */
+static size_t perf_pages(const struct ss_capture *c)
+{
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN), page = sysconf(_SC_PAGESIZE);
+    size_t want = c->o.ringbuf_bytes / (size_t)(cpus > 0 ? cpus : 1) / (size_t)page, n = 1;
+
+    while (n * 2 <= want)
+        n *= 2;
+    return n;
+}
+
+/* Both buffers wake the reader only once a quarter of them is full (a
+ * wakeup per record costs an irq_work, more than the copy itself);
+ * ss_capture_poll reads whatever is there when its timeout ends. */
+int ss_capture_buffer_open(struct ss_capture *c, struct ss_err *err)
+{
+    int r;
+
+    if (!c->compat) {
+        c->rb = ring_buffer__new(c->events_fd, on_ring, c, NULL);
+    } else {
+        size_t pages = perf_pages(c);
+        struct perf_event_attr a = {
+            .type = PERF_TYPE_SOFTWARE,
+            .size = sizeof(a),
+            .config = PERF_COUNT_SW_BPF_OUTPUT,
+            .sample_type = PERF_SAMPLE_RAW,
+            .sample_period = 1,
+            .watermark = 1,
+            .wakeup_watermark = (__u32)(pages * (size_t)sysconf(_SC_PAGESIZE) / 4),
+        };
+        c->pb = perf_buffer__new_raw(c->events_fd, pages, &a, on_perf, c, NULL);
+    }
+    if (!c->rb && !c->pb) {
+        r = -errno;
+        ss_err_set(err, r, "%s: %s", c->compat ? "perf buffer" : "ring buffer", strerror(-r));
+        return r;
+    }
+    return 0;
+}
+
+void ss_capture_buffer_close(struct ss_capture *c)
+{
+    ring_buffer__free(c->rb);
+    perf_buffer__free(c->pb);
+    c->rb = NULL;
+    c->pb = NULL;
+}
+
+int ss_capture_poll(struct ss_capture *c, int timeout_ms, ss_sample_fn fn, void *ctx)
+{
+    int r;
+
+    c->fn = fn;
+    c->fn_ctx = ctx;
+    c->delivered = 0;
+    r = c->rb ? ring_buffer__poll(c->rb, timeout_ms) : perf_buffer__poll(c->pb, timeout_ms);
+    if (r >= 0 || r == -EINTR) /* below the wakeup mark: read it anyway */
+        r = c->rb ? ring_buffer__consume(c->rb) : perf_buffer__consume(c->pb);
+    c->fn = NULL;
+    if (r < 0 && r != -EINTR) return r;
+    return c->delivered;
+}

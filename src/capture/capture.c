@@ -1,0 +1,271 @@
+/* capture/capture.c: choosing and loading the snapshot BPF program (ring
+ * buffer variant or compat variant), the pid filter, counters and program
+ * info. perf.c opens and attaches the perf events, buffer.c polls. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <linux/types.h>
+
+#include "capture/capture_int.h"
+#include "../../bpf/snapshot.h" /* shared with the BPF side */
+#include "snapshot.skel.h"
+#include "snapshot_compat.skel.h"
+
+_Static_assert(SS_EV_STACK_MAX == SS_STACK_MAX, "stack max");
+_Static_assert(SS_EV_KERNEL == SS_SAMPLE_KERNEL, "flags");
+
+#define LOG_SIZE (256 * 1024)
+
+int ss_capture_libbpf_silent(enum libbpf_print_level l, const char *f, va_list ap)
+{
+    (void)l, (void)f, (void)ap;
+    return 0;
+}
+
+/* The ring buffer variant needs the ring buffer map, bpf_task_pt_regs and
+ * kernel BTF (tp_btf, CO-RE on pt_regs). */
+static bool need_compat(void)
+{
+    if (libbpf_probe_bpf_map_type(BPF_MAP_TYPE_RINGBUF, NULL) <= 0) return true;
+    if (libbpf_probe_bpf_helper(BPF_PROG_TYPE_PERF_EVENT, BPF_FUNC_task_pt_regs, NULL) <= 0)
+        return true;
+    return access("/sys/kernel/btf/vmlinux", R_OK) != 0;
+}
+
+static unsigned pow2_at_least(unsigned v, unsigned min)
+{
+    unsigned p = min;
+    while (p < v && p < (1u << 30))
+        p <<= 1;
+    return p;
+}
+
+/* Last non-empty line of a verifier log: usually the reason. */
+static const char *log_tail(char *log)
+{
+    size_t n = strlen(log);
+    while (n && (log[n - 1] == '\n' || log[n - 1] == ' '))
+        log[--n] = 0;
+    char *nl = strrchr(log, '\n');
+    return nl ? nl + 1 : log;
+}
+
+static int load(struct ss_capture *c, char *log, struct ss_err *err)
+{
+    LIBBPF_OPTS(bpf_object_open_opts, oo, .kernel_log_buf = log, .kernel_log_size = LOG_SIZE);
+    const char *what;
+    int r;
+
+    if (!c->compat) {
+        what = "snapshot";
+        c->skel = snapshot_bpf__open_opts(&oo);
+        if (!c->skel) goto open_failed;
+        c->skel->rodata->stack_size = c->stack_size;
+        c->skel->rodata->self_tgid = getpid();
+        c->skel->rodata->system_wide = c->o.system_wide;
+        unsigned ring = pow2_at_least(c->o.ringbuf_bytes, 4096);
+        bpf_map__set_max_entries(c->skel->maps.events, ring);
+        c->skel->rodata->wake_bytes = ring / 4;
+        bpf_program__set_autoload(c->skel->progs.follow_fork, c->o.follow_children);
+        r = snapshot_bpf__load(c->skel);
+        c->prog = c->skel->progs.snapshot;
+        c->follow_prog = c->skel->progs.follow_fork;
+        c->pids_fd = bpf_map__fd(c->skel->maps.pids);
+        c->counters_fd = bpf_map__fd(c->skel->maps.counters);
+        c->events_fd = bpf_map__fd(c->skel->maps.events);
+    } else {
+        what = "snapshot_compat";
+        c->cskel = snapshot_compat_bpf__open_opts(&oo);
+        if (!c->cskel) goto open_failed;
+        r = libbpf_num_possible_cpus();
+        if (r < 0) {
+            ss_err_set(err, r, "number of possible CPUs: %s", strerror(-r));
+            return r;
+        }
+        bpf_map__set_max_entries(c->cskel->maps.scratch, r);
+        bpf_program__set_autoload(c->cskel->progs.follow_newtask, c->o.follow_children);
+        r = snapshot_compat_bpf__load(c->cskel);
+        c->prog = c->cskel->progs.snapshot_compat;
+        c->follow_prog = c->cskel->progs.follow_newtask;
+        c->pids_fd = bpf_map__fd(c->cskel->maps.pids);
+        c->counters_fd = bpf_map__fd(c->cskel->maps.counters);
+        c->events_fd = bpf_map__fd(c->cskel->maps.events);
+        if (!r) {
+            struct ss_config cfg = {
+                .stack_size = c->stack_size, .self_tgid = getpid(), .all = c->o.system_wide};
+            __u32 zero = 0;
+            r = bpf_map_update_elem(bpf_map__fd(c->cskel->maps.settings), &zero, &cfg, BPF_ANY);
+        }
+    }
+    if (r) {
+        ss_err_set(err, r, "load BPF program %s: %s%s%s", what, strerror(-r), *log ? ": " : "",
+                   log_tail(log));
+        return r;
+    }
+    return 0;
+open_failed:
+    r = -errno;
+    ss_err_set(err, r, "open BPF object %s: %s", what, strerror(-r));
+    return r;
+}
+
+int ss_capture_open(struct ss_capture **out, const struct ss_capture_opts *o, struct ss_err *err)
+{
+    struct ss_capture *c = calloc(1, sizeof(*c));
+    char *log = calloc(1, LOG_SIZE);
+    libbpf_print_fn_t old;
+    int r;
+
+    *out = NULL;
+    if (!c || !log) {
+        free(c), free(log);
+        ss_err_set(err, -ENOMEM, "capture: out of memory");
+        return -ENOMEM;
+    }
+    c->o = *o;
+    c->stats_fd = -1;
+    if (!c->o.freq_hz) c->o.freq_hz = 99;
+    if (!c->o.ringbuf_bytes) c->o.ringbuf_bytes = 8u << 20;
+    c->stack_size = c->o.stack_size ? c->o.stack_size : SS_STACK_DEFAULT;
+    if (c->stack_size > SS_STACK_MAX) {
+        ss_err_set(err, -EINVAL, "stack size %u: above the maximum %u", c->stack_size,
+                   SS_STACK_MAX);
+        r = -EINVAL;
+        goto fail;
+    }
+    c->compat = c->o.compat || need_compat();
+    if (c->compat && c->stack_size > SS_EV_COMPAT_STACK_MAX)
+        c->stack_size = SS_EV_COMPAT_STACK_MAX; /* perf records are < 64 KiB */
+
+    old = libbpf_set_print(ss_capture_libbpf_silent);
+    r = load(c, log, err);
+    libbpf_set_print(old);
+    if (r) goto fail;
+    if (c->o.bpf_stats) {
+        c->stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
+        if (c->stats_fd < 0) {
+            r = c->stats_fd;
+            ss_err_set(err, r, "enable BPF run-time stats: %s", strerror(-r));
+            goto fail;
+        }
+    }
+    if (c->o.follow_children && (r = ss_capture_follow_attach(c, err))) goto fail;
+    if ((r = ss_capture_buffer_open(c, err))) goto fail;
+    free(log);
+    *out = c;
+    return 0;
+fail:
+    free(log);
+    ss_capture_close(c);
+    return r;
+}
+
+int ss_capture_add_pid(struct ss_capture *c, pid_t pid, struct ss_err *err)
+{
+    __u32 key = pid;
+    __u8 one = 1;
+
+    int r = bpf_map_update_elem(c->pids_fd, &key, &one, BPF_ANY);
+
+    if (r < 0) {
+        ss_err_set(err, r, "select pid %d: %s", (int)pid, strerror(-r));
+        return r;
+    }
+    return 0;
+}
+
+int ss_capture_remove_pid(struct ss_capture *c, pid_t pid)
+{
+    __u32 key = pid;
+    return bpf_map_delete_elem(c->pids_fd, &key);
+}
+
+int ss_capture_pids(struct ss_capture *c, pid_t *out, size_t max)
+{
+    __u32 key, next;
+    size_t n = 0;
+    int r = bpf_map_get_next_key(c->pids_fd, NULL, &next);
+
+    while (!r) {
+        if (n < max) out[n] = (pid_t)next;
+        n++;
+        key = next;
+        r = bpf_map_get_next_key(c->pids_fd, &key, &next);
+    }
+    return r == -ENOENT ? (int)n : r;
+}
+
+void ss_capture_stats(struct ss_capture *c, struct ss_capture_stats *st)
+{
+    int ncpu = libbpf_num_possible_cpus();
+    struct ss_counters *v;
+    __u32 zero = 0;
+
+    memset(st, 0, sizeof(*st));
+    st->dropped = c->lost;
+    if (ncpu <= 0 || !(v = calloc(ncpu, sizeof(*v)))) return;
+    if (bpf_map_lookup_elem(c->counters_fd, &zero, v) == 0) {
+        uint64_t bpf_dropped = 0;
+        for (int i = 0; i < ncpu; i++) {
+            st->seen += v[i].seen;
+            st->emitted += v[i].emitted;
+            bpf_dropped += v[i].dropped;
+            st->copy_failed += v[i].copy_failed;
+            st->copy_partial += v[i].copy_partial;
+            st->skipped += v[i].skipped;
+        }
+        /* A record the perf buffer lost also failed bpf_perf_event_output:
+         * both sides saw the same drops, report the larger count. */
+        if (bpf_dropped > st->dropped) st->dropped = bpf_dropped;
+    }
+    free(v);
+}
+
+bool ss_capture_is_compat(const struct ss_capture *c)
+{
+    return c->compat;
+}
+
+unsigned ss_capture_stack_size(const struct ss_capture *c)
+{
+    return c->stack_size;
+}
+
+int ss_capture_prog_info(struct ss_capture *c, struct ss_bpf_prog_info *info, struct ss_err *err)
+{
+    struct bpf_prog_info pi;
+    __u32 len = sizeof(pi);
+    int r;
+
+    memset(&pi, 0, sizeof(pi));
+    memset(info, 0, sizeof(*info));
+    r = bpf_obj_get_info_by_fd(bpf_program__fd(c->prog), &pi, &len);
+    if (r < 0) {
+        ss_err_set(err, r, "BPF program info of %s: %s", bpf_program__name(c->prog), strerror(-r));
+        return r;
+    }
+    snprintf(info->name, sizeof(info->name), "%s", pi.name);
+    info->xlated_insns = pi.xlated_prog_len / 8;
+    info->jited_bytes = pi.jited_prog_len;
+    info->verified_insns = pi.verified_insns;
+    info->run_time_ns = pi.run_time_ns;
+    info->run_cnt = pi.run_cnt;
+    return 0;
+}
+
+void ss_capture_close(struct ss_capture *c)
+{
+    if (!c) return;
+    ss_capture_stop(c);
+    ss_capture_buffer_close(c);
+    bpf_link__destroy(c->follow_link);
+    snapshot_bpf__destroy(c->skel);
+    snapshot_compat_bpf__destroy(c->cskel);
+    if (c->stats_fd >= 0) close(c->stats_fd);
+    free(c);
+}

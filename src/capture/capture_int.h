@@ -1,0 +1,53 @@
+/* capture/capture_int.h: the capture context shared by the files of
+ * src/capture/ (capture.c: load and maps; perf.c: perf events and attach;
+ * buffer.c: ring/perf buffer polling and event decoding). */
+#ifndef STACKSNAP_CAPTURE_INT_H
+#define STACKSNAP_CAPTURE_INT_H
+
+#include <stdarg.h>
+
+#include <bpf/libbpf.h>
+
+#include "stacksnap/capture.h"
+
+struct snapshot_bpf;
+struct snapshot_compat_bpf;
+
+struct ss_capture {
+    struct ss_capture_opts o;
+    bool compat;
+    unsigned stack_size;               /* effective snapshot size */
+    struct snapshot_bpf *skel;         /* ring buffer variant, or */
+    struct snapshot_compat_bpf *cskel; /* the compat variant */
+    struct bpf_program *prog;          /* the perf_event program */
+    struct bpf_program *follow_prog;   /* fork tracepoint program */
+    struct bpf_link *follow_link;      /* attached when following */
+    int pids_fd, counters_fd, events_fd;
+    int stats_fd; /* BPF_ENABLE_STATS, or -1 */
+
+    int nperf; /* perf events opened by start */
+    int *perf_fds;
+    struct bpf_link **perf_links;
+
+    struct ring_buffer *rb;
+    struct perf_buffer *pb;
+    uint64_t lost; /* perf buffer lost records */
+    uint64_t bad;  /* malformed records skipped */
+
+    ss_sample_fn fn; /* set during ss_capture_poll */
+    void *fn_ctx;
+    int delivered;
+};
+
+/* capture.c: a libbpf print callback that drops everything (the library
+ * never prints; errors come back through struct ss_err). */
+int ss_capture_libbpf_silent(enum libbpf_print_level l, const char *f, va_list ap);
+
+/* buffer.c */
+int ss_capture_buffer_open(struct ss_capture *c, struct ss_err *err);
+void ss_capture_buffer_close(struct ss_capture *c);
+
+/* perf.c */
+int ss_capture_follow_attach(struct ss_capture *c, struct ss_err *err);
+
+#endif

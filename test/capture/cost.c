@@ -1,0 +1,87 @@
+/* test/capture/cost.c: capture_cost, the per-sample kernel cost of the
+ * snapshot program: samples capture_workload (deep: full copies, top:
+ * partial copies) with BPF run-time stats on (BPF_ENABLE_STATS, switched
+ * off again on exit) and prints run_time_ns / run_cnt and program sizes.
+ *
+ *   capture_cost [--compat] [--mode deep|top] [--size BYTES] [--freq HZ] [--seconds S] */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "stacksnap/capture.h"
+#include "proc.h"
+
+static void count(void *ctx, const struct ss_sample *s)
+{
+    (void)s;
+    (*(long *)ctx)++;
+}
+
+int main(int argc, char **argv)
+{
+    struct ss_capture_opts o = {.freq_hz = 999, .bpf_stats = true};
+    const char *mode = "deep";
+    double seconds = 2;
+    struct ss_capture_stats st;
+    struct ss_bpf_prog_info pi;
+    struct ss_capture *c;
+    struct ss_err err = {0};
+    struct wl_ready r;
+    struct wl w;
+    long n = 0;
+
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--compat"))
+            o.compat = true;
+        else if (!strcmp(argv[i], "--mode") && i + 1 < argc)
+            mode = argv[++i];
+        else if (!strcmp(argv[i], "--size") && i + 1 < argc)
+            o.stack_size = (unsigned)atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--freq") && i + 1 < argc)
+            o.freq_hz = (unsigned)atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--seconds") && i + 1 < argc)
+            seconds = atof(argv[++i]);
+        else {
+            fprintf(stderr, "usage: capture_cost [--compat] [--mode deep|top] [--size BYTES] "
+                            "[--freq HZ] [--seconds S]\n");
+            return 2;
+        }
+    }
+    if (wl_start(&w, mode, NULL) || wl_ready(&w, &r, 5000)) {
+        fprintf(stderr, "capture_cost: capture_workload %s did not start\n", mode);
+        return 1;
+    }
+    if (ss_capture_open(&c, &o, &err) || ss_capture_add_pid(c, r.pid, &err) ||
+        ss_capture_start(c, &err)) {
+        fprintf(stderr, "capture_cost: %s\n", err.msg);
+        wl_stop(&w);
+        return 1;
+    }
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    do {
+        ss_capture_poll(c, 100, count, &n);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+    } while ((double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9 < seconds);
+    ss_capture_stop(c);
+    while (ss_capture_poll(c, 0, count, &n) > 0)
+        ;
+    ss_capture_stats(c, &st);
+    if (ss_capture_prog_info(c, &pi, &err)) {
+        fprintf(stderr, "capture_cost: %s\n", err.msg);
+        return 1;
+    }
+    printf("program %s: %u xlated insns, %u verified insns, %u JIT bytes\n", pi.name,
+           pi.xlated_insns, pi.verified_insns, pi.jited_bytes);
+    printf("mode %s, stack %u bytes, %u Hz: %llu runs, %.0f ns per run; samples %ld, "
+           "partial %llu, failed %llu, dropped %llu, skipped %llu\n",
+           mode, ss_capture_stack_size(c), o.freq_hz, (unsigned long long)pi.run_cnt,
+           pi.run_cnt ? (double)pi.run_time_ns / (double)pi.run_cnt : 0.0, n,
+           (unsigned long long)st.copy_partial, (unsigned long long)st.copy_failed,
+           (unsigned long long)st.dropped, (unsigned long long)st.skipped);
+    ss_capture_close(c);
+    wl_stop(&w);
+    return pi.run_cnt > 0 ? 0 : 1;
+}

@@ -1,0 +1,102 @@
+/* test/capture/prog_test.c: the loaded programs stay small (xlated
+ * instructions <= 300 for both variants and both filter modes), run-time
+ * stats count runs while asked for and leave kernel.bpf_stats_enabled as it
+ * was, and errors name their cause. */
+#include <criterion/criterion.h>
+#include <criterion/logging.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "stacksnap/capture.h"
+#include "proc.h"
+
+#define MAX_XLATED 300
+
+static void size_of(bool compat, bool all)
+{
+    struct ss_capture_opts o = {.compat = compat, .system_wide = all};
+    struct ss_bpf_prog_info pi;
+    struct ss_capture *c;
+    struct ss_err err = {0};
+
+    cr_assert_eq(ss_capture_open(&c, &o, &err), 0, "%s", err.msg);
+    cr_assert_eq(ss_capture_prog_info(c, &pi, &err), 0, "%s", err.msg);
+    cr_log_info("%s (%s): %u xlated insns, %u verified insns, %u JIT bytes", pi.name,
+                all ? "system-wide" : "pid filter", pi.xlated_insns, pi.verified_insns,
+                pi.jited_bytes);
+    cr_expect_str_eq(pi.name, compat ? "snapshot_compat" : "snapshot");
+    cr_expect_gt(pi.xlated_insns, 20);
+    cr_expect_leq(pi.xlated_insns, MAX_XLATED, "%s: %u xlated instructions", pi.name,
+                  pi.xlated_insns);
+    cr_expect_gt(pi.verified_insns, 0);
+    ss_capture_close(c);
+}
+
+Test(capture_prog, size_ringbuf)
+{
+    size_of(false, false);
+    size_of(false, true);
+}
+
+Test(capture_prog, size_compat)
+{
+    size_of(true, false);
+    size_of(true, true);
+}
+
+static int stats_sysctl(void)
+{
+    FILE *f = fopen("/proc/sys/kernel/bpf_stats_enabled", "re");
+    int v = -1;
+    if (f) {
+        if (fscanf(f, "%d", &v) != 1) v = -1;
+        fclose(f);
+    }
+    return v;
+}
+
+Test(capture_prog, run_time_stats, .timeout = 30)
+{
+    struct ss_capture_opts o = {.freq_hz = 499, .bpf_stats = true};
+    struct ss_bpf_prog_info pi;
+    struct ss_capture *c;
+    struct ss_err err = {0};
+    struct wl w;
+    struct wl_ready r;
+    int before = stats_sysctl();
+
+    cr_assert_eq(wl_start(&w, "deep", NULL), 0);
+    cr_assert_eq(wl_ready(&w, &r, 5000), 0);
+    cr_assert_eq(ss_capture_open(&c, &o, &err), 0, "%s", err.msg);
+    cr_assert_eq(ss_capture_add_pid(c, r.pid, &err), 0, "%s", err.msg);
+    cr_assert_eq(ss_capture_start(c, &err), 0, "%s", err.msg);
+    usleep(300 * 1000);
+    ss_capture_stop(c);
+    cr_assert_eq(ss_capture_prog_info(c, &pi, &err), 0, "%s", err.msg);
+    cr_log_info("%s: %llu runs, %llu ns per run", pi.name, (unsigned long long)pi.run_cnt,
+                (unsigned long long)(pi.run_cnt ? pi.run_time_ns / pi.run_cnt : 0));
+    cr_expect_geq(pi.run_cnt, 50);
+    cr_expect_gt(pi.run_time_ns, 0);
+    ss_capture_close(c);
+    wl_stop(&w);
+    cr_expect_eq(stats_sysctl(), before, "kernel.bpf_stats_enabled restored");
+}
+
+Test(capture_prog, errors_name_the_cause)
+{
+    struct ss_capture *c;
+    struct ss_err err = {0};
+    struct ss_capture_opts big = {.stack_size = SS_STACK_MAX + 8};
+
+    cr_expect_eq(ss_capture_open(&c, &big, &err), -EINVAL);
+    cr_expect(strstr(err.msg, "stack size") != NULL, "message: %s", err.msg);
+
+    struct ss_capture_opts fast = {.freq_hz = 100000000};
+    memset(&err, 0, sizeof(err));
+    cr_assert_eq(ss_capture_open(&c, &fast, &err), 0, "%s", err.msg);
+    cr_expect_lt(ss_capture_start(c, &err), 0);
+    cr_expect(strstr(err.msg, "perf_event_open cpu ") != NULL, "message: %s", err.msg);
+    ss_capture_close(c);
+}
