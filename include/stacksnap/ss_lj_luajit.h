@@ -68,6 +68,8 @@ struct ss_lj_runtime;
 int ss_lj_runtime_new(struct ss_lj_runtime **out, const struct ss_lj_elfinfo *info,
                       uint64_t load_bias, uint32_t pid, struct ss_err *err);
 void ss_lj_runtime_free(struct ss_lj_runtime *rt);
+/* Detection result this runtime was made from. */
+const struct ss_lj_elfinfo *ss_lj_runtime_info(const struct ss_lj_runtime *rt);
 /* Is ip inside this runtime's VM code? */
 bool ss_lj_in_vm(const struct ss_lj_runtime *rt, uint64_t ip);
 /* Name of the verified layout descriptor, or NULL while none is chosen. */
@@ -108,6 +110,16 @@ struct ss_lj_out {
     uint32_t vm_frames;  /* VM frames found */
     uint32_t vm_failed;  /* VM frames left native (no/invalid Lua state) */
 };
+
+/* For a sample whose ip is in rt's VM: the VM frame's true CFA. Inside the
+ * interpreter it is rsp + vm_cfa_off (what .eh_frame says), but inside VM
+ * helpers reached by an internal call (vm_mod, vm_floor, ...) rsp is 8 lower
+ * and .eh_frame is wrong. The candidate is validated by SAVE_L->cframe ==
+ * cframe (one 8-byte target read). Returns 0 when nothing validates. The
+ * caller of the VM frame is then: ip = [CFA-8], rsp = CFA, rbp = [CFA-16],
+ * rbx = [CFA-24], r15 = [CFA-32], r14 = [CFA-40]. stack.c should use this
+ * CFA for the leaf instead of the CFI one, and pass it in natives[0].cfa. */
+uint64_t ss_lj_leaf_cfa(struct ss_lj_runtime *rt, struct ss_mem *mem, const uint64_t *regs);
 
 /* Merge Lua frames into a native frame list (see the file comment). regs
  * are the sample's user registers (enum ss_reg). Returns 0 or a negative

@@ -291,6 +291,10 @@ static int walk_once(struct ss_lj_runtime *rt, struct ss_mem *m, const struct lj
     iov[n++] = (struct ss_iov){.addr = st->L, .dst = Lb, .len = 112};
     if (st->top && st->base > STACK_WINDOW && !(st->base & 7)) {
         win_lo = st->base - STACK_WINDOW;
+        /* the stack start seen last time for this thread bounds the window
+         * (validated below against the lua_State read in the same batch) */
+        const struct lj_lstack *ls = &rt->lstack[(st->L >> 4) % LJ_LSTACK_SLOTS];
+        if (ls->L == st->L && ls->stack < st->base && ls->stack > win_lo) win_lo = ls->stack;
         win_hi = st->base + 16;
         uint8_t *b = realloc(s->buf, win_hi - win_lo);
         if (!b) return -ENOMEM;
@@ -299,7 +303,10 @@ static int walk_once(struct ss_lj_runtime *rt, struct ss_mem *m, const struct lj
     }
     rt->st.rounds++;
     int rc = ss_mem_readv(m, iov, n);
-    if (rc || iov[0].err) return rc ? rc : iov[0].err;
+    if (rc || iov[0].err) {
+        if (!rc) ss_lj_note_bad_state(rt, st->L, 0);
+        return rc ? rc : iov[0].err;
+    }
     /* global state and layout */
     unsigned gct = rt->info.gc64 ? 9 : 5;
     if (Lb[gct] != LJ_GCT_THREAD) return -EINVAL;
@@ -312,6 +319,9 @@ static int walk_once(struct ss_lj_runtime *rt, struct ss_mem *m, const struct lj
     uint64_t ssize = lj_u32(Lb + lay->L_stacksize);
     if (!stack || (stack & 7) || ssize < 8 || ssize > (1u << 20)) return -EINVAL;
     uint64_t shi = stack + ssize * 8;
+    rt->lstack[(st->L >> 4) % LJ_LSTACK_SLOTS] = (struct lj_lstack){st->L, stack};
+    /* the sampled VM entry is the thread's newest cframe */
+    if (st->top && (lj_u64(Lb + lay->L_cframe) & ~(uint64_t)3) != st->cframe) return -EINVAL;
     uint64_t base = 0;
     if (st->top && st->base > stack + 8 && st->base < shi && !(st->base & 7))
         base = st->base;

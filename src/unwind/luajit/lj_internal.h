@@ -135,18 +135,24 @@ struct lj_insent {
 
 struct lj_strblk;
 
+#define LJ_LSTACK_SLOTS 16
+struct lj_lstack {
+    uint64_t L, stack; /* last stack start seen for thread L */
+};
+
 struct ss_lj_runtime {
     struct ss_lj_elfinfo info;
     uint64_t bias, vm_lo, vm_hi;
     uint32_t pid;
     const struct lj_layout *lay;
     uint64_t gs[LJ_MAX_GS];
-    unsigned ngs, verify_fail;
+    unsigned ngs, verify_fail, bad_states;
     bool disabled;
     char diag[256];
     struct lj_proto *protos; /* LJ_PROTO_SLOTS, direct-mapped */
     struct lj_insent *ins;   /* LJ_INS_SLOTS, direct-mapped */
     struct lj_strblk *strs;  /* interned strings */
+    struct lj_lstack lstack[LJ_LSTACK_SLOTS];
     struct ss_lj_stats st;
 };
 
@@ -154,6 +160,9 @@ struct ss_lj_runtime {
 const char *ss_lj_intern(struct ss_lj_runtime *rt, const char *s, size_t len);
 /* Make sure G is verified (layout chosen); false if Lua walking is off. */
 bool ss_lj_check_G(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t G, uint64_t dispatch);
+/* A walk found no lua_State where one must be. While no layout has ever
+ * verified, 32 such failures turn Lua walking off with one diagnostic. */
+void ss_lj_note_bad_state(struct ss_lj_runtime *rt, uint64_t L, unsigned type_byte);
 /* Prototype data for pt (read or validated; hdr = current header bytes if
  * the caller already read them, else NULL). NULL when pt is not a valid
  * prototype. */

@@ -144,6 +144,11 @@ void ss_lj_runtime_free(struct ss_lj_runtime *rt)
     free(rt);
 }
 
+const struct ss_lj_elfinfo *ss_lj_runtime_info(const struct ss_lj_runtime *rt)
+{
+    return &rt->info;
+}
+
 bool ss_lj_in_vm(const struct ss_lj_runtime *rt, uint64_t ip)
 {
     return ip >= rt->vm_lo && ip < rt->vm_hi;
@@ -192,6 +197,18 @@ bool ss_lj_check_G(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t G, uint6
     else
         rt->gs[G % LJ_MAX_GS] = G;
     return true;
+}
+
+void ss_lj_note_bad_state(struct ss_lj_runtime *rt, uint64_t L, unsigned type_byte)
+{
+    if (rt->lay || rt->disabled || ++rt->bad_states < 32) return;
+    rt->disabled = true;
+    snprintf(rt->diag, sizeof(rt->diag),
+             "pid %u: LuaJIT frames off: no known LuaJIT layout fits (%s%s): SAVE_L 0x%llx "
+             "has type byte %u, not a lua_State, in %u VM frames",
+             rt->pid, rt->info.version[0] ? rt->info.version : "unknown version",
+             rt->info.gc64 ? " GC64" : " non-GC64", (unsigned long long)L, type_byte,
+             rt->bad_states);
 }
 
 /* ---- prototypes ---- */

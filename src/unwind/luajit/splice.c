@@ -64,6 +64,20 @@ static int emit_segment(struct ss_lj_runtime *rt, struct ss_mem *m, const struct
     return 0;
 }
 
+uint64_t ss_lj_leaf_cfa(struct ss_lj_runtime *rt, struct ss_mem *mem, const uint64_t *regs)
+{
+    const bool gc64 = rt->info.gc64;
+    const unsigned cfl = gc64 ? 16 : 24, lcf = gc64 ? 80 : 48;
+    for (uint64_t off = 0; off <= 8; off += 8) {
+        uint64_t cframe = regs[SS_REG_SP] + off, L = 0, lcframe = 0;
+        if (ss_mem_read(mem, cframe + cfl, &L, 8)) continue;
+        if (!gc64) L = (uint32_t)L;
+        if (L < 4096 || (L & 7) || ss_mem_read(mem, L + lcf, &lcframe, 8)) continue;
+        if ((lcframe & ~(uint64_t)3) == cframe) return cframe + rt->info.vm_cfa_off;
+    }
+    return 0;
+}
+
 int ss_lj_splice(struct ss_lj_runtime *const *rts, uint32_t nrts, struct ss_mem *mem,
                  const uint64_t *regs, const struct ss_lj_native *natives, uint32_t n,
                  struct ss_lj_out *out)

@@ -1,0 +1,113 @@
+/* test/luajit/test_detect.c: LuaJIT detection by content on every build on
+ * this machine, renamed copies, and files that are not LuaJIT. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ljtest.h"
+
+static void expect_lj(const char *path, bool gc64, uint32_t cfa)
+{
+    struct ss_lj_elfinfo info;
+    struct ss_err err = {0};
+    cr_assert_eq(ss_lj_detect_file(path, &info, &err), 0, "%s: %s", path, err.msg);
+    cr_expect(info.is_luajit, "%s: not recognised as LuaJIT", path);
+    cr_expect(info.vm_found, "%s: no cross-checked VM range", path);
+    cr_expect_eq(info.gc64, gc64, "%s: gc64 %d", path, info.gc64);
+    cr_expect_eq(info.vm_cfa_off, cfa);
+    cr_expect(info.vm_hi > info.vm_lo && info.vm_hi - info.vm_lo > 0x1000 &&
+                  info.vm_hi - info.vm_lo < 0x100000,
+              "%s: implausible VM range %#lx-%#lx", path, (unsigned long)info.vm_lo,
+              (unsigned long)info.vm_hi);
+    cr_expect(info.checks & SS_LJ_CHECK_PCALL, "%s: lua_pcall does not enter the VM", path);
+    cr_expect(!strncmp(info.version, "LuaJIT 2.1", 10), "%s: version '%s'", path, info.version);
+    cr_log_info("%s: VM %#lx-%#lx cfa+%u gc64 %d checks %#x hints %#x '%s'", path,
+                (unsigned long)info.vm_lo, (unsigned long)info.vm_hi, info.vm_cfa_off, info.gc64,
+                info.checks, info.hints, info.version);
+}
+
+Test(luajit_detect, debian_luajit_binary_static_stripped_pie)
+{
+    expect_lj("/usr/bin/luajit", true, 80);
+}
+
+Test(luajit_detect, debian_libluajit_so)
+{
+    expect_lj("/usr/lib/x86_64-linux-gnu/libluajit-5.1.so.2", true, 80);
+}
+
+Test(luajit_detect, openresty_luajit2_binary_and_library)
+{
+    char cmd[600], p[600];
+    snprintf(cmd, sizeof(cmd), "%s/test/luajit/fetch-ext.sh %s/ext", SS_SOURCE_DIR, SS_BINARY_DIR);
+    cr_assert_eq(system(cmd), 0, "could not unpack luajit2");
+    snprintf(p, sizeof(p), "%s/ext/luajit2/usr/bin/luajit", SS_BINARY_DIR);
+    expect_lj(p, true, 80);
+    snprintf(p, sizeof(p), "%s/ext/luajit2/usr/lib/x86_64-linux-gnu/libluajit-5.1.so.2.1.0",
+             SS_BINARY_DIR);
+    expect_lj(p, true, 80);
+    struct ss_lj_elfinfo info;
+    struct ss_err err = {0};
+    ss_lj_detect_file(p, &info, &err);
+    cr_expect(info.hints & SS_LJ_HINT_EXDATA, "luajit2 must be hinted as OpenResty");
+}
+
+Test(luajit_detect, tarantool_nogc64_static_not_pie)
+{
+    if (access("/usr/bin/tarantool", R_OK))
+        cr_skip_test("tarantool not installed (scripts/dev installs it)");
+    expect_lj("/usr/bin/tarantool", false, 80);
+    struct ss_lj_elfinfo info;
+    struct ss_err err = {0};
+    ss_lj_detect_file("/usr/bin/tarantool", &info, &err);
+    /* cross-check against the symbol table Tarantool keeps */
+    FILE *f = popen("nm /usr/bin/tarantool | grep -E ' (lj_vm_asm_begin|lj_vm_ffi_call)$'", "r");
+    cr_assert_not_null(f);
+    unsigned long begin = 0, ffi = 0, a;
+    char name[64];
+    while (fscanf(f, "%lx %*s %63s", &a, name) == 2) {
+        if (!strcmp(name, "lj_vm_asm_begin")) begin = a;
+        if (!strcmp(name, "lj_vm_ffi_call")) ffi = a;
+    }
+    pclose(f);
+    cr_expect_eq(info.vm_lo, begin, "VM start %#lx != lj_vm_asm_begin %#lx",
+                 (unsigned long)info.vm_lo, begin);
+    cr_expect_eq(info.vm_hi, ffi, "VM end %#lx != lj_vm_ffi_call %#lx", (unsigned long)info.vm_hi,
+                 ffi);
+    cr_expect(info.hints & SS_LJ_HINT_TARANTOOL);
+}
+
+Test(luajit_detect, renamed_copy_is_still_luajit)
+{
+    char p[600], cmd[1300];
+    snprintf(p, sizeof(p), "%s/ljt-renamed-%d.bin", SS_BINARY_DIR, (int)getpid());
+    snprintf(cmd, sizeof(cmd), "cp /usr/bin/luajit %s", p);
+    cr_assert_eq(system(cmd), 0);
+    struct ss_lj_elfinfo a, b;
+    struct ss_err err = {0};
+    cr_assert_eq(ss_lj_detect_file(p, &a, &err), 0);
+    cr_assert_eq(ss_lj_detect_file("/usr/bin/luajit", &b, &err), 0);
+    unlink(p);
+    cr_expect(a.is_luajit && a.vm_found);
+    cr_expect_eq(a.vm_lo, b.vm_lo);
+    cr_expect_eq(a.vm_hi, b.vm_hi);
+}
+
+Test(luajit_detect, not_luajit)
+{
+    const char *files[] = {"/bin/ls", "/lib/x86_64-linux-gnu/libc.so.6"};
+    for (unsigned i = 0; i < 2; i++) {
+        struct ss_lj_elfinfo info;
+        struct ss_err err = {0};
+        cr_assert_eq(ss_lj_detect_file(files[i], &info, &err), 0, "%s", err.msg);
+        cr_expect(!info.is_luajit && !info.vm_found, "%s detected as LuaJIT", files[i]);
+    }
+    struct ss_lj_elfinfo info;
+    struct ss_err err = {0};
+    cr_expect_lt(ss_lj_detect_file(SS_SOURCE_DIR "/test/luajit/w.lua", &info, &err), 0);
+    cr_expect(strstr(err.msg, "w.lua") != NULL, "error must name the file: %s", err.msg);
+    struct ss_err err2 = {0};
+    cr_expect_lt(ss_lj_detect_file("/nonexistent/x", &info, &err2), 0);
+}
