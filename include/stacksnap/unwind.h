@@ -63,4 +63,23 @@ void ss_unwinder_forget(struct ss_unwinder *u, uint32_t pid);
 void ss_unwinder_gc(struct ss_unwinder *u);
 void ss_unwinder_stats(const struct ss_unwinder *u, struct ss_unwinder_stats *st);
 
+/* What the unwinder currently knows about pid (live or registered). The
+ * generation changes whenever its mapping list changes; fn (optional) gets
+ * every mapping, with the build-id of its file when one is known. -ESRCH
+ * when the unwinder has no state for pid. */
+struct ss_unwinder_pdesc {
+    const char *comm;
+    uint64_t generation;
+    size_t nmaps;
+};
+typedef void (*ss_unwinder_map_fn)(void *ctx, const struct ss_map_desc *m);
+int ss_unwinder_describe(struct ss_unwinder *u, uint32_t pid, struct ss_unwinder_pdesc *out,
+                         ss_unwinder_map_fn fn, void *ctx);
+
+/* Replay: serve pid's target reads from ops/ctx (memory/memory.h) instead of
+ * the live process. -ESRCH when the unwinder has no state for pid. */
+struct ss_target_ops;
+int ss_unwinder_set_target(struct ss_unwinder *u, uint32_t pid, const struct ss_target_ops *ops,
+                           void *ctx);
+
 #endif

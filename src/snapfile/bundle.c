@@ -38,8 +38,8 @@ static int note_build_id(Elf_Data *d, uint8_t *id, uint8_t *len)
     return 0;
 }
 
-/* 1 found, 0 none, -ENOEXEC not ELF. */
-static int elf_build_id(const void *img, size_t size, uint8_t *id, uint8_t *len)
+/* writer.h: 1 found, 0 none, -ENOEXEC not ELF. */
+int snap_elf_build_id(const void *img, size_t size, uint8_t *id, uint8_t *len)
 {
     elf_version(EV_CURRENT);
     Elf *e = elf_memory((char *)img, size);
@@ -131,7 +131,7 @@ int ss_snap_write_bundle(struct ss_snap_writer *w, const char *open_path, const 
     size_t size = (size_t)st.st_size;
     uint8_t id[SS_SNAP_BUILD_ID_MAX];
     uint8_t idlen = 0;
-    int found = elf_build_id(img, size, id, &idlen);
+    int found = snap_elf_build_id(img, size, id, &idlen);
     if (found < 0) {
         ss_err_set(err, rc = -ENOEXEC, "bundle %s: not an ELF file", open_path);
     } else if (!found) {

@@ -51,4 +51,8 @@ struct ss_snap_writer {
 int snap_emit(struct ss_snap_writer *w, uint16_t type, enum snap_level level,
               const struct snap_part *parts, int nparts, struct ss_err *err);
 
+/* GNU build-id of the ELF image img (bundle.c): 1 found (id, *len set), 0 no
+ * build-id, -ENOEXEC not an ELF file. */
+int snap_elf_build_id(const void *img, size_t size, uint8_t *id, uint8_t *len);
+
 #endif

@@ -1,0 +1,12 @@
+/* cli/cli.h: the subcommands. Each returns the process exit status. */
+#ifndef SS_CLI_H
+#define SS_CLI_H
+
+#include "cli/opts.h"
+
+int ss_cmd_record(const struct ss_cli *c);
+int ss_cmd_replay(const struct ss_cli *c); /* replay and report */
+int ss_cmd_info(const struct ss_cli *c);
+int ss_cmd_bpf_info(const struct ss_cli *c);
+
+#endif

@@ -1,0 +1,26 @@
+/* cli/main.c: `stacksnap` entry point — parse, dispatch, map errors to exit codes
+ * (0 success, 1 runtime failure, 2 usage or bad input). */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "cli/opts.h"
+#include "stacksnap/version.h"
+
+int main(int argc, char **argv)
+{
+    struct ss_cli c;
+    if (argc == 2 && !strcmp(argv[1], "--version")) {
+        printf("stacksnap %s\n", SS_VERSION);
+        return 0;
+    }
+    int rc = ss_cli_parse(&c, argc, argv);
+    if (rc == 1) return 0; /* help */
+    if (rc) return rc;
+    if (!strcmp(c.cmd, "record"))
+        return c.bpf_info && !c.command && !c.npids && !c.all ? ss_cmd_bpf_info(&c)
+                                                              : ss_cmd_record(&c);
+    if (!strcmp(c.cmd, "info") && c.bpf_info) return ss_cmd_bpf_info(&c);
+    if (!strcmp(c.cmd, "info")) return ss_cmd_info(&c);
+    return ss_cmd_replay(&c); /* replay and report */
+}

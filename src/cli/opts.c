@@ -1,0 +1,243 @@
+/* cli/opts.c: parse `stacksnap record|replay|report|info` arguments. */
+#include "cli/opts.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "stacksnap/ss.h"
+
+static const char *usage_text =
+    "usage:\n"
+    "  stacksnap record [-p PID[,PID...] | -a | -- COMMAND [ARGS...]] [-F HZ] [-d SECONDS]\n"
+    "                   [--stack-size BYTES] [-o FILE]... [--format FMT] [--bundle] [--kernel]\n"
+    "                   [--compat] [-v]\n"
+    "  stacksnap replay CAPTURE.snap [-o FILE]... [--format FMT] [--symfs DIR]\n"
+    "  stacksnap report CAPTURE.snap [--top N]\n"
+    "  stacksnap info   CAPTURE.snap | --bpf\n"
+    "\n"
+    "Outputs (-o may repeat; the format follows the extension):\n"
+    "  .snap capture   .folded folded stacks   .pb.gz pprof   .svg flame graph\n"
+    "  .txt perf-script text   -  folded stacks on stdout (default when no -o)\n"
+    "\n"
+    "Options:\n"
+    "  -p PID[,PID...]    profile these processes\n"
+    "  -a                 profile every process\n"
+    "  -F HZ              sampling frequency (default 99)\n"
+    "  -d SECONDS         stop after this long (default: until the targets exit or ^C)\n"
+    "  --stack-size N     bytes of user stack copied per sample (default 16384, max 65528)\n"
+    "  --format FMT       folded|pprof|svg|txt|snap: override the extension of every -o\n"
+    "  --bundle           put the unwind/symbol data of mapped files into the capture\n"
+    "  --kernel           include kernel frames\n"
+    "  --compat           use the perf-buffer BPF program for old kernels\n"
+    "  --symfs DIR        look for ELF files under DIR when replaying\n"
+    "  --top N            rows of the top table (default 20)\n"
+    "  -v                 verbose: BPF program size and per-process diagnostics\n"
+    "\n"
+    "Examples:\n"
+    "  stacksnap record -F 499 -d 10 -p 1234 -o cpu.svg -o cpu.pb.gz\n"
+    "  stacksnap record -o run.snap -o run.folded -- luajit app.lua\n"
+    "  stacksnap replay run.snap -o run.svg\n"
+    "  stacksnap report run.snap --top 30\n"
+    "\n"
+    "Exit status: 0 success, 1 runtime failure, 2 usage or bad input.\n";
+
+void ss_cli_usage(const char *cmd)
+{
+    (void)cmd;
+    fputs(usage_text, stdout);
+}
+
+static int usage_error(const char *fmt, const char *arg)
+{
+    fprintf(stderr, "stacksnap: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\nTry 'stacksnap --help'.\n");
+    return 2;
+}
+
+static int parse_uint(const char *s, unsigned long max, unsigned long *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long v = strtoul(s, &end, 10);
+    if (errno || end == s || *end || v > max || s[0] == '-') return -1;
+    *out = v;
+    return 0;
+}
+
+static int parse_pids(struct ss_cli *c, const char *arg)
+{
+    char *dup = strdup(arg), *save = NULL;
+    int rc = 0;
+    for (char *tok = strtok_r(dup, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        unsigned long v;
+        if (parse_uint(tok, 0x7fffffff, &v) || v == 0) {
+            rc = usage_error("invalid pid '%s'", tok);
+            break;
+        }
+        if (c->npids == SS_MAX_PIDS) {
+            rc = usage_error("too many pids (max 256): %s", arg);
+            break;
+        }
+        c->pids[c->npids++] = (pid_t)v;
+    }
+    free(dup);
+    return rc;
+}
+
+enum {
+    OPT_STACK = 256,
+    OPT_FORMAT,
+    OPT_BUNDLE,
+    OPT_KERNEL,
+    OPT_COMPAT,
+    OPT_SYMFS,
+    OPT_TOP,
+    OPT_BPF
+};
+
+int ss_cli_parse(struct ss_cli *c, int argc, char **argv)
+{
+    memset(c, 0, sizeof(*c));
+    c->freq = 99;
+    c->stack_size = SS_STACK_DEFAULT;
+    c->top = 20;
+    if (argc < 2) return usage_error("%s", "missing command (record, replay, report or info)");
+    c->cmd = argv[1];
+    if (!strcmp(c->cmd, "-h") || !strcmp(c->cmd, "--help") || !strcmp(c->cmd, "help")) {
+        ss_cli_usage(NULL);
+        return 1;
+    }
+    int rec = !strcmp(c->cmd, "record");
+    if (!rec && strcmp(c->cmd, "replay") && strcmp(c->cmd, "report") && strcmp(c->cmd, "info"))
+        return usage_error("unknown command '%s' (record, replay, report or info)", c->cmd);
+
+    static const struct option longopts[] = {
+        {"help", no_argument, 0, 'h'},
+        {"stack-size", required_argument, 0, OPT_STACK},
+        {"format", required_argument, 0, OPT_FORMAT},
+        {"bundle", no_argument, 0, OPT_BUNDLE},
+        {"kernel", no_argument, 0, OPT_KERNEL},
+        {"compat", no_argument, 0, OPT_COMPAT},
+        {"symfs", required_argument, 0, OPT_SYMFS},
+        {"top", required_argument, 0, OPT_TOP},
+        {"bpf", no_argument, 0, OPT_BPF},
+        {"output", required_argument, 0, 'o'},
+        {0, 0, 0, 0},
+    };
+    /* "+" stops at the first non-option so "-- COMMAND ARGS" stays intact. */
+    optind = 2;
+    opterr = 0;
+    int ch;
+    const char *shortopts = rec ? "+hp:aF:d:o:v" : "hp:aF:d:o:v";
+    while ((ch = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1) {
+        unsigned long v;
+        switch (ch) {
+        case 'h':
+            ss_cli_usage(c->cmd);
+            return 1;
+        case 'p':
+            if (!rec) return usage_error("-p is only valid for record%s", "");
+            if (parse_pids(c, optarg)) return 2;
+            break;
+        case 'a':
+            if (!rec) return usage_error("-a is only valid for record%s", "");
+            c->all = true;
+            break;
+        case 'F':
+            if (parse_uint(optarg, 100000, &v) || v == 0)
+                return usage_error("invalid frequency '%s' (1..100000 Hz)", optarg);
+            c->freq = (unsigned)v;
+            break;
+        case 'd': {
+            char *end;
+            c->duration = strtod(optarg, &end);
+            if (end == optarg || *end || !(c->duration > 0) || c->duration > 1e7)
+                return usage_error("invalid duration '%s' (seconds > 0)", optarg);
+            break;
+        }
+        case OPT_STACK:
+            if (parse_uint(optarg, SS_STACK_MAX, &v) || v < 64)
+                return usage_error("invalid stack size '%s' (64..65528 bytes)", optarg);
+            c->stack_size = (unsigned)(v & ~7ul);
+            break;
+        case 'o':
+            if (c->nout == SS_MAX_OUTPUTS)
+                return usage_error("too many outputs (max 16): %s", optarg);
+            c->out[c->nout].path = optarg;
+            c->out[c->nout].fmt = ss_report_format_of_path(optarg);
+            if (c->out[c->nout].fmt == SS_REPORT_NONE && !c->format)
+                return usage_error("cannot tell the format of '%s' from its extension "
+                                   "(.snap .folded .pb.gz .svg .txt, or --format)",
+                                   optarg);
+            c->nout++;
+            break;
+        case OPT_FORMAT:
+            if (ss_report_format_of_name(optarg) == SS_REPORT_NONE)
+                return usage_error("unknown format '%s' (folded, pprof, svg, txt, snap)", optarg);
+            c->format = optarg;
+            break;
+        case OPT_BUNDLE:
+            c->bundle = true;
+            break;
+        case OPT_KERNEL:
+            c->kernel = true;
+            break;
+        case OPT_COMPAT:
+            c->compat = true;
+            break;
+        case OPT_SYMFS:
+            c->symfs = optarg;
+            break;
+        case OPT_TOP:
+            if (parse_uint(optarg, 1000000, &v) || v == 0)
+                return usage_error("invalid --top '%s'", optarg);
+            c->top = (int)v;
+            break;
+        case OPT_BPF:
+            c->bpf_info = true;
+            break;
+        case 'v':
+            c->verbose = true;
+            break;
+        case '?':
+        default:
+            return usage_error("unknown option or missing argument: '%s'", argv[optind - 1]);
+        }
+    }
+    if (c->format)
+        for (int i = 0; i < c->nout; i++)
+            c->out[i].fmt = ss_report_format_of_name(c->format);
+    if (rec) {
+        if (optind < argc) /* "-- COMMAND ARGS" (the "--" itself is optional) */
+            c->command = &argv[optind];
+        int modes = (c->npids > 0) + c->all + (c->command != NULL);
+        if (modes == 0 && !c->bpf_info)
+            return usage_error("%s", "record needs -p PID, -a or -- COMMAND");
+        if (modes > 1) return usage_error("%s", "choose one of -p PID, -a or -- COMMAND");
+        if (c->nout == 0) {
+            c->out[0].path = "-";
+            c->out[0].fmt = SS_REPORT_FOLDED;
+            c->nout = 1;
+        }
+    } else if (!strcmp(c->cmd, "info") && c->bpf_info) {
+        if (optind < argc) return usage_error("unexpected argument '%s'", argv[optind]);
+    } else {
+        if (optind >= argc) return usage_error("%s needs a capture file", c->cmd);
+        c->capture = argv[optind++];
+        if (optind < argc) return usage_error("unexpected argument '%s'", argv[optind]);
+        if (!strcmp(c->cmd, "replay") && c->nout == 0) {
+            c->out[0].path = "-";
+            c->out[0].fmt = SS_REPORT_FOLDED;
+            c->nout = 1;
+        }
+    }
+    for (int i = 0; i < c->nout; i++)
+        if (c->out[i].fmt == SS_REPORT_SNAP && strcmp(c->cmd, "record"))
+            return usage_error("a capture (.snap) can only be written by record: %s",
+                               c->out[i].path);
+    return 0;
+}

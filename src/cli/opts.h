@@ -1,0 +1,45 @@
+/* cli/opts: the command-line contract of DESIGN.md, parsed into plain structs.
+ * Only cli/ knows about flags. */
+#ifndef SS_CLI_OPTS_H
+#define SS_CLI_OPTS_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "stacksnap/report.h"
+
+#define SS_MAX_OUTPUTS 16
+#define SS_MAX_PIDS 256
+
+struct ss_output {
+    const char *path; /* "-" = stdout */
+    enum ss_report_format fmt;
+};
+
+struct ss_cli {
+    const char *cmd; /* record | replay | report | info */
+    /* record */
+    pid_t pids[SS_MAX_PIDS];
+    int npids;
+    bool all;
+    char **command; /* argv after "--", NULL-terminated */
+    unsigned freq;
+    double duration; /* seconds, 0 = until done */
+    unsigned stack_size;
+    bool bundle, kernel, compat, verbose, bpf_info;
+    /* replay / report / info */
+    const char *capture;
+    const char *symfs;
+    int top;
+    /* outputs */
+    struct ss_output out[SS_MAX_OUTPUTS];
+    int nout;
+    const char *format; /* --format overrides the extension for every -o */
+};
+
+/* Parse argv. Returns 0, or 2 after printing a usage error to stderr;
+ * 1 when help was printed (caller exits 0). */
+int ss_cli_parse(struct ss_cli *c, int argc, char **argv);
+void ss_cli_usage(const char *cmd);
+
+#endif

@@ -1,0 +1,110 @@
+/* cli/outputs.c: one report, many sinks, and the per-process summary. */
+#include "cli/outputs.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+int ss_outputs_open(struct ss_outputs *o, const struct ss_cli *c, uint32_t freq)
+{
+    memset(o, 0, sizeof(*o));
+    struct ss_err err = {0};
+    struct ss_report_opts ro = {.freq_hz = freq};
+    o->rep = ss_report_new(&ro, &err);
+    if (!o->rep) {
+        fprintf(stderr, "stacksnap: %s\n", err.msg);
+        return 1;
+    }
+    for (int i = 0; i < c->nout; i++) {
+        if (c->out[i].fmt == SS_REPORT_SNAP) continue;
+        struct ss_report_sink *s = ss_report_sink_open(c->out[i].path, c->out[i].fmt, freq, &err);
+        if (!s) {
+            fprintf(stderr, "stacksnap: %s\n", err.msg);
+            ss_outputs_free(o);
+            return err.code == -EINVAL ? 2 : 1;
+        }
+        o->sinks[o->nsinks++] = s;
+    }
+    return 0;
+}
+
+static struct ss_pcount *pcount(struct ss_outputs *o, const struct ss_stack *st)
+{
+    for (size_t i = 0; i < o->nprocs; i++)
+        if (o->procs[i].pid == st->pid) return &o->procs[i];
+    if (o->nprocs == o->cap) {
+        size_t cap = o->cap ? o->cap * 2 : 16;
+        struct ss_pcount *p = realloc(o->procs, cap * sizeof(*p));
+        if (!p) return NULL;
+        o->procs = p;
+        o->cap = cap;
+    }
+    struct ss_pcount *p = &o->procs[o->nprocs++];
+    p->pid = st->pid;
+    p->samples = 0;
+    memcpy(p->comm, st->comm, sizeof(p->comm));
+    return p;
+}
+
+int ss_outputs_add(struct ss_outputs *o, const struct ss_stack *st)
+{
+    struct ss_err err = {0};
+    o->samples++;
+    if (st->trunc != SS_TRUNC_NONE) o->truncated++;
+    for (uint32_t i = 0; i < st->nframes; i++)
+        if (st->frames[i].kind == SS_FRAME_LUA) {
+            o->lua++;
+            break;
+        }
+    struct ss_pcount *p = pcount(o, st);
+    if (p) p->samples++;
+    int rc = ss_report_add(o->rep, st, 1, &err);
+    for (int i = 0; rc == 0 && i < o->nsinks; i++)
+        rc = ss_report_sink_add(o->sinks[i], st, &err);
+    if (rc) fprintf(stderr, "stacksnap: %s\n", err.msg);
+    return rc;
+}
+
+int ss_outputs_close(struct ss_outputs *o)
+{
+    int rc = 0;
+    for (int i = 0; i < o->nsinks; i++) {
+        struct ss_err err = {0};
+        if (ss_report_sink_close(o->sinks[i], o->rep, &err)) {
+            fprintf(stderr, "stacksnap: %s\n", err.msg);
+            rc = 1;
+        }
+    }
+    o->nsinks = 0;
+    ss_report_free(o->rep);
+    o->rep = NULL;
+    return rc;
+}
+
+void ss_outputs_free(struct ss_outputs *o)
+{
+    ss_outputs_close(o);
+    free(o->procs);
+    o->procs = NULL;
+}
+
+static double pct(uint64_t a, uint64_t b)
+{
+    return b ? 100.0 * (double)a / (double)b : 0.0;
+}
+
+void ss_outputs_summary(const struct ss_outputs *o, FILE *f)
+{
+    fprintf(f, "%llu samples", (unsigned long long)o->samples);
+    if (o->nprocs) {
+        fputs(" (", f);
+        size_t shown = o->nprocs < 8 ? o->nprocs : 8;
+        for (size_t i = 0; i < shown; i++)
+            fprintf(f, "%s%s %u: %llu", i ? ", " : "", o->procs[i].comm, o->procs[i].pid,
+                    (unsigned long long)o->procs[i].samples);
+        if (shown < o->nprocs) fprintf(f, ", +%zu more processes", o->nprocs - shown);
+        fputc(')', f);
+    }
+    fprintf(f, ", %.1f%% with Lua frames, %.1f%% truncated", pct(o->lua, o->samples),
+            pct(o->truncated, o->samples));
+}

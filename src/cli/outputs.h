@@ -1,0 +1,37 @@
+/* cli/outputs: the `-o FILE` set of one run — an aggregated report feeding
+ * every report sink, plus summary counters. record and replay share it. */
+#ifndef SS_CLI_OUTPUTS_H
+#define SS_CLI_OUTPUTS_H
+
+#include "cli/opts.h"
+#include "stacksnap/report.h"
+
+struct ss_pcount {
+    uint32_t pid;
+    char comm[16];
+    uint64_t samples;
+};
+
+struct ss_outputs {
+    struct ss_report *rep;
+    struct ss_report_sink *sinks[SS_MAX_OUTPUTS];
+    int nsinks;
+    /* summary */
+    uint64_t samples, lua, truncated, errors;
+    struct ss_pcount *procs;
+    size_t nprocs, cap;
+};
+
+/* Open every non-capture output of c (fails before any work is done when a
+ * path cannot be written). Returns 0 or an exit status (1/2) after printing. */
+int ss_outputs_open(struct ss_outputs *o, const struct ss_cli *c, uint32_t freq);
+/* Account one walked stack. */
+int ss_outputs_add(struct ss_outputs *o, const struct ss_stack *st);
+/* Write aggregated formats, close everything. Returns 0 or 1 after printing. */
+int ss_outputs_close(struct ss_outputs *o);
+/* Close (if not yet) and free the summary state. */
+void ss_outputs_free(struct ss_outputs *o);
+/* "N samples (comm pid: n, ...), L% with Lua frames, T% truncated" */
+void ss_outputs_summary(const struct ss_outputs *o, FILE *f);
+
+#endif

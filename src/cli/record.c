@@ -1,0 +1,275 @@
+/* cli/record.c: `stacksnap record` — capture, unwind live, write every -o.
+ *
+ * Per sample: unwind (target reads go to the capture writer's hook), write
+ * a process record when the unwinder's view of that process is new or its
+ * mappings changed, then the sample (+ its reads), then account the stack in
+ * the report outputs. SIGINT/SIGTERM end the loop; the outputs are always
+ * completed. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "cli/outputs.h"
+#include "cli/snapout.h"
+#include "stacksnap/capture.h"
+#include "stacksnap/unwind.h"
+
+static volatile sig_atomic_t g_stop; /* cli/ owns process-wide state */
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    g_stop = 1;
+}
+
+struct rec {
+    const struct ss_cli *c;
+    struct ss_capture *cap;
+    struct ss_unwinder *u;
+    struct ss_outputs out;
+    struct ss_snapout *snap; /* NULL without a .snap output */
+    int failed;              /* an output failed: stop */
+};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void on_sample(void *ctx, const struct ss_sample *s)
+{
+    struct rec *r = ctx;
+    struct ss_stack st;
+    int rc = ss_unwind(r->u, s, &st);
+    if (r->snap && ss_snapout_sample(r->snap, r->u, s) < 0) r->failed = 1;
+    if (rc < 0) {
+        r->out.errors++;
+        return; /* process gone before we could look at it */
+    }
+    if (ss_outputs_add(&r->out, &st) < 0) r->failed = 1;
+}
+
+/* Start COMMAND stopped at a pipe read, so it is selected before it runs. */
+static pid_t spawn(char **argv, int *release_fd)
+{
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) < 0) return -errno;
+    pid_t pid = fork();
+    if (pid < 0) {
+        int e = errno;
+        close(p[0]);
+        close(p[1]);
+        return -e;
+    }
+    if (pid == 0) {
+        char b;
+        close(p[1]);
+        if (read(p[0], &b, 1) != 1) _exit(127); /* the profiler gave up before starting us */
+        signal(SIGINT, SIG_DFL);
+        signal(SIGTERM, SIG_DFL);
+        execvp(argv[0], argv);
+        fprintf(stderr, "stacksnap: cannot run '%s': %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    close(p[0]);
+    *release_fd = p[1];
+    return pid;
+}
+
+/* Are the selected targets still around? */
+static int targets_alive(const struct rec *r, pid_t child, int *child_status)
+{
+    const struct ss_cli *c = r->c;
+    if (c->all) return 1;
+    if (child > 0) {
+        int st;
+        pid_t w = waitpid(child, &st, WNOHANG);
+        if (w == child) {
+            *child_status = st;
+            return 0;
+        }
+        return 1;
+    }
+    for (int i = 0; i < c->npids; i++)
+        if (kill(c->pids[i], 0) == 0 || errno == EPERM) return 1;
+    return 0;
+}
+
+static void progress(const struct rec *r, double t0, int final)
+{
+    struct ss_capture_stats cs;
+    ss_capture_stats(r->cap, &cs);
+    double el = now_s() - t0;
+    if (!final) {
+        fprintf(stderr,
+                "\r\033[K[stacksnap] %.1fs  %llu samples  %.0f/s  %llu drops  %llu unwind errors",
+                el, (unsigned long long)r->out.samples, el > 0 ? (double)r->out.samples / el : 0.0,
+                (unsigned long long)cs.dropped, (unsigned long long)r->out.errors);
+        return;
+    }
+    fputs("stacksnap: ", stderr);
+    ss_outputs_summary(&r->out, stderr);
+    fprintf(stderr, ", %llu drops, %llu unwind errors, %.1fs\n", (unsigned long long)cs.dropped,
+            (unsigned long long)r->out.errors, el);
+    if (cs.copy_failed || cs.skipped || r->c->verbose)
+        fprintf(stderr,
+                "stacksnap: stack copies: %llu failed, %llu cut at the end of the stack; "
+                "%llu samples without user registers\n",
+                (unsigned long long)cs.copy_failed, (unsigned long long)cs.copy_partial,
+                (unsigned long long)cs.skipped);
+}
+
+static int print_prog_info(struct ss_capture *cap, FILE *f)
+{
+    struct ss_bpf_prog_info pi;
+    struct ss_err err = {0};
+    if (ss_capture_prog_info(cap, &pi, &err) < 0) {
+        fprintf(stderr, "stacksnap: %s\n", err.msg);
+        return 1;
+    }
+    fprintf(f,
+            "stacksnap: BPF program %s (%s): %u xlated instructions, %u verified, %u "
+            "bytes JITed\n",
+            pi.name, ss_capture_is_compat(cap) ? "compat, perf buffer" : "ring buffer",
+            pi.xlated_insns, pi.verified_insns, pi.jited_bytes);
+    return 0;
+}
+
+int ss_cmd_bpf_info(const struct ss_cli *c)
+{
+    struct ss_capture *cap;
+    struct ss_err err = {0};
+    struct ss_capture_opts o = {
+        .freq_hz = c->freq, .stack_size = c->stack_size, .compat = c->compat};
+    if (ss_capture_open(&cap, &o, &err) < 0) {
+        fprintf(stderr, "stacksnap: %s\n", err.msg);
+        return 1;
+    }
+    int rc = print_prog_info(cap, stdout);
+    ss_capture_close(cap);
+    return rc;
+}
+
+static int setup(struct rec *r, pid_t *child, int *release_fd)
+{
+    const struct ss_cli *c = r->c;
+    struct ss_err err = {0};
+    int rc = ss_outputs_open(&r->out, c, c->freq);
+    if (rc) return rc;
+    for (int i = 0; i < c->nout; i++)
+        if (c->out[i].fmt == SS_REPORT_SNAP && (rc = ss_snapout_open(&r->snap, c, c->out[i].path)))
+            return rc;
+    struct ss_unwinder_opts uo = {0};
+    if (r->snap) ss_snapout_hook(r->snap, &uo);
+    if (ss_unwinder_new(&r->u, &uo, &err) < 0) {
+        fprintf(stderr, "stacksnap: %s\n", err.msg);
+        return 1;
+    }
+    struct ss_capture_opts co = {.freq_hz = c->freq,
+                                 .stack_size = c->stack_size,
+                                 .system_wide = c->all,
+                                 .compat = c->compat,
+                                 .follow_children = c->command != NULL};
+    if (ss_capture_open(&r->cap, &co, &err) < 0) {
+        fprintf(stderr, "stacksnap: %s\n", err.msg);
+        return 1;
+    }
+    if (c->verbose) print_prog_info(r->cap, stderr);
+    for (int i = 0; i < c->npids; i++) {
+        if (kill(c->pids[i], 0) < 0 && errno == ESRCH) {
+            fprintf(stderr, "stacksnap: no such process: %d\n", c->pids[i]);
+            return 2;
+        }
+        if (ss_capture_add_pid(r->cap, c->pids[i], &err) < 0) {
+            fprintf(stderr, "stacksnap: %s\n", err.msg);
+            return 1;
+        }
+    }
+    if (c->command) {
+        *child = spawn(c->command, release_fd);
+        if (*child < 0) {
+            fprintf(stderr, "stacksnap: cannot start '%s': %s\n", c->command[0],
+                    strerror((int)-*child));
+            return 1;
+        }
+        if (ss_capture_add_pid(r->cap, *child, &err) < 0) {
+            fprintf(stderr, "stacksnap: %s\n", err.msg);
+            return 1;
+        }
+    }
+    if (ss_capture_start(r->cap, &err) < 0) {
+        fprintf(stderr, "stacksnap: %s\n", err.msg);
+        return 1;
+    }
+    return 0;
+}
+
+static void finish_child(pid_t child, int release_fd, int *status)
+{
+    if (child <= 0) return;
+    if (release_fd >= 0) close(release_fd); /* a child still waiting exits 127 */
+    if (*status == -1) {
+        kill(child, SIGTERM);
+        waitpid(child, status, 0);
+    }
+}
+
+int ss_cmd_record(const struct ss_cli *c)
+{
+    struct rec r = {.c = c};
+    pid_t child = 0;
+    int release_fd = -1, status = -1;
+    struct sigaction sa = {.sa_handler = on_signal};
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+
+    int rc = setup(&r, &child, &release_fd);
+    double t0 = now_s(), last_progress = t0;
+    if (rc == 0 && release_fd >= 0) {
+        if (write(release_fd, "g", 1) != 1) rc = 1;
+        close(release_fd);
+        release_fd = -1;
+    }
+    int tty = isatty(STDERR_FILENO);
+    while (rc == 0 && !g_stop && !r.failed) {
+        int n = ss_capture_poll(r.cap, 100, on_sample, &r);
+        if (n < 0) {
+            fprintf(stderr, "stacksnap: polling the capture buffer: %s\n", strerror(-n));
+            rc = 1;
+            break;
+        }
+        double t = now_s();
+        if (c->duration > 0 && t - t0 >= c->duration) break;
+        if (!targets_alive(&r, child, &status)) break;
+        if (tty && t - last_progress >= 0.5) {
+            progress(&r, t0, 0);
+            last_progress = t;
+        }
+    }
+    if (r.cap) {
+        ss_capture_stop(r.cap);
+        while (ss_capture_poll(r.cap, 0, on_sample, &r) > 0 && !r.failed)
+            ;
+    }
+    if (tty && r.cap && rc == 0) fputs("\r\033[K", stderr);
+    if (r.failed) rc = 1;
+    if (r.snap && ss_snapout_close(r.snap, r.cap, r.u) < 0) rc = 1;
+    if (ss_outputs_close(&r.out)) rc = 1;
+    if (r.cap && (rc == 0 || r.out.samples)) progress(&r, t0, 1);
+    finish_child(child, release_fd, &status);
+    ss_outputs_free(&r.out);
+    ss_unwinder_free(r.u);
+    ss_capture_close(r.cap);
+    if (rc == 0 && child > 0 && status != -1) /* record returns the command's status */
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    return rc;
+}

@@ -1,0 +1,201 @@
+/* cli/snapout.c: write what record saw into a capture file. */
+#include "cli/snapout.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "process/process.h"
+#include "stacksnap/snapfile.h"
+#include "stacksnap/version.h"
+
+struct pgen {
+    uint32_t pid;
+    uint64_t generation;
+};
+
+struct ss_snapout {
+    struct ss_snap_writer *w;
+    const char *path;
+    int bundle;
+    struct pgen *known;
+    size_t nknown, cap;
+    /* mappings gathered for one process record */
+    struct ss_snap_mapping *maps;
+    size_t nmaps, mcap;
+    uint32_t pid;
+    int failed;
+};
+
+static void rec_read(void *ctx, uint32_t pid, uint64_t addr, const void *data, size_t len, int err)
+{
+    (void)pid;
+    struct ss_snapout *so = ctx;
+    ss_snap_record_read(so->w, addr, data, len, err);
+}
+
+int ss_snapout_open(struct ss_snapout **out, const struct ss_cli *c, const char *path)
+{
+    struct ss_snapout *so = calloc(1, sizeof(*so));
+    if (!so) return 1;
+    struct ss_snap_header h;
+    ss_snap_header_init(&h);
+    snprintf(h.tool_version, sizeof(h.tool_version), "%s", SS_VERSION);
+    h.stack_size = c->stack_size;
+    h.freq_hz = c->freq;
+    h.flags = (c->bundle ? SS_SNAP_HDR_BUNDLE : 0) | (c->kernel ? SS_SNAP_HDR_KERNEL : 0);
+    char cmd[1024] = "";
+    for (char **a = c->command; a && *a; a++)
+        snprintf(cmd + strlen(cmd), sizeof(cmd) - strlen(cmd), "%s%s", a == c->command ? "" : " ",
+                 *a);
+    h.command = cmd;
+    struct ss_err err = {0};
+    if (ss_snap_create(&so->w, path, &h, &err) < 0) {
+        fprintf(stderr, "stacksnap: %s\n", err.msg);
+        free(so);
+        return 1;
+    }
+    so->path = path;
+    so->bundle = c->bundle;
+    *out = so;
+    return 0;
+}
+
+void ss_snapout_hook(struct ss_snapout *so, struct ss_unwinder_opts *uo)
+{
+    uo->record = rec_read;
+    uo->record_ctx = so;
+}
+
+static void add_map(void *ctx, const struct ss_map_desc *m)
+{
+    struct ss_snapout *so = ctx;
+    if (so->nmaps == so->mcap) {
+        size_t cap = so->mcap ? so->mcap * 2 : 64;
+        struct ss_snap_mapping *n = realloc(so->maps, cap * sizeof(*n));
+        if (!n) {
+            so->failed = 1;
+            return;
+        }
+        so->maps = n;
+        so->mcap = cap;
+    }
+    struct ss_snap_mapping *o = &so->maps[so->nmaps++];
+    memset(o, 0, sizeof(*o));
+    o->start = m->start;
+    o->end = m->end;
+    o->offset = m->offset;
+    o->prot = ((m->prot & SS_MAP_R) ? SS_SNAP_PROT_READ : 0) |
+              ((m->prot & SS_MAP_W) ? SS_SNAP_PROT_WRITE : 0) |
+              ((m->prot & SS_MAP_X) ? SS_SNAP_PROT_EXEC : 0) |
+              ((m->prot & SS_MAP_SHARED) ? SS_SNAP_MAP_SHARED : 0);
+    o->dev_major = m->dev_major;
+    o->dev_minor = m->dev_minor;
+    o->inode = m->inode;
+    o->build_id_len = m->build_id_len;
+    memcpy(o->build_id, m->build_id, m->build_id_len);
+    o->path = m->path;
+}
+
+/* Bundle the file behind every mapping that has a build-id (once each). */
+static void bundle_files(struct ss_snapout *so, uint32_t pid)
+{
+    for (size_t i = 0; i < so->nmaps; i++) {
+        const struct ss_snap_mapping *m = &so->maps[i];
+        if (!m->build_id_len || m->path[0] != '/' ||
+            ss_snap_has_bundle(so->w, m->build_id, m->build_id_len, SS_SNAP_BUNDLE_MAPPED))
+            continue;
+        char open_path[96];
+        snprintf(open_path, sizeof(open_path), "/proc/%u/map_files/%" PRIx64 "-%" PRIx64, pid,
+                 m->start, m->end);
+        struct ss_err err = {0};
+        if (ss_snap_write_bundle(so->w, open_path, m->path, SS_SNAP_BUNDLE_MAPPED, m->build_id,
+                                 m->build_id_len, &err) < 0)
+            fprintf(stderr, "stacksnap: bundle %s: %s\n", m->path, err.msg);
+    }
+}
+
+static struct pgen *known(struct ss_snapout *so, uint32_t pid)
+{
+    for (size_t i = 0; i < so->nknown; i++)
+        if (so->known[i].pid == pid) return &so->known[i];
+    if (so->nknown == so->cap) {
+        size_t cap = so->cap ? so->cap * 2 : 16;
+        struct pgen *n = realloc(so->known, cap * sizeof(*n));
+        if (!n) return NULL;
+        so->known = n;
+        so->cap = cap;
+    }
+    struct pgen *g = &so->known[so->nknown++];
+    g->pid = pid;
+    g->generation = UINT64_MAX;
+    return g;
+}
+
+int ss_snapout_sample(struct ss_snapout *so, struct ss_unwinder *u, const struct ss_sample *s)
+{
+    struct ss_err err = {0};
+    struct ss_unwinder_pdesc pd;
+    struct pgen *g = known(so, s->pid);
+    if (!g) return -ENOMEM;
+    if (ss_unwinder_describe(u, s->pid, &pd, NULL, NULL) == 0 && pd.generation != g->generation) {
+        so->nmaps = 0;
+        ss_unwinder_describe(u, s->pid, &pd, add_map, so);
+        char exe_link[64], exe[4096] = "";
+        snprintf(exe_link, sizeof(exe_link), "/proc/%u/exe", s->pid);
+        ssize_t n = readlink(exe_link, exe, sizeof(exe) - 1);
+        exe[n > 0 ? n : 0] = 0;
+        struct ss_snap_process p = {
+            .pid = s->pid,
+            .reason = g->generation == UINT64_MAX ? SS_SNAP_PROC_NEW : SS_SNAP_PROC_MAPS,
+            .time_ns = s->time_ns,
+            .comm = pd.comm,
+            .exe = exe,
+            .nmaps = (uint32_t)so->nmaps,
+            .maps = so->maps,
+        };
+        if (so->bundle) /* files first: replay resolves them when the process arrives */
+            bundle_files(so, s->pid);
+        if (so->failed || ss_snap_write_process(so->w, &p, &err) < 0) goto fail;
+        g->generation = pd.generation;
+    }
+    if (ss_snap_write_sample(so->w, s, NULL, &err) < 0) goto fail;
+    return 0;
+fail:
+    fprintf(stderr, "stacksnap: %s: %s\n", so->path, err.msg[0] ? err.msg : "out of memory");
+    return -1;
+}
+
+int ss_snapout_close(struct ss_snapout *so, struct ss_capture *cap, struct ss_unwinder *u)
+{
+    struct ss_err err = {0};
+    struct ss_snap_counter c[6 + SS_TRUNC_ERROR + 2];
+    uint32_t n = 0;
+    if (cap) {
+        struct ss_capture_stats cs;
+        ss_capture_stats(cap, &cs);
+        n = ss_snap_capture_counters(&cs, c);
+    }
+    char names[SS_TRUNC_ERROR + 1][48];
+    if (u) {
+        struct ss_unwinder_stats us;
+        ss_unwinder_stats(u, &us);
+        c[n++] = (struct ss_snap_counter){"unwind.errors", us.errors};
+        for (int t = 0; t <= SS_TRUNC_ERROR; t++) {
+            snprintf(names[t], sizeof(names[t]), "unwind.%s", ss_trunc_str(t));
+            c[n++] = (struct ss_snap_counter){names[t], us.trunc[t]};
+        }
+    }
+    int rc = ss_snap_write_counters(so->w, 0, c, n, &err);
+    if (ss_snap_close(so->w, &err) < 0 || rc < 0) {
+        fprintf(stderr, "stacksnap: %s\n", err.msg);
+        rc = -1;
+    }
+    free(so->known);
+    free(so->maps);
+    free(so);
+    return rc;
+}

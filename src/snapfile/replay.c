@@ -1,0 +1,291 @@
+/* snapfile/replay.c: drive an offline unwinder from a capture file
+ * (include/stacksnap/replay.h). Owns the bundle store and the file resolver:
+ * bundle → --symfs → recorded path, each accepted only on a build-id match. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "process/process.h"
+#include "snapfile/target.h"
+#include "snapfile/writer.h"
+#include "stacksnap/replay.h"
+
+struct bundle {
+    uint8_t id[SS_SNAP_BUILD_ID_MAX];
+    uint8_t id_len;
+    int fd; /* memfd with the file's bytes */
+};
+
+struct counter {
+    char *name;
+    uint64_t value;
+};
+
+struct ss_replay {
+    struct ss_replay_opts o;
+    char *symfs;
+    struct ss_snap_reader *rd;
+    struct ss_unwinder *u;
+    struct ss_snap_replay target;
+    struct bundle *bundles;
+    size_t nbundles;
+    struct counter *counters;
+    size_t ncounters;
+    struct ss_map_desc *maps; /* scratch for process records */
+    size_t mcap;
+    ss_replay_msg_fn msg;
+    void *ctx;
+};
+
+int ss_replay_open(struct ss_replay **out, const char *path, const struct ss_replay_opts *o,
+                   struct ss_err *err)
+{
+    struct ss_replay *r = calloc(1, sizeof(*r));
+    if (!r) return -ENOMEM;
+    if (o) r->o = *o;
+    int rc = ss_snap_open(&r->rd, path, err);
+    if (rc < 0) {
+        free(r);
+        return rc;
+    }
+    if (r->o.symfs && !(r->symfs = strdup(r->o.symfs))) {
+        ss_replay_close(r);
+        return -ENOMEM;
+    }
+    *out = r;
+    return 0;
+}
+
+const struct ss_snap_header *ss_replay_header(const struct ss_replay *r)
+{
+    return ss_snap_get_header(r->rd);
+}
+
+struct ss_unwinder *ss_replay_unwinder(struct ss_replay *r)
+{
+    return r->u;
+}
+
+static void say(struct ss_replay *r, const char *fmt, const char *a, const char *b)
+{
+    if (!r->msg) return;
+    char line[512];
+    snprintf(line, sizeof(line), fmt, a, b);
+    r->msg(r->ctx, line);
+}
+
+/* 1 when fd holds an ELF file whose build-id is id (or id_len is 0). */
+static int id_matches(int fd, const uint8_t *id, uint8_t id_len)
+{
+    if (!id_len) return 1;
+    struct stat st;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size == 0) return 0;
+    void *img = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (img == MAP_FAILED) return 0;
+    uint8_t got[SS_SNAP_BUILD_ID_MAX], got_len = 0;
+    int ok = snap_elf_build_id(img, (size_t)st.st_size, got, &got_len) == 1 && got_len == id_len &&
+             !memcmp(got, id, id_len);
+    munmap(img, (size_t)st.st_size);
+    return ok;
+}
+
+static int try_path(const char *path, const struct ss_map_desc *m)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -errno;
+    if (id_matches(fd, m->build_id, m->build_id_len)) return fd;
+    close(fd);
+    return -ESTALE;
+}
+
+/* ss_proc_resolve_fn: bundle, then --symfs, then the recorded path. */
+static int resolve(void *ctx, const struct ss_map_desc *m)
+{
+    struct ss_replay *r = ctx;
+    for (size_t i = 0; m->build_id_len && i < r->nbundles; i++)
+        if (r->bundles[i].id_len == m->build_id_len &&
+            !memcmp(r->bundles[i].id, m->build_id, m->build_id_len)) {
+            int fd = fcntl(r->bundles[i].fd, F_DUPFD_CLOEXEC, 0);
+            if (fd >= 0) lseek(fd, 0, SEEK_SET);
+            return fd >= 0 ? fd : -errno;
+        }
+    if (m->path[0] != '/') return -ENOENT;
+    int fd = -ENOENT;
+    if (r->symfs) {
+        char p[4096];
+        snprintf(p, sizeof(p), "%s%s", r->symfs, m->path);
+        fd = try_path(p, m);
+    }
+    if (fd < 0) fd = try_path(m->path, m);
+    if (fd == -ESTALE)
+        say(r, "%s: build-id differs from the recorded one, not used%s", m->path, "");
+    return fd;
+}
+
+static int add_bundle(struct ss_replay *r, const struct ss_snap_bundle *b)
+{
+    if (b->kind != SS_SNAP_BUNDLE_MAPPED) return 0; /* separate debug files: not used yet */
+    size_t len;
+    uint8_t *data = ss_snap_take_bundle(r->rd, &len);
+    if (!data) return -ENOMEM;
+    int fd = memfd_create("stacksnap-bundle", MFD_CLOEXEC);
+    int rc = fd < 0 ? -errno : 0;
+    for (size_t off = 0; rc == 0 && off < len;) {
+        ssize_t w = write(fd, data + off, len - off);
+        if (w <= 0)
+            rc = -errno;
+        else
+            off += (size_t)w;
+    }
+    free(data);
+    struct bundle *nb = rc ? NULL : realloc(r->bundles, (r->nbundles + 1) * sizeof(*nb));
+    if (!nb) {
+        if (fd >= 0) close(fd);
+        return rc ? rc : -ENOMEM;
+    }
+    r->bundles = nb;
+    struct bundle *e = &nb[r->nbundles++];
+    memcpy(e->id, b->build_id, b->build_id_len);
+    e->id_len = b->build_id_len;
+    e->fd = fd;
+    return 0;
+}
+
+static int add_process(struct ss_replay *r, const struct ss_snap_process *p, struct ss_err *err)
+{
+    if (p->nmaps > r->mcap) {
+        struct ss_map_desc *n = realloc(r->maps, p->nmaps * sizeof(*n));
+        if (!n) return -ENOMEM;
+        r->maps = n;
+        r->mcap = p->nmaps;
+    }
+    for (uint32_t i = 0; i < p->nmaps; i++) {
+        const struct ss_snap_mapping *s = &p->maps[i];
+        struct ss_map_desc *d = &r->maps[i];
+        memset(d, 0, sizeof(*d));
+        d->start = s->start;
+        d->end = s->end;
+        d->offset = s->offset;
+        d->inode = s->inode;
+        d->dev_major = s->dev_major;
+        d->dev_minor = s->dev_minor;
+        d->prot = ((s->prot & SS_SNAP_PROT_READ) ? SS_MAP_R : 0) |
+                  ((s->prot & SS_SNAP_PROT_WRITE) ? SS_MAP_W : 0) |
+                  ((s->prot & SS_SNAP_PROT_EXEC) ? SS_MAP_X : 0) |
+                  ((s->prot & SS_SNAP_MAP_SHARED) ? SS_MAP_SHARED : 0);
+        d->path = s->path;
+        d->build_id_len = s->build_id_len <= sizeof(d->build_id) ? s->build_id_len : 0;
+        memcpy(d->build_id, s->build_id, d->build_id_len);
+    }
+    return ss_unwinder_add_process(r->u, p->pid, p->comm, r->maps, p->nmaps, resolve, r, err);
+}
+
+static void set_counters(struct ss_replay *r, const struct ss_snap_counters *k)
+{
+    for (uint32_t i = 0; i < k->n; i++) {
+        size_t j = 0;
+        while (j < r->ncounters && strcmp(r->counters[j].name, k->items[i].name))
+            j++;
+        if (j == r->ncounters) {
+            struct counter *n = realloc(r->counters, (j + 1) * sizeof(*n));
+            if (!n || !(n[j].name = strdup(k->items[i].name))) {
+                if (n) r->counters = n;
+                return;
+            }
+            r->counters = n;
+            r->ncounters++;
+        }
+        r->counters[j].value = k->items[i].value;
+    }
+}
+
+uint64_t ss_replay_counter(const struct ss_replay *r, const char *name)
+{
+    for (size_t j = 0; j < r->ncounters; j++)
+        if (!strcmp(r->counters[j].name, name)) return r->counters[j].value;
+    return 0;
+}
+
+static void reset(struct ss_replay *r)
+{
+    ss_unwinder_free(r->u);
+    r->u = NULL;
+    for (size_t i = 0; i < r->nbundles; i++)
+        close(r->bundles[i].fd);
+    free(r->bundles);
+    r->bundles = NULL;
+    r->nbundles = 0;
+    for (size_t j = 0; j < r->ncounters; j++)
+        free(r->counters[j].name);
+    free(r->counters);
+    r->counters = NULL;
+    r->ncounters = 0;
+}
+
+int ss_replay_run(struct ss_replay *r, ss_replay_stack_fn fn, ss_replay_msg_fn msg, void *ctx,
+                  struct ss_err *err)
+{
+    if (r->u) { /* a second run starts from a clean unwinder */
+        reset(r);
+        int rc = ss_snap_rewind(r->rd, err);
+        if (rc < 0) return rc;
+    }
+    r->msg = msg;
+    r->ctx = ctx;
+    struct ss_unwinder_opts uo = {
+        .offline = true, .max_frames = r->o.max_frames, .native_mode = r->o.native_mode};
+    int rc = ss_unwinder_new(&r->u, &uo, err);
+    struct ss_snap_record rec;
+    char line[512];
+    while (rc == 0 && (rc = ss_snap_next(r->rd, &rec, err)) == 1) {
+        rc = 0;
+        struct ss_err perr = {0};
+        switch (rec.type) {
+        case SS_SNAP_PROCESS:
+            if (add_process(r, &rec.process, &perr) < 0)
+                say(r, "%s%s", perr.msg[0] ? perr.msg : "process record: out of memory", "");
+            break;
+        case SS_SNAP_BUNDLE:
+            if (add_bundle(r, &rec.bundle) < 0)
+                say(r, "bundle %s: cannot keep it in memory%s", rec.bundle.path, "");
+            break;
+        case SS_SNAP_COUNTERS:
+            set_counters(r, &rec.counters);
+            break;
+        case SS_SNAP_SAMPLE: {
+            struct ss_stack st;
+            ss_snap_replay_set(&r->target, &rec.sample);
+            ss_unwinder_set_target(r->u, rec.sample.s.pid, &ss_snap_target_replay, &r->target);
+            if (ss_unwind(r->u, &rec.sample.s, &st) == 0 && fn) rc = fn(ctx, &st);
+            break;
+        }
+        case SS_SNAP_CORRUPT:
+        case SS_SNAP_TRUNCATED:
+            say(r, "%s%s", ss_snap_event_str(r->rd, &rec, line, sizeof(line)), "");
+            break;
+        default:
+            break;
+        }
+    }
+    return rc;
+}
+
+void ss_replay_stats(const struct ss_replay *r, struct ss_snap_stats *st)
+{
+    ss_snap_reader_stats(r->rd, st);
+}
+
+void ss_replay_close(struct ss_replay *r)
+{
+    if (!r) return;
+    reset(r);
+    ss_snap_close_reader(r->rd);
+    free(r->maps);
+    free(r->symfs);
+    free(r);
+}
