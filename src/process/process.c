@@ -136,15 +136,35 @@ static bool same_file(const struct ss_map_desc *a, const struct ss_map_desc *b)
            !strcmp(a->path, b->path);
 }
 
-static void set_ranges(struct ss_mapping *mp)
+/* Does bias b place the mapping's file bytes where a segment wants them? */
+static bool bias_fits(const struct ss_elf *e, const struct ss_map_desc *d, int64_t b)
+{
+    uint64_t v = d->start - (uint64_t)b;
+    for (unsigned i = 0; i < e->nload; i++) {
+        const struct ss_elf_seg *s = &e->load[i];
+        if (v >= (s->vaddr & ~0xfffull) && v < s->vaddr + s->memsz &&
+            v - s->vaddr == d->offset - s->offset)
+            return true;
+    }
+    return false;
+}
+
+/* prev_bias: the bias of an earlier mapping of the same file (a file page
+ * shared by two segments is mapped twice, once per segment: the earlier
+ * mapping says which segment this one is), or INT64_MIN. */
+static void set_ranges(struct ss_mapping *mp, int64_t prev_bias)
 {
     struct ss_elf *e = mp->elf;
     const struct ss_map_desc *d = &mp->d;
     uint64_t len = d->end - d->start;
-    const struct ss_elf_seg *seg = ss_elf_seg_for_offset(e, d->offset, len);
-    if (!seg && e->nload) seg = &e->load[0];
-    mp->bias = seg ? (int64_t)(d->start - d->offset + seg->offset - seg->vaddr)
-                   : (int64_t)(d->start - d->offset);
+    if (prev_bias != INT64_MIN && bias_fits(e, d, prev_bias)) {
+        mp->bias = prev_bias;
+    } else {
+        const struct ss_elf_seg *seg = ss_elf_seg_for_offset(e, d->offset, len);
+        if (!seg && e->nload) seg = &e->load[0];
+        mp->bias = seg ? (int64_t)(d->start - d->offset + seg->offset - seg->vaddr)
+                       : (int64_t)(d->start - d->offset);
+    }
     if ((d->prot & SS_MAP_W) || d->offset >= e->size) return;
     uint64_t lo = d->start, hi = d->start + (len < e->size - d->offset ? len : e->size - d->offset);
     if (e->relro_memsz) { /* RELRO pages were written before mprotect */
@@ -196,7 +216,13 @@ static void resolve_all(struct ss_proc *p, struct ss_mapping *v, size_t n,
             mp->d.build_id_len = e->build_id_len;
             memcpy(mp->d.build_id, e->build_id, e->build_id_len);
         }
-        set_ranges(mp);
+        int64_t prev_bias = INT64_MIN;
+        for (size_t j = i; j-- > 0;)
+            if (v[j].elf == e && same_file(&v[j].d, &mp->d)) {
+                prev_bias = v[j].bias;
+                break;
+            }
+        set_ranges(mp, prev_bias);
     }
 }
 

@@ -1,8 +1,6 @@
 /* symbolize/symbolize.c: native frame names through the process view and
- * the files' symbol tables, a per-process address cache, and frame text. */
+ * the files' symbol tables and a per-process address cache. */
 #include <errno.h>
-#include <inttypes.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -67,24 +65,4 @@ void ss_symbolize_native(struct ss_symcache *c, struct ss_strpool *pool, struct 
         e->gen = gen;
     }
     *out = e->f;
-}
-
-int ss_frame_text(const struct ss_frame *f, char *buf, size_t n)
-{
-    switch (f->kind) {
-    case SS_FRAME_LUA:
-        return snprintf(buf, n, "%s (%s:%" PRIu32 ")", f->name ? f->name : "anonymous",
-                        f->module ? f->module : "?", f->line);
-    case SS_FRAME_KERNEL:
-        return snprintf(buf, n, "%s_[k]", f->name ? f->name : "[unknown]");
-    case SS_FRAME_PSEUDO:
-        return snprintf(buf, n, "%s", f->name ? f->name : "[unknown]");
-    default:
-        if (f->name) return snprintf(buf, n, "%s", f->name);
-        if (f->module) {
-            const char *base = strrchr(f->module, '/');
-            return snprintf(buf, n, "%s+0x%" PRIx64, base ? base + 1 : f->module, f->offset);
-        }
-        return snprintf(buf, n, "[unknown]");
-    }
 }

@@ -1,9 +1,10 @@
-/* symbolize/: native frame names and frame text.
+/* symbolize/: native frame names.
  *
  * A native frame gets the name of the function symbol that contains it, or
  * none (the text is then MODULE+0xOFFSET: module basename and file offset,
  * DESIGN.md "Frame text"). Strings are interned in an ss_strpool so frames
- * stay valid after the files and processes they came from are gone. A
+ * stay valid after the files and processes they came from are gone (the
+ * frame text itself is report/'s ss_frame_text). A
  * per-process direct-mapped cache keyed by address makes repeated addresses
  * cost one lookup. */
 #ifndef SS_SYMBOLIZE_H
@@ -30,14 +31,11 @@ int ss_symcache_new(struct ss_symcache **out);
 void ss_symcache_free(struct ss_symcache *c);
 
 /* Fill out (kind, addr, offset, name, module, build-id) for native address
- * ip of proc; exact = ip is not a return address (names are looked up at
- * ip - 1 otherwise, so a call at the end of a function names its caller). */
+ * ip of proc; exact = ip is not a return address (the leaf, a frame below a
+ * signal frame, or the signal trampoline itself, which the kernel "returns"
+ * to at its first byte). Other addresses are looked up at ip - 1, so a call
+ * at the very end of a function names the calling function. */
 void ss_symbolize_native(struct ss_symcache *c, struct ss_strpool *pool, struct ss_proc *proc,
                          uint64_t ip, bool exact, struct ss_frame *out);
-
-/* Frame text as DESIGN.md defines it: native "name" or "MODULE+0xOFFSET"
- * ("[unknown]" without a module), Lua "NAME (CHUNK:LINE)", kernel "name_[k]".
- * Returns the length snprintf would write. */
-int ss_frame_text(const struct ss_frame *f, char *buf, size_t n);
 
 #endif

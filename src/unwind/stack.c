@@ -234,7 +234,7 @@ int ss_unwind(struct ss_unwinder *u, const struct ss_sample *s, struct ss_stack 
     out->frames = u->out;
     for (unsigned i = 0; i < nn; i++)
         ss_symbolize_native(up->syms, u->strs, up->proc, ss_nf_ip(&nf[i]),
-                            (nf[i].flags & SS_NF_EXACT) != 0, &u->out[i]);
+                            (nf[i].flags & (SS_NF_EXACT | SS_NF_SIGNAL)) != 0, &u->out[i]);
     out->nframes = nn;
     out->trunc = (uint8_t)why;
     u->st.frames += nn;

@@ -1,0 +1,32 @@
+# Native unwinding (issue 3): ELF/process/memory unit tests and ground-truth
+# chains of C workloads sampled with the real BPF capture.
+
+# The workloads: -O2 without frame pointers and without sanitizers (their
+# stacks are the subject), one PIE and one non-PIE build.
+set(NW_SOURCES ${CMAKE_SOURCE_DIR}/test/native/workload.c ${CMAKE_SOURCE_DIR}/test/native/df.c)
+set_source_files_properties(${CMAKE_SOURCE_DIR}/test/native/df.c PROPERTIES COMPILE_OPTIONS
+  "-fno-asynchronous-unwind-tables;-fno-unwind-tables;-g")
+foreach(v pie nopie)
+  add_executable(native_workload_${v} ${NW_SOURCES})
+  target_compile_options(native_workload_${v} PRIVATE -O2 -fomit-frame-pointer -fno-sanitize=all)
+  target_link_options(native_workload_${v} PRIVATE -fno-sanitize=all)
+  target_link_libraries(native_workload_${v} PRIVATE dl pthread)
+endforeach()
+target_compile_options(native_workload_pie PRIVATE -fPIE)
+target_link_options(native_workload_pie PRIVATE -pie)
+target_compile_options(native_workload_nopie PRIVATE -fno-pie)
+target_link_options(native_workload_nopie PRIVATE -no-pie)
+
+add_library(native_dl SHARED ${CMAKE_SOURCE_DIR}/test/native/dl_lib.c)
+target_compile_options(native_dl PRIVATE -O2 -fomit-frame-pointer -fno-sanitize=all)
+target_link_options(native_dl PRIVATE -fno-sanitize=all)
+set_target_properties(native_dl PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR})
+
+set(NW_HARNESS ${CMAKE_SOURCE_DIR}/test/native/harness.c)
+ss_add_test(native_truth_test SOURCES ${CMAKE_SOURCE_DIR}/test/native/truth_test.c ${NW_HARNESS}
+  LABELS native TIMEOUT 300)
+add_dependencies(native_truth_test native_workload_pie native_workload_nopie native_dl)
+
+ss_add_test(native_elf_test SOURCES ${CMAKE_SOURCE_DIR}/test/native/elf_test.c
+  LABELS native TIMEOUT 120)
+add_dependencies(native_elf_test native_workload_pie native_workload_nopie)
