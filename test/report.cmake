@@ -1,16 +1,12 @@
-# Report writers (src/report/): tests on hand-made stacks.
-set(SS_REPORT_FX ${CMAKE_SOURCE_DIR}/test/report/fixture.c)
-ss_add_test(report_folded SOURCES ${CMAKE_SOURCE_DIR}/test/report/folded.c ${SS_REPORT_FX}
-  LABELS report TIMEOUT 120)
-target_include_directories(report_folded PRIVATE ${CMAKE_SOURCE_DIR}/test/report)
-ss_add_test(report_pprof SOURCES ${CMAKE_SOURCE_DIR}/test/report/pprof.c ${SS_REPORT_FX}
-  LABELS report TIMEOUT 180)
-target_include_directories(report_pprof PRIVATE ${CMAKE_SOURCE_DIR}/test/report)
-ss_add_test(report_perf SOURCES ${CMAKE_SOURCE_DIR}/test/report/perf.c ${SS_REPORT_FX}
-  LABELS report TIMEOUT 120)
-target_include_directories(report_perf PRIVATE ${CMAKE_SOURCE_DIR}/test/report)
+# Report writers (src/report/): tests on the hand-made corpus of
+# test/report/fixture.c. pprof needs golang-go, svg needs chromium,
+# libxml2-utils and libpng (all in scripts/dev's PKGS).
+set(SS_REPORT_TESTS folded top output perf pprof svg)
+foreach(t ${SS_REPORT_TESTS})
+  ss_add_test(report_${t}
+    SOURCES ${CMAKE_SOURCE_DIR}/test/report/${t}.c ${CMAKE_SOURCE_DIR}/test/report/fixture.c
+    LABELS report TIMEOUT 300)
+  target_include_directories(report_${t} PRIVATE ${CMAKE_SOURCE_DIR}/test/report)
+endforeach()
 pkg_check_modules(SS_PNG REQUIRED IMPORTED_TARGET libpng)
-ss_add_test(report_svg SOURCES ${CMAKE_SOURCE_DIR}/test/report/svg.c ${SS_REPORT_FX}
-  LABELS report TIMEOUT 300)
-target_include_directories(report_svg PRIVATE ${CMAKE_SOURCE_DIR}/test/report)
 target_link_libraries(report_svg PRIVATE PkgConfig::SS_PNG)
