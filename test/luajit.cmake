@@ -6,3 +6,10 @@ ss_add_test(luajit_garbage SOURCES ${LJT_DIR}/test_garbage.c ${LJT_DIR}/ljtest.c
 foreach(t luajit_detect luajit_walk luajit_garbage)
   target_include_directories(${t} PRIVATE ${LJT_DIR})
 endforeach()
+# C host embedding libluajit-5.1 (Debian) for the nested-entry test.
+pkg_check_modules(LUAJIT REQUIRED IMPORTED_TARGET luajit)
+add_executable(lj_host ${LJT_DIR}/lj_host.c)
+target_link_libraries(lj_host PRIVATE PkgConfig::LUAJIT)
+ss_add_test(luajit_host SOURCES ${LJT_DIR}/test_host.c ${LJT_DIR}/ljtest.c LABELS luajit TIMEOUT 120)
+target_include_directories(luajit_host PRIVATE ${LJT_DIR})
+add_dependencies(luajit_host lj_host)

@@ -127,6 +127,7 @@ int ljt_perf_open(struct ljt_perf **out, pid_t pid, unsigned freq, unsigned stac
     a.sample_stack_user = stack_bytes;
     a.exclude_kernel = 1;
     a.exclude_hv = 1;
+    a.wakeup_events = 1;
     a.inherit = 0;
     int fd = (int)syscall(SYS_perf_event_open, &a, pid, -1, -1, PERF_FLAG_FD_CLOEXEC);
     if (fd < 0) return -errno;

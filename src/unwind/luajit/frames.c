@@ -195,6 +195,7 @@ static int resolve(struct ss_lj_runtime *rt, struct ss_mem *m, struct lj_walk *w
             goto out;
         }
         wf->ffid = hb[i][lay->fn_ffid];
+        wf->fnpc = lj_ref(lay, hb[i] + lay->fn_pc);
         if (wf->ffid == 0) {
             uint64_t pc = lj_ref(lay, hb[i] + lay->fn_pc);
             if (pc < lay->pt_size + 4096) continue;
@@ -321,7 +322,8 @@ static int walk_once(struct ss_lj_runtime *rt, struct ss_mem *m, const struct lj
     uint64_t shi = stack + ssize * 8;
     rt->lstack[(st->L >> 4) % LJ_LSTACK_SLOTS] = (struct lj_lstack){st->L, stack};
     /* the sampled VM entry is the thread's newest cframe */
-    if (st->top && (lj_u64(Lb + lay->L_cframe) & ~(uint64_t)3) != st->cframe) return -EINVAL;
+    if ((st->top || st->newest) && (lj_u64(Lb + lay->L_cframe) & ~(uint64_t)3) != st->cframe)
+        return -ESTALE;
     uint64_t base = 0;
     if (st->top && st->base > stack + 8 && st->base < shi && !(st->base & 7))
         base = st->base;
@@ -358,7 +360,16 @@ static int walk_once(struct ss_lj_runtime *rt, struct ss_mem *m, const struct lj
     read_cframe(rt, m, lj_u64(Lb + lay->L_cframe) & ~(uint64_t)3, &cf[0]);
     if ((rc = chain(rt, m, s, stack, base, st->L, cf, &ncf, w))) return rc;
     if ((rc = resolve(rt, m, w))) return rc;
-    return frame_pcs(rt, st, cf, w, s);
+    if ((rc = frame_pcs(rt, st, cf, w, s))) return rc;
+    /* A C function or helper on top (not the sampled leaf): the PC register
+     * recovered at the VM frame must fit the frame at L->base, else the
+     * thread moved on since the sample (live reads are not atomic). */
+    if (!st->top && st->newest && st->pc && w->n) {
+        const struct lj_wframe *t = &w->f[0];
+        bool ok = t->ffid == 0 ? pc_in(rt, t, st->pc) : st->pc == t->fnpc + 4;
+        if (!ok) return -ESTALE;
+    }
+    return 0;
 }
 
 int ss_lj_walk_thread(struct ss_lj_runtime *rt, struct ss_mem *m, const struct lj_start *st,

@@ -182,6 +182,7 @@ struct lj_wframe {
     int64_t ftsz;   /* link: return pc or delta|type */
     uint64_t pt;    /* prototype for Lua functions, else 0 */
     uint64_t pc;    /* current pc inside this frame (next instruction), 0 unknown */
+    uint64_t fnpc;  /* GCfunc pc field (C/fast functions: their bytecode stub) */
     uint8_t ffid;
     uint8_t seg; /* segment (cframe index) this frame belongs to */
     struct lj_proto *proto;
@@ -200,6 +201,7 @@ struct lj_start {
     uint64_t L;
     uint64_t cframe;   /* this VM frame's cframe (CFA - cfa_off) */
     bool top;          /* VM frame is the sampled leaf: base/pc are live registers */
+    bool newest;       /* newest VM entry of this thread on the sampled stack */
     uint64_t base, pc; /* rdx/rbx when top; pc = recovered rbx otherwise (0 unknown) */
     uint64_t dispatch; /* r14 (0 unknown) */
 };

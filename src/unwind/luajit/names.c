@@ -246,6 +246,18 @@ static const char *call_name(struct ss_lj_runtime *rt, struct ss_mem *m, struct 
     return name;
 }
 
+/* Name of argument slot A + delta of the call at pos (not cached: rare). */
+static const char *arg_name(struct ss_lj_runtime *rt, struct ss_mem *m, struct lj_proto *p,
+                            uint32_t pos, unsigned delta)
+{
+    struct nctx c = {rt, m, p};
+    uint32_t ins = ins_at(&c, pos);
+    char buf[256];
+    if (op_of(ins) >= BC_MAX || strcmp(bcmode[op_of(ins)].mm, "call")) return NULL;
+    if (!slotname(&c, pos, a_of(ins) + delta, buf, sizeof(buf), 2)) return NULL;
+    return ss_lj_intern(rt, buf, strlen(buf));
+}
+
 void ss_lj_frame_text(struct ss_lj_runtime *rt, struct ss_mem *m, const struct lj_walk *w,
                       unsigned i, struct ss_frame *fr)
 {
@@ -293,7 +305,19 @@ void ss_lj_frame_text(struct ss_lj_runtime *rt, struct ss_mem *m, const struct l
     if (i + 1 < w->n) {
         const struct lj_wframe *cw = &w->f[i + 1];
         if ((cw->ftsz & 7) == LJ_FRAME_VARG && i + 2 < w->n) cw = &w->f[i + 2];
-        if (cw->ffid == 0 && cw->proto && cw->pc) {
+        /* called by pcall/xpcall: name the function argument at the
+         * pcall call site (GGET/local/field of slot A + 1 + FR2) */
+        if (cw->ffid > 1 && cw->ffid - 2u < *lay->nff && i + 2 < w->n &&
+            (!strcmp(lay->ff[cw->ffid - 2], "pcall") || !strcmp(lay->ff[cw->ffid - 2], "xpcall"))) {
+            const struct lj_wframe *pw = &w->f[i + 2];
+            if (pw->ffid == 0 && pw->proto && pw->pc) {
+                uint64_t bc = pw->pt + lay->pt_size;
+                uint32_t pos = (uint32_t)((pw->pc - bc) / 4 - 1);
+                if (pos < pw->proto->sizebc)
+                    name = arg_name(rt, m, pw->proto, pos, 1 + (lay->gc64 ? 1 : 0));
+            }
+        }
+        if (!name && cw->ffid == 0 && cw->proto && cw->pc) {
             uint64_t bc = cw->pt + lay->pt_size;
             uint32_t pos = (uint32_t)((cw->pc - bc) / 4 - 1);
             if (pos < cw->proto->sizebc) name = call_name(rt, m, cw->proto, pos);

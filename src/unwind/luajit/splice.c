@@ -117,6 +117,7 @@ int ss_lj_splice(struct ss_lj_runtime *const *rts, uint32_t nrts, struct ss_mem 
                         .L = L,
                         .cframe = cframe,
                         .top = top,
+                        .newest = true,
                         .base = top ? regs[SS_REG_DX] : 0,
                         .pc = top                           ? regs[SS_REG_BX]
                               : (nf->have & SS_LJ_HAVE_RBX) ? nf->rbx

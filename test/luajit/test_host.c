@@ -1,0 +1,223 @@
+/* test/luajit/test_host.c: a C host embedding libluajit (JIT off), sampled
+ * with perf_event_open and unwound with the native unwinder + the LuaJIT
+ * splice: exact interleaving for
+ *   main -> lua_pcall -> Lua -> pcall -> Lua -> C callback -> lua_call -> Lua -> leaf
+ * and for a leaf inside a C function called from Lua. */
+#include <criterion/criterion.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "elf/elf.h"
+#include "ljtest.h"
+#include "process/process.h"
+#include "unwind/native.h"
+
+#define SCRIPT SS_SOURCE_DIR "/test/luajit/h.lua"
+#define HOST SS_BINARY_DIR "/lj_host"
+
+struct sym {
+    uint64_t lo, hi;
+    char name[64];
+};
+
+struct hrun {
+    struct ss_lj_runtime *rt;
+    struct ss_mem mem;
+    struct ss_target_live tl;
+    struct ss_nproc *np;
+    uint64_t host_bias, lj_lo, lj_hi;
+    struct sym syms[64];
+    unsigned nsyms;
+    unsigned leaf, leaf_ok, cspin, cspin_ok, vm_failed;
+    char bad_leaf[1024], bad_spin[1024];
+    const char *exp_leaf, *exp_spin;
+};
+
+static const char *native_name(struct hrun *r, uint64_t ip)
+{
+    for (unsigned i = 0; i < r->nsyms; i++)
+        if (ip - r->host_bias >= r->syms[i].lo && ip - r->host_bias < r->syms[i].hi)
+            return r->syms[i].name;
+    if (ip >= r->lj_lo && ip < r->lj_hi) return "libluajit";
+    return "other";
+}
+
+static unsigned collect(struct hrun *r, const struct ljt_sample *s, struct ss_lj_native *nat,
+                        unsigned cap)
+{
+    struct ss_native_frame f, c;
+    ss_native_frame_from_sample(&f, s->regs);
+    unsigned n = 0;
+    while (n < cap) {
+        struct ss_lj_native *o = &nat[n];
+        memset(o, 0, sizeof(*o));
+        o->ip = ss_nf_ip(&f);
+        o->signal = false;
+        uint64_t v;
+        if (ss_nf_reg(&f, SS_REG_BX, &v)) o->rbx = v, o->have |= SS_LJ_HAVE_RBX;
+        if (ss_nf_reg(&f, SS_REG_R14, &v)) o->r14 = v, o->have |= SS_LJ_HAVE_R14;
+        if (n == 0 && ss_lj_in_vm(r->rt, o->ip)) {
+            /* leaf in the VM: CFA validated by the LuaJIT side */
+            uint64_t cfa = ss_lj_leaf_cfa(r->rt, &r->mem, s->regs);
+            if (!cfa) return n;
+            o->cfa = cfa;
+            n++;
+            struct ss_nregs rg = {0};
+            uint64_t w[5];
+            if (ss_mem_read(&r->mem, cfa - 40, w, sizeof(w))) return n;
+            rg.r[SS_DR_RIP] = w[4];
+            rg.r[SS_DR_RSP] = cfa;
+            rg.r[SS_DR_RBP] = w[3];
+            rg.r[SS_DR_RBX] = w[2];
+            rg.r[SS_DR_R15] = w[1];
+            rg.r[SS_DR_R14] = w[0];
+            rg.valid = 1u << SS_DR_RIP | 1u << SS_DR_RSP | 1u << SS_DR_RBP | 1u << SS_DR_RBX |
+                       1u << SS_DR_R15 | 1u << SS_DR_R14;
+            ss_native_frame_init(&f, &rg, false);
+            continue;
+        }
+        enum ss_trunc why;
+        int k = ss_native_step(r->np, &f, &c, &why);
+        o->cfa = f.cfa;
+        n++;
+        if (k != 1) break;
+        f = c;
+    }
+    return n;
+}
+
+static void text(struct hrun *r, const struct ss_lj_out *out, const struct ss_lj_native *nat,
+                 char *buf, size_t cap)
+{
+    size_t len = 0;
+    const char *last = NULL;
+    buf[0] = 0;
+    for (uint32_t k = out->n; k-- > 0;) {
+        const struct ss_lj_item *it = &out->items[k];
+        char one[300];
+        if (it->native >= 0) {
+            const char *nm = native_name(r, nat[it->native].ip);
+            if (last && !strcmp(last, nm) && (!strcmp(nm, "libluajit") || !strcmp(nm, "other")))
+                continue;
+            last = nm;
+            snprintf(one, sizeof(one), "%s", nm);
+        } else {
+            last = NULL;
+            snprintf(one, sizeof(one), "%s (%s:%u)", it->lua.name, it->lua.module, it->lua.line);
+        }
+        if (!strcmp(one, "host:main")) len = 0; /* keep from the host's main on */
+        len += (size_t)snprintf(buf + len, len < cap ? cap - len : 0, "%s%s", len ? ";" : "", one);
+        if (len >= cap) break;
+    }
+}
+
+static void on_sample(void *ctx, const struct ljt_sample *s)
+{
+    struct hrun *r = ctx;
+    struct ss_lj_native nat[128];
+    ss_mem_set_snapshot(&r->mem, s->regs[SS_REG_SP], s->stack, s->stack_len);
+    unsigned n = collect(r, s, nat, 128);
+    struct ss_lj_item items[256];
+    struct ss_lj_out out = {.items = items, .cap = 256};
+    if (ss_lj_splice(&r->rt, 1, &r->mem, s->regs, nat, n, &out)) return;
+    r->vm_failed += out.vm_failed;
+    if (!out.n) return;
+    char buf[1024];
+    text(r, &out, nat, buf, sizeof(buf));
+    const struct ss_lj_item *top = &out.items[0];
+    if (top->native < 0 && !strcmp(top->lua.name, "leaf")) {
+        r->leaf++;
+        if (!strcmp(buf, r->exp_leaf))
+            r->leaf_ok++;
+        else if (!r->bad_leaf[0])
+            snprintf(r->bad_leaf, sizeof(r->bad_leaf), "%.1000s", buf);
+    } else if (top->native >= 0 && !strcmp(native_name(r, nat[0].ip), "host:l_cspin")) {
+        r->cspin++;
+        if (!strcmp(buf, r->exp_spin))
+            r->cspin_ok++;
+        else if (!r->bad_spin[0]) {
+            snprintf(r->bad_spin, sizeof(r->bad_spin), "%.1000s", buf);
+            if (getenv("LJT_DEBUG"))
+                for (unsigned k = 0; k < n; k++)
+                    fprintf(stderr, "nat %u ip %#lx cfa %#lx %s vm %d\n", k,
+                            (unsigned long)nat[k].ip, (unsigned long)nat[k].cfa,
+                            native_name(r, nat[k].ip), ss_lj_in_vm(r->rt, nat[k].ip - 1));
+        }
+    }
+}
+
+static void load_syms(struct hrun *r)
+{
+    FILE *f = popen("nm -S --defined-only " HOST, "r");
+    cr_assert_not_null(f);
+    char line[256];
+    while (fgets(line, sizeof(line), f) && r->nsyms < 64) {
+        unsigned long a, sz;
+        char t, nm[48];
+        if (sscanf(line, "%lx %lx %c %47s", &a, &sz, &t, nm) != 4 || (t != 'T' && t != 't'))
+            continue;
+        if (strcmp(nm, "main") && strcmp(nm, "l_ccall") && strcmp(nm, "l_cspin")) continue;
+        struct sym *s = &r->syms[r->nsyms++];
+        s->lo = a;
+        s->hi = a + sz;
+        snprintf(s->name, sizeof(s->name), "host:%s", nm);
+    }
+    pclose(f);
+    cr_assert_eq(r->nsyms, 3u, "host symbols not found");
+}
+
+Test(luajit_host, nested_entries_and_c_leaf)
+{
+    char *argv[] = {HOST, SCRIPT, NULL};
+    pid_t pid = ljt_spawn(argv, NULL);
+    usleep(300 * 1000);
+    struct hrun r = {0};
+    struct ss_lj_elfinfo info;
+    struct ss_err err = {0};
+    char path[512];
+    cr_assert_eq(ljt_runtime(pid, "libluajit-5.1.so", &r.rt, &info), 0);
+    uint64_t bias;
+    cr_assert_eq(ljt_find_module(pid, "libluajit-5.1.so", path, sizeof(path), &bias), 0);
+    r.lj_lo = bias;
+    r.lj_hi = bias + 0x200000;
+    cr_assert_eq(ljt_find_module(pid, "lj_host", path, sizeof(path), &r.host_bias), 0);
+    load_syms(&r);
+    struct ss_elf_cache *ec;
+    struct ss_proc *proc;
+    cr_assert_eq(ss_elf_cache_new(&ec, NULL), 0);
+    cr_assert_eq(ss_proc_new_live(&proc, pid, ec, NULL, &err), 0, "%s", err.msg);
+    r.tl.pid = pid;
+    ss_mem_init(&r.mem, proc, &ss_target_live, &r.tl);
+    cr_assert_eq(ss_nproc_new(&r.np, proc, &r.mem, &err), 0, "%s", err.msg);
+    r.exp_leaf = "host:main;libluajit;main (" SCRIPT ":6);outer (" SCRIPT ":5);pcall ([builtin]:0);"
+                 "viac (" SCRIPT ":3);host:l_ccall;anonymous (" SCRIPT ":2);leaf (" SCRIPT ":1)";
+    r.exp_spin = "host:main;libluajit;main (" SCRIPT ":6);outer (" SCRIPT ":5);spin (" SCRIPT
+                 ":4);host:l_cspin";
+    struct ljt_perf *perf;
+    cr_assert_eq(ljt_perf_open(&perf, pid, 1000, 16384), 0);
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    do {
+        struct pollfd pf = {.fd = ljt_perf_fd(perf), .events = POLLIN};
+        poll(&pf, 1, 20);
+        ljt_perf_drain(perf, on_sample, &r);
+        clock_gettime(CLOCK_MONOTONIC, &t);
+    } while ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < 2000);
+    ljt_perf_close(perf);
+    ljt_kill(pid);
+    cr_log_info("leaf %u/%u exact, cspin %u/%u exact, VM frames left native %u", r.leaf_ok, r.leaf,
+                r.cspin_ok, r.cspin, r.vm_failed);
+    cr_expect(r.leaf >= 50 && r.cspin >= 50, "too few samples: leaf %u cspin %u", r.leaf, r.cspin);
+    cr_expect(r.leaf_ok * 100 >= r.leaf * 95, "leaf exact %u/%u, e.g.\n%s\nexpected\n%s", r.leaf_ok,
+              r.leaf, r.bad_leaf, r.exp_leaf);
+    cr_expect(r.cspin_ok * 100 >= r.cspin * 95, "cspin exact %u/%u, e.g.\n%s\nexpected\n%s",
+              r.cspin_ok, r.cspin, r.bad_spin, r.exp_spin);
+    ss_nproc_free(r.np);
+    ss_proc_free(proc);
+    ss_elf_cache_free(ec);
+    ss_lj_runtime_free(r.rt);
+}
