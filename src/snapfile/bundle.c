@@ -1,8 +1,11 @@
 /* snapfile/bundle.c: bundle records. A bundle is the whole mapped ELF file
  * (or its separate debug file), deflated, keyed and deduplicated by
- * (build-id, kind). The build-id is read from the file itself with libelf
- * (SHT_NOTE sections, else PT_NOTE segments), so a file that changed on disk
- * since it was mapped is detected when the caller passes the expected id. */
+ * (build-id, kind), with the contents of non-loadable .debug_* sections other
+ * than .debug_frame zeroed (same size and offsets; nothing in stacksnap reads
+ * them, and they are most of an unstripped binary). The build-id is read from
+ * the file itself with libelf (SHT_NOTE sections, else PT_NOTE segments), so a
+ * file that changed on disk since it was mapped is detected when the caller
+ * passes the expected id. */
 #include <errno.h>
 #include <fcntl.h>
 #include <gelf.h>
@@ -65,6 +68,45 @@ int snap_elf_build_id(const void *img, size_t size, uint8_t *id, uint8_t *len)
     }
     elf_end(e);
     return found;
+}
+
+/* A copy of img with the unused debug sections zeroed, or NULL when there is
+ * nothing to zero (or no memory: the whole file is then stored as is). */
+static uint8_t *strip_debug(const void *img, size_t size)
+{
+    elf_version(EV_CURRENT);
+    Elf *e = elf_memory((char *)img, size);
+    size_t shstrndx, nph = 0;
+    if (!e || elf_kind(e) != ELF_K_ELF || elf_getshdrstrndx(e, &shstrndx) != 0 ||
+        elf_getphdrnum(e, &nph) != 0) {
+        if (e) elf_end(e);
+        return NULL;
+    }
+    uint8_t *copy = NULL;
+    for (Elf_Scn *scn = NULL; (scn = elf_nextscn(e, scn));) {
+        GElf_Shdr sh;
+        if (!gelf_getshdr(scn, &sh) || (sh.sh_flags & SHF_ALLOC) || sh.sh_type == SHT_NOBITS ||
+            sh.sh_size == 0 || sh.sh_offset > size || sh.sh_size > size - sh.sh_offset)
+            continue;
+        const char *name = elf_strptr(e, shstrndx, sh.sh_name);
+        if (!name || strncmp(name, ".debug_", 7) != 0 || strcmp(name, ".debug_frame") == 0)
+            continue;
+        bool loaded = false; /* never touch bytes a segment maps */
+        for (size_t i = 0; i < nph && !loaded; i++) {
+            GElf_Phdr ph;
+            loaded = gelf_getphdr(e, (int)i, &ph) && ph.p_type == PT_LOAD &&
+                     sh.sh_offset < ph.p_offset + ph.p_filesz &&
+                     ph.p_offset < sh.sh_offset + sh.sh_size;
+        }
+        if (loaded) continue;
+        if (!copy) {
+            if (!(copy = malloc(size))) break;
+            memcpy(copy, img, size);
+        }
+        memset(copy + sh.sh_offset, 0, sh.sh_size);
+    }
+    elf_end(e);
+    return copy;
 }
 
 bool ss_snap_has_bundle(const struct ss_snap_writer *w, const uint8_t *id, size_t len,
@@ -148,13 +190,15 @@ int ss_snap_write_bundle(struct ss_snap_writer *w, const char *open_path, const 
         snap_put(&w->pay, id, idlen);
         snap_put_str(&w->pay, name);
         snap_put_u64(&w->pay, size);
-        struct snap_part parts[2] = {{w->pay.p, w->pay.len}, {img, size}};
+        uint8_t *stripped = strip_debug(img, size);
+        struct snap_part parts[2] = {{w->pay.p, w->pay.len}, {stripped ? stripped : img, size}};
         if (w->pay.oom) {
             w->pay.oom = false;
             ss_err_set(err, rc = -ENOMEM, "bundle %s: out of memory", open_path);
         } else {
             rc = snap_emit(w, SS_SNAP_BUNDLE, SNAP_Z_BEST, parts, 2, err);
         }
+        free(stripped);
         if (!rc) rc = add_key(w, id, idlen, (uint32_t)kind);
         if (!rc) rc = 1;
     }

@@ -38,6 +38,34 @@ static size_t readelf_build_id(const char *path, uint8_t *id)
     return n;
 }
 
+/* The file as a bundle must hold it: non-loadable .debug_* sections other
+ * than .debug_frame zeroed, per readelf -SW (the oracle). Returns how many
+ * bytes were zeroed. */
+static size_t expect_stripped(const char *path, uint8_t *file, size_t len)
+{
+    char cmd[512], line[512];
+    snprintf(cmd, sizeof(cmd), "readelf -SW '%s'", path);
+    FILE *f = popen(cmd, "r");
+    cr_assert(f);
+    size_t zeroed = 0;
+    while (fgets(line, sizeof(line), f)) {
+        char name[64], type[32], flags[16] = "";
+        unsigned long off, size;
+        char *b = strchr(line, ']');
+        if (!b ||
+            sscanf(b + 1, "%63s %31s %*s %lx %lx %*s %15s", name, type, &off, &size, flags) < 4)
+            continue;
+        if (strncmp(name, ".debug_", 7) || !strcmp(name, ".debug_frame") || strchr(flags, 'A') ||
+            !strcmp(type, "NOBITS"))
+            continue;
+        cr_assert(off + size <= len);
+        memset(file + off, 0, size);
+        zeroed += size;
+    }
+    pclose(f);
+    return zeroed;
+}
+
 static const char *libc_path(const struct th_maps *m)
 {
     for (uint32_t i = 0; i < m->n; i++)
@@ -272,6 +300,10 @@ Test(snapfile, every_record_type_round_trips)
             cr_assert_arr_eq(rec.bundle.build_id, id, idn);
             size_t flen;
             uint8_t *file = th_load(src, &flen);
+            size_t zeroed = expect_stripped(src, file, flen);
+            if (nbundle == 0) /* this test binary is built with -g */
+                cr_assert(zeroed > 0, "no debug sections zeroed in %s", src);
+            cr_log_info("bundle %s: %zu bytes, %zu zeroed, %u stored", src, flen, zeroed, rec.size);
             cr_assert_eq(rec.bundle.size, flen);
             cr_assert_arr_eq(rec.bundle.data, file, flen);
             cr_assert(rec.compressed && rec.size < flen, "bundle not compressed");
