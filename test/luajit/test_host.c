@@ -16,12 +16,21 @@
 #include "process/process.h"
 #include "unwind/native.h"
 
-#define SCRIPT SS_SOURCE_DIR "/test/luajit/h.lua"
 #define HOST SS_BINARY_DIR "/lj_host"
 
 struct sym {
     uint64_t lo, hi;
     char name[64];
+};
+
+/* Samples whose top Lua frame (lua_top) or leaf native frame is named key
+ * must read exactly want (from the host's main up to that frame). */
+struct expect {
+    const char *key;
+    bool lua_top;
+    const char *want;
+    unsigned n, ok;
+    char bad[1024];
 };
 
 struct hrun {
@@ -32,9 +41,9 @@ struct hrun {
     uint64_t host_bias, lj_lo, lj_hi;
     struct sym syms[64];
     unsigned nsyms;
-    unsigned leaf, leaf_ok, cspin, cspin_ok, vm_failed;
-    char bad_leaf[1024], bad_spin[1024];
-    const char *exp_leaf, *exp_spin;
+    unsigned vm_failed;
+    struct expect *exp;
+    unsigned nexp;
 };
 
 static const char *native_name(struct hrun *r, uint64_t ip)
@@ -90,13 +99,13 @@ static unsigned collect(struct hrun *r, const struct ljt_sample *s, struct ss_lj
     return n;
 }
 
-static void text(struct hrun *r, const struct ss_lj_out *out, const struct ss_lj_native *nat,
-                 char *buf, size_t cap)
+static void text(struct hrun *r, const struct ss_lj_out *out, uint32_t from,
+                 const struct ss_lj_native *nat, char *buf, size_t cap)
 {
     size_t len = 0;
     const char *last = NULL;
     buf[0] = 0;
-    for (uint32_t k = out->n; k-- > 0;) {
+    for (uint32_t k = out->n; k-- > from;) {
         const struct ss_lj_item *it = &out->items[k];
         char one[300];
         if (it->native >= 0) {
@@ -126,27 +135,26 @@ static void on_sample(void *ctx, const struct ljt_sample *s)
     if (ss_lj_splice(&r->rt, 1, &r->mem, s->regs, nat, n, &out)) return;
     r->vm_failed += out.vm_failed;
     if (!out.n) return;
-    char buf[1024];
-    text(r, &out, nat, buf, sizeof(buf));
-    const struct ss_lj_item *top = &out.items[0];
-    if (top->native < 0 && !strcmp(top->lua.name, "leaf")) {
-        r->leaf++;
-        if (!strcmp(buf, r->exp_leaf))
-            r->leaf_ok++;
-        else if (!r->bad_leaf[0])
-            snprintf(r->bad_leaf, sizeof(r->bad_leaf), "%.1000s", buf);
-    } else if (top->native >= 0 && !strcmp(native_name(r, nat[0].ip), "host:l_cspin")) {
-        r->cspin++;
-        if (!strcmp(buf, r->exp_spin))
-            r->cspin_ok++;
-        else if (!r->bad_spin[0]) {
-            snprintf(r->bad_spin, sizeof(r->bad_spin), "%.1000s", buf);
-            if (getenv("LJT_DEBUG"))
-                for (unsigned k = 0; k < n; k++)
-                    fprintf(stderr, "nat %u ip %#lx cfa %#lx %s vm %d\n", k,
-                            (unsigned long)nat[k].ip, (unsigned long)nat[k].cfa,
-                            native_name(r, nat[k].ip), ss_lj_in_vm(r->rt, nat[k].ip - 1));
-        }
+    uint32_t lt = 0; /* top Lua item */
+    while (lt < out.n && out.items[lt].native >= 0)
+        lt++;
+    for (unsigned e = 0; e < r->nexp; e++) {
+        struct expect *x = &r->exp[e];
+        uint32_t from;
+        if (x->lua_top && lt < out.n && !strcmp(out.items[lt].lua.name, x->key))
+            from = lt;
+        else if (!x->lua_top && out.items[0].native >= 0 &&
+                 !strcmp(native_name(r, nat[out.items[0].native].ip), x->key))
+            from = 0;
+        else
+            continue;
+        char buf[1024];
+        text(r, &out, from, nat, buf, sizeof(buf));
+        x->n++;
+        if (!strcmp(buf, x->want))
+            x->ok++;
+        else if (!x->bad[0])
+            snprintf(x->bad, sizeof(x->bad), "%.1000s", buf);
     }
 }
 
@@ -170,12 +178,12 @@ static void load_syms(struct hrun *r)
     cr_assert_eq(r->nsyms, 3u, "host symbols not found");
 }
 
-Test(luajit_host, nested_entries_and_c_leaf)
+static void run_host(const char *script, struct expect *exp, unsigned nexp)
 {
-    char *argv[] = {HOST, SCRIPT, NULL};
+    char *argv[] = {HOST, (char *)script, NULL};
     pid_t pid = ljt_spawn(argv, NULL);
     usleep(300 * 1000);
-    struct hrun r = {0};
+    struct hrun r = {.exp = exp, .nexp = nexp};
     struct ss_lj_elfinfo info;
     struct ss_err err = {0};
     char path[512];
@@ -193,10 +201,6 @@ Test(luajit_host, nested_entries_and_c_leaf)
     r.tl.pid = pid;
     ss_mem_init(&r.mem, proc, &ss_target_live, &r.tl);
     cr_assert_eq(ss_nproc_new(&r.np, proc, &r.mem, &err), 0, "%s", err.msg);
-    r.exp_leaf = "host:main;libluajit;main (" SCRIPT ":6);outer (" SCRIPT ":5);pcall ([builtin]:0);"
-                 "viac (" SCRIPT ":3);host:l_ccall;anonymous (" SCRIPT ":2);leaf (" SCRIPT ":1)";
-    r.exp_spin = "host:main;libluajit;main (" SCRIPT ":6);outer (" SCRIPT ":5);spin (" SCRIPT
-                 ":4);host:l_cspin";
     struct ljt_perf *perf;
     cr_assert_eq(ljt_perf_open(&perf, pid, 1000, 16384), 0);
     struct timespec t0, t;
@@ -209,15 +213,47 @@ Test(luajit_host, nested_entries_and_c_leaf)
     } while ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < 2000);
     ljt_perf_close(perf);
     ljt_kill(pid);
-    cr_log_info("leaf %u/%u exact, cspin %u/%u exact, VM frames left native %u", r.leaf_ok, r.leaf,
-                r.cspin_ok, r.cspin, r.vm_failed);
-    cr_expect(r.leaf >= 50 && r.cspin >= 50, "too few samples: leaf %u cspin %u", r.leaf, r.cspin);
-    cr_expect(r.leaf_ok * 100 >= r.leaf * 95, "leaf exact %u/%u, e.g.\n%s\nexpected\n%s", r.leaf_ok,
-              r.leaf, r.bad_leaf, r.exp_leaf);
-    cr_expect(r.cspin_ok * 100 >= r.cspin * 95, "cspin exact %u/%u, e.g.\n%s\nexpected\n%s",
-              r.cspin_ok, r.cspin, r.bad_spin, r.exp_spin);
+    for (unsigned e = 0; e < nexp; e++) {
+        struct expect *x = &exp[e];
+        cr_log_info("%s: %u/%u exact (VM frames left native: %u)", x->key, x->ok, x->n,
+                    r.vm_failed);
+        cr_expect(x->n >= 30, "%s: only %u samples", x->key, x->n);
+        cr_expect(x->ok * 100 >= x->n * 95, "%s: exact %u/%u, e.g.\n%s\nexpected\n%s", x->key,
+                  x->ok, x->n, x->bad, x->want);
+    }
     ss_nproc_free(r.np);
     ss_proc_free(proc);
     ss_elf_cache_free(ec);
     ss_lj_runtime_free(r.rt);
+}
+
+Test(luajit_host, nested_entries_and_c_leaf)
+{
+#define S SS_SOURCE_DIR "/test/luajit/h.lua"
+    /* lua_call tail-jumps to lj_vm_call: no lua_call frame between */
+    struct expect exp[] = {
+        {.key = "leaf",
+         .lua_top = true,
+         .want = "host:main;libluajit;main (" S ":6);outer (" S ":5);pcall ([builtin]:0);viac (" S
+                 ":3);host:l_ccall;anonymous (" S ":2);leaf (" S ":1)"},
+        {.key = "host:l_cspin",
+         .want = "host:main;libluajit;main (" S ":6);outer (" S ":5);spin (" S ":4);host:l_cspin"},
+    };
+    run_host(S, exp, 2);
+#undef S
+}
+
+Test(luajit_host, names_fields_methods_builtins)
+{
+#define S SS_SOURCE_DIR "/test/luajit/n.lua"
+    struct expect exp[] = {
+        {.key = "M.run",
+         .lua_top = true,
+         .want = "host:main;libluajit;main (" S ":9);obj:method (" S ":5);M.run (" S ":3)"},
+        {.key = "string.rep",
+         .lua_top = true,
+         .want = "host:main;libluajit;main (" S ":9);reps (" S ":7);string.rep ([builtin]:0)"},
+    };
+    run_host(S, exp, 2);
+#undef S
 }
