@@ -252,6 +252,9 @@ int ss_report_write_svg(const struct ss_report *r, FILE *f, struct ss_err *err)
     rp_buf_printf(&b, "<text id=\"details\" x=\"%d\" y=\"%u\"> </text>\n", SVG_XPAD, height - 12);
     rp_buf_printf(&b, "<text id=\"matched\" x=\"%d\" y=\"%u\"> </text>\n",
                   SVG_WIDTH - SVG_XPAD - 100, height - 12);
+    if (!total)
+        rp_buf_printf(&b, "<text x=\"%d\" y=\"%d\">No samples.</text>\n", SVG_XPAD,
+                      SVG_TOP + SVG_FRAME_H);
     rp_buf_puts(&b, "<g id=\"frames\">\n");
     for (size_t i = 0; i < t.len; i++) {
         const struct node *n = &t.n[i];

@@ -178,6 +178,9 @@ Test(report_svg, xml_is_valid)
     char *dir = fx_tmpdir(), *p = fx_write(r, dir, "empty.svg");
     cr_assert(asprintf(&cmd, "xmllint --noout '%s' 2>&1", p) > 0);
     cr_expect_eq(fx_run(cmd, &out), 0, "xmllint (empty): %s", out);
+    char *es = fx_read(p, NULL);
+    cr_expect(strstr(es, ">No samples.<"));
+    free(es);
     free(out);
     free(cmd);
     free(p);
