@@ -91,6 +91,20 @@ static int get_dyn_info_list_addr(unw_addr_space_t as, unw_word_t *dil, void *ar
     return -UNW_ENOINFO;
 }
 
+/* Unrelocated file bytes at addr, whatever the mapping's protection: what
+ * libunwind reads outside the stack and the unwind tables is the personality
+ * routine's GOT slot of 'P' augmentations (DW_EH_PE_indirect), whose value it
+ * stores but never uses. perf serves everything outside the stack from the
+ * file in the same way. */
+static const void *raw_file_bytes(struct ss_nproc *np, uint64_t addr, size_t len)
+{
+    const struct ss_mapping *mp = ss_proc_find_cached(np->proc, addr);
+    if (!mp || !mp->elf || addr + len > mp->d.end) return NULL;
+    uint64_t off = addr - mp->d.start + mp->d.offset;
+    if (off + len > mp->elf->size) return NULL;
+    return mp->elf->image + off;
+}
+
 static int access_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *valp, int write, void *arg)
 {
     (void)as;
@@ -99,6 +113,7 @@ static int access_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *valp, in
     struct ss_mem *m = u->np->mem;
     const void *p = ss_mem_peek_snap(m, addr, 8);
     if (!p) p = ss_mem_peek(m, addr, 8);
+    if (!p) p = raw_file_bytes(u->np, addr, 8);
     if (!p) {
         if (!u->faulted) {
             u->faulted = true;

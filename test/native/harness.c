@@ -118,6 +118,7 @@ static void on_sample(void *ctx, const struct ss_sample *s)
     struct ss_stack st;
     if (ss_unwind(r->u, s, &st) < 0 || st.nframes == 0) return;
     t->trunc[st.trunc]++;
+    if (r->o->each) r->o->each(r->o->each_ctx, s, &st);
     if (!st.frames[0].name || strcmp(st.frames[0].name, r->o->leaf)) return;
     t->leaf_samples++;
     static char text[65536];
@@ -180,8 +181,11 @@ int nw_sample(pid_t pid, const struct nw_opts *o, struct ss_unwinder *u, struct 
         cr_log_error("capture: %s", err.msg);
         goto out_c;
     }
-    double end = now_s() + o->seconds;
-    while (now_s() < end) {
+    double start = now_s(), end = start + o->seconds;
+    double hard = start + (o->max_seconds > o->seconds ? o->max_seconds : o->seconds);
+    for (;;) {
+        double now = now_s();
+        if (now >= hard || (now >= end && t->leaf_samples >= o->min_leaf)) break;
         int n = ss_capture_poll(c, 100, on_sample, &r);
         if (n < 0) {
             rc = n;

@@ -10,6 +10,7 @@
 #include "stacksnap/ss.h"
 
 struct ss_unwinder;
+struct ss_stack;
 
 struct nw_proc {
     pid_t pid;
@@ -44,11 +45,16 @@ struct nw_tally {
 };
 
 struct nw_opts {
-    const char *leaf;   /* count samples whose leaf frame has this name */
-    double seconds;     /* sampling time */
+    const char *leaf; /* count samples whose leaf frame has this name */
+    double seconds;   /* sampling time ... */
+    long min_leaf;    /* ... extended (up to max_seconds) until this many leaf samples */
+    double max_seconds;
     unsigned freq;      /* Hz */
     bool compare_modes; /* also unwind with libunwind alone and compare */
     bool per_tid;       /* record the first chain of each tid */
+    /* called for every sample of the pid (stack bytes valid only here) */
+    void (*each)(void *ctx, const struct ss_sample *s, const struct ss_stack *st);
+    void *each_ctx;
 };
 
 /* Sample pid for o->seconds with unwinder u (created here when NULL). */

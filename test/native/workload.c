@@ -7,6 +7,8 @@
  *     qsort    main > run_qsort > qsort (libc) > nw_cmp > nw_spin
  *     signal   main > run_signal > sig_outer > sig_inner, interrupted by
  *              SIGALRM: nw_handler > nw_spin above __restore_rt
+ *     sigsys   the same handler, interrupting write(2) blocked on a full pipe
+ *              inside fwrite: ... __restore_rt > libc write path > sys_writer
  *     dlopen   spins in pre_spin, then dlopen()s libnative_dl.so:
  *              main > run_dlopen > dl_outer > dl_inner (library) > nw_cb > nw_spin
  *     threads  four threads, thread k: start_thread > tk_entry > chain of k+1
@@ -130,10 +132,38 @@ NI int run_signal(void)
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = nw_handler;
     sigaction(SIGALRM, &sa, NULL);
+    ready();
     struct itimerval it = {.it_value = {.tv_usec = 20000}};
     setitimer(ITIMER_REAL, &it, NULL);
-    ready();
     int r = sig_outer(1);
+    KEEP(r);
+    return r;
+}
+
+/* signal delivered while blocked in write(2) inside stdio */
+NI int sys_writer(FILE *f)
+{
+    static char big[1 << 18];
+    memset(big, 'x', sizeof(big));
+    size_t r = fwrite(big, 1, sizeof(big), f); /* the pipe is full: blocks */
+    r += (size_t)fflush(f);
+    KEEP(r);
+    return (int)r;
+}
+
+NI int run_sigsys(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = nw_handler;
+    sigaction(SIGALRM, &sa, NULL);
+    int p[2];
+    if (pipe(p)) exit(1);
+    FILE *f = fdopen(p[1], "w");
+    ready();
+    struct itimerval it = {.it_value = {.tv_usec = 100000}};
+    setitimer(ITIMER_REAL, &it, NULL);
+    int r = sys_writer(f);
     KEEP(r);
     return r;
 }
@@ -290,7 +320,8 @@ NI int run_dframe(void)
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: %s recurse|deep40|qsort|signal|dlopen|threads|dframe\n", argv[0]);
+        fprintf(stderr, "usage: %s recurse|deep40|qsort|signal|sigsys|dlopen|threads|dframe\n",
+                argv[0]);
         return 2;
     }
     const char *m = argv[1];
@@ -303,6 +334,8 @@ int main(int argc, char **argv)
         r = run_qsort();
     else if (!strcmp(m, "signal"))
         r = run_signal();
+    else if (!strcmp(m, "sigsys"))
+        r = run_sigsys();
     else if (!strcmp(m, "dlopen"))
         r = run_dlopen(argv[0]);
     else if (!strcmp(m, "threads"))
