@@ -5,6 +5,7 @@ set(SS_REPORT_TESTS folded top output perf pprof svg)
 foreach(t ${SS_REPORT_TESTS})
   ss_add_test(report_${t}
     SOURCES ${CMAKE_SOURCE_DIR}/test/report/${t}.c ${CMAKE_SOURCE_DIR}/test/report/fixture.c
+            ${CMAKE_SOURCE_DIR}/test/report/perf_rules.c
     LABELS report TIMEOUT 300)
   target_include_directories(report_${t} PRIVATE ${CMAKE_SOURCE_DIR}/test/report)
 endforeach()
