@@ -114,11 +114,13 @@ struct ss_lj_out {
 /* For a sample whose ip is in rt's VM: the VM frame's true CFA. Inside the
  * interpreter it is rsp + vm_cfa_off (what .eh_frame says), but inside VM
  * helpers reached by an internal call (vm_mod, vm_floor, ...) rsp is 8 lower
- * and .eh_frame is wrong. The candidate is validated by SAVE_L->cframe ==
- * cframe (one 8-byte target read). Returns 0 when nothing validates. The
- * caller of the VM frame is then: ip = [CFA-8], rsp = CFA, rbp = [CFA-16],
- * rbx = [CFA-24], r15 = [CFA-32], r14 = [CFA-40]. stack.c should use this
- * CFA for the leaf instead of the CFI one, and pass it in natives[0].cfa. */
+ * and .eh_frame is wrong: then [rsp] is a return address into the VM. Reads
+ * the snapshot only; ss_lj_splice verifies the choice (SAVE_L->cframe must be
+ * this cframe) and leaves the VM frame native when it does not hold. 0 when
+ * [rsp] is unreadable. The caller of the VM frame is: ip = [CFA-8],
+ * rsp = CFA, rbp = [CFA-16], rbx = [CFA-24], r15 = [CFA-32], r14 = [CFA-40].
+ * stack.c should use this CFA for the leaf instead of the CFI one, and pass
+ * it in natives[0].cfa. */
 uint64_t ss_lj_leaf_cfa(struct ss_lj_runtime *rt, struct ss_mem *mem, const uint64_t *regs);
 
 /* Merge Lua frames into a native frame list (see the file comment). regs

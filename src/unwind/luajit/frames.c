@@ -175,16 +175,35 @@ static int chain(struct ss_lj_runtime *rt, struct ss_mem *m, const struct stackb
 }
 
 /* Batched reads of function headers, then prototype headers. */
+static struct lj_fnpt *fnpt_slot(struct ss_lj_runtime *rt, uint64_t fn)
+{
+    return &rt->fnpt[(fn >> 4) % LJ_FNPT_SLOTS];
+}
+
+/* Function headers, and in the same batch the prototype header each
+ * function had last time (fn -> pt cache, checked against fn->pc read in
+ * that batch); prototype headers not guessed right take a second batch. */
 static int resolve(struct ss_lj_runtime *rt, struct ss_mem *m, struct lj_walk *w)
 {
     const struct lj_layout *lay = rt->lay;
-    struct ss_iov iov[LJ_MAX_FRAMES];
-    uint8_t(*hb)[112] = malloc(sizeof(*hb) * (w->n ? w->n : 1));
+    struct ss_iov iov[2 * LJ_MAX_FRAMES];
+    uint8_t(*hb)[112] = malloc(sizeof(*hb) * 2 * (w->n ? w->n : 1));
     if (!hb) return -ENOMEM;
+    uint8_t(*pb)[112] = hb + w->n;
+    int guess[LJ_MAX_FRAMES];
+    unsigned nv = 0;
     for (unsigned i = 0; i < w->n; i++)
-        iov[i] = (struct ss_iov){.addr = w->f[i].fn, .dst = hb[i], .len = lay->fn_size};
+        iov[nv++] = (struct ss_iov){.addr = w->f[i].fn, .dst = hb[i], .len = lay->fn_size};
+    for (unsigned i = 0; i < w->n; i++) {
+        const struct lj_fnpt *c = fnpt_slot(rt, w->f[i].fn);
+        guess[i] = -1;
+        if (c->fn == w->f[i].fn && c->pt) {
+            guess[i] = (int)nv;
+            iov[nv++] = (struct ss_iov){.addr = c->pt, .dst = pb[i], .len = lay->pt_size};
+        }
+    }
     rt->st.rounds++;
-    int rc = ss_mem_readv(m, iov, (int)w->n);
+    int rc = ss_mem_readv(m, iov, (int)nv);
     if (rc) goto out;
     unsigned np = 0;
     uint32_t idx[LJ_MAX_FRAMES];
@@ -196,16 +215,19 @@ static int resolve(struct ss_lj_runtime *rt, struct ss_mem *m, struct lj_walk *w
         }
         wf->ffid = hb[i][lay->fn_ffid];
         wf->fnpc = lj_ref(lay, hb[i] + lay->fn_pc);
-        if (wf->ffid == 0) {
-            uint64_t pc = lj_ref(lay, hb[i] + lay->fn_pc);
-            if (pc < lay->pt_size + 4096) continue;
-            wf->pt = pc - lay->pt_size;
-            idx[np++] = i;
+        if (wf->ffid != 0 || wf->fnpc < lay->pt_size + 4096) continue;
+        wf->pt = wf->fnpc - lay->pt_size;
+        struct lj_fnpt *c = fnpt_slot(rt, wf->fn);
+        if (guess[i] >= 0 && c->pt == wf->pt && !iov[guess[i]].err) {
+            wf->proto = ss_lj_proto(rt, m, wf->pt, pb[i]);
+            continue;
         }
+        *c = (struct lj_fnpt){wf->fn, wf->pt};
+        idx[np++] = i;
     }
-    /* prototype headers (reuse hb rows of Lua frames) */
+    /* prototype headers not guessed (reuse pb rows) */
     for (unsigned j = 0; j < np; j++)
-        iov[j] = (struct ss_iov){.addr = w->f[idx[j]].pt, .dst = hb[idx[j]], .len = lay->pt_size};
+        iov[j] = (struct ss_iov){.addr = w->f[idx[j]].pt, .dst = pb[idx[j]], .len = lay->pt_size};
     if (np) {
         rt->st.rounds++;
         rc = ss_mem_readv(m, iov, (int)np);
@@ -214,7 +236,7 @@ static int resolve(struct ss_lj_runtime *rt, struct ss_mem *m, struct lj_walk *w
     for (unsigned j = 0; j < np; j++) {
         struct lj_wframe *wf = &w->f[idx[j]];
         if (iov[j].err) continue;
-        wf->proto = ss_lj_proto(rt, m, wf->pt, hb[idx[j]]);
+        wf->proto = ss_lj_proto(rt, m, wf->pt, pb[idx[j]]);
     }
 out:
     free(hb);

@@ -135,6 +135,11 @@ struct lj_insent {
 
 struct lj_strblk;
 
+#define LJ_FNPT_SLOTS 1024
+struct lj_fnpt {
+    uint64_t fn, pt; /* function -> prototype seen last time (a guess) */
+};
+
 #define LJ_LSTACK_SLOTS 16
 struct lj_lstack {
     uint64_t L, stack; /* last stack start seen for thread L */
@@ -153,6 +158,7 @@ struct ss_lj_runtime {
     struct lj_insent *ins;   /* LJ_INS_SLOTS, direct-mapped */
     struct lj_strblk *strs;  /* interned strings */
     struct lj_lstack lstack[LJ_LSTACK_SLOTS];
+    struct lj_fnpt *fnpt; /* LJ_FNPT_SLOTS */
     struct ss_lj_stats st;
 };
 

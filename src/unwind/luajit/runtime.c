@@ -113,8 +113,9 @@ int ss_lj_runtime_new(struct ss_lj_runtime **out, const struct ss_lj_elfinfo *in
     rt->pid = pid;
     rt->protos = calloc(LJ_PROTO_SLOTS, sizeof(*rt->protos));
     rt->ins = calloc(LJ_INS_SLOTS, sizeof(*rt->ins));
+    rt->fnpt = calloc(LJ_FNPT_SLOTS, sizeof(*rt->fnpt));
     rt->strs = calloc(1, sizeof(*rt->strs));
-    if (!rt->protos || !rt->ins || !rt->strs) goto nomem;
+    if (!rt->protos || !rt->ins || !rt->strs || !rt->fnpt) goto nomem;
     *out = rt;
     return 0;
 nomem:
@@ -131,6 +132,7 @@ void ss_lj_runtime_free(struct ss_lj_runtime *rt)
             free(rt->protos[i].blob);
     free(rt->protos);
     free(rt->ins);
+    free(rt->fnpt);
     if (rt->strs) {
         free(strset(rt)->slot);
         struct lj_strblk *b = rt->strs->next;

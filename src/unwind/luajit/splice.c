@@ -66,16 +66,14 @@ static int emit_segment(struct ss_lj_runtime *rt, struct ss_mem *m, const struct
 
 uint64_t ss_lj_leaf_cfa(struct ss_lj_runtime *rt, struct ss_mem *mem, const uint64_t *regs)
 {
-    const bool gc64 = rt->info.gc64;
-    const unsigned cfl = gc64 ? 16 : 24, lcf = gc64 ? 80 : 48;
-    for (uint64_t off = 0; off <= 8; off += 8) {
-        uint64_t cframe = regs[SS_REG_SP] + off, L = 0, lcframe = 0;
-        if (ss_mem_read(mem, cframe + cfl, &L, 8)) continue;
-        if (!gc64) L = (uint32_t)L;
-        if (L < 4096 || (L & 7) || ss_mem_read(mem, L + lcf, &lcframe, 8)) continue;
-        if ((lcframe & ~(uint64_t)3) == cframe) return cframe + rt->info.vm_cfa_off;
-    }
-    return 0;
+    /* Inside a VM helper reached by an internal call, [rsp] is the return
+     * address into the VM and the cframe is at rsp + 8; in the interpreter
+     * [rsp] is TMP1/MULTRES. Snapshot only (no syscall); the walk then checks
+     * SAVE_L->cframe == cframe, so a wrong guess never yields frames. */
+    uint64_t ret = 0, cframe = regs[SS_REG_SP];
+    if (ss_mem_read(mem, cframe, &ret, 8)) return 0;
+    if (ss_lj_in_vm(rt, ret)) cframe += 8;
+    return cframe + rt->info.vm_cfa_off;
 }
 
 int ss_lj_splice(struct ss_lj_runtime *const *rts, uint32_t nrts, struct ss_mem *mem,
