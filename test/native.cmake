@@ -30,3 +30,8 @@ add_dependencies(native_truth_test native_workload_pie native_workload_nopie nat
 ss_add_test(native_elf_test SOURCES ${CMAKE_SOURCE_DIR}/test/native/elf_test.c
   LABELS native TIMEOUT 120)
 add_dependencies(native_elf_test native_workload_pie native_workload_nopie)
+
+# Same workload, same time: our chains against `perf record --call-graph dwarf`.
+ss_add_test(native_perf_test SOURCES ${CMAKE_SOURCE_DIR}/test/native/perf_test.c ${NW_HARNESS}
+  LABELS native TIMEOUT 180)
+add_dependencies(native_perf_test native_workload_pie)
