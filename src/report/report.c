@@ -49,18 +49,32 @@ size_t ss_report_nstacks(const struct ss_report *r)
     return r->nstacks;
 }
 
+/* Producer strings are stable during one ss_report_add call (not after), so
+ * a per-call pointer cache skips re-hashing repeated module/chunk names. */
 static int64_t intern(struct ss_report *r, const char *s)
 {
-    return s ? rp_str_intern(&r->str, s, strlen(s)) : 0;
+    if (!s) return 0;
+    struct rp_pcache *c = &r->pcache[((uintptr_t)s >> 3) % RP_PCACHE];
+    if (c->p == s) return c->id;
+    int64_t id = rp_str_intern(&r->str, s, strlen(s));
+    if (id >= 0) {
+        c->p = s;
+        c->id = (uint32_t)id;
+    }
+    return id;
 }
 
 static uint64_t frame_hash(const struct rp_frame *f)
 {
-    uint64_t h = rp_hash(f->build_id, f->build_id_len, f->kind);
-    h = rp_hash_u64(h, ((uint64_t)f->name << 32) | f->module);
-    h = rp_hash_u64(h, ((uint64_t)f->line << 32) | f->first_line);
-    h = rp_hash_u64(h, f->addr);
-    return rp_hash_u64(h, f->offset);
+    uint64_t k[7] = {((uint64_t)f->kind << 8) | f->build_id_len,
+                     ((uint64_t)f->name << 32) | f->module,
+                     ((uint64_t)f->line << 32) | f->first_line,
+                     f->addr,
+                     f->offset,
+                     0,
+                     0};
+    memcpy(&k[5], f->build_id, f->build_id_len < 16 ? f->build_id_len : 16);
+    return rp_hash(k, sizeof(k), f->build_id_len > 16 ? f->build_id[16] : 0);
 }
 
 struct frame_key {
@@ -152,6 +166,7 @@ int ss_report_add(struct ss_report *r, const struct ss_stack *s, uint64_t count,
         s = &one;
     }
     if (rp_grow(&r->tmp, &r->captmp, s->nframes + 1, sizeof(*r->tmp))) goto oom;
+    memset(r->pcache, 0, sizeof(r->pcache));
     int64_t comm = rp_str_intern(&r->str, s->comm, strnlen(s->comm, sizeof(s->comm)));
     if (comm < 0) goto oom;
     for (uint32_t i = 0; i < s->nframes; i++) {

@@ -29,6 +29,12 @@ struct rp_stack {
     uint64_t count;
 };
 
+#define RP_PCACHE 32
+struct rp_pcache {
+    const char *p;
+    uint32_t id;
+};
+
 struct ss_report {
     uint32_t freq_hz;
     uint64_t period_ns;
@@ -44,7 +50,8 @@ struct ss_report {
     size_t nstacks, capstacks;
     struct rp_index stack_ix;
     uint64_t samples;
-    uint64_t tmin, tmax; /* sample times seen (tmax < tmin: none) */
+    uint64_t tmin, tmax;                /* sample times seen (tmax < tmin: none) */
+    struct rp_pcache pcache[RP_PCACHE]; /* valid during one ss_report_add */
     struct rp_buf scratch;
     uint32_t *tmp;
     size_t captmp;

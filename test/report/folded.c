@@ -233,14 +233,14 @@ Test(report_folded, many_samples_speed)
     }
     struct ss_stack st = {.pid = 1, .tid = 1, .comm = "app", .nframes = 30, .frames = fr};
     struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
     for (int i = 0; i < 100000; i++) {
         fr[0].addr = 0x1000 + (uint64_t)(i % 2000);
         cr_assert_eq(ss_report_add(r, &st, 1, &err), 0);
     }
-    clock_gettime(CLOCK_MONOTONIC, &t1);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t1);
     double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
-    cr_log_info("report_add: %.0f samples/s (%.2f us/sample, 30 frames)", 100000 / s,
+    cr_log_info("report_add: %.0f samples/s of CPU time (%.2f us/sample, 30 frames)", 100000 / s,
                 s * 1e6 / 100000);
     cr_expect_eq(ss_report_nstacks(r), 2000);
     cr_expect_eq(ss_report_samples(r), 100000);
