@@ -46,6 +46,7 @@ Test(snapfile_errors, not_a_capture)
     cr_assert_eq(open_err(missing, msg), -ENOENT);
     cr_assert(strstr(msg, missing) && strstr(msg, "No such file"), "%s", msg);
     th_rmtree(dir);
+    free(text), free(empty), free(missing), free(dir);
 }
 
 Test(snapfile_errors, newer_version_names_both_versions)
@@ -67,6 +68,7 @@ Test(snapfile_errors, newer_version_names_both_versions)
     cr_assert_eq(open_err(path, msg), 0, "%s", msg);
     free(b);
     th_rmtree(dir);
+    free(path), free(dir);
 }
 
 static int create(const char *path, char *msg)
@@ -100,6 +102,7 @@ Test(snapfile_errors, created_0600_even_over_an_existing_file)
     cr_assert_eq(open_err(path, msg), 0, "%s", msg);
     umask(old);
     th_rmtree(dir);
+    free(path), free(dir);
 }
 
 Test(snapfile_errors, never_follows_a_symlink)
@@ -129,6 +132,7 @@ Test(snapfile_errors, never_follows_a_symlink)
     cr_assert_eq(create(dir, msg), -EINVAL);
     cr_assert(strstr(msg, "not a regular file"), "%s", msg);
     th_rmtree(dir);
+    free(target), free(slink), free(nowhere), free(dangling), free(hard), free(dir);
 }
 
 /* A private mount namespace with a 64 KiB tmpfs: a real full disk. */
@@ -179,6 +183,7 @@ Test(snapfile_errors, full_disk)
     th_list_free(&l);
     umount2(dir, MNT_DETACH);
     th_rmtree(dir);
+    free(path), free(dir);
 }
 
 Test(snapfile_errors, unknown_records_and_appended_fields_are_skipped)
@@ -245,6 +250,7 @@ Test(snapfile_errors, unknown_records_and_appended_fields_are_skipped)
     free(out);
     free(b);
     th_rmtree(dir);
+    free(path), free(dir);
 }
 
 Test(snapfile_errors, bundle_needs_an_elf_file_with_a_build_id)
@@ -272,6 +278,7 @@ Test(snapfile_errors, bundle_needs_an_elf_file_with_a_build_id)
     /* failed bundles do not poison the writer */
     cr_assert_eq(ss_snap_close(w, &err), 0, "%s", err.msg);
     th_rmtree(dir);
+    free(path), free(noid), free(missing), free(dir);
 }
 
 Test(snapfile_errors, event_text_names_file_and_offset)
@@ -309,4 +316,5 @@ Test(snapfile_errors, event_text_names_file_and_offset)
     ss_snap_close_reader(r);
     free(b);
     th_rmtree(dir);
+    free(path), free(dir);
 }

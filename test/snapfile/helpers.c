@@ -185,12 +185,11 @@ size_t th_write_small(const char *path, int nsamples, uint32_t stack_req)
     cr_assert(ss_snap_create(&w, path, &h, &err) == 0, "%s", err.msg);
     struct th_maps maps;
     th_self_maps(&maps);
-    if (maps.n > 6) maps.n = 6; /* keep the file small */
     struct ss_snap_process p = {.pid = (uint32_t)getpid(),
                                 .ppid = (uint32_t)getppid(),
                                 .comm = "snapfile_test",
                                 .exe = "/proc/self/exe",
-                                .nmaps = maps.n,
+                                .nmaps = maps.n > 6 ? 6 : maps.n, /* keep the file small */
                                 .maps = maps.m};
     cr_assert(ss_snap_write_process(w, &p, &err) == 0, "%s", err.msg);
     for (int i = 0; i < nsamples; i++) {
