@@ -60,6 +60,9 @@ struct ss_lj_elfinfo {
 /* Inspect one ELF file. Returns 0 (info->is_luajit says the verdict) or a
  * negative errno when the file cannot be read or is not ELF. */
 int ss_lj_detect_file(const char *path, struct ss_lj_elfinfo *info, struct ss_err *err);
+/* The same on a file image already in memory (name is for messages). */
+int ss_lj_detect_image(const uint8_t *img, size_t size, const char *name,
+                       struct ss_lj_elfinfo *info, struct ss_err *err);
 
 /* ---- 2. runtime ---- */
 

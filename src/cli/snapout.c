@@ -2,6 +2,9 @@
 #include "cli/snapout.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <sys/mman.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -100,21 +103,55 @@ static void add_map(void *ctx, const struct ss_map_desc *m)
     o->path = m->path;
 }
 
-/* Bundle the file behind every mapping that has a build-id (once each). */
-static void bundle_files(struct ss_snapout *so, uint32_t pid)
+/* The vdso has no file: copy its image out of the target into a memfd. */
+static int vdso_image(uint32_t pid, const struct ss_snap_mapping *m)
+{
+    size_t len = (size_t)(m->end - m->start);
+    if (len > (1u << 20)) return -EFBIG;
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%u/mem", pid);
+    int mem = open(path, O_RDONLY | O_CLOEXEC);
+    if (mem < 0) return -errno;
+    uint8_t *buf = malloc(len);
+    int fd = -ENOMEM;
+    if (buf && pread(mem, buf, len, (off_t)m->start) == (ssize_t)len) {
+        fd = memfd_create("vdso", MFD_CLOEXEC);
+        if (fd >= 0 && write(fd, buf, len) != (ssize_t)len) {
+            close(fd);
+            fd = -EIO;
+        }
+    } else if (buf) {
+        fd = -EIO;
+    }
+    free(buf);
+    close(mem);
+    return fd;
+}
+
+/* Bundle the file behind every mapping that has a build-id (once each); with
+ * all = false only the vdso, which replay cannot find anywhere else. */
+static void bundle_files(struct ss_snapout *so, uint32_t pid, bool all)
 {
     for (size_t i = 0; i < so->nmaps; i++) {
         const struct ss_snap_mapping *m = &so->maps[i];
-        if (!m->build_id_len || m->path[0] != '/' ||
+        bool vdso = !strcmp(m->path, "[vdso]");
+        if (!m->build_id_len || (!vdso && (!all || m->path[0] != '/')) ||
             ss_snap_has_bundle(so->w, m->build_id, m->build_id_len, SS_SNAP_BUNDLE_MAPPED))
             continue;
         char open_path[96];
-        snprintf(open_path, sizeof(open_path), "/proc/%u/map_files/%" PRIx64 "-%" PRIx64, pid,
-                 m->start, m->end);
+        int fd = -1;
+        if (vdso) {
+            if ((fd = vdso_image(pid, m)) < 0) continue;
+            snprintf(open_path, sizeof(open_path), "/proc/self/fd/%d", fd);
+        } else {
+            snprintf(open_path, sizeof(open_path), "/proc/%u/map_files/%" PRIx64 "-%" PRIx64, pid,
+                     m->start, m->end);
+        }
         struct ss_err err = {0};
         if (ss_snap_write_bundle(so->w, open_path, m->path, SS_SNAP_BUNDLE_MAPPED, m->build_id,
                                  m->build_id_len, &err) < 0)
             fprintf(stderr, "stacksnap: bundle %s: %s\n", m->path, err.msg);
+        if (fd >= 0) close(fd);
     }
 }
 
@@ -157,8 +194,8 @@ int ss_snapout_sample(struct ss_snapout *so, struct ss_unwinder *u, const struct
             .nmaps = (uint32_t)so->nmaps,
             .maps = so->maps,
         };
-        if (so->bundle) /* files first: replay resolves them when the process arrives */
-            bundle_files(so, s->pid);
+        /* files first: replay resolves them when the process arrives */
+        bundle_files(so, s->pid, so->bundle);
         if (so->failed || ss_snap_write_process(so->w, &p, &err) < 0) goto fail;
         g->generation = pd.generation;
     }

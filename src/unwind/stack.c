@@ -12,6 +12,7 @@
 #include "elf/elf.h"
 #include "process/process.h"
 #include "symbolize/symbolize.h"
+#include "unwind/lua.h"
 #include "unwind/unwinder.h"
 
 static uint64_t now_ns(void)
@@ -79,6 +80,7 @@ void ss_unwinder_free(struct ss_unwinder *u)
             up = n;
         }
     }
+    ss_lua_detect_cache_free(u);
     ss_elf_cache_free(u->files);
     ss_strpool_free(u->strs);
     free(u->nf);
@@ -213,28 +215,13 @@ int ss_unwind(struct ss_unwinder *u, const struct ss_sample *s, struct ss_stack 
     snprintf(out->comm, sizeof(out->comm), "%s", ss_proc_comm(up->proc));
     ss_mem_set_snapshot(&up->mem, s->regs[SS_REG_SP], s->stack, s->stack_len);
 
-    struct ss_native_frame *nf = u->nf;
-    ss_native_frame_from_sample(&nf[0], s->regs);
     enum ss_trunc why = SS_TRUNC_NONE;
-    unsigned nn = ss_native_unwind(up->np, nf, u->o.max_frames, &why);
-
-    /* ---- LuaJIT splice point ----
-     * nf[0..nn) are the native frames, leaf first; each has ip, sp, CFA,
-     * the registers known in that frame (rbx/rbp/r12-r15 recovered from CFI,
-     * every register in the leaf) and SS_NF_SIGNAL/SS_NF_EXACT flags. The
-     * LuaJIT walker replaces each VM frame here with the Lua frames of its
-     * segment (reading target memory through up->mem), and may resume the
-     * native walk from any register set with ss_native_frame_init() +
-     * ss_native_step() (e.g. below a JIT trace, which has no CFI). */
-
-    if (ss_unwinder_reserve(u, nn) < 0) {
+    unsigned nn = ss_unwind_mixed(u, up, s, &why); /* native walk + LuaJIT splice (lua.c) */
+    if (nn == 0 && u->o.max_frames) {
         out->trunc = SS_TRUNC_ERROR;
         return -ENOMEM;
     }
     out->frames = u->out;
-    for (unsigned i = 0; i < nn; i++)
-        ss_symbolize_native(up->syms, u->strs, up->proc, ss_nf_ip(&nf[i]),
-                            (nf[i].flags & (SS_NF_EXACT | SS_NF_SIGNAL)) != 0, &u->out[i]);
     out->nframes = nn;
     out->trunc = (uint8_t)why;
     u->st.frames += nn;

@@ -12,6 +12,7 @@ struct ss_proc;
 struct ss_symcache;
 struct ss_elf_cache;
 struct ss_strpool;
+struct ss_lua_detect;
 
 struct ss_uproc {
     uint32_t pid;
@@ -36,6 +37,7 @@ struct ss_unwinder {
     struct ss_frame *out;       /* output frames (capacity out_cap) */
     size_t out_cap;
     struct ss_unwinder_stats st;
+    struct ss_lua_detect *lua_detect; /* lua.c: LuaJIT verdicts per file */
 };
 
 /* The bundle for pid; created for live processes when create is set.

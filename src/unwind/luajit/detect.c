@@ -265,6 +265,56 @@ static void scan_rodata(Elf *e, struct ss_lj_elfinfo *info)
     }
 }
 
+/* The verdict for one opened ELF handle (see ss_lj_detect_file). */
+static void detect_elf(Elf *e, const char *path, struct ss_lj_elfinfo *info)
+{
+    struct det d = {.e = e, .path = path};
+    Elf_Scn *scn = NULL, *eh = NULL;
+    GElf_Shdr ehsh = {0};
+    size_t shstrndx = 0;
+    elf_getshdrstrndx(e, &shstrndx);
+    while ((scn = elf_nextscn(e, scn))) {
+        GElf_Shdr sh;
+        if (!gelf_getshdr(scn, &sh)) continue;
+        if (sh.sh_type == SHT_DYNSYM || sh.sh_type == SHT_SYMTAB) scan_symtab(&d, scn, &sh, info);
+        const char *nm = elf_strptr(e, shstrndx, sh.sh_name);
+        if (nm && !strcmp(nm, ".eh_frame") && sh.sh_type == SHT_PROGBITS) {
+            eh = scn;
+            ehsh = sh;
+        }
+    }
+    info->is_luajit = d.sym_pcall && (d.has_setmode || d.has_openjit);
+    if (!info->is_luajit) return;
+    scan_rodata(e, info);
+    if (eh) {
+        Elf_Data *data = elf_getdata(eh, NULL);
+        if (data && data->d_buf) scan_eh_frame(data->d_buf, data->d_size, ehsh.sh_addr, info);
+    }
+    if (info->vm_hi) {
+        if (calls_into(e, d.sym_pcall, info->vm_lo, info->vm_hi)) info->checks |= SS_LJ_CHECK_PCALL;
+        if (calls_into(e, d.sym_call, info->vm_lo, info->vm_hi)) info->checks |= SS_LJ_CHECK_CALL;
+        if (calls_into(e, d.sym_resume, info->vm_lo, info->vm_hi))
+            info->checks |= SS_LJ_CHECK_RESUME;
+        info->vm_found = info->checks != 0;
+    }
+}
+
+int ss_lj_detect_image(const uint8_t *img, size_t size, const char *name,
+                       struct ss_lj_elfinfo *info, struct ss_err *err)
+{
+    memset(info, 0, sizeof(*info));
+    elf_version(EV_CURRENT);
+    Elf *e = elf_memory((char *)img, size);
+    if (!e || elf_kind(e) != ELF_K_ELF) {
+        if (e) elf_end(e);
+        ss_err_set(err, -ENOEXEC, "luajit detect: %s is not an ELF file", name);
+        return -ENOEXEC;
+    }
+    detect_elf(e, name, info);
+    elf_end(e);
+    return 0;
+}
+
 int ss_lj_detect_file(const char *path, struct ss_lj_elfinfo *info, struct ss_err *err)
 {
     memset(info, 0, sizeof(*info));
@@ -282,38 +332,7 @@ int ss_lj_detect_file(const char *path, struct ss_lj_elfinfo *info, struct ss_er
         ss_err_set(err, -ENOEXEC, "luajit detect: %s is not an ELF file", path);
         return -ENOEXEC;
     }
-    struct det d = {.e = e, .path = path};
-    Elf_Scn *scn = NULL, *eh = NULL;
-    GElf_Shdr ehsh = {0};
-    size_t shstrndx = 0;
-    elf_getshdrstrndx(e, &shstrndx);
-    while ((scn = elf_nextscn(e, scn))) {
-        GElf_Shdr sh;
-        if (!gelf_getshdr(scn, &sh)) continue;
-        if (sh.sh_type == SHT_DYNSYM || sh.sh_type == SHT_SYMTAB) scan_symtab(&d, scn, &sh, info);
-        const char *nm = elf_strptr(e, shstrndx, sh.sh_name);
-        if (nm && !strcmp(nm, ".eh_frame") && sh.sh_type == SHT_PROGBITS) {
-            eh = scn;
-            ehsh = sh;
-        }
-    }
-    info->is_luajit = d.sym_pcall && (d.has_setmode || d.has_openjit);
-    if (info->is_luajit) {
-        scan_rodata(e, info);
-        if (eh) {
-            Elf_Data *data = elf_getdata(eh, NULL);
-            if (data && data->d_buf) scan_eh_frame(data->d_buf, data->d_size, ehsh.sh_addr, info);
-        }
-        if (info->vm_hi) {
-            if (calls_into(e, d.sym_pcall, info->vm_lo, info->vm_hi))
-                info->checks |= SS_LJ_CHECK_PCALL;
-            if (calls_into(e, d.sym_call, info->vm_lo, info->vm_hi))
-                info->checks |= SS_LJ_CHECK_CALL;
-            if (calls_into(e, d.sym_resume, info->vm_lo, info->vm_hi))
-                info->checks |= SS_LJ_CHECK_RESUME;
-            info->vm_found = info->checks != 0;
-        }
-    }
+    detect_elf(e, path, info);
     elf_end(e);
     close(fd);
     return 0;

@@ -1,0 +1,257 @@
+/* unwind/lua.c: LuaJIT frames in ss_unwind (see lua.h).
+ *
+ * Per process, the executable file mappings are checked once per mapping
+ * generation for LuaJIT (verdicts cached per file, by build-id or dev/inode,
+ * so libc is inspected once per unwinder), and each LuaJIT module gets a
+ * runtime that lives as long as the module stays mapped at the same bias (its
+ * prototype caches survive map refreshes).
+ *
+ * A sample whose leaf ip is in a VM starts the native walk at the VM frame's
+ * true caller (ss_lj_leaf_cfa: .eh_frame is off by 8 inside VM helpers);
+ * everything else is a plain native walk. ss_lj_splice then replaces each VM
+ * frame by the Lua frames of the segment it runs. */
+#include "unwind/lua.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "elf/elf.h"
+#include "process/process.h"
+#include "stacksnap/ss_lj_luajit.h"
+#include "symbolize/symbolize.h"
+
+#define MAX_RTS 8
+
+struct verdict {
+    uint8_t id[20], id_len;
+    uint64_t dev, ino, size;
+    bool is_luajit;
+    struct ss_lj_elfinfo info;
+};
+
+struct ss_lua_detect {
+    struct verdict *v;
+    size_t n, cap;
+};
+
+struct lrt {
+    const struct ss_elf *elf;
+    int64_t bias;
+    struct ss_lj_runtime *rt;
+};
+
+struct ulua {
+    uint64_t gen; /* process generation the list was built for */
+    bool scanned;
+    struct lrt rts[MAX_RTS];
+    unsigned n;
+    struct ss_lj_native *natives;
+    struct ss_lj_item *items;
+    unsigned cap;
+};
+
+static void ulua_free(void *p)
+{
+    struct ulua *l = p;
+    for (unsigned i = 0; i < l->n; i++)
+        ss_lj_runtime_free(l->rts[i].rt);
+    free(l->natives);
+    free(l->items);
+    free(l);
+}
+
+void ss_lua_detect_cache_free(struct ss_unwinder *u)
+{
+    if (!u->lua_detect) return;
+    free(u->lua_detect->v);
+    free(u->lua_detect);
+    u->lua_detect = NULL;
+}
+
+static bool same_file(const struct verdict *v, const struct ss_elf *e)
+{
+    if (e->build_id_len)
+        return v->id_len == e->build_id_len && !memcmp(v->id, e->build_id, e->build_id_len);
+    return !v->id_len && v->dev == e->dev && v->ino == e->ino && v->size == e->fsize;
+}
+
+/* Detection verdict for e, computed once per unwinder. */
+static const struct verdict *detect(struct ss_unwinder *u, const struct ss_elf *e)
+{
+    struct ss_lua_detect *d = u->lua_detect;
+    if (!d && !(d = u->lua_detect = calloc(1, sizeof(*d)))) return NULL;
+    for (size_t i = 0; i < d->n; i++)
+        if (same_file(&d->v[i], e)) return &d->v[i];
+    if (d->n == d->cap) {
+        size_t cap = d->cap ? d->cap * 2 : 32;
+        struct verdict *nv = realloc(d->v, cap * sizeof(*nv));
+        if (!nv) return NULL;
+        d->v = nv;
+        d->cap = cap;
+    }
+    struct verdict *v = &d->v[d->n++];
+    memset(v, 0, sizeof(*v));
+    memcpy(v->id, e->build_id, e->build_id_len);
+    v->id_len = e->build_id_len;
+    v->dev = e->dev;
+    v->ino = e->ino;
+    v->size = e->fsize;
+    v->is_luajit = ss_lj_detect_image(e->image, e->size, e->path, &v->info, NULL) == 0 &&
+                   v->info.is_luajit && v->info.vm_found;
+    return v;
+}
+
+/* Rebuild the runtime list after the process's mappings changed. */
+static void scan(struct ss_unwinder *u, struct ss_uproc *up, struct ulua *l)
+{
+    size_t n;
+    const struct ss_mapping *m = ss_proc_mappings(up->proc, &n);
+    struct lrt keep[MAX_RTS];
+    unsigned nk = 0;
+    for (size_t i = 0; i < n && nk < MAX_RTS; i++) {
+        if (!m[i].elf || !(m[i].d.prot & SS_MAP_X)) continue;
+        bool dup = false;
+        for (unsigned k = 0; k < nk && !dup; k++)
+            dup = keep[k].elf == m[i].elf && keep[k].bias == m[i].bias;
+        if (dup) continue;
+        const struct verdict *v = detect(u, m[i].elf);
+        if (!v || !v->is_luajit) continue;
+        struct lrt r = {.elf = m[i].elf, .bias = m[i].bias};
+        for (unsigned j = 0; j < l->n; j++) /* same module as before: keep its caches */
+            if (l->rts[j].rt && l->rts[j].elf == r.elf && l->rts[j].bias == r.bias) {
+                r.rt = l->rts[j].rt;
+                l->rts[j].rt = NULL;
+            }
+        if (!r.rt && ss_lj_runtime_new(&r.rt, &v->info, (uint64_t)r.bias, up->pid, NULL) < 0)
+            continue;
+        keep[nk++] = r;
+    }
+    for (unsigned j = 0; j < l->n; j++)
+        ss_lj_runtime_free(l->rts[j].rt);
+    memcpy(l->rts, keep, nk * sizeof(keep[0]));
+    l->n = nk;
+    l->gen = ss_proc_generation(up->proc);
+    l->scanned = true;
+}
+
+static struct ulua *lua_state(struct ss_unwinder *u, struct ss_uproc *up)
+{
+    struct ulua *l = up->luajit;
+    if (!l) {
+        if (!(l = calloc(1, sizeof(*l)))) return NULL;
+        up->luajit = l;
+        up->luajit_free = ulua_free;
+    }
+    if (!l->scanned || l->gen != ss_proc_generation(up->proc)) scan(u, up, l);
+    return l;
+}
+
+static int reserve(struct ulua *l, unsigned n)
+{
+    if (n <= l->cap) return 0;
+    unsigned cap = n + 64;
+    struct ss_lj_native *nn = realloc(l->natives, cap * sizeof(*nn));
+    if (nn) l->natives = nn;
+    struct ss_lj_item *ni = nn ? realloc(l->items, cap * sizeof(*ni)) : NULL;
+    if (!ni) return -ENOMEM;
+    l->items = ni;
+    l->cap = cap;
+    return 0;
+}
+
+/* The VM frame's caller, read from the VM frame at cfa (see ss_lj_leaf_cfa). */
+static bool vm_caller(struct ss_mem *mem, uint64_t cfa, struct ss_native_frame *f)
+{
+    uint64_t w[5]; /* [cfa-40 .. cfa-8]: r14, r15, rbx, rbp, ip */
+    if (ss_mem_read(mem, cfa - 40, w, sizeof(w)) < 0) return false;
+    struct ss_nregs r = {0};
+    r.r[SS_DR_R14] = w[0];
+    r.r[SS_DR_R15] = w[1];
+    r.r[SS_DR_RBX] = w[2];
+    r.r[SS_DR_RBP] = w[3];
+    r.r[SS_DR_RIP] = w[4];
+    r.r[SS_DR_RSP] = cfa;
+    r.valid = 1u << SS_DR_R14 | 1u << SS_DR_R15 | 1u << SS_DR_RBX | 1u << SS_DR_RBP |
+              1u << SS_DR_RIP | 1u << SS_DR_RSP;
+    ss_native_frame_init(f, &r, false);
+    return true;
+}
+
+static unsigned native_walk(struct ss_unwinder *u, struct ss_uproc *up, struct ulua *l,
+                            const struct ss_sample *s, enum ss_trunc *why)
+{
+    struct ss_native_frame *nf = u->nf;
+    ss_native_frame_from_sample(&nf[0], s->regs);
+    uint64_t ip = s->regs[SS_REG_IP];
+    for (unsigned i = 0; l && i < l->n; i++) {
+        if (!ss_lj_in_vm(l->rts[i].rt, ip)) continue;
+        uint64_t cfa = ss_lj_leaf_cfa(l->rts[i].rt, &up->mem, s->regs);
+        if (!cfa || u->o.max_frames < 2 || !vm_caller(&up->mem, cfa, &nf[1])) break;
+        nf[0].cfa = cfa;
+        return 1 + ss_native_unwind(up->np, &nf[1], u->o.max_frames - 1, why);
+    }
+    return ss_native_unwind(up->np, nf, u->o.max_frames, why);
+}
+
+unsigned ss_unwind_mixed(struct ss_unwinder *u, struct ss_uproc *up, const struct ss_sample *s,
+                         enum ss_trunc *why)
+{
+    struct ulua *l = lua_state(u, up);
+    struct ss_native_frame *nf = u->nf;
+    unsigned nn = native_walk(u, up, l, s, why);
+    struct ss_lj_out out = {0};
+    if (l && l->n && reserve(l, nn + u->o.max_frames) == 0) {
+        struct ss_lj_runtime *rts[MAX_RTS];
+        for (unsigned i = 0; i < l->n; i++)
+            rts[i] = l->rts[i].rt;
+        for (unsigned i = 0; i < nn; i++) {
+            struct ss_lj_native *n = &l->natives[i];
+            uint64_t v;
+            memset(n, 0, sizeof(*n));
+            n->ip = ss_nf_ip(&nf[i]);
+            n->cfa = nf[i].cfa;
+            n->signal = i > 0 && (nf[i].flags & SS_NF_EXACT);
+            if (ss_nf_reg(&nf[i], SS_REG_BX, &v)) {
+                n->rbx = v;
+                n->have |= SS_LJ_HAVE_RBX;
+            }
+            if (ss_nf_reg(&nf[i], SS_REG_R14, &v)) {
+                n->r14 = v;
+                n->have |= SS_LJ_HAVE_R14;
+            }
+        }
+        out.items = l->items;
+        out.cap = l->cap;
+        if (ss_lj_splice(rts, l->n, &up->mem, s->regs, l->natives, nn, &out) < 0 && out.n == 0)
+            out.lua_frames = 0;
+    }
+    if (!out.lua_frames) { /* native only */
+        if (ss_unwinder_reserve(u, nn) < 0) return 0;
+        for (unsigned i = 0; i < nn; i++)
+            ss_symbolize_native(up->syms, u->strs, up->proc, ss_nf_ip(&nf[i]),
+                                (nf[i].flags & (SS_NF_EXACT | SS_NF_SIGNAL)) != 0, &u->out[i]);
+        return nn;
+    }
+    if (ss_unwinder_reserve(u, out.n) < 0) return 0;
+    for (unsigned i = 0; i < out.n; i++) {
+        int32_t k = out.items[i].native;
+        if (k >= 0)
+            ss_symbolize_native(up->syms, u->strs, up->proc, ss_nf_ip(&nf[k]),
+                                (nf[k].flags & (SS_NF_EXACT | SS_NF_SIGNAL)) != 0, &u->out[i]);
+        else
+            u->out[i] = out.items[i].lua;
+    }
+    return out.n;
+}
+
+unsigned ss_unwinder_lua_runtimes(struct ss_unwinder *u, uint32_t pid,
+                                  const struct ss_lj_runtime **out, unsigned max)
+{
+    struct ss_uproc *up = ss_unwinder_proc(u, pid, false, NULL);
+    struct ulua *l = up ? lua_state(u, up) : NULL;
+    unsigned n = 0;
+    for (unsigned i = 0; l && i < l->n && n < max; i++)
+        out[n++] = l->rts[i].rt;
+    return n;
+}
