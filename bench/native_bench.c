@@ -8,8 +8,10 @@
  * us/sample and frames/s side by side.
  *
  *   native_bench [--seconds S] [--freq HZ] [--rounds-time S] [--keep DIR]
+ *   native_bench --profile MODE   (one native mode, no perf: for profiling)
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -172,6 +174,7 @@ int main(int argc, char **argv)
     double seconds = 3, min_time = 2;
     unsigned freq = 999;
     const char *keepdir = NULL;
+    int profile = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--seconds") && i + 1 < argc)
             seconds = atof(argv[++i]);
@@ -179,6 +182,8 @@ int main(int argc, char **argv)
             freq = (unsigned)atoi(argv[++i]);
         else if (!strcmp(argv[i], "--rounds-time") && i + 1 < argc)
             min_time = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--profile") && i + 1 < argc) /* one mode only, no perf */
+            profile = atoi(argv[++i]) + 1;
         else if (!strcmp(argv[i], "--keep") && i + 1 < argc)
             keepdir = argv[++i];
         else {
@@ -217,7 +222,7 @@ int main(int argc, char **argv)
     snprintf(secs, sizeof(secs), "%g", seconds);
     char *pargv[] = {"/usr/bin/perf", "record", "-q", "-F", fbuf,    "--call-graph", callg, "-p",
                      pidbuf,          "-o",     data, "--", "sleep", secs,           NULL};
-    pid_t ppid = spawn(pargv, "/dev/null");
+    pid_t ppid = profile ? -1 : spawn(pargv, "/dev/null");
     struct store st = {.pid = wpid};
     struct ss_capture *c = NULL;
     struct ss_err err = {0};
@@ -246,6 +251,13 @@ int main(int argc, char **argv)
     const char *mode_name[] = {"stacksnap (rule cache + libunwind)", "libunwind, step per frame",
                                "libunwind, one cursor (perf's way)"};
     struct result res[3];
+    if (profile) {
+        unwind_all(&st, profile - 1, min_time, &res[0]);
+        printf("mode %d: %zu samples, %.3f us/sample, %.1f frames\n", profile - 1, st.n,
+               res[0].us_per_sample, res[0].frames_per_sample);
+        kill(wpid, SIGKILL);
+        return 0;
+    }
     for (int m = 0; m < 3; m++)
         unwind_all(&st, m, m ? min_time / 2 : min_time, &res[m]);
     kill(wpid, SIGKILL);

@@ -105,33 +105,41 @@ enum ss_trunc ss_native_fault_reason(const struct ss_nproc *np, uint64_t addr)
 }
 
 /* The rule for lookup address look (cache, file table, or fetched now). */
-static void get_rule(struct ss_nproc *np, uint64_t look, struct ss_nrule *rule)
+static inline struct ss_rc_ent *rc_slot(struct ss_nproc *np, uint64_t look)
 {
-    struct ss_rc_ent *ce = &np->rc[(look * 0x9e3779b97f4a7c15ull) >> (64 - SS_RC_BITS)];
-    if (ce->key == look) {
-        *rule = ce->r;
-        return;
-    }
+    return &np->rc[(look * 0x9e3779b97f4a7c15ull) >> (64 - SS_RC_BITS)];
+}
+
+/* The rule for lookup address look (cache, file table, or fetched now).
+ * Entries are only made for addresses of frames that passed
+ * ss_native_check, i.e. inside an executable mapping. */
+static const struct ss_nrule *get_rule(struct ss_nproc *np, uint64_t look)
+{
+    struct ss_rc_ent *ce = rc_slot(np, look);
+    if (ce->key == look) return &ce->r;
     np->st.cache_misses++;
     const struct ss_mapping *mp = ss_proc_find_cached(np->proc, look);
-    memset(rule, 0, sizeof(*rule));
-    rule->kind = SS_NR_NOINFO;
+    struct ss_nrule rule;
+    memset(&rule, 0, sizeof(rule));
+    rule.kind = SS_NR_NOINFO;
     if (mp && mp->elf) {
         uint64_t vaddr = look - mp->bias;
         struct ss_elf *e = mp->elf;
-        if (!ss_nrules_lookup(e, vaddr, rule)) {
+        if (!ss_nrules_lookup(e, vaddr, &rule)) {
             ss_unw_load_rows(np, look);
             check_gen(np);
-            if (!ss_nrules_lookup(e, vaddr, rule)) {
+            if (!ss_nrules_lookup(e, vaddr, &rule)) {
                 uint64_t lo = vaddr, hi = vaddr + 1;
-                memset(rule, 0, sizeof(*rule));
-                rule->kind = SS_NR_NOINFO;
-                ss_nrules_add(e, &lo, &hi, rule, 1);
+                memset(&rule, 0, sizeof(rule));
+                rule.kind = SS_NR_NOINFO;
+                ss_nrules_add(e, &lo, &hi, &rule, 1);
             }
         }
     }
+    ce = rc_slot(np, look); /* check_gen may have flushed the cache */
     ce->key = look;
-    ce->r = *rule;
+    ce->r = rule;
+    return &ce->r;
 }
 
 static int apply_rule(struct ss_nproc *np, struct ss_native_frame *f, const struct ss_nrule *r,
@@ -187,6 +195,8 @@ int ss_native_check(struct ss_nproc *np, const struct ss_native_frame *f,
         *why = SS_TRUNC_LOOP;
         return 0;
     }
+    uint64_t look = ss_nf_lookup_ip(caller);
+    if (rc_slot(np, look)->key == look) return 1; /* seen in an executable mapping */
     const struct ss_mapping *mp = ss_proc_find(np->proc, ip);
     if (!mp || !(mp->d.prot & SS_MAP_X)) {
         *why = SS_TRUNC_BADIP;
@@ -201,15 +211,14 @@ int ss_native_step(struct ss_nproc *np, struct ss_native_frame *f, struct ss_nat
     check_gen(np);
     int r;
     if (np->mode == SS_NMODE_RULES) {
-        struct ss_nrule rule;
-        get_rule(np, ss_nf_lookup_ip(f), &rule);
-        if (rule.kind == SS_NR_OK) {
-            r = apply_rule(np, f, &rule, caller, why);
+        const struct ss_nrule *rule = get_rule(np, ss_nf_lookup_ip(f));
+        if (rule->kind == SS_NR_OK) {
+            r = apply_rule(np, f, rule, caller, why);
             if (r && !(caller->regs.valid & (1u << SS_DR_RBP))) {
                 *why = SS_TRUNC_NONE; /* x86-64 ABI: undefined rbp ends the chain */
                 return 0;
             }
-        } else if (rule.kind == SS_NR_END) {
+        } else if (rule->kind == SS_NR_END) {
             *why = SS_TRUNC_NONE;
             return 0;
         } else {
@@ -233,14 +242,15 @@ unsigned ss_native_unwind(struct ss_nproc *np, struct ss_native_frame *out, unsi
     } else if (np->mode == SS_NMODE_UNW_CURSOR) {
         n = ss_unw_walk(np, out, max, why);
     } else {
-        for (;;) {
-            struct ss_native_frame next;
-            if (!ss_native_step(np, &out[n - 1], &next, why)) break;
+        struct ss_native_frame spare;
+        for (;;) { /* step straight into out[n]; past the cap into spare */
+            struct ss_native_frame *next = n < max ? &out[n] : &spare;
+            if (!ss_native_step(np, &out[n - 1], next, why)) break;
             if (n == max) {
                 *why = SS_TRUNC_DEPTH;
                 break;
             }
-            out[n++] = next;
+            n++;
         }
     }
     np->st.frames += n;
