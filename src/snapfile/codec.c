@@ -38,8 +38,12 @@ void snap_buf_free(struct snap_buf *b)
 
 void snap_put_str(struct snap_buf *b, const char *s)
 {
-    size_t n = s ? strlen(s) : 0;
-    if (n > 0xffff) n = 0xffff;
+    snap_put_strn(b, s, 0xffff);
+}
+
+void snap_put_strn(struct snap_buf *b, const char *s, size_t max)
+{
+    size_t n = s ? strnlen(s, max < 0xffff ? max : 0xffff) : 0;
     snap_put_u16(b, (uint16_t)n);
     snap_put(b, s, n);
     snap_put_u8(b, 0);
@@ -111,15 +115,15 @@ static bool get_build_id(struct snap_cur *c, uint8_t *id, uint8_t *len)
 void snap_enc_header(struct snap_buf *b, const struct ss_snap_header *h)
 {
     snap_put_u32(b, h->flags);
-    snap_put_str(b, h->arch);
+    snap_put_strn(b, h->arch, sizeof(h->arch) - 1);
     snap_put_u32(b, h->nregs);
     snap_put_u32(b, h->stack_size);
     snap_put_u32(b, h->freq_hz);
     snap_put_u64(b, h->start_real_ns);
     snap_put_u64(b, h->start_mono_ns);
-    snap_put_str(b, h->hostname);
-    snap_put_str(b, h->kernel_release);
-    snap_put_str(b, h->tool_version);
+    snap_put_strn(b, h->hostname, sizeof(h->hostname) - 1);
+    snap_put_strn(b, h->kernel_release, sizeof(h->kernel_release) - 1);
+    snap_put_strn(b, h->tool_version, sizeof(h->tool_version) - 1);
     snap_put_str(b, h->command);
 }
 

@@ -63,6 +63,8 @@ static inline void snap_put_u64(struct snap_buf *b, uint64_t v)
 /* String: u16 length, bytes, one NUL (so the reader can hand out pointers).
  * Longer strings are cut at 65535 bytes. */
 void snap_put_str(struct snap_buf *b, const char *s);
+/* Same, at most max bytes of s (fixed-size char arrays). */
+void snap_put_strn(struct snap_buf *b, const char *s, size_t max);
 
 static inline uint16_t snap_le16(const uint8_t *p)
 {

@@ -149,8 +149,8 @@ int snap_emit(struct ss_snap_writer *w, uint16_t type, enum snap_level level,
         }
     }
     uint32_t pcrc = (uint32_t)crc32(0, Z_NULL, 0);
-    for (int i = 0; i < nparts; i++)
-        pcrc = (uint32_t)crc32_z(pcrc, parts[i].p, parts[i].len);
+    for (int i = 0; i < nparts; i++) /* (a NULL buffer would reset the CRC) */
+        if (parts[i].len) pcrc = (uint32_t)crc32_z(pcrc, parts[i].p, parts[i].len);
     uint8_t h[SNAP_REC_HDR];
     memcpy(h, SNAP_SYNC, 4);
     h[4] = (uint8_t)type, h[5] = (uint8_t)(type >> 8);
@@ -164,7 +164,7 @@ int snap_emit(struct ss_snap_writer *w, uint16_t type, enum snap_level level,
         h[16 + i] = (uint8_t)(hcrc >> (8 * i));
     int rc = out_put(w, h, sizeof(h), err);
     for (int i = 0; i < nparts && !rc; i++)
-        rc = out_put(w, parts[i].p, parts[i].len, err);
+        if (parts[i].len) rc = out_put(w, parts[i].p, parts[i].len, err);
     if (rc) return rc;
     w->nrecords++;
     if (type < SS_SNAP_NTYPES) {

@@ -105,6 +105,8 @@ Test(snapfile, every_record_type_round_trips)
     struct ss_sample s1, s2;
     th_self_sample(&s1, 16384);
     th_self_sample(&s2, 0); /* no stack bytes (copy failed): stored uncompressed */
+    free((void *)s2.stack);
+    s2.stack = NULL;
     s2.flags |= SS_SAMPLE_KERNEL;
 
     struct ss_snap_writer *w;
