@@ -35,27 +35,33 @@ static void perf_regs(uint64_t out[SS_NREGS], const __u64 in[SS_PT_NREGS])
     out[SS_REG_SS] &= 0xffff;
 }
 
-/* Validate one record and deliver it. The stack pointer stays valid only
- * during the callback (it points into the buffer). */
+/* Validate one record and deliver it. The header is copied out (perf
+ * buffer records are only 4-byte aligned); the stack pointer stays valid
+ * only during the callback (it points into the buffer). */
 static void deliver(struct ss_capture *c, const void *data, size_t size)
 {
-    const struct ss_event *e = data;
+    struct ss_event e;
     struct ss_sample s;
 
-    if (size < sizeof(*e) || e->stack_len > size - sizeof(*e) || e->stack_len > c->stack_size) {
+    if (size < sizeof(e)) {
         c->bad++;
         return;
     }
-    s.pid = e->tgid;
-    s.tid = e->tid;
-    s.cpu = e->cpu;
-    s.flags = e->flags & SS_SAMPLE_KERNEL;
-    if (e->stack_len < c->stack_size) s.flags |= SS_SAMPLE_PARTIAL;
-    s.time_ns = e->time_ns;
-    perf_regs(s.regs, e->regs);
-    s.stack_len = (uint32_t)e->stack_len;
+    memcpy(&e, data, sizeof(e));
+    if (e.stack_len > size - sizeof(e) || e.stack_len > c->stack_size) {
+        c->bad++;
+        return;
+    }
+    s.pid = e.tgid;
+    s.tid = e.tid;
+    s.cpu = e.cpu;
+    s.flags = e.flags & SS_SAMPLE_KERNEL;
+    if (e.stack_len < c->stack_size) s.flags |= SS_SAMPLE_PARTIAL;
+    s.time_ns = e.time_ns;
+    perf_regs(s.regs, e.regs);
+    s.stack_len = (uint32_t)e.stack_len;
     s.stack_req = c->stack_size;
-    s.stack = e->stack;
+    s.stack = (const uint8_t *)data + sizeof(e);
     c->delivered++;
     if (c->fn) c->fn(c->fn_ctx, &s);
 }
@@ -74,13 +80,16 @@ static enum bpf_perf_event_ret on_perf(void *ctx, int cpu, struct perf_event_hea
 
     (void)cpu;
     if (h->type == PERF_RECORD_SAMPLE && h->size >= sizeof(*h) + 4) {
-        const __u32 *raw_size = (const void *)(h + 1);
-        if (*raw_size <= h->size - sizeof(*h) - 4)
-            deliver(c, raw_size + 1, *raw_size);
+        const char *raw = (const char *)(h + 1);
+        __u32 n;
+        memcpy(&n, raw, sizeof(n));
+        if (n <= h->size - sizeof(*h) - 4)
+            deliver(c, raw + 4, n);
         else
             c->bad++;
     } else if (h->type == PERF_RECORD_LOST && h->size >= sizeof(*h) + 16) {
-        const __u64 *lost = (const void *)(h + 1);
+        __u64 lost[2];
+        memcpy(lost, h + 1, sizeof(lost));
         c->lost += lost[1];
     }
     return LIBBPF_PERF_EVENT_CONT;

@@ -18,7 +18,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <ucontext.h>
 #include <unistd.h>
@@ -114,9 +116,17 @@ static void *top_thread(void *arg)
     return NULL;
 }
 
+/* Die with the parent: a failed test must not leave spinning workloads. */
+static void die_with_parent(pid_t parent)
+{
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) || getppid() != parent) _exit(1);
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "deep";
+
+    die_with_parent(getppid());
 
     if (!strcmp(mode, "deep")) {
         ss_descend(70, ss_spin);
@@ -135,8 +145,9 @@ int main(int argc, char **argv)
         printf(SS_READY_FMT "\n", getpid(), gettid(), 0ul, 0ul, 0ul, 0ul);
         fflush(stdout);
         if (!fgets(line, sizeof(line), stdin)) return 1;
-        pid_t child = fork();
+        pid_t parent = getpid(), child = fork();
         if (child == 0) {
+            die_with_parent(parent);
             ss_descend(70, ss_spin);
             _exit(0);
         }
