@@ -221,7 +221,9 @@ int ss_snap_write_counters(struct ss_snap_writer *w, uint64_t time_ns,
 /* Fill out[6] with "capture.seen", ... from st; returns 6. */
 uint32_t ss_snap_capture_counters(const struct ss_capture_stats *st, struct ss_snap_counter *out);
 
-/* Bundle the ELF file at open_path (recorded as name; NULL = open_path).
+/* Bundle the ELF file at open_path (recorded as name; NULL = open_path):
+ * its bytes, deflated, with the contents of non-loadable .debug_* sections
+ * other than .debug_frame zeroed (sizes and offsets unchanged).
  * The build-id is read from the file; when expect_id is given it must match
  * (-ESTALE otherwise: the file changed since it was mapped). Returns 1 when
  * written, 0 when that (build-id, kind) is already in the capture, negative
