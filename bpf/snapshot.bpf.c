@@ -52,8 +52,8 @@ int snapshot(struct ss_perf_ctx *ctx)
     struct ss_event *e;
     struct pt_regs *r;
 
-    if (system_wide) {
-        if (tgid == 0 || tgid == self_tgid) return 0;
+    if (system_wide) { /* every process but ours; kernel threads have no mm */
+        if (tgid == self_tgid || !bpf_get_current_task_btf()->mm) return 0;
     } else if (!bpf_map_lookup_elem(&pids, &tgid)) {
         return 0;
     }

@@ -279,6 +279,7 @@ static void system_wide(bool compat)
     struct wl a, b;
     struct wl_ready rb;
     struct tally t = {0};
+    struct ss_capture_stats st;
     pthread_t th;
 
     spawn(&a, "deep", &t.want);
@@ -296,6 +297,10 @@ static void system_wide(bool compat)
     cr_expect_geq(t.other_n, 20, "samples of workload B: %ld", t.other_n);
     cr_expect_eq(t.self_n, 0, "samples of the profiler itself: %ld", t.self_n);
     cr_expect_eq(t.pat_bad, 0);
+    cr_expect_eq(t.user_regs_bad, 0, "samples with non-user registers: %ld", t.user_regs_bad);
+    ss_capture_stats(c, &st);
+    if (!compat) /* kernel threads are not selected, user tasks always have user regs */
+        cr_expect_eq(st.skipped, 0, "skipped: %lu", st.skipped);
     ss_capture_close(c);
     wl_stop(&a);
     wl_stop(&b);
