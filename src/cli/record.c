@@ -233,7 +233,7 @@ int ss_cmd_record(const struct ss_cli *c)
     sigaction(SIGTERM, &sa, NULL);
 
     int rc = setup(&r, &child, &release_fd);
-    double t0 = now_s(), last_progress = t0;
+    double t0 = now_s(), last_progress = t0, last_flush = t0;
     if (rc == 0 && release_fd >= 0) {
         if (write(release_fd, "g", 1) != 1) rc = 1;
         close(release_fd);
@@ -250,6 +250,11 @@ int ss_cmd_record(const struct ss_cli *c)
         double t = now_s();
         if (c->duration > 0 && t - t0 >= c->duration) break;
         if (!targets_alive(&r, child, &status)) break;
+        if (r.snap && t - last_flush >= 1.0) {
+            if (ss_snapout_flush(r.snap) < 0)
+                r.failed = 1;
+            last_flush = t;
+        }
         if (tty && t - last_progress >= 0.5) {
             progress(&r, t0, 0);
             last_progress = t;

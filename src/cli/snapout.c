@@ -206,6 +206,16 @@ fail:
     return -1;
 }
 
+int ss_snapout_flush(struct ss_snapout *so)
+{
+    struct ss_err err = {0};
+    if (ss_snap_flush(so->w, &err) < 0) {
+        fprintf(stderr, "stacksnap: %s: %s\n", so->path, err.msg);
+        return -1;
+    }
+    return 0;
+}
+
 int ss_snapout_close(struct ss_snapout *so, struct ss_capture *cap, struct ss_unwinder *u)
 {
     struct ss_err err = {0};
