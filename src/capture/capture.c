@@ -68,7 +68,9 @@ static int load(struct ss_capture *c, char *log, struct ss_err *err)
         c->skel->rodata->stack_size = c->stack_size;
         c->skel->rodata->self_tgid = getpid();
         c->skel->rodata->system_wide = c->o.system_wide;
-        unsigned ring = pow2_at_least(c->o.ringbuf_bytes, 4096);
+        /* a power of two, and room for one record at least */
+        unsigned ring = pow2_at_least(
+            c->o.ringbuf_bytes, pow2_at_least(8 + sizeof(struct ss_event) + c->stack_size, 4096));
         bpf_map__set_max_entries(c->skel->maps.events, ring);
         c->skel->rodata->wake_bytes = ring / 4;
         bpf_program__set_autoload(c->skel->progs.follow_fork, c->o.follow_children);
@@ -95,19 +97,20 @@ static int load(struct ss_capture *c, char *log, struct ss_err *err)
         c->pids_fd = bpf_map__fd(c->cskel->maps.pids);
         c->counters_fd = bpf_map__fd(c->cskel->maps.counters);
         c->events_fd = bpf_map__fd(c->cskel->maps.events);
-        if (!r) {
-            struct ss_config cfg = {
-                .stack_size = c->stack_size, .self_tgid = getpid(), .all = c->o.system_wide};
-            __u32 zero = 0;
-            r = bpf_map_update_elem(bpf_map__fd(c->cskel->maps.settings), &zero, &cfg, BPF_ANY);
-        }
     }
     if (r) {
         ss_err_set(err, r, "load BPF program %s: %s%s%s", what, strerror(-r), *log ? ": " : "",
                    log_tail(log));
         return r;
     }
-    return 0;
+    if (c->compat) {
+        struct ss_config cfg = {
+            .stack_size = c->stack_size, .self_tgid = getpid(), .all = c->o.system_wide};
+        __u32 zero = 0;
+        r = bpf_map_update_elem(bpf_map__fd(c->cskel->maps.settings), &zero, &cfg, BPF_ANY);
+        if (r) ss_err_set(err, r, "BPF map settings of %s: %s", what, strerror(-r));
+    }
+    return r;
 open_failed:
     r = -errno;
     ss_err_set(err, r, "open BPF object %s: %s", what, strerror(-r));
