@@ -389,6 +389,11 @@ static int walk_once(struct ss_lj_runtime *rt, struct ss_mem *m, const struct lj
     if (!st->top && st->newest && st->pc && w->n) {
         const struct lj_wframe *t = &w->f[0];
         bool ok = t->ffid == 0 ? pc_in(rt, t, st->pc) : st->pc == t->fnpc + 4;
+        /* Fast functions reuse PC (coroutine.resume/wrap call vm_resume
+         * with PC pointing into the stack): their SAVE_PC holds the
+         * caller's return pc, which is this frame's link. */
+        if (!ok && t->ffid > 1 && (t->ftsz & 3) == LJ_FRAME_LUA && cf[0].ok)
+            ok = cf[0].pc == (lay->gc64 ? (uint64_t)t->ftsz : (uint32_t)t->ftsz);
         if (!ok) return -ESTALE;
     }
     return 0;
