@@ -105,6 +105,17 @@ static const void *raw_file_bytes(struct ss_nproc *np, uint64_t addr, size_t len
     return mp->elf->image + off;
 }
 
+/* Code bytes of executable memory that is not file-backed (JIT code) are
+ * not read from the target: libunwind's x86-64 step reads code only for its
+ * heuristics on frames without CFI (is the ip readable at all, is it a PLT
+ * stub). Zeros say "valid code, not a PLT stub", so it goes on to follow the
+ * frame pointer instead of treating the ip as a bad function pointer. */
+static bool anon_code(struct ss_nproc *np, uint64_t addr)
+{
+    const struct ss_mapping *mp = ss_proc_find_cached(np->proc, addr);
+    return mp && !mp->elf && (mp->d.prot & SS_MAP_X) && addr + 8 <= mp->d.end;
+}
+
 static int access_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *valp, int write, void *arg)
 {
     (void)as;
@@ -114,6 +125,10 @@ static int access_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *valp, in
     const void *p = ss_mem_peek_snap(m, addr, 8);
     if (!p) p = ss_mem_peek(m, addr, 8);
     if (!p) p = raw_file_bytes(u->np, addr, 8);
+    if (!p && anon_code(u->np, addr)) {
+        *valp = 0;
+        return 0;
+    }
     if (!p) {
         if (!u->faulted) {
             u->faulted = true;

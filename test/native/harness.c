@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -17,6 +19,7 @@
 #include "harness.h"
 #include "stacksnap/capture.h"
 #include "stacksnap/unwind.h"
+#include "process/process.h"
 #include "stacksnap/report.h"
 
 extern char **environ;
@@ -66,7 +69,7 @@ void nw_stop(struct nw_proc *p)
 struct run {
     const struct nw_opts *o;
     pid_t pid;
-    struct ss_unwinder *u, *ref;
+    struct ss_unwinder *u, *ref, *replay;
     struct nw_tally *t;
 };
 
@@ -101,12 +104,68 @@ static void add_chain(struct nw_tally *t, const char *text, int trunc)
     t->n++;
 }
 
+static bool same_str(const char *a, const char *b)
+{
+    return a == b || (a && b && !strcmp(a, b));
+}
+
 static bool same_stack(const struct ss_stack *a, const struct ss_stack *b)
 {
     if (a->nframes != b->nframes || a->trunc != b->trunc) return false;
     for (uint32_t i = 0; i < a->nframes; i++)
-        if (a->frames[i].addr != b->frames[i].addr) return false;
+        if (a->frames[i].addr != b->frames[i].addr || a->frames[i].offset != b->frames[i].offset ||
+            !same_str(a->frames[i].name, b->frames[i].name) ||
+            !same_str(a->frames[i].module, b->frames[i].module))
+            return false;
     return true;
+}
+
+/* leaf "NAME" or "+MODULE" (basename) */
+static bool leaf_ok(const struct ss_frame *f, const char *leaf)
+{
+    if (leaf[0] != '+') return f->name && !strcmp(f->name, leaf);
+    const char *b = f->module ? strrchr(f->module, '/') : NULL;
+    return f->module && !strcmp(b ? b + 1 : f->module, leaf + 1);
+}
+
+/* ---- replay: the same process rebuilt from its maps text and files ---- */
+static int resolve(void *ctx, const struct ss_map_desc *m)
+{
+    pid_t pid = *(pid_t *)ctx;
+    if (!strcmp(m->path, "[vdso]")) { /* what a capture file bundles */
+        size_t len = m->end - m->start;
+        void *buf = malloc(len);
+        struct iovec l = {buf, len}, rm = {(void *)(uintptr_t)m->start, len};
+        int fd = -EIO;
+        if (buf && process_vm_readv(pid, &l, 1, &rm, 1, 0) == (ssize_t)len &&
+            (fd = memfd_create("vdso", MFD_CLOEXEC)) >= 0 && write(fd, buf, len) != (ssize_t)len) {
+            close(fd);
+            fd = -EIO;
+        }
+        free(buf);
+        return fd;
+    }
+    if (m->path[0] != '/') return -ENOENT;
+    int fd = open(m->path, O_RDONLY | O_CLOEXEC);
+    return fd < 0 ? -errno : fd;
+}
+
+static struct ss_unwinder *replay_unwinder(struct run *r)
+{
+    if (r->replay) return r->replay;
+    struct ss_unwinder_opts uo = {.offline = true};
+    struct ss_err err = {0};
+    char path[64], *text = NULL;
+    snprintf(path, sizeof(path), "/proc/%d/maps", (int)r->pid);
+    struct ss_map_desc *d = NULL;
+    size_t n = 0;
+    if (ss_unwinder_new(&r->replay, &uo, &err) < 0 || ss_read_proc_file(path, &text, NULL) < 0 ||
+        ss_maps_parse(text, &d, &n) < 0 ||
+        ss_unwinder_add_process(r->replay, r->pid, "replay", d, n, resolve, &r->pid, &err) < 0)
+        cr_log_error("replay unwinder: %s", err.msg);
+    free(d);
+    free(text);
+    return r->replay;
 }
 
 static void on_sample(void *ctx, const struct ss_sample *s)
@@ -119,7 +178,7 @@ static void on_sample(void *ctx, const struct ss_sample *s)
     if (ss_unwind(r->u, s, &st) < 0 || st.nframes == 0) return;
     t->trunc[st.trunc]++;
     if (r->o->each) r->o->each(r->o->each_ctx, s, &st);
-    if (!st.frames[0].name || strcmp(st.frames[0].name, r->o->leaf)) return;
+    if (!leaf_ok(&st.frames[0], r->o->leaf)) return;
     t->leaf_samples++;
     static char text[65536];
     chain_text(&st, text, sizeof(text));
@@ -134,6 +193,23 @@ static void on_sample(void *ctx, const struct ss_sample *s)
             t->ntids++;
         } else if (k < t->ntids && strcmp(t->tids[k].text, text)) {
             t->tid_chain_bad++;
+        }
+    }
+    if (r->o->compare_replay) {
+        struct ss_stack copy = st, st2;
+        static struct ss_frame saved[1024];
+        copy.nframes = st.nframes < 1024 ? st.nframes : 1024;
+        memcpy(saved, st.frames, copy.nframes * sizeof(*saved));
+        copy.frames = saved;
+        t->compared_replay++;
+        struct ss_unwinder *ru = replay_unwinder(r);
+        if (!ru || ss_unwind(ru, s, &st2) < 0 || !same_stack(&copy, &st2)) {
+            t->mismatch_replay++;
+            if (t->mismatch_replay <= 3 && ru) {
+                static char t2[65536];
+                chain_text(&st2, t2, sizeof(t2));
+                cr_log_info("replay mismatch:\n live   %s\n replay %s", text, t2);
+            }
         }
     }
     if (r->ref) {
@@ -198,6 +274,7 @@ int nw_sample(pid_t pid, const struct nw_opts *o, struct ss_unwinder *u, struct 
 out_c:
     ss_capture_close(c);
 out:
+    if (r.replay) ss_unwinder_free(r.replay);
     if (r.ref) ss_unwinder_free(r.ref);
     if (own) ss_unwinder_free(r.u);
     return rc;

@@ -33,7 +33,8 @@ struct nw_tally {
     long trunc[SS_TRUNC_ERROR + 1];
     long mismatch_modes; /* samples where rule and libunwind-only walks differ */
     long compared_modes; /* samples compared that way */
-    struct nw_chain *v;  /* chains of leaf samples */
+    long compared_replay, mismatch_replay;
+    struct nw_chain *v; /* chains of leaf samples */
     int n, cap;
     long tid_chain_bad; /* threads test: a tid seen with two different chains */
     /* per tid: first chain seen */
@@ -45,13 +46,14 @@ struct nw_tally {
 };
 
 struct nw_opts {
-    const char *leaf; /* count samples whose leaf frame has this name */
+    const char *leaf; /* count samples whose leaf frame has this name (or "+MODULE") */
     double seconds;   /* sampling time ... */
     long min_leaf;    /* ... extended (up to max_seconds) until this many leaf samples */
     double max_seconds;
-    unsigned freq;      /* Hz */
-    bool compare_modes; /* also unwind with libunwind alone and compare */
-    bool per_tid;       /* record the first chain of each tid */
+    unsigned freq;       /* Hz */
+    bool compare_modes;  /* also unwind with libunwind alone and compare */
+    bool compare_replay; /* also unwind offline from the maps + files and compare */
+    bool per_tid;        /* record the first chain of each tid */
     /* called for every sample of the pid (stack bytes valid only here) */
     void (*each)(void *ctx, const struct ss_sample *s, const struct ss_stack *st);
     void *each_ctx;

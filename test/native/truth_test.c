@@ -3,10 +3,11 @@
  * nw_spin under a known chain; it is sampled with the real BPF capture and
  * every sample is unwound live. At least 99% of the samples whose leaf is
  * nw_spin must show exactly the expected chain down to main and the libc
- * start frames (or start_thread/clone3 for threads), and the rule-cache walk
- * must equal libunwind's own walk on every sample. Also: the frame cap, a
- * snapshot cut short, and garbage stacks end walks cleanly with the right
- * reason. */
+ * start frames (or start_thread/clone3 for threads); the rule-cache walk
+ * must equal libunwind's own walk on every sample, and an offline unwinder
+ * built from the process's maps text and files (the replay path) must give
+ * the same frames. Also: the frame cap, a snapshot cut short, and garbage
+ * stacks end walks cleanly with the right reason. */
 #include <criterion/criterion.h>
 #include <criterion/logging.h>
 #include <stdlib.h>
@@ -19,18 +20,20 @@
 
 static const char *bins[] = {"native_workload_pie", "native_workload_nopie"};
 
-static void expect(const char *mode, const char *const *patterns, int npat, bool per_tid)
+static void expect_leaf(const char *mode, const char *leaf, const char *const *patterns, int npat,
+                        bool per_tid)
 {
     for (int b = 0; b < 2; b++) {
         struct nw_proc p;
         cr_assert_eq(nw_start(&p, bins[b], mode), 0, "starting %s %s", bins[b], mode);
         struct nw_tally t = {0};
-        struct nw_opts o = {.leaf = "nw_spin",
+        struct nw_opts o = {.leaf = leaf,
                             .seconds = 1.5,
                             .min_leaf = 300,
                             .max_seconds = 8,
                             .freq = 999,
                             .compare_modes = true,
+                            .compare_replay = true,
                             .per_tid = per_tid};
         int rc = nw_sample(p.pid, &o, NULL, &t);
         nw_stop(&p);
@@ -43,20 +46,28 @@ static void expect(const char *mode, const char *const *patterns, int npat, bool
                 cr_expect_geq(n, 20, "%s %s: thread chain %d seen %ld times", bins[b], mode, i, n);
             ok += n;
         }
-        cr_log_info("%s %s: %ld/%ld leaf samples match, %ld/%ld walks equal libunwind's", bins[b],
-                    mode, ok, t.leaf_samples, t.compared_modes - t.mismatch_modes,
-                    t.compared_modes);
+        cr_log_info("%s %s: %ld/%ld leaf samples match, %ld/%ld walks equal libunwind's, "
+                    "%ld/%ld equal offline replay",
+                    bins[b], mode, ok, t.leaf_samples, t.compared_modes - t.mismatch_modes,
+                    t.compared_modes, t.compared_replay - t.mismatch_replay, t.compared_replay);
         cr_expect_geq(t.leaf_samples, 200, "%s %s: only %ld samples in nw_spin", bins[b], mode,
                       t.leaf_samples);
         cr_expect_geq(ok * 100, t.leaf_samples * 99, "%s %s: %ld of %ld match", bins[b], mode, ok,
                       t.leaf_samples);
         cr_expect_eq(t.mismatch_modes, 0, "%s %s: rule cache and libunwind disagree", bins[b],
                      mode);
+        cr_expect_eq(t.mismatch_replay, 0, "%s %s: %ld of %ld replayed walks differ", bins[b], mode,
+                     t.mismatch_replay, t.compared_replay);
         if (per_tid)
             cr_expect_leq(t.tid_chain_bad * 100, t.leaf_samples, "%s: a thread changed chains",
                           bins[b]);
         nw_tally_free(&t);
     }
+}
+
+static void expect(const char *mode, const char *const *patterns, int npat, bool per_tid)
+{
+    expect_leaf(mode, "nw_spin", patterns, npat, per_tid);
 }
 
 Test(truth, recursion_200_deep)
@@ -104,6 +115,24 @@ Test(truth, debug_frame_only_function)
 {
     const char *pat[] = {"nw_spin;df_middle;run_dframe;" START};
     expect("dframe", pat, 1, false);
+}
+
+Test(truth, vdso)
+{
+    const char *pat[] = {"+[vdso];+libc.so.6;vdso_loop;run_vdso;" START};
+    expect_leaf("vdso", "+[vdso]", pat, 1, false);
+}
+
+Test(truth, generated_code_without_cfi)
+{
+    const char *pat[] = {"nw_spin;+[unknown];run_jit;" START};
+    expect("jit", pat, 1, false);
+}
+
+Test(truth, after_exec)
+{
+    const char *pat[] = {"nw_spin;rec*201;run_recurse;" START};
+    expect("exec", pat, 1, false);
 }
 
 /* ---- how walks end ---- */

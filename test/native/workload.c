@@ -14,6 +14,10 @@
  *     threads  four threads, thread k: start_thread > tk_entry > chain of k+1
  *              tk_* functions > nw_spin; main waits in pthread_join
  *     dframe   main > run_dframe > df_middle (CFI only in .debug_frame) > nw_spin
+ *     vdso     main > run_vdso > vdso_loop > clock_gettime (libc) > vdso code
+ *     jit      main > run_jit > generated code in an anonymous mapping (no CFI,
+ *              frame pointer) > nw_spin
+ *     exec     spins in pre_spin for 0.3 s, then exec()s itself as "recurse"
  *
  * Prints "ready PID" once it is spinning. Every function on the expected
  * chains is noinline and does work after its call so that no call becomes a
@@ -24,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
@@ -46,6 +51,8 @@ static void ready(void)
     printf("ready %d\n", (int)getpid());
     fflush(stdout);
 }
+
+NI int pre_spin(void);
 
 /* ---- recursion ---- */
 NI int rec(int n)
@@ -166,6 +173,59 @@ NI int run_sigsys(void)
     int r = sys_writer(f);
     KEEP(r);
     return r;
+}
+
+/* ---- vdso ---- */
+NI int vdso_loop(void)
+{
+    struct timespec ts;
+    long sum = 0;
+    while (nw_forever) {
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        sum += ts.tv_nsec;
+    }
+    return (int)sum;
+}
+
+NI int run_vdso(void)
+{
+    ready();
+    int r = vdso_loop();
+    KEEP(r);
+    return r;
+}
+
+/* ---- generated code without CFI, with a frame pointer ---- */
+NI int run_jit(void)
+{
+    /* push %rbp; mov %rsp,%rbp; mov %edi,%eax... : call *%rsi (nw_spin) with
+     * edi = 7; pop %rbp; ret */
+    static const unsigned char code[] = {
+        0x55,                         /* push %rbp */
+        0x48, 0x89, 0xe5,             /* mov %rsp,%rbp */
+        0xbf, 0x07, 0x00, 0x00, 0x00, /* mov $7,%edi */
+        0xff, 0xd6,                   /* call *%rsi */
+        0x5d,                         /* pop %rbp */
+        0xc3,                         /* ret */
+    };
+    void *mem =
+        mmap(NULL, 4096, PROT_READ | PROT_WRITE | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mem == MAP_FAILED) exit(1);
+    memcpy(mem, code, sizeof(code));
+    int (*jit)(int, int (*)(int)) = (int (*)(int, int (*)(int)))mem;
+    ready();
+    int r = jit(0, nw_spin);
+    KEEP(r);
+    return r;
+}
+
+/* ---- exec: spin elsewhere, then become "recurse" ---- */
+NI int run_exec(const char *self)
+{
+    ready();
+    pre_spin();
+    execl(self, self, "recurse", (char *)NULL);
+    return 1;
 }
 
 /* ---- dlopen ---- */
@@ -320,8 +380,10 @@ NI int run_dframe(void)
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: %s recurse|deep40|qsort|signal|sigsys|dlopen|threads|dframe\n",
-                argv[0]);
+        fprintf(
+            stderr,
+            "usage: %s recurse|deep40|qsort|signal|sigsys|dlopen|threads|dframe|vdso|jit|exec\n",
+            argv[0]);
         return 2;
     }
     const char *m = argv[1];
@@ -342,6 +404,12 @@ int main(int argc, char **argv)
         r = run_threads();
     else if (!strcmp(m, "dframe"))
         r = run_dframe();
+    else if (!strcmp(m, "vdso"))
+        r = run_vdso();
+    else if (!strcmp(m, "jit"))
+        r = run_jit();
+    else if (!strcmp(m, "exec"))
+        r = run_exec(argv[0]);
     else
         return 2;
     KEEP(r);
