@@ -31,6 +31,7 @@ struct ss_proc {
     unsigned refresh_min_ms, exec_check_ms;
     uint64_t last_refresh_ns, last_exec_check_ns;
     uint64_t exe_dev, exe_ino;
+    uint64_t start_time; /* /proc/PID/stat field 22: tells a reused pid apart */
     /* explicit */
     ss_proc_resolve_fn fn;
     void *ctx;
@@ -270,6 +271,30 @@ static void read_comm(struct ss_proc *p)
     }
 }
 
+/* Start time of pid in clock ticks since boot, 0 when it is gone. */
+static uint64_t start_time(pid_t pid)
+{
+    char path[64], *buf = NULL;
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    if (ss_read_proc_file(path, &buf, NULL) < 0) return 0;
+    uint64_t t = 0;
+    char *p = strrchr(buf, ')'); /* comm may hold spaces and parentheses */
+    for (int field = 2; p && *p && field < 22; p++)
+        if (*p == ' ') field++;
+    if (p) t = strtoull(p, NULL, 10);
+    free(buf);
+    return t;
+}
+
+bool ss_proc_alive(struct ss_proc *p)
+{
+    if (!p->live) return true;
+    if (p->gone) return false;
+    uint64_t t = start_time(p->pid);
+    if (!t || t != p->start_time) p->gone = true;
+    return !p->gone;
+}
+
 static void stat_exe(struct ss_proc *p, uint64_t *dev, uint64_t *ino)
 {
     char path[64];
@@ -321,6 +346,7 @@ int ss_proc_new_live(struct ss_proc **out, pid_t pid, struct ss_elf_cache *cache
     p->refresh_min_ms = o && o->refresh_min_ms ? o->refresh_min_ms : 50;
     p->exec_check_ms = o && o->exec_check_ms ? o->exec_check_ms : 100;
     stat_exe(p, &p->exe_dev, &p->exe_ino);
+    p->start_time = start_time(pid);
     int r = ss_proc_refresh(p, err);
     if (r < 0) {
         ss_proc_free(p);

@@ -85,6 +85,8 @@ uint64_t ss_proc_generation(const struct ss_proc *p);
 pid_t ss_proc_pid(const struct ss_proc *p);
 bool ss_proc_is_live(const struct ss_proc *p);
 bool ss_proc_gone(const struct ss_proc *p);
+/* Live: does the process still exist (same pid, same start time)? */
+bool ss_proc_alive(struct ss_proc *p);
 const char *ss_proc_comm(const struct ss_proc *p);
 void ss_proc_set_comm(struct ss_proc *p, const char *comm);
 

@@ -60,8 +60,20 @@ int ss_unwinder_reserve(struct ss_unwinder *u, size_t n)
     return 0;
 }
 
+/* Counters kept per process, summed by ss_unwinder_stats. */
+static void add_proc_stats(struct ss_unwinder_stats *st, const struct ss_uproc *up)
+{
+    const struct ss_nstats *ns = ss_nproc_stats(up->np);
+    st->rule_steps += ns->rule_steps;
+    st->unw_steps += ns->unw_steps;
+    st->rule_loads += ns->rule_loads;
+    st->target_reads += up->mem.n_target_reads;
+    st->target_calls += up->mem.n_target_calls;
+}
+
 static void uproc_free(struct ss_uproc *up)
 {
+    if (up->np) add_proc_stats(&up->u->st, up); /* keep the counters of exited processes */
     if (up->luajit && up->luajit_free) up->luajit_free(up->luajit);
     ss_nproc_free(up->np);
     ss_symcache_free(up->syms);
@@ -166,7 +178,7 @@ void ss_unwinder_gc(struct ss_unwinder *u)
         struct ss_uproc **pp = &u->buckets[b];
         while (*pp) {
             struct ss_uproc *up = *pp;
-            if (ss_proc_is_live(up->proc) && ss_proc_check_exec(up->proc, now_ns()) == -ESRCH) {
+            if (ss_proc_is_live(up->proc) && !ss_proc_alive(up->proc)) {
                 *pp = up->next;
                 if (u->last == up) u->last = NULL;
                 uproc_free(up);
@@ -180,18 +192,10 @@ void ss_unwinder_gc(struct ss_unwinder *u)
 
 void ss_unwinder_stats(const struct ss_unwinder *u, struct ss_unwinder_stats *st)
 {
-    *st = u->st;
-    st->rule_steps = st->unw_steps = st->rule_loads = 0;
-    st->target_reads = st->target_calls = 0;
+    *st = u->st; /* includes processes already freed */
     for (unsigned b = 0; b < 256; b++)
-        for (struct ss_uproc *up = u->buckets[b]; up; up = up->next) {
-            const struct ss_nstats *ns = ss_nproc_stats(up->np);
-            st->rule_steps += ns->rule_steps;
-            st->unw_steps += ns->unw_steps;
-            st->rule_loads += ns->rule_loads;
-            st->target_reads += up->mem.n_target_reads;
-            st->target_calls += up->mem.n_target_calls;
-        }
+        for (struct ss_uproc *up = u->buckets[b]; up; up = up->next)
+            add_proc_stats(st, up);
     st->files = ss_elf_cache_count(u->files);
 }
 

@@ -15,6 +15,7 @@
 
 #include "harness.h"
 #include "stacksnap/unwind.h"
+#include "unwind/unwinder.h"
 
 #define START "main;__libc_start_call_main;__libc_start_main;_start"
 
@@ -199,7 +200,12 @@ Test(truth, walk_ends)
                         .each = each,
                         .each_ctx = &e};
     int rc = nw_sample(p.pid, &o, NULL, &t);
+    /* the process's state goes when the process does */
+    ss_unwinder_gc(e.plain);
+    cr_expect(ss_unwinder_proc(e.plain, p.pid, false, NULL), "gc dropped a live process");
     nw_stop(&p);
+    ss_unwinder_gc(e.plain);
+    cr_expect_null(ss_unwinder_proc(e.plain, p.pid, false, NULL), "gc kept an exited process");
     cr_assert_eq(rc, 0);
     cr_log_info("cap: %ld ok %ld bad; cut snapshot: %ld ok %ld bad; garbage: %ld/%ld bounded",
                 e.depth_ok, e.depth_bad, e.snap_ok, e.snap_bad, e.garbage_bounded, e.garbage);
