@@ -96,13 +96,14 @@ static enum bpf_perf_event_ret on_perf(void *ctx, int cpu, struct perf_event_hea
 }
 
 /* Perf buffer pages per CPU: the byte budget split over the CPUs, a power
- * of two, at least one page. */
+ * of two, room for one record at least. */
 static size_t perf_pages(const struct ss_capture *c)
 {
     long cpus = sysconf(_SC_NPROCESSORS_ONLN), page = sysconf(_SC_PAGESIZE);
     size_t want = c->o.ringbuf_bytes / (size_t)(cpus > 0 ? cpus : 1) / (size_t)page, n = 1;
+    size_t record = 16 + sizeof(struct ss_event) + c->stack_size;
 
-    while (n * 2 <= want)
+    while (n * 2 <= want || n * (size_t)page < record)
         n *= 2;
     return n;
 }

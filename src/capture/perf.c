@@ -72,8 +72,9 @@ int ss_capture_start(struct ss_capture *c, struct ss_err *err)
 
     if (c->nperf) return 0;
     if (max <= 0) {
-        ss_err_set(err, max ? max : -EINVAL, "number of possible CPUs: %s", strerror(-max));
-        return max ? max : -EINVAL;
+        r = max ? max : -EINVAL;
+        ss_err_set(err, r, "number of possible CPUs: %s", strerror(-r));
+        return r;
     }
     on = calloc(max, sizeof(*on));
     c->perf_fds = calloc(max, sizeof(*c->perf_fds));
