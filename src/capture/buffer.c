@@ -9,7 +9,7 @@
 #include <linux/types.h>
 
 #include "capture/capture_int.h"
-#include "../../bpf/snapshot.h" /* shared with the BPF side */
+#include "snapshot.h" /* bpf/: shared with the BPF side */
 
 /* perf's register order (enum ss_reg) from the kernel's pt_regs order;
  * ds, es, fs, gs are not saved on x86-64 (perf reports 0 too). */

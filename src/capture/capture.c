@@ -12,7 +12,7 @@
 #include <linux/types.h>
 
 #include "capture/capture_int.h"
-#include "../../bpf/snapshot.h" /* shared with the BPF side */
+#include "snapshot.h" /* bpf/: shared with the BPF side */
 #include "snapshot.skel.h"
 #include "snapshot_compat.skel.h"
 
