@@ -1,6 +1,6 @@
 /* unwind/native_unw.c: the libunwind side of native unwinding.
  *
- * One remote address space per process (global cache, 2^14 entries). Its
+ * One remote address space per process (global cache, 2^11 entries). Its
  * accessors: find_proc_info binary-searches the file's .eh_frame_hdr through
  * _Ux86_64_dwarf_search_unwind_table (declared here, as perf does), and
  * falls back to our .debug_frame index handed over as an
@@ -190,7 +190,7 @@ int ss_unw_as_new(struct ss_nproc *np, struct ss_err *err)
         return -ENOMEM;
     }
     unw_set_caching_policy(np->as, UNW_CACHE_GLOBAL);
-    unw_set_cache_size(np->as, 1u << 14, 0);
+    unw_set_cache_size(np->as, 1u << 11, 0); /* default 128; the rule cache takes the hot ips */
     return 0;
 }
 
