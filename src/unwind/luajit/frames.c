@@ -267,10 +267,19 @@ static int frame_pcs(struct ss_lj_runtime *rt, const struct lj_start *st, struct
                 break;
             }
         uint64_t pc = 0;
-        if (!c) {
-            if (st->top && pc_in(rt, wf, st->pc))
+        if (!c && st->top) {
+            /* The sampled frame: the PC register is exact, the stack slots
+             * were read later. A function that is not the one PC runs in
+             * took the slot after the sampled frame returned: stale. */
+            uint64_t bc = wf->pt + lay->pt_size;
+            if (pc_in(rt, wf, st->pc))
                 pc = st->pc;
-            else if (st->pc && pc_in(rt, wf, st->pc))
+            else if (wf->proto && st->pc == bc) /* entering: PC at FUNCF */
+                pc = bc + 4;
+            else
+                return -ESTALE;
+        } else if (!c) {
+            if (st->pc && pc_in(rt, wf, st->pc))
                 pc = st->pc;
             else if (cf[0].ok)
                 pc = cf[0].pc;
@@ -382,6 +391,15 @@ static int walk_once(struct ss_lj_runtime *rt, struct ss_mem *m, const struct lj
     read_cframe(rt, m, lj_u64(Lb + lay->L_cframe) & ~(uint64_t)3, &cf[0]);
     if ((rc = chain(rt, m, s, stack, base, st->L, cf, &ncf, w))) return rc;
     if ((rc = resolve(rt, m, w))) return rc;
+    /* Sampled in the VM between a frame's link and its function (call
+     * setup or return): PC is the caller's return pc. The caller is the
+     * frame that runs; the half-built or half-gone frame is dropped. */
+    if (st->top && w->n > 1 && w->f[0].ffid == 0 && (w->f[0].ftsz & 3) == LJ_FRAME_LUA &&
+        (lay->gc64 ? (uint64_t)w->f[0].ftsz : (uint32_t)w->f[0].ftsz) == st->pc &&
+        !pc_in(rt, &w->f[0], st->pc)) {
+        memmove(&w->f[0], &w->f[1], (w->n - 1) * sizeof(w->f[0]));
+        w->n--;
+    }
     if ((rc = frame_pcs(rt, st, cf, w, s))) return rc;
     /* A C function or helper on top (not the sampled leaf): the PC register
      * recovered at the VM frame must fit the frame at L->base, else the
