@@ -10,6 +10,8 @@
  *    only lua_State (+16: exdata, exdata2) and everything behind it moves;
  *  - Tarantool 2.6.0 (non-GC64): `ptype/o` on the DWARF of /usr/bin/tarantool
  *    (older tree: GCstr has no sid, global_State starts with strhash);
+ *  - the same Debian tree with -DLUAJIT_DISABLE_JIT (GC64 and not): offsetof()
+ *    on the tree the build matrix builds (test/luajit/build-luajit.sh);
  *  - upstream v2.1 GC64 (2023+): from the reference notes only (not verified
  *    here, the self-checks decide).
  * Opcode numbers (CALL=66, GGET=54, ...) are identical in all of these and
@@ -112,6 +114,40 @@ const struct lj_layout ss_lj_layouts[] = {
      .str_data = 16,
      .ff = ss_lj_ff_tarantool,
      .nff = &ss_lj_ff_tarantool_n},
+    /* LUAJIT_DISABLE_JIT: GG_State has no jit_State, so the dispatch table
+     * follows global_State (G2DISP = sizeof(global_State)); nothing else
+     * moves. The dispatch-table check tells them from the JIT builds. */
+    {.name = "luajit-2.1-git20220320-gc64-nojit",
+     GC64_COMMON,
+     .hints_forbid = SS_LJ_HINT_EXDATA,
+     .nojit = true,
+     .sizeof_L = 96,
+     .G_vmstate = 184,
+     .G_mainthref = 192,
+     .G_strempty = 120,
+     .G_cur_L = 368,
+     .G_jit_base = 376,
+     .G_size = 728,
+     .g2disp = 728,
+     .str_len = 20,
+     .str_data = 24,
+     .ff = ss_lj_ff_debian,
+     .nff = &ss_lj_ff_debian_n},
+    {.name = "luajit-2.1-git20220320-nogc64-nojit",
+     NOGC64_COMMON,
+     .nojit = true,
+     .sizeof_L = 64,
+     .G_vmstate = 136,
+     .G_mainthref = 140,
+     .G_strempty = 76,
+     .G_cur_L = 288,
+     .G_jit_base = 292,
+     .G_size = 488,
+     .g2disp = 488,
+     .str_len = 16,
+     .str_data = 20,
+     .ff = ss_lj_ff_debian,
+     .nff = &ss_lj_ff_debian_n},
     {.name = "luajit-2.1-git20220320-nogc64",
      NOGC64_COMMON,
      .sizeof_L = 64,
@@ -131,6 +167,22 @@ const struct lj_layout ss_lj_layouts[] = {
      .nff = &ss_lj_ff_debian_n},
 };
 const unsigned ss_lj_nlayouts = sizeof(ss_lj_layouts) / sizeof(ss_lj_layouts[0]);
+
+/* The first words of the dispatch table at G + G2DISP are the opcode
+ * handlers: addresses inside the VM code [lo, hi). Tells builds apart that
+ * differ only in what sits between global_State and the dispatch table
+ * (jit_State, OpenResty's extra fields) when no DISPATCH register is known. */
+#define DISP_WORDS 8
+static const char *check_dispatch(const struct lj_layout *lay, struct ss_mem *m, uint64_t G,
+                                  uint64_t lo, uint64_t hi)
+{
+    uint64_t d[DISP_WORDS];
+    if (ss_mem_read(m, G + (uint64_t)(int64_t)lay->g2disp, d, sizeof(d)))
+        return "cannot read the dispatch table";
+    for (unsigned i = 0; i < DISP_WORDS; i++)
+        if (d[i] < lo || d[i] >= hi) return "dispatch table entries are not VM code";
+    return NULL;
+}
 
 /* Check one layout against the bytes around G. buf holds [G - 128, G + 896). */
 static const char *check_one(const struct lj_layout *lay, const uint8_t *buf, uint64_t G,
@@ -157,6 +209,13 @@ static const char *check_one(const struct lj_layout *lay, const uint8_t *buf, ui
 int ss_lj_layout_verify(const struct ss_lj_elfinfo *info, struct ss_mem *m, uint64_t G,
                         uint64_t dispatch, const struct lj_layout **out, char *why, size_t whylen)
 {
+    return ss_lj_layout_verify_vm(info, 0, 0, m, G, dispatch, out, why, whylen);
+}
+
+int ss_lj_layout_verify_vm(const struct ss_lj_elfinfo *info, uint64_t vm_lo, uint64_t vm_hi,
+                           struct ss_mem *m, uint64_t G, uint64_t dispatch,
+                           const struct lj_layout **out, char *why, size_t whylen)
+{
     uint8_t buf[128 + 896];
     if (G < 4096 || (G & 7)) {
         snprintf(why, whylen, "global_State pointer 0x%llx is not plausible",
@@ -178,6 +237,7 @@ int ss_lj_layout_verify(const struct ss_lj_elfinfo *info, struct ss_mem *m, uint
                           !(info->hints & lay->hints_forbid);
             if (hinted != (pass == 0)) continue;
             const char *bad = check_one(lay, buf, G, dispatch);
+            if (!bad && vm_hi) bad = check_dispatch(lay, m, G, vm_lo, vm_hi);
             if (!bad) {
                 *out = lay;
                 return 0;

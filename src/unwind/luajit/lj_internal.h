@@ -15,6 +15,7 @@
 struct lj_layout {
     const char *name;
     bool gc64;
+    bool nojit;                       /* LUAJIT_DISABLE_JIT: no jit_State (g2j, J_* unused) */
     uint32_t hints_req, hints_forbid; /* static hints (SS_LJ_HINT_*) */
     /* lua_State */
     uint32_t sizeof_L, L_glref, L_base, L_top, L_stack, L_cframe, L_stacksize;
@@ -102,6 +103,11 @@ static inline uint32_t lj_u32(const uint8_t *p)
  * lua_State pointing at G (its header is in Lbuf). 0 or negative errno. */
 int ss_lj_layout_verify(const struct ss_lj_elfinfo *info, struct ss_mem *m, uint64_t G,
                         uint64_t dispatch, const struct lj_layout **out, char *why, size_t whylen);
+/* The same, and (vm_hi != 0) the dispatch table at G + G2DISP must hold
+ * addresses inside the VM code [vm_lo, vm_hi) (run-time addresses). */
+int ss_lj_layout_verify_vm(const struct ss_lj_elfinfo *info, uint64_t vm_lo, uint64_t vm_hi,
+                           struct ss_mem *m, uint64_t G, uint64_t dispatch,
+                           const struct lj_layout **out, char *why, size_t whylen);
 
 /* ---- runtime and caches (runtime.c) ---- */
 

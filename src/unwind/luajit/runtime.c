@@ -178,7 +178,8 @@ bool ss_lj_check_G(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t G, uint6
         if (rt->gs[i] == G) return true;
     const struct lj_layout *lay = NULL;
     char why[200];
-    int rc = ss_lj_layout_verify(&rt->info, m, G, dispatch, &lay, why, sizeof(why));
+    int rc = ss_lj_layout_verify_vm(&rt->info, rt->vm_lo, rt->vm_hi, m, G, dispatch, &lay, why,
+                                    sizeof(why));
     if (rc == 0 && rt->lay && lay != rt->lay) {
         snprintf(why, sizeof(why), "global states disagree on the layout (%s vs %s)", rt->lay->name,
                  lay->name);
