@@ -343,7 +343,7 @@ int ss_proc_new_live(struct ss_proc **out, pid_t pid, struct ss_elf_cache *cache
     p->pid = pid;
     p->live = true;
     p->cache = cache;
-    p->refresh_min_ms = o && o->refresh_min_ms ? o->refresh_min_ms : 50;
+    p->refresh_min_ms = o && o->refresh_min_ms ? o->refresh_min_ms : 10;
     p->exec_check_ms = o && o->exec_check_ms ? o->exec_check_ms : 100;
     stat_exe(p, &p->exe_dev, &p->exe_ino);
     p->start_time = start_time(pid);

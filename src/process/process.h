@@ -57,7 +57,7 @@ struct ss_mapping {
 typedef int (*ss_proc_resolve_fn)(void *ctx, const struct ss_map_desc *m);
 
 struct ss_proc_opts {
-    unsigned refresh_min_ms; /* live: minimum gap between re-reads on a miss (default 50) */
+    unsigned refresh_min_ms; /* live: minimum gap between re-reads on a miss (default 10) */
     unsigned exec_check_ms;  /* live: how often ss_proc_check_exec really checks (default 100) */
 };
 
