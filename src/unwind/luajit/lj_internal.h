@@ -72,6 +72,8 @@ extern const unsigned ss_lj_nlayouts;
 extern const char *const ss_lj_ff_debian[], *const ss_lj_ff_openresty[],
                                                 *const ss_lj_ff_tarantool[];
 extern const unsigned ss_lj_ff_debian_n, ss_lj_ff_openresty_n, ss_lj_ff_tarantool_n;
+extern const char *const ss_lj_ff_debian_nojit[];
+extern const unsigned ss_lj_ff_debian_nojit_n;
 
 /* Read a GCRef/MRef field (64-bit GC64, 32-bit otherwise) from a buffer. */
 static inline uint64_t lj_ref(const struct lj_layout *lay, const uint8_t *p)
