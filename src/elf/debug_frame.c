@@ -27,43 +27,68 @@ static int entry_cmp(const void *a, const void *b)
     return x->fde_off < y->fde_off ? -1 : x->fde_off > y->fde_off;
 }
 
-/* Address size of the CIE at cie_off (version 4 records it), default 8. */
+/* The record (CIE or FDE) at off, entirely inside the section: header
+ * size, id size, total end and id. The section is untrusted: every length
+ * is checked before use. */
+static bool record_at(const uint8_t *sec, size_t size, uint64_t off, size_t *hdr, size_t *idsz,
+                      size_t *end, uint64_t *id)
+{
+    if (off > size || size - off < 4) return false;
+    uint32_t len32;
+    memcpy(&len32, sec + off, 4);
+    uint64_t len = len32;
+    *hdr = 4;
+    *idsz = 4;
+    if (len32 == 0xffffffffu) {
+        if (size - off < 12) return false;
+        memcpy(&len, sec + off + 4, 8);
+        *hdr = 12;
+        *idsz = 8;
+    }
+    if (len < *idsz || len > size - off - *hdr) return false;
+    *end = off + *hdr + len;
+    *id = 0;
+    memcpy(id, sec + off + *hdr, *idsz);
+    return true;
+}
+
+static bool is_cie_id(uint64_t id, size_t idsz)
+{
+    return idsz == 4 ? id == 0xffffffffu : id == UINT64_MAX;
+}
+
+/* Address size of the CIE at cie_off (version 4 records it, default 8), 0
+ * when there is no well-formed CIE there. */
 static unsigned cie_addr_size(const uint8_t *sec, size_t size, uint64_t cie_off)
 {
-    if (cie_off + 16 > size) return 0;
-    const uint8_t *p = sec + cie_off;
-    uint32_t len32;
-    memcpy(&len32, p, 4);
-    size_t hdr = len32 == 0xffffffffu ? 12 : 4, idsz = len32 == 0xffffffffu ? 8 : 4;
-    const uint8_t *q = p + hdr + idsz, *end = sec + size;
-    if (q >= end) return 0;
+    size_t hdr, idsz, end;
+    uint64_t id;
+    if (!record_at(sec, size, cie_off, &hdr, &idsz, &end, &id) || !is_cie_id(id, idsz)) return 0;
+    const uint8_t *q = sec + cie_off + hdr + idsz, *e = sec + end;
+    if (q >= e) return 0;
     uint8_t version = *q++;
-    const uint8_t *aug = q;
-    while (q < end && *q)
+    while (q < e && *q) /* augmentation string */
         q++;
-    if (q >= end) return 0;
+    if (q >= e) return 0;
     q++;
-    if (version >= 4) {
-        if (q >= end) return 0;
-        return *q;
-    }
-    (void)aug;
+    if (version >= 4) return q < e ? *q : 0;
     return 8;
 }
 
-static struct ss_dframe *build(const uint8_t *sec, size_t size)
+static struct ss_dframe *build(const uint8_t *orig, size_t size)
 {
     struct ss_dframe *d = calloc(1, sizeof(*d));
     if (!d) return NULL;
-    /* libunwind reads the section word by word (aligned): keep 8 bytes of
-     * padding after it in our own copy */
+    /* libunwind reads the section word by word (aligned) and scans strings
+     * and LEB128s: keep zero padding after it in our own copy */
     d->owned = calloc(1, size + 16);
     if (!d->owned) {
         free(d);
         return NULL;
     }
-    memcpy(d->owned, sec, size);
-    d->sec = d->owned;
+    memcpy(d->owned, orig, size);
+    const uint8_t *sec = d->owned;
+    d->sec = sec;
     d->size = size;
     size_t cap = 0;
     uint64_t lo = UINT64_MAX, hi = 0;
@@ -75,28 +100,21 @@ static struct ss_dframe *build(const uint8_t *sec, size_t size)
             off += 4;
             continue;
         }
-        uint64_t len = len32;
-        size_t hdr = 4, idsz = 4;
-        if (len32 == 0xffffffffu) {
-            if (off + 12 > size) break;
-            memcpy(&len, sec + off + 4, 8);
-            hdr = 12;
-            idsz = 8;
-        }
-        if (len > size - off - hdr) break;
-        size_t end = off + hdr + len;
-        uint64_t id = 0;
-        memcpy(&id, sec + off + hdr, idsz);
-        bool is_cie = idsz == 4 ? id == 0xffffffffu : id == UINT64_MAX;
-        if (!is_cie) {
+        size_t hdr, idsz, end;
+        uint64_t id;
+        if (!record_at(sec, size, off, &hdr, &idsz, &end, &id)) break;
+        if (!is_cie_id(id, idsz)) {
+            /* an FDE: its CIE pointer must lead to a well-formed CIE, since
+             * libunwind follows it without bounds checks */
             unsigned asz = cie_addr_size(sec, size, id);
             const uint8_t *p = sec + off + hdr + idsz;
             uint64_t start = 0, range = 0;
-            if ((asz == 8 || asz == 4) && p + 2 * asz <= sec + end) {
+            if ((asz == 8 || asz == 4) && (size_t)(sec + end - p) >= 2u * asz) {
                 memcpy(&start, p, asz);
                 memcpy(&range, p + asz, asz);
             }
-            if (start && range && start + range <= INT32_MAX && off <= INT32_MAX) {
+            if (start && range && start <= INT32_MAX && range <= INT32_MAX - start &&
+                off <= INT32_MAX) {
                 if (d->n == cap) {
                     cap = cap ? 2 * cap : 256;
                     struct ss_dframe_entry *ni = realloc(d->index, cap * sizeof(*ni));

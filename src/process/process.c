@@ -237,15 +237,33 @@ static int build(struct ss_proc *p, const struct ss_map_desc *d, size_t n)
 {
     struct ss_mapping *v = calloc(n ? n : 1, sizeof(*v));
     if (!v) return -ENOMEM;
+    size_t k = 0;
     for (size_t i = 0; i < n; i++) {
-        v[i].d = d[i];
-        v[i].d.path = strdup(d[i].path ? d[i].path : "");
-        if (!v[i].d.path) {
-            free_maps(v, i);
+        if (d[i].end <= d[i].start) continue; /* explicit lists are untrusted */
+        v[k].d = d[i];
+        v[k].d.path = strdup(d[i].path ? d[i].path : "");
+        if (!v[k].d.path) {
+            free_maps(v, k);
             return -ENOMEM;
         }
+        k++;
     }
-    qsort(v, n, sizeof(*v), desc_cmp);
+    qsort(v, k, sizeof(*v), desc_cmp);
+    for (size_t i = 1; i < k; i++) /* overlaps: keep the lower mapping whole */
+        if (v[i].d.start < v[i - 1].d.end) {
+            uint64_t cut = v[i - 1].d.end - v[i].d.start;
+            v[i].d.start += cut < v[i].d.end - v[i].d.start ? cut : v[i].d.end - v[i].d.start;
+            v[i].d.offset += cut;
+        }
+    size_t w = 0;
+    for (size_t i = 0; i < k; i++) {
+        if (v[i].d.end > v[i].d.start) {
+            v[w++] = v[i];
+        } else {
+            free((char *)v[i].d.path);
+        }
+    }
+    n = w;
     resolve_all(p, v, n, p->maps, p->n);
     bool changed = n != p->n;
     for (size_t i = 0; !changed && i < n; i++)

@@ -100,8 +100,8 @@ static const void *raw_file_bytes(struct ss_nproc *np, uint64_t addr, size_t len
 {
     const struct ss_mapping *mp = ss_proc_find_cached(np->proc, addr);
     if (!mp || !mp->elf || addr + len > mp->d.end) return NULL;
-    uint64_t off = addr - mp->d.start + mp->d.offset;
-    if (off + len > mp->elf->size) return NULL;
+    uint64_t off = addr - mp->d.start + mp->d.offset; /* explicit maps are untrusted */
+    if (off < mp->d.offset || off > mp->elf->size || len > mp->elf->size - off) return NULL;
     return mp->elf->image + off;
 }
 
