@@ -22,6 +22,14 @@
 
 #include "unwind/luajit/lj_internal.h"
 
+/* Trace facts shared by every 2.1 tree here (lj_ir.h IRDEF: BASE 13, KGC 24,
+ * KNUM 28; vm_x64.dasc/vm_x86.dasc JLOOP: sub rsp, 16 after saving r12/r13). */
+#define TRACE_X64_COMMON .ir_base = 13, .ir_kgc = 24, .ir_knum = 28, .trace_sp_bias = 16
+/* SnapShot.mcofs exists since 2.1 (2020, LJ_UNWIND_JIT); Tarantool 2.6's tree
+ * predates it: {mapofs, ref, nslots, topslot, nent, count}. */
+#define SNAP_MCOFS .snap_mcofs = 6, .snap_nent = 10
+#define SNAP_NO_MCOFS .snap_mcofs = 0, .snap_nent = 8
+
 #define GC64_COMMON                                                                                \
     .gc64 = true, .L_glref = 16, .L_base = 32, .L_top = 40, .L_stack = 56, .L_cframe = 80,         \
     .L_stacksize = 88, .gct = 9, .fn_ffid = 10, .fn_pc = 32, .fn_uvptr = 40, .fn_size = 48,        \
@@ -30,7 +38,8 @@
     .pt_varinfo = 96, .pt_size = 104, .uv_v = 32, .cf_prev = 32, .cf_L = 16, .cf_pc = 24,          \
     .cf_nres = 8, .cf_size = 80, .T_nsnap = 10, .T_ir = 32, .T_snap = 48, .T_snapmap = 56,         \
     .T_startpt = 64, .T_startpc = 72, .T_szmcode = 84, .T_mcode = 88, .T_spadjust = 102,           \
-    .T_traceno = 104, .T_root = 108
+    .T_traceno = 104, .T_root = 108, .T_nins = 12, .T_nk = 40, .T_nsnapmap = 44, .T_size = 120,    \
+    .snap_size = 12, TRACE_X64_COMMON
 
 #define NOGC64_COMMON                                                                              \
     .gc64 = false, .L_glref = 8, .L_base = 16, .L_top = 24, .L_stack = 36, .L_cframe = 48,         \
@@ -40,10 +49,12 @@
     .pt_varinfo = 60, .pt_size = 64, .uv_v = 16, .cf_prev = 32, .cf_L = 24, .cf_pc = 28,           \
     .cf_nres = 16, .cf_size = 80, .T_nsnap = 6, .T_ir = 16, .T_snap = 32, .T_snapmap = 40,         \
     .T_startpt = 48, .T_startpc = 52, .T_szmcode = 60, .T_mcode = 64, .T_spadjust = 78,            \
-    .T_traceno = 80, .T_root = 84
+    .T_traceno = 80, .T_root = 84, .T_nins = 8, .T_nk = 24, .T_nsnapmap = 28, .T_size = 96,        \
+    .snap_size = 12, TRACE_X64_COMMON
 
 const struct lj_layout ss_lj_layouts[] = {
     {.name = "openresty-luajit2-2.1-20230119",
+     SNAP_MCOFS,
      GC64_COMMON,
      .hints_req = SS_LJ_HINT_EXDATA,
      .sizeof_L = 112,
@@ -62,6 +73,7 @@ const struct lj_layout ss_lj_layouts[] = {
      .ff = ss_lj_ff_openresty,
      .nff = &ss_lj_ff_openresty_n},
     {.name = "debian-luajit-2.1.0-beta3-git20220320",
+     SNAP_MCOFS,
      GC64_COMMON,
      .hints_forbid = SS_LJ_HINT_EXDATA,
      .sizeof_L = 96,
@@ -80,6 +92,7 @@ const struct lj_layout ss_lj_layouts[] = {
      .ff = ss_lj_ff_debian,
      .nff = &ss_lj_ff_debian_n},
     {.name = "luajit-2.1-upstream-gc64",
+     SNAP_MCOFS,
      GC64_COMMON,
      .hints_forbid = SS_LJ_HINT_EXDATA,
      .sizeof_L = 96,
@@ -98,6 +111,7 @@ const struct lj_layout ss_lj_layouts[] = {
      .ff = ss_lj_ff_debian,
      .nff = &ss_lj_ff_debian_n},
     {.name = "tarantool-2.6-luajit-nogc64",
+     SNAP_NO_MCOFS,
      NOGC64_COMMON,
      .sizeof_L = 64,
      .G_vmstate = 120,
@@ -118,6 +132,7 @@ const struct lj_layout ss_lj_layouts[] = {
      * follows global_State (G2DISP = sizeof(global_State)); nothing else
      * moves. The dispatch-table check tells them from the JIT builds. */
     {.name = "luajit-2.1-git20220320-gc64-nojit",
+     SNAP_MCOFS,
      GC64_COMMON,
      .hints_forbid = SS_LJ_HINT_EXDATA,
      .nojit = true,
@@ -134,6 +149,7 @@ const struct lj_layout ss_lj_layouts[] = {
      .ff = ss_lj_ff_debian_nojit,
      .nff = &ss_lj_ff_debian_nojit_n},
     {.name = "luajit-2.1-git20220320-nogc64-nojit",
+     SNAP_MCOFS,
      NOGC64_COMMON,
      .nojit = true,
      .sizeof_L = 64,
@@ -149,6 +165,7 @@ const struct lj_layout ss_lj_layouts[] = {
      .ff = ss_lj_ff_debian_nojit,
      .nff = &ss_lj_ff_debian_nojit_n},
     {.name = "luajit-2.1-git20220320-nogc64",
+     SNAP_MCOFS,
      NOGC64_COMMON,
      .sizeof_L = 64,
      .G_vmstate = 136,

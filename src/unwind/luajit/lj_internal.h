@@ -38,6 +38,15 @@ struct lj_layout {
     /* GCtrace (issue 5) */
     uint32_t T_nsnap, T_ir, T_snap, T_snapmap, T_startpt, T_startpc, T_szmcode, T_mcode, T_spadjust,
         T_traceno, T_root;
+    uint32_t T_nins, T_nk, T_nsnapmap, T_size; /* T_size = sizeof(GCtrace) */
+    /* SnapShot: size, mcode offset (0 = the build has no mcofs), entry count */
+    uint32_t snap_size, snap_mcofs, snap_nent;
+    /* IR opcodes (lj_ir.h IRDEF) checked on every trace: ir[REF_BASE].o ==
+     * ir_base, frame links are ir_knum constants */
+    uint8_t ir_base, ir_kgc, ir_knum;
+    /* x86-64: bytes JLOOP/JFUNC push below the cframe before entering a
+     * trace (r12, r13); trace rsp = cframe - trace_sp_bias - spadjust */
+    uint32_t trace_sp_bias;
     /* fast-function names, index = ffid - 2 */
     const char *const *ff;
     const unsigned *nff;
