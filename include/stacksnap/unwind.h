@@ -69,6 +69,7 @@ void ss_unwinder_stats(const struct ss_unwinder *u, struct ss_unwinder_stats *st
  * when the unwinder has no state for pid. */
 struct ss_unwinder_pdesc {
     const char *comm;
+    uint64_t serial; /* changes when the unwinder drops and recreates pid's state */
     uint64_t generation;
     size_t nmaps;
 };

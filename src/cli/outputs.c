@@ -21,11 +21,26 @@ int ss_outputs_open(struct ss_outputs *o, const struct ss_cli *c, uint32_t freq)
         if (!s) {
             fprintf(stderr, "stacksnap: %s\n", err.msg);
             ss_outputs_free(o);
-            return err.code == -EINVAL ? 2 : 1;
+            return ss_cli_open_status(err.code);
         }
         o->sinks[o->nsinks++] = s;
     }
     return 0;
+}
+
+int ss_cli_open_status(int code)
+{
+    switch (code) {
+    case -ENOMEM:
+    case -EIO:
+    case -ENOSPC:
+    case -EDQUOT:
+    case -EMFILE:
+    case -ENFILE:
+        return 1; /* the machine, not the user's path */
+    default:
+        return 2; /* missing folder, no permission, symlink, not a file... */
+    }
 }
 
 static struct ss_pcount *pcount(struct ss_outputs *o, const struct ss_stack *st)

@@ -25,6 +25,9 @@ struct ss_outputs {
 /* Open every non-capture output of c (fails before any work is done when a
  * path cannot be written). Returns 0 or an exit status (1/2) after printing. */
 int ss_outputs_open(struct ss_outputs *o, const struct ss_cli *c, uint32_t freq);
+/* Exit status for an output path that cannot be opened (negative errno):
+ * 2 when the path is the cause (bad input), 1 for resource failures. */
+int ss_cli_open_status(int code);
 /* Account one walked stack. */
 int ss_outputs_add(struct ss_outputs *o, const struct ss_stack *st);
 /* Write aggregated formats, close everything. Returns 0 or 1 after printing. */

@@ -163,6 +163,11 @@ static int setup(struct rec *r, pid_t *child, int *release_fd)
 {
     const struct ss_cli *c = r->c;
     struct ss_err err = {0};
+    for (int i = 0; i < c->npids; i++) /* before any output file is created */
+        if (kill(c->pids[i], 0) < 0 && errno == ESRCH) {
+            fprintf(stderr, "stacksnap: no such process: %d\n", c->pids[i]);
+            return 2;
+        }
     int rc = ss_outputs_open(&r->out, c, c->freq);
     if (rc) return rc;
     for (int i = 0; i < c->nout; i++)
@@ -185,13 +190,9 @@ static int setup(struct rec *r, pid_t *child, int *release_fd)
     }
     if (c->verbose) print_prog_info(r->cap, stderr);
     for (int i = 0; i < c->npids; i++) {
-        if (kill(c->pids[i], 0) < 0 && errno == ESRCH) {
-            fprintf(stderr, "stacksnap: no such process: %d\n", c->pids[i]);
-            return 2;
-        }
         if (ss_capture_add_pid(r->cap, c->pids[i], &err) < 0) {
             fprintf(stderr, "stacksnap: %s\n", err.msg);
-            return 1;
+            return err.code == -ESRCH ? 2 : 1;
         }
     }
     if (c->command) {
@@ -213,14 +214,27 @@ static int setup(struct rec *r, pid_t *child, int *release_fd)
     return 0;
 }
 
-static void finish_child(pid_t child, int release_fd, int *status)
+/* Stop COMMAND if it is still running: SIGTERM, then SIGKILL after a grace
+ * period (some programs ignore SIGTERM while busy). Returns 1 when record
+ * ended it, 0 when it had exited by itself (*status is then its status). */
+static int finish_child(pid_t child, int release_fd, int *status, const char *name)
 {
-    if (child <= 0) return;
+    if (child <= 0) return 0;
     if (release_fd >= 0) close(release_fd); /* a child still waiting exits 127 */
-    if (*status == -1) {
-        kill(child, SIGTERM);
-        waitpid(child, status, 0);
+    if (*status != -1) return 0;
+    if (waitpid(child, status, WNOHANG) == child) return 0;
+    kill(child, SIGTERM);
+    for (int i = 0; i < 200; i++) { /* 2 s */
+        if (waitpid(child, status, WNOHANG) == child) return 1;
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
     }
+    fprintf(stderr, "stacksnap: %s (pid %d) ignored SIGTERM for 2 s, sending SIGKILL\n", name,
+            (int)child);
+    kill(child, SIGKILL);
+    while (waitpid(child, status, 0) < 0 && errno == EINTR)
+        ;
+    return 1;
 }
 
 int ss_cmd_record(const struct ss_cli *c)
@@ -233,7 +247,7 @@ int ss_cmd_record(const struct ss_cli *c)
     sigaction(SIGTERM, &sa, NULL);
 
     int rc = setup(&r, &child, &release_fd);
-    double t0 = now_s(), last_progress = t0, last_flush = t0;
+    double t0 = now_s(), last_progress = t0, last_flush = t0, last_gc = t0;
     if (rc == 0 && release_fd >= 0) {
         if (write(release_fd, "g", 1) != 1) rc = 1;
         close(release_fd);
@@ -250,6 +264,10 @@ int ss_cmd_record(const struct ss_cli *c)
         double t = now_s();
         if (c->duration > 0 && t - t0 >= c->duration) break;
         if (!targets_alive(&r, child, &status)) break;
+        if (t - last_gc >= 2.0) { /* drop state of processes that exited */
+            ss_unwinder_gc(r.u);
+            last_gc = t;
+        }
         if (r.snap && t - last_flush >= 1.0) {
             if (ss_snapout_flush(r.snap) < 0)
                 r.failed = 1;
@@ -270,11 +288,13 @@ int ss_cmd_record(const struct ss_cli *c)
     if (r.snap && ss_snapout_close(r.snap, r.cap, r.u) < 0) rc = 1;
     if (ss_outputs_close(&r.out)) rc = 1;
     if (r.cap && (rc == 0 || r.out.samples)) progress(&r, t0, 1);
-    finish_child(child, release_fd, &status);
+    int ended = finish_child(child, release_fd, &status, c->command ? c->command[0] : "");
     ss_outputs_free(&r.out);
     ss_unwinder_free(r.u);
     ss_capture_close(r.cap);
-    if (rc == 0 && child > 0 && status != -1) /* record returns the command's status */
+    /* record returns the command's status when the command ended by itself;
+     * when record stopped it (-d, SIGINT/SIGTERM to record) the run succeeded. */
+    if (rc == 0 && child > 0 && !ended && status != -1)
         return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     return rc;
 }

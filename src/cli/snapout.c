@@ -11,13 +11,14 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli/outputs.h"
 #include "process/process.h"
 #include "stacksnap/snapfile.h"
 #include "stacksnap/version.h"
 
 struct pgen {
     uint32_t pid;
-    uint64_t generation;
+    uint64_t serial, generation; /* of the view last written for pid */
 };
 
 struct ss_snapout {
@@ -59,7 +60,7 @@ int ss_snapout_open(struct ss_snapout **out, const struct ss_cli *c, const char 
     if (ss_snap_create(&so->w, path, &h, &err) < 0) {
         fprintf(stderr, "stacksnap: %s\n", err.msg);
         free(so);
-        return 1;
+        return ss_cli_open_status(err.code);
     }
     so->path = path;
     so->bundle = c->bundle;
@@ -168,7 +169,7 @@ static struct pgen *known(struct ss_snapout *so, uint32_t pid)
     }
     struct pgen *g = &so->known[so->nknown++];
     g->pid = pid;
-    g->generation = UINT64_MAX;
+    g->serial = g->generation = UINT64_MAX;
     return g;
 }
 
@@ -178,7 +179,8 @@ int ss_snapout_sample(struct ss_snapout *so, struct ss_unwinder *u, const struct
     struct ss_unwinder_pdesc pd;
     struct pgen *g = known(so, s->pid);
     if (!g) return -ENOMEM;
-    if (ss_unwinder_describe(u, s->pid, &pd, NULL, NULL) == 0 && pd.generation != g->generation) {
+    if (ss_unwinder_describe(u, s->pid, &pd, NULL, NULL) == 0 &&
+        (pd.serial != g->serial || pd.generation != g->generation)) {
         so->nmaps = 0;
         ss_unwinder_describe(u, s->pid, &pd, add_map, so);
         char exe_link[64], exe[4096] = "";
@@ -187,7 +189,7 @@ int ss_snapout_sample(struct ss_snapout *so, struct ss_unwinder *u, const struct
         exe[n > 0 ? n : 0] = 0;
         struct ss_snap_process p = {
             .pid = s->pid,
-            .reason = g->generation == UINT64_MAX ? SS_SNAP_PROC_NEW : SS_SNAP_PROC_MAPS,
+            .reason = g->serial != pd.serial ? SS_SNAP_PROC_NEW : SS_SNAP_PROC_MAPS,
             .time_ns = s->time_ns,
             .comm = pd.comm,
             .exe = exe,
@@ -197,6 +199,7 @@ int ss_snapout_sample(struct ss_snapout *so, struct ss_unwinder *u, const struct
         /* files first: replay resolves them when the process arrives */
         bundle_files(so, s->pid, so->bundle);
         if (so->failed || ss_snap_write_process(so->w, &p, &err) < 0) goto fail;
+        g->serial = pd.serial;
         g->generation = pd.generation;
     }
     if (ss_snap_write_sample(so->w, s, NULL, &err) < 0) goto fail;

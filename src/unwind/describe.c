@@ -17,6 +17,7 @@ int ss_unwinder_describe(struct ss_unwinder *u, uint32_t pid, struct ss_unwinder
     size_t n;
     const struct ss_mapping *m = ss_proc_mappings(up->proc, &n);
     out->comm = ss_proc_comm(up->proc);
+    out->serial = up->serial;
     out->generation = ss_proc_generation(up->proc);
     out->nmaps = n;
     for (size_t i = 0; fn && i < n; i++) {

@@ -126,7 +126,7 @@ static struct ss_uproc *attach(struct ss_unwinder *u, uint32_t pid, struct ss_pr
     ss_nproc_set_mode(up->np, (enum ss_nmode)u->o.native_mode);
     up->next = u->buckets[pid & 255];
     u->buckets[pid & 255] = up;
-    u->st.processes++;
+    up->serial = ++u->st.processes;
     return up;
 }
 

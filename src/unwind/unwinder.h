@@ -16,6 +16,7 @@ struct ss_lua_detect;
 
 struct ss_uproc {
     uint32_t pid;
+    uint64_t serial; /* unique per bundle created by this unwinder */
     struct ss_proc *proc;
     struct ss_mem mem; /* snapshot of the current sample + files + target */
     struct ss_target_live live;
