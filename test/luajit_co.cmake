@@ -6,3 +6,12 @@ ss_add_test(luajit_coro SOURCES ${LJC_DIR}/test_coro.c ${LJC_COMMON} LABELS luaj
 foreach(t luajit_coro)
   target_include_directories(${t} PRIVATE ${LJC_DIR})
 endforeach()
+# Build matrix: Debian's LuaJIT source built four ways, once (cached in
+# ext/ of the build folder; the fixture gives the first build its own time).
+add_test(NAME luajit_matrix_build COMMAND ${LJC_DIR}/build-luajit.sh ${CMAKE_BINARY_DIR}/ext)
+set_tests_properties(luajit_matrix_build PROPERTIES FIXTURES_SETUP luajit_builds TIMEOUT 900
+  LABELS luajit)
+ss_add_test(luajit_matrix SOURCES ${LJC_DIR}/test_matrix.c ${LJC_COMMON} LABELS luajit TIMEOUT 400)
+target_include_directories(luajit_matrix PRIVATE ${LJC_DIR})
+add_dependencies(luajit_matrix lj_host)
+set_tests_properties(luajit_matrix PROPERTIES FIXTURES_REQUIRED luajit_builds)

@@ -1,0 +1,136 @@
+/* test/luajit/test_matrix.c: the interpreter ground truth (JIT off) on every
+ * LuaJIT build this machine has, recorded with real BPF and unwound live:
+ *  - Debian's LuaJIT source built four ways by build-luajit.sh (cached in
+ *    the build folder): GC64 + JIT, GC64 without JIT, non-GC64 + JIT,
+ *    non-GC64 without JIT;
+ *  - Debian's luajit binary and libluajit-5.1.so.2 (through lj_host);
+ *  - OpenResty luajit2 (unpacked .debs, fetch-ext.sh);
+ *  - Debian's tarantool 2.6 (non-GC64 LuaJIT inside, Lua on fiber stacks).
+ * Per build: the 5-deep chain (w.lua), names and builtins (n.lua),
+ * coroutines (co.lua) and the FFI callback (ffi_cb.lua), each with exact
+ * chains and lines, and the layout descriptor the self-checks chose. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "ljcheck.h"
+
+#define DIR SS_SOURCE_DIR "/test/luajit/"
+#define SECS 1.5
+
+enum { CHAIN, NAMES, CORO, FFI, NCASES };
+static const char *const scripts[NCASES] = {"w.lua", "n.lua", "co.lua", "ffi_cb.lua"};
+
+/* Run the cases in mask on a luajit-like command: argv0 [pre...] script. */
+static void run_cases(const char *label, const char *bin, const char *pre, const char *ldp,
+                      const char *layout, unsigned mask)
+{
+    for (unsigned k = 0; k < NCASES; k++) {
+        if (!(mask & (1u << k))) continue;
+        static struct ljc c;
+        memset(&c, 0, sizeof(c));
+        char script[512], name[600];
+        snprintf(script, sizeof(script), "%s%s", DIR, scripts[k]);
+        snprintf(name, sizeof(name), "%s %s", label, scripts[k]);
+        switch (k) {
+        case CHAIN:
+            ljc_case_chain(&c, script, false);
+            break;
+        case NAMES:
+            ljc_case_names(&c, script);
+            break;
+        case CORO:
+            ljc_case_coro(&c, script);
+            break;
+        default:
+            ljc_case_ffi(&c, script);
+            break;
+        }
+        c.layout = layout;
+        c.min_judged = 40;
+        char *argv[5];
+        unsigned n = 0;
+        argv[n++] = (char *)bin;
+        if (pre) argv[n++] = (char *)pre;
+        if (pre && !strcmp(pre, "-e")) argv[n++] = "jit.off()";
+        argv[n++] = script;
+        argv[n] = NULL;
+        ljc_run(name, argv, ldp, SECS, &c);
+    }
+}
+
+#define ALL ((1u << NCASES) - 1)
+
+static void built(const char *variant, const char *layout)
+{
+    char cmd[1024], bin[600];
+    snprintf(cmd, sizeof(cmd), "%s/test/luajit/build-luajit.sh %s/ext", SS_SOURCE_DIR,
+             SS_BINARY_DIR);
+    cr_assert_eq(system(cmd), 0, "building Debian's LuaJIT source failed (%s, log in %s/ext)", cmd,
+                 SS_BINARY_DIR);
+    snprintf(bin, sizeof(bin), "%s/ext/lj-%s/luajit", SS_BINARY_DIR, variant);
+    cr_assert_eq(access(bin, X_OK), 0, "%s missing", bin);
+    char label[64];
+    snprintf(label, sizeof(label), "built %s", variant);
+    run_cases(label, bin, "-joff", NULL, layout, ALL);
+}
+
+Test(luajit_matrix, built_gc64_jit)
+{
+    built("gc64-jit", "debian-luajit-2.1.0-beta3-git20220320");
+}
+
+Test(luajit_matrix, built_gc64_nojit)
+{
+    built("gc64-nojit", "luajit-2.1-git20220320-gc64-nojit");
+}
+
+Test(luajit_matrix, built_nogc64_jit)
+{
+    built("nogc64-jit", "luajit-2.1-git20220320-nogc64");
+}
+
+Test(luajit_matrix, built_nogc64_nojit)
+{
+    built("nogc64-nojit", "luajit-2.1-git20220320-nogc64-nojit");
+}
+
+/* Coroutines and the FFI callback on this build run in test_coro.c. */
+Test(luajit_matrix, debian_luajit_binary)
+{
+    run_cases("debian luajit", "/usr/bin/luajit", "-joff", NULL,
+              "debian-luajit-2.1.0-beta3-git20220320", 1u << CHAIN | 1u << NAMES);
+}
+
+/* A C host linking Debian's libluajit-5.1.so.2 (JIT off by luaJIT_setmode). */
+Test(luajit_matrix, debian_libluajit_host)
+{
+    run_cases("lj_host+libluajit", SS_BINARY_DIR "/lj_host", NULL, NULL,
+              "debian-luajit-2.1.0-beta3-git20220320", ALL);
+}
+
+Test(luajit_matrix, openresty_luajit2)
+{
+    char cmd[600], bin[512];
+    snprintf(cmd, sizeof(cmd), "%s/test/luajit/fetch-ext.sh %s/ext", SS_SOURCE_DIR, SS_BINARY_DIR);
+    cr_assert_eq(system(cmd), 0, "could not unpack luajit2 (%s)", cmd);
+    snprintf(bin, sizeof(bin), "%s/ext/luajit2/usr/bin/luajit", SS_BINARY_DIR);
+    run_cases("openresty luajit2", bin, "-joff", NULL, "openresty-luajit2-2.1-20230119", ALL);
+}
+
+Test(luajit_matrix, tarantool)
+{
+    if (access("/usr/bin/tarantool", X_OK))
+        cr_skip_test("tarantool not installed (scripts/dev installs it)");
+    /* w_tt.lua: the chain one line lower (it starts with jit.off()) */
+    static struct ljc c;
+    memset(&c, 0, sizeof(c));
+    ljc_case_chain(&c, DIR "w_tt.lua", true);
+    c.layout = "tarantool-2.6-luajit-nogc64";
+    c.min_judged = 40;
+    char *argv[] = {"/usr/bin/tarantool", DIR "w_tt.lua", NULL};
+    ljc_run("tarantool w_tt.lua", argv, NULL, SECS, &c);
+    run_cases("tarantool", "/usr/bin/tarantool", "-e", NULL, "tarantool-2.6-luajit-nogc64",
+              1u << NAMES | 1u << CORO | 1u << FFI);
+}
