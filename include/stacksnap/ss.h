@@ -61,6 +61,7 @@ struct ss_frame {
     const char *module;      /* native: module path; Lua: chunk name (no @/=) */
     uint32_t line;           /* Lua: current line */
     uint32_t first_line;     /* Lua: line where the function is defined */
+    uint64_t sym_offset;     /* native/kernel with a name: addr - symbol start */
 };
 
 /* Why a stack walk ended. */

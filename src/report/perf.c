@@ -52,12 +52,13 @@ static void frame_line(struct rp_buf *b, const struct ss_frame *fr)
         dso = "[stacksnap]";
         break;
     case SS_FRAME_KERNEL:
-        rp_escape_str(b, set(fr->name) ? fr->name : "[unknown]", RP_ESC_DISPLAY);
-        dso = set(fr->module) ? fr->module : "[kernel.kallsyms]";
-        break;
     default:
         rp_escape_str(b, set(fr->name) ? fr->name : "[unknown]", RP_ESC_DISPLAY);
-        dso = set(fr->module) ? fr->module : "[unknown]";
+        if (set(fr->name)) /* perf's "sym+0xoff" */
+            rp_buf_printf(b, "+0x%" PRIx64, fr->sym_offset);
+        dso = set(fr->module)               ? fr->module
+              : fr->kind == SS_FRAME_KERNEL ? "[kernel.kallsyms]"
+                                            : "[unknown]";
         break;
     }
     rp_buf_puts(b, " (");

@@ -46,7 +46,10 @@ static void resolve(struct ss_strpool *pool, struct ss_proc *proc, uint64_t ip, 
     memcpy(out->build_id, mp->d.build_id, mp->d.build_id_len);
     if (!mp->elf) return;
     const struct ss_sym *s = ss_elf_symbol(mp->elf, look - mp->bias);
-    if (s) out->name = ss_strpool_intern(pool, s->name);
+    if (s) {
+        out->name = ss_strpool_intern(pool, s->name);
+        out->sym_offset = ip - (s->addr + (uint64_t)mp->bias);
+    }
 }
 
 void ss_symbolize_native(struct ss_symcache *c, struct ss_strpool *pool, struct ss_proc *proc,
