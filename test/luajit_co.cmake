@@ -15,3 +15,5 @@ ss_add_test(luajit_matrix SOURCES ${LJC_DIR}/test_matrix.c ${LJC_COMMON} LABELS 
 target_include_directories(luajit_matrix PRIVATE ${LJC_DIR})
 add_dependencies(luajit_matrix lj_host)
 set_tests_properties(luajit_matrix PROPERTIES FIXTURES_REQUIRED luajit_builds)
+ss_add_test(luajit_servers SOURCES ${LJC_DIR}/test_servers.c ${LJC_COMMON} LABELS luajit TIMEOUT 180)
+target_include_directories(luajit_servers PRIVATE ${LJC_DIR})

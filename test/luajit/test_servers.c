@@ -1,0 +1,211 @@
+/* test/luajit/test_servers.c: Lua on stacks that C code switches, recorded
+ * with real BPF and unwound live (ljrec.h), JIT off:
+ *  - nginx + lua module (OpenResty luajit2, unpacked .debs) serving two
+ *    locations on 127.0.0.1 under two wrk load generators, plus a timer:
+ *    requests and timers are coroutines resumed from C
+ *    (ngx_http_lua_run_thread) that yield (ngx.sleep) in the middle, so
+ *    several are alive at once. Every sample shows exactly one of them:
+ *    its handler's Lua frames (chunk `content_by_lua(nginx.conf:N)`) right
+ *    on ngx_http_lua_run_thread.
+ *  - Tarantool 2.6 fibers (each on its own native stack, switched by
+ *    coro_transfer) yielding between slices of work: every sample shows
+ *    exactly one fiber's chain on that fiber's native stack (coro_init). */
+#include <arpa/inet.h>
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ljcheck.h"
+
+#define DIR SS_SOURCE_DIR "/test/luajit/"
+
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t l = sizeof(a);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) || getsockname(fd, (void *)&a, &l)) {
+        if (fd >= 0) close(fd);
+        return -1;
+    }
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+static bool port_open(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    bool ok = fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+    if (fd >= 0) close(fd);
+    return ok;
+}
+
+/* Copy the template, replacing @ROOT@, @PREFIX@ and @PORT@. */
+static void write_conf(const char *path, const char *root, const char *prefix, int port)
+{
+    FILE *in = fopen(DIR "nginx.conf.in", "r"), *out = fopen(path, "w");
+    cr_assert(in && out, "nginx.conf: %s", strerror(errno));
+    char line[1024];
+    while (fgets(line, sizeof(line), in)) {
+        for (char *p = line; *p; p++) {
+            if (!strncmp(p, "@ROOT@", 6)) {
+                fputs(root, out);
+                p += 5;
+            } else if (!strncmp(p, "@PREFIX@", 8)) {
+                fputs(prefix, out);
+                p += 7;
+            } else if (!strncmp(p, "@PORT@", 6)) {
+                fprintf(out, "%d", port);
+                p += 5;
+            } else {
+                fputc(*p, out);
+            }
+        }
+    }
+    fclose(in);
+    fclose(out);
+}
+
+static pid_t spawn_quiet(char *const argv[], const char *ldp, const char *out)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (ldp) setenv("LD_LIBRARY_PATH", ldp, 1);
+        int fd = open(out ? out : "/dev/null", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd >= 0) dup2(fd, 1), dup2(fd, 2);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    return pid;
+}
+
+static void stop(pid_t pid)
+{
+    if (pid > 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+    }
+}
+
+/* Timer samples: the timer's coroutine sits on the event loop's stack. */
+static bool run_thread_below(const struct ss_stack *st, const char *folded)
+{
+    (void)st;
+    return strstr(folded, ";ngx_http_lua_run_thread;") != NULL;
+}
+
+Test(luajit_servers, openresty_requests_and_timer_under_wrk)
+{
+    if (access("/usr/bin/wrk", X_OK)) cr_skip_test("wrk not installed (scripts/dev installs it)");
+    char cmd[2048], root[512], prefix[512], conf[600], ldp[600], bin[600];
+    snprintf(cmd, sizeof(cmd), "%s/test/luajit/fetch-nginx.sh %s/ext", SS_SOURCE_DIR,
+             SS_BINARY_DIR);
+    cr_assert_eq(system(cmd), 0, "could not unpack nginx + lua module (%s)", cmd);
+    snprintf(root, sizeof(root), "%s/ext/nginx", SS_BINARY_DIR);
+    snprintf(prefix, sizeof(prefix), "%s/ngx-XXXXXX", SS_BINARY_DIR);
+    cr_assert_not_null(mkdtemp(prefix));
+    snprintf(cmd, sizeof(cmd), "mkdir -p %s/conf %s/logs %s/tmp", prefix, prefix, prefix);
+    cr_assert_eq(system(cmd), 0);
+    int port = free_port();
+    cr_assert(port > 0);
+    snprintf(conf, sizeof(conf), "%s/conf/nginx.conf", prefix);
+    write_conf(conf, root, prefix, port);
+    snprintf(ldp, sizeof(ldp), "%s/usr/lib/x86_64-linux-gnu", root);
+    snprintf(bin, sizeof(bin), "%s/usr/sbin/nginx", root);
+    char elog[600];
+    snprintf(elog, sizeof(elog), "%s/logs/error.log", prefix);
+    char *nargv[] = {bin, "-p", prefix, "-c", "conf/nginx.conf", "-e", elog, NULL};
+    pid_t ngx = spawn_quiet(nargv, ldp, NULL);
+    for (int i = 0; i < 100 && !port_open(port); i++)
+        usleep(50 * 1000);
+    if (!port_open(port)) {
+        stop(ngx);
+        cr_assert_fail("nginx did not listen on 127.0.0.1:%d (see %s)", port, elog);
+    }
+    char ua[128], ub[128], wa[600], wb[600];
+    snprintf(ua, sizeof(ua), "http://127.0.0.1:%d/a", port);
+    snprintf(ub, sizeof(ub), "http://127.0.0.1:%d/b", port);
+    snprintf(wa, sizeof(wa), "%s/wrk-a.txt", prefix);
+    snprintf(wb, sizeof(wb), "%s/wrk-b.txt", prefix);
+    char *wargv_a[] = {"/usr/bin/wrk", "-t1", "-c1", "-d6s", "--timeout", "5s", ua, NULL};
+    char *wargv_b[] = {"/usr/bin/wrk", "-t1", "-c1", "-d6s", "--timeout", "5s", ub, NULL};
+    pid_t w1 = spawn_quiet(wargv_a, NULL, wa), w2 = spawn_quiet(wargv_b, NULL, wb);
+    usleep(300 * 1000);
+
+    static struct ljc c;
+    const char *A = "content_by_lua(nginx.conf:30)", *B = "content_by_lua(nginx.conf:42)",
+               *T = "init_worker_by_lua(nginx.conf:18)";
+    snprintf(c.wbuf[0], sizeof(c.wbuf[0]), "main (%s:9);handle_a (%s:6);work_a (%s:3);spin (%s:2)",
+             A, A, A, A);
+    snprintf(c.wbuf[1], sizeof(c.wbuf[1]),
+             "main (%s:9);handle_b (%s:6);render_b (%s:3);spin (%s:2)", B, B, B, B);
+    snprintf(c.wbuf[2], sizeof(c.wbuf[2]), "anonymous (%s:5);tspin (%s:2)", T, T);
+    for (int k = 0; k < 3; k++)
+        c.want[k] = c.wbuf[k];
+    c.below = "ngx_http_lua_run_thread";
+    c.extra = run_thread_below;
+    c.layout = "openresty-luajit2-2.1-20230119";
+    c.coverage_pct = 60; /* the worker also parses, writes, waits */
+    c.min_judged = 60;
+    struct ljr_stats *st = &c.st;
+    char msg[256];
+    int rc = ljr_record(ngx, 499, 3.0, ljc_on, &c, st, msg, sizeof(msg));
+    stop(w1);
+    stop(w2);
+    stop(ngx);
+    cr_assert_eq(rc, 0, "recording nginx failed: %s", msg);
+    cr_log_info("nginx: %u samples, %u with Lua frames, %u judged, %u exact; per chain a %u b %u "
+                "timer %u; %.1f us/sample; layout %s",
+                c.samples, c.lua, c.judged, c.exact, c.hits[0], c.hits[1], c.hits[2],
+                st->samples ? st->unwind_ns / st->samples / 1000 : 0, st->layout);
+    cr_expect_str_eq(st->layout, c.layout, "layout %s (diag '%s')", st->layout, st->diag);
+    cr_expect(c.judged >= c.min_judged, "only %u judged samples of %u", c.judged, c.samples);
+    cr_expect(c.exact * 100 >= c.judged * 98, "%u of %u exact; first wrong:\n%s", c.exact, c.judged,
+              c.bad);
+    cr_expect(c.lua * 100 >= c.samples * c.coverage_pct, "%u of %u samples with Lua frames", c.lua,
+              c.samples);
+    for (int k = 0; k < 3; k++)
+        cr_expect(c.hits[k] * 100 >= c.judged * 5, "chain %d seen %u/%u: %s", k, c.hits[k],
+                  c.judged, c.want[k]);
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", prefix);
+    cr_expect_eq(system(cmd), 0);
+}
+
+/* Fiber samples run on the fiber's own stack, rooted in coro_init. */
+static bool on_fiber_stack(const struct ss_stack *st, const char *folded)
+{
+    (void)folded;
+    const struct ss_frame *root = &st->frames[st->nframes - 1];
+    return st->nframes && root->name && !strcmp(root->name, "coro_init");
+}
+
+Test(luajit_servers, tarantool_fibers)
+{
+    if (access("/usr/bin/tarantool", X_OK))
+        cr_skip_test("tarantool not installed (scripts/dev installs it)");
+    static struct ljc c;
+    const char *S = DIR "fibers_tt.lua";
+    snprintf(c.wbuf[0], sizeof(c.wbuf[0]), "anonymous (%s:6);pack (%s:4);spin (%s:3)", S, S, S);
+    snprintf(c.wbuf[1], sizeof(c.wbuf[1]), "anonymous (%s:7);index (%s:5);spin (%s:3)", S, S, S);
+    c.want[0] = c.wbuf[0];
+    c.want[1] = c.wbuf[1];
+    c.below = "lua_pcall";
+    c.extra = on_fiber_stack;
+    c.layout = "tarantool-2.6-luajit-nogc64";
+    c.each_pct = 20;
+    char *argv[] = {"/usr/bin/tarantool", (char *)S, NULL};
+    ljc_run("tarantool fibers", argv, NULL, 2.5, &c);
+}
