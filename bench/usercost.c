@@ -87,7 +87,7 @@ static double decode_only(const char *snap, double budget)
     struct ss_err err = {0};
     long n = 0;
     if (ss_snap_open(&rd, snap, &err) < 0) return 0;
-    double t0 = bn_cpu_self(), el;
+    double t0 = bn_cpu_self(), el = 0;
     int passes = 0;
     do {
         if (ss_snap_rewind(rd, &err) < 0 || ss_snap_foreach(rd, on_record, &n, &err) < 0) break;
@@ -130,7 +130,7 @@ int bn_replay(const struct bn_opts *o, const char *snap, const struct bn_truth *
     res->cold_us = cold * 1e6 / (double)ev.samples;
     struct eval w = {.t = t};
     t0 = bn_cpu_self();
-    double el;
+    double el = 0;
     do {
         if ((rc = ss_replay_run(r, on_stack_count, on_msg, &w, &err)) < 0) break;
         res->replays++;
