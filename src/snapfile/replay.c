@@ -21,6 +21,18 @@ struct bundle {
     int fd; /* memfd with the file's bytes */
 };
 
+/* Every successful read recorded so far, by (pid, addr), newest wins. A read
+ * the current sample did not record (a walker whose read pattern differs from
+ * the one that recorded the capture) is served from here; with the same build
+ * this never happens, so replay stays byte-identical to the live run. */
+struct hist {
+    uint32_t pid, len;
+    uint64_t addr;
+    uint8_t *data;
+    struct hist *next;
+};
+#define HIST_BUCKETS 4096
+
 struct counter {
     char *name;
     uint64_t value;
@@ -32,6 +44,9 @@ struct ss_replay {
     struct ss_snap_reader *rd;
     struct ss_unwinder *u;
     struct ss_snap_replay target;
+    struct hist *hist[HIST_BUCKETS];
+    uint32_t cur_pid;
+    uint64_t hist_hits;
     struct bundle *bundles;
     size_t nbundles;
     struct counter *counters;
@@ -127,6 +142,68 @@ static int resolve(void *ctx, const struct ss_map_desc *m)
     return fd;
 }
 
+static unsigned hslot(uint32_t pid, uint64_t addr)
+{
+    return (unsigned)(((addr >> 3) ^ pid) * 0x9e3779b97f4a7c15ull >> 52) & (HIST_BUCKETS - 1);
+}
+
+static void hist_add(struct ss_replay *r, uint32_t pid, const struct ss_snap_sample *s)
+{
+    for (uint32_t i = 0; i < s->nreads; i++) {
+        const struct ss_snap_read *rd = &s->reads[i];
+        if (rd->err || !rd->len) continue;
+        struct hist **pp = &r->hist[hslot(pid, rd->addr)], *h;
+        for (h = *pp; h && !(h->pid == pid && h->addr == rd->addr); h = h->next)
+            ;
+        if (h && h->len != rd->len) { /* keep one size per address: the newest */
+            free(h->data);
+            h->data = NULL;
+        }
+        if (!h) {
+            if (!(h = calloc(1, sizeof(*h)))) return;
+            h->pid = pid;
+            h->addr = rd->addr;
+            h->next = *pp;
+            *pp = h;
+        }
+        if (!h->data && !(h->data = malloc(rd->len))) continue;
+        h->len = rd->len;
+        memcpy(h->data, rd->data, rd->len);
+    }
+}
+
+static void hist_free(struct ss_replay *r)
+{
+    for (unsigned b = 0; b < HIST_BUCKETS; b++)
+        for (struct hist *h = r->hist[b], *n; h; h = n) {
+            n = h->next;
+            free(h->data);
+            free(h);
+        }
+    memset(r->hist, 0, sizeof(r->hist));
+}
+
+/* Target backend: this sample's reads, then the history. */
+static int hist_readv(void *ctx, struct ss_iov *iov, int n)
+{
+    struct ss_replay *r = ctx;
+    for (int i = 0; i < n; i++) {
+        uint64_t misses = r->target.misses;
+        ss_snap_target_replay.readv(&r->target, &iov[i], 1);
+        if (r->target.misses == misses) continue;
+        for (const struct hist *h = r->hist[hslot(r->cur_pid, iov[i].addr)]; h; h = h->next)
+            if (h->pid == r->cur_pid && h->addr == iov[i].addr && h->data && h->len >= iov[i].len) {
+                memcpy(iov[i].dst, h->data, iov[i].len);
+                iov[i].err = 0;
+                r->hist_hits++;
+                break;
+            }
+    }
+    return 0;
+}
+
+static const struct ss_target_ops hist_target = {.readv = hist_readv};
+
 static int add_bundle(struct ss_replay *r, const struct ss_snap_bundle *b)
 {
     if (b->kind != SS_SNAP_BUNDLE_MAPPED) return 0; /* separate debug files: not used yet */
@@ -213,6 +290,7 @@ uint64_t ss_replay_counter(const struct ss_replay *r, const char *name)
 
 static void reset(struct ss_replay *r)
 {
+    hist_free(r);
     ss_unwinder_free(r->u);
     r->u = NULL;
     for (size_t i = 0; i < r->nbundles; i++)
@@ -260,8 +338,10 @@ int ss_replay_run(struct ss_replay *r, ss_replay_stack_fn fn, ss_replay_msg_fn m
         case SS_SNAP_SAMPLE: {
             struct ss_stack st;
             ss_snap_replay_set(&r->target, &rec.sample);
-            ss_unwinder_set_target(r->u, rec.sample.s.pid, &ss_snap_target_replay, &r->target);
+            r->cur_pid = rec.sample.s.pid;
+            ss_unwinder_set_target(r->u, rec.sample.s.pid, &hist_target, r);
             if (ss_unwind(r->u, &rec.sample.s, &st) == 0 && fn) rc = fn(ctx, &st);
+            hist_add(r, rec.sample.s.pid, &rec.sample);
             break;
         }
         case SS_SNAP_CORRUPT:
