@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -95,6 +96,17 @@ static void on_sample(void *p, const struct ss_sample *s)
     r->fn(r->ctx, &st, r->buf);
 }
 
+/* pid still runs (a child of ours that exited is reaped here). */
+static bool alive(pid_t pid, struct ljr_stats *st)
+{
+    pid_t w = waitpid(pid, &st->status, WNOHANG);
+    if (w == pid) {
+        st->exited = true;
+        return false;
+    }
+    return kill(pid, 0) == 0;
+}
+
 int ljr_record(pid_t pid, unsigned freq, double seconds, ljr_fn fn, void *ctx, struct ljr_stats *st,
                char *msg, size_t msglen)
 {
@@ -119,7 +131,7 @@ int ljr_record(pid_t pid, unsigned freq, double seconds, ljr_fn fn, void *ctx, s
         return rc;
     }
     double end = now_ns() + seconds * 1e9;
-    while (now_ns() < end && kill(pid, 0) == 0)
+    while (now_ns() < end && alive(pid, st))
         if (ss_capture_poll(c, 1, on_sample, &r) < 0) break;
     ss_capture_stop(c);
     while (ss_capture_poll(c, 0, on_sample, &r) > 0)
@@ -152,6 +164,6 @@ int ljr_run(char *const argv[], const char *ldp, unsigned settle_ms, unsigned fr
     }
     usleep(settle_ms * 1000u);
     int rc = ljr_record(pid, freq, seconds, fn, ctx, st, msg, msglen);
-    ljt_kill(pid);
+    if (!st->exited) ljt_kill(pid);
     return rc;
 }

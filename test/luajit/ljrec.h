@@ -23,13 +23,16 @@ struct ljr_stats {
     uint64_t target_reads; /* process_vm_readv calls of the unwinder */
     char layout[64];       /* layout of the first LuaJIT runtime ("" none) */
     char diag[256];        /* its diagnostic ("" when all is well) */
+    bool exited;           /* the process exited (and was reaped) while recorded */
+    int status;            /* its wait status then */
 };
 
 /* fn gets the stack and its folded text (root first, ';'-joined). */
 typedef void (*ljr_fn)(void *ctx, const struct ss_stack *st, const char *folded);
 
-/* Sample pid at freq Hz for seconds (or until it exits), call fn per
- * sample. Returns 0 or a negative errno (capture could not start: msg). */
+/* Sample pid at freq Hz for seconds (or until it exits; a child of the
+ * caller that exits is reaped), call fn per sample. Returns 0 or a negative errno (capture could
+ * not start: msg). */
 int ljr_record(pid_t pid, unsigned freq, double seconds, ljr_fn fn, void *ctx, struct ljr_stats *st,
                char *msg, size_t msglen);
 
