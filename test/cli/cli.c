@@ -1,0 +1,377 @@
+/* test/cli/cli.c: see cli.h. */
+#include "cli.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "stacksnap/replay.h"
+#include "stacksnap/report.h"
+
+double cli_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+void cli_sleep(double s)
+{
+    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+        ;
+}
+
+static int decode(int st)
+{
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+int cli_wait(pid_t pid, double timeout_s)
+{
+    double end = cli_now() + timeout_s;
+    int st;
+    for (;;) {
+        pid_t w = waitpid(pid, &st, WNOHANG);
+        if (w == pid) return decode(st);
+        if (w < 0 && errno != EINTR) return -1;
+        if (cli_now() > end) break;
+        cli_sleep(0.005);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, &st, 0);
+    return -1;
+}
+
+static int tmpfile_fd(void)
+{
+    char p[] = "/tmp/ss-cli-out-XXXXXX";
+    int fd = mkstemp(p);
+    if (fd >= 0) unlink(p);
+    return fd;
+}
+
+static char *slurp_fd(int fd, size_t *len)
+{
+    struct stat st;
+    if (fstat(fd, &st) < 0) return NULL;
+    char *b = malloc((size_t)st.st_size + 1);
+    if (!b) return NULL;
+    ssize_t n = pread(fd, b, (size_t)st.st_size, 0);
+    n = n < 0 ? 0 : n;
+    b[n] = 0;
+    *len = (size_t)n;
+    return b;
+}
+
+int cli_run(struct cli_res *r, double timeout_s, char *const argv[])
+{
+    memset(r, 0, sizeof(*r));
+    int o = tmpfile_fd(), e = tmpfile_fd();
+    if (o < 0 || e < 0) return -errno;
+    double t0 = cli_now();
+    pid_t pid = fork();
+    if (pid < 0) return -errno;
+    if (pid == 0) {
+        int in = open("/dev/null", O_RDONLY);
+        dup2(in, 0);
+        dup2(o, 1);
+        dup2(e, 2);
+        execvp(argv[0], argv);
+        fprintf(stderr, "exec %s: %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    r->status = cli_wait(pid, timeout_s);
+    r->secs = cli_now() - t0;
+    r->out = slurp_fd(o, &r->out_len);
+    r->err = slurp_fd(e, &r->err_len);
+    close(o);
+    close(e);
+    return r->out && r->err ? 0 : -ENOMEM;
+}
+
+void cli_res_free(struct cli_res *r)
+{
+    free(r->out);
+    free(r->err);
+    r->out = r->err = NULL;
+}
+
+pid_t cli_start(char *const argv[], int *out_fd, const char *err_path)
+{
+    int p[2] = {-1, -1};
+    if (out_fd && pipe2(p, O_CLOEXEC) < 0) return -errno;
+    pid_t pid = fork();
+    if (pid < 0) return -errno;
+    if (pid == 0) {
+        int in = open("/dev/null", O_RDWR);
+        dup2(in, 0);
+        dup2(out_fd ? p[1] : in, 1);
+        if (err_path) {
+            int e = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+            if (e >= 0) dup2(e, 2);
+        }
+        setpgid(0, 0); /* signals to the test's group do not reach it */
+        execvp(argv[0], argv);
+        fprintf(stderr, "exec %s: %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    if (out_fd) {
+        close(p[1]);
+        *out_fd = p[0];
+    }
+    return pid;
+}
+
+int cli_wait_line(int fd, double timeout_s, char *line, size_t len)
+{
+    double end = cli_now() + timeout_s;
+    size_t n = 0;
+    while (n + 1 < len) {
+        double left = end - cli_now();
+        if (left <= 0) return -1;
+        struct pollfd pf = {.fd = fd, .events = POLLIN};
+        if (poll(&pf, 1, (int)(left * 1000) + 1) <= 0) continue;
+        char c;
+        if (read(fd, &c, 1) != 1) return -1;
+        if (c == '\n') break;
+        line[n++] = c;
+    }
+    line[n] = 0;
+    return 0;
+}
+
+char *cli_tmpdir(const char *tag)
+{
+    char *d;
+    if (asprintf(&d, "/tmp/ss-cli-%s-XXXXXX", tag) < 0) return NULL;
+    if (!mkdtemp(d)) {
+        free(d);
+        return NULL;
+    }
+    return d;
+}
+
+static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb, (void)flag, (void)ftw;
+    return remove(p);
+}
+
+void cli_rmtree(const char *dir)
+{
+    if (dir) nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+char *cli_path(const char *dir, const char *name)
+{
+    char *p;
+    return asprintf(&p, "%s/%s", dir, name) < 0 ? NULL : p;
+}
+
+char *cli_load(const char *path, size_t *len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return NULL;
+    size_t l = 0;
+    char *b = slurp_fd(fd, &l);
+    close(fd);
+    if (len) *len = l;
+    return b;
+}
+
+int cli_store(const char *path, const void *buf, size_t len)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) return -errno;
+    int rc = write(fd, buf, len) == (ssize_t)len ? 0 : -EIO;
+    close(fd);
+    return rc;
+}
+
+int cli_copy(const char *from, const char *to, mode_t mode)
+{
+    size_t len;
+    char *b = cli_load(from, &len);
+    if (!b) return -errno;
+    unlink(to);
+    int fd = open(to, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+    int rc = fd < 0 ? -errno : (write(fd, b, len) == (ssize_t)len ? 0 : -EIO);
+    if (fd >= 0) close(fd);
+    free(b);
+    return rc;
+}
+
+static const char *line_at(const char *s, size_t off, size_t *len)
+{
+    while (off && s[off - 1] != '\n')
+        off--;
+    const char *e = strchr(s + off, '\n');
+    *len = e ? (size_t)(e - (s + off)) : strlen(s + off);
+    return s + off;
+}
+
+char *cli_diff(const char *a, const char *b)
+{
+    size_t la, lb;
+    char *x = cli_load(a, &la), *y = cli_load(b, &lb), *msg = NULL;
+    if (!x || !y) {
+        if (asprintf(&msg, "cannot read %s", !x ? a : b) < 0) msg = NULL;
+    } else if (la != lb || memcmp(x, y, la)) {
+        size_t i = 0;
+        while (i < la && i < lb && x[i] == y[i])
+            i++;
+        size_t nx, ny;
+        const char *px = line_at(x, i, &nx), *py = line_at(y, i, &ny);
+        if (asprintf(&msg, "%s (%zu bytes) and %s (%zu bytes) differ at byte %zu:\n  %.*s\n  %.*s",
+                     a, la, b, lb, i, (int)(nx > 300 ? 300 : nx), px, (int)(ny > 300 ? 300 : ny),
+                     py) < 0)
+            msg = NULL;
+    }
+    free(x);
+    free(y);
+    return msg;
+}
+
+const char *cli_ss(void)
+{
+    return SS_BINARY_DIR "/stacksnap";
+}
+
+char *cli_built(const char *name)
+{
+    return cli_path(SS_BINARY_DIR, name);
+}
+
+char *cli_src(const char *rel)
+{
+    return cli_path(SS_SOURCE_DIR, rel);
+}
+
+char *cli_which(const char *prog)
+{
+    const char *path = getenv("PATH");
+    char *dup = strdup(path ? path : "/usr/bin:/bin"), *save = NULL, *found = NULL;
+    for (char *d = strtok_r(dup, ":", &save); d && !found; d = strtok_r(NULL, ":", &save)) {
+        char *p = cli_path(d, prog);
+        if (p && access(p, X_OK) == 0) found = realpath(p, NULL);
+        free(p);
+    }
+    free(dup);
+    return found;
+}
+
+long long cli_folded_check(const char *text, char *why, size_t whylen)
+{
+    long long total = 0;
+    int lineno = 0;
+    for (const char *s = text; *s;) {
+        const char *e = strchr(s, '\n');
+        lineno++;
+        if (!e) {
+            snprintf(why, whylen, "line %d has no newline", lineno);
+            return -1;
+        }
+        const char *sp = e;
+        while (sp > s && sp[-1] != ' ')
+            sp--;
+        char *end;
+        long long n = sp > s + 1 ? strtoll(sp, &end, 10) : 0;
+        if (sp <= s + 1 || end != e || n < 1) {
+            snprintf(why, whylen, "line %d is not 'STACK COUNT': %.*s", lineno,
+                     (int)(e - s > 200 ? 200 : e - s), s);
+            return -1;
+        }
+        total += n;
+        s = e + 1;
+    }
+    return total;
+}
+
+int cli_count_lines(const char *text, const char *needle)
+{
+    int n = 0;
+    for (const char *s = text; s && *s;) {
+        const char *e = strchr(s, '\n');
+        size_t len = e ? (size_t)(e - s) : strlen(s);
+        if (memmem(s, len, needle, strlen(needle))) n++;
+        s = e ? e + 1 : s + len;
+    }
+    return n;
+}
+
+/* ---- in-process replay ---- */
+struct inproc {
+    struct ss_report *rep;
+    struct ss_report_sink *sinks[2];
+    int nsinks;
+    char *msgs;
+    size_t msgslen;
+};
+
+static int inproc_stack(void *ctx, const struct ss_stack *st)
+{
+    struct inproc *p = ctx;
+    struct ss_err err = {0};
+    if (ss_report_add(p->rep, st, 1, &err) < 0) return 1;
+    for (int i = 0; i < p->nsinks; i++)
+        if (ss_report_sink_add(p->sinks[i], st, &err) < 0) return 1;
+    return 0;
+}
+
+static void inproc_msg(void *ctx, const char *msg)
+{
+    struct inproc *p = ctx;
+    if (!p->msgs) return;
+    size_t used = strlen(p->msgs);
+    snprintf(p->msgs + used, p->msgslen - used, "%s\n", msg);
+}
+
+int cli_replay_inproc(const char *snap, const char *symfs, const char *folded, const char *txt,
+                      char *msgs, size_t msgslen)
+{
+    struct ss_err err = {0};
+    struct ss_replay *r;
+    struct ss_replay_opts o = {.symfs = symfs};
+    struct inproc p = {.msgs = msgs, .msgslen = msgslen};
+    if (msgs && msgslen) msgs[0] = 0;
+    int rc = ss_replay_open(&r, snap, &o, &err);
+    if (rc < 0) {
+        inproc_msg(&p, err.msg);
+        return rc;
+    }
+    const struct ss_snap_header *h = ss_replay_header(r);
+    uint32_t freq = h ? h->freq_hz : 99;
+    struct ss_report_opts ro = {.freq_hz = freq};
+    p.rep = ss_report_new(&ro, &err);
+    const char *paths[2] = {folded, txt};
+    for (int i = 0; p.rep && i < 2; i++)
+        if (paths[i]) {
+            p.sinks[p.nsinks] = ss_report_sink_open(paths[i], SS_REPORT_NONE, freq, &err);
+            if (!p.sinks[p.nsinks]) {
+                rc = err.code ? err.code : -EINVAL;
+                break;
+            }
+            p.nsinks++;
+        }
+    if (!p.rep) rc = -ENOMEM;
+    if (rc == 0) {
+        rc = ss_replay_run(r, inproc_stack, inproc_msg, &p, &err);
+        if (rc > 0) rc = -EIO;
+    }
+    for (int i = 0; i < p.nsinks; i++)
+        if (ss_report_sink_close(p.sinks[i], p.rep, &err) < 0 && rc == 0) rc = -EIO;
+    if (rc < 0 && err.msg[0]) inproc_msg(&p, err.msg);
+    ss_report_free(p.rep);
+    ss_replay_close(r);
+    return rc;
+}
