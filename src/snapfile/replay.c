@@ -55,6 +55,8 @@ struct ss_replay {
     size_t mcap;
     ss_replay_msg_fn msg;
     void *ctx;
+    char **said; /* files already named in a message (one message per file) */
+    size_t nsaid;
 };
 
 int ss_replay_open(struct ss_replay **out, const char *path, const struct ss_replay_opts *o,
@@ -118,6 +120,20 @@ static int try_path(const char *path, const struct ss_map_desc *m)
     return -ESTALE;
 }
 
+/* One message per file name: a file is resolved for every mapping of every
+ * process record that maps it. */
+static void say_once(struct ss_replay *r, const char *fmt, const char *path)
+{
+    for (size_t i = 0; i < r->nsaid; i++)
+        if (!strcmp(r->said[i], path)) return;
+    char **n = realloc(r->said, (r->nsaid + 1) * sizeof(*n));
+    if (n) {
+        r->said = n;
+        if ((n[r->nsaid] = strdup(path))) r->nsaid++;
+    }
+    say(r, fmt, path, "");
+}
+
 /* ss_proc_resolve_fn: bundle, then --symfs, then the recorded path. */
 static int resolve(void *ctx, const struct ss_map_desc *m)
 {
@@ -134,11 +150,19 @@ static int resolve(void *ctx, const struct ss_map_desc *m)
     if (r->symfs) {
         char p[4096];
         snprintf(p, sizeof(p), "%s%s", r->symfs, m->path);
-        fd = try_path(p, m);
+        if ((fd = try_path(p, m)) == -ESTALE)
+            say_once(r, "%s: build-id differs from the recorded one, not used%s", p);
     }
-    if (fd < 0) fd = try_path(m->path, m);
-    if (fd == -ESTALE)
-        say(r, "%s: build-id differs from the recorded one, not used%s", m->path, "");
+    if (fd < 0) {
+        fd = try_path(m->path, m);
+        if (fd == -ESTALE)
+            say_once(r, "%s: build-id differs from the recorded one, not used%s", m->path);
+        else if (fd < 0 && m->build_id_len) /* an ELF file we cannot find */
+            say_once(r,
+                     "%s: not found (not bundled, not under --symfs, not at its recorded "
+                     "path%s); frames in it cannot be unwound",
+                     m->path);
+    }
     return fd;
 }
 
@@ -303,6 +327,11 @@ static void reset(struct ss_replay *r)
     free(r->counters);
     r->counters = NULL;
     r->ncounters = 0;
+    for (size_t i = 0; i < r->nsaid; i++)
+        free(r->said[i]);
+    free(r->said);
+    r->said = NULL;
+    r->nsaid = 0;
 }
 
 int ss_replay_run(struct ss_replay *r, ss_replay_stack_fn fn, ss_replay_msg_fn msg, void *ctx,
