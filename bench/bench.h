@@ -3,6 +3,8 @@
  *
  *   bpfrun.c    load one BPF program (our snapshot program or a comparator),
  *               attach it to one task's cpu-clock event, drain, read stats
+ *   kcost.c     kernel cost per sample (interleaved slices), in-kernel coverage
+ *   luacfg.c    the LuaJIT walker's settings from the profiler's layout table
  *   truth.c     what a correct stack of each workload is: main's address
  *               range, the C workload's functions, the expected Lua frames
  *   usercost.c  in-process replay of our captures, `perf script` on perf.data
@@ -38,7 +40,11 @@ struct bn_opts {
     const char *perf;   /* the perf binary */
     const char *cmdline;
     char tmp[256]; /* scratch folder */
+    double t0;     /* start (bn_now) */
 };
+
+/* Progress line on stderr, with the time since the start. */
+void bn_log(const struct bn_opts *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 enum bn_wl { BN_NATIVE, BN_NATIVE_FP, BN_LUA, BN_JIT, BN_NWL };
 extern const char *const bn_wl_name[BN_NWL];
@@ -107,6 +113,7 @@ struct bn_prog_info {
     char name[32];
     uint32_t xlated, verified, jited;
     uint64_t run_ns, run_cnt;
+    double ns_med, ns_lo, ns_hi; /* per sample: median, least, most of the slices */
     uint64_t seen, emitted, dropped, records;
 };
 
@@ -211,6 +218,11 @@ struct bn_results {
     char notes[8][256];
     int nnotes;
 };
+
+/* ---- kernel cost and in-kernel coverage of one workload (kcost.c) ---- */
+
+void bn_kernel_phase(const struct bn_opts *o, int w, pid_t pid, const struct bn_truth *t,
+                     struct bn_results *r, struct bench_lua_cfg *lua_cfg_out, bool *have_lua_cfg);
 
 void bn_note(struct bn_results *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Print the report (markdown); returns the number of missing figures

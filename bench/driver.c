@@ -126,6 +126,16 @@ double bn_elapsed(const char *path, double *cpu)
     return v;
 }
 
+void bn_log(const struct bn_opts *o, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "bench [%5.1f s] ", bn_now() - o->t0);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
 void bn_note(struct bn_results *r, const char *fmt, ...)
 {
     if (r->nnotes >= 8) return;
@@ -136,124 +146,6 @@ void bn_note(struct bn_results *r, const char *fmt, ...)
 }
 
 /* ---- phase A ---- */
-
-struct grow {
-    uint8_t *p;
-    size_t n, cap, rec; /* records of rec bytes */
-};
-
-static void keep_rec(void *ctx, const void *rec, size_t len)
-{
-    struct grow *g = ctx;
-    if (len < g->rec) return;
-    if (g->n == g->cap) {
-        size_t nc = g->cap ? 2 * g->cap : 1024;
-        uint8_t *np = realloc(g->p, nc * g->rec);
-        if (!np) return;
-        g->p = np;
-        g->cap = nc;
-    }
-    memcpy(g->p + g->n++ * g->rec, rec, g->rec);
-}
-
-struct r14set {
-    uint64_t v[16];
-    size_t n;
-};
-
-static void keep_r14(void *ctx, const void *rec, size_t len)
-{
-    struct r14set *s = ctx;
-    const struct ss_event *e = rec;
-    if (len < sizeof(*e) || s->n >= 16) return;
-    uint64_t r14 = e->regs[SS_PT_R14];
-    for (size_t i = 0; i < s->n; i++)
-        if (s->v[i] == r14) return;
-    s->v[s->n++] = r14;
-}
-
-/* Attach b to pid for attach_s seconds, delivering records to fn. */
-static int measure(const struct bn_opts *o, struct bn_bpf *b, pid_t pid, bool select,
-                   bn_record_fn fn, void *ctx, struct bn_prog_info *pi)
-{
-    char msg[256];
-    double secs = o->attach_s;
-    if (bn_bpf_attach(b, pid, o->freq, select, msg, sizeof(msg))) {
-        fprintf(stderr, "bench: %s\n", msg);
-        return -1;
-    }
-    double end = bn_now() + secs;
-    while (bn_now() < end)
-        bn_bpf_poll(b, 100, fn, ctx);
-    bn_bpf_detach(b, fn, ctx);
-    bn_bpf_info(b, pi);
-    return 0;
-}
-
-static void eval_fp(const struct grow *g, const struct bn_truth *t, struct bn_cov *cov)
-{
-    memset(cov, 0, sizeof(*cov));
-    cov->have_root = true;
-    cov->have_lua = !t->native;
-    for (size_t i = 0; i < g->n; i++) {
-        const struct bench_fp_event *e = (const void *)(g->p + i * g->rec);
-        size_t n = e->nbytes > 0 ? (size_t)e->nbytes / 8 : 0;
-        bool full;
-        cov->samples++;
-        cov->frames += (long)n;
-        if (i == 0 && getenv("BENCH_DEBUG"))
-            for (size_t k = 0; k < n; k++)
-                fprintf(stderr, "fp[%zu] %llx\n", k, (unsigned long long)e->ips[k]);
-        if (bn_truth_root(t, (const uint64_t *)e->ips, n, &full)) cov->root++;
-        cov->full += full;
-    }
-}
-
-struct ptcache {
-    uint64_t pt[64];
-    int32_t first[64];
-    char chunk[64][64];
-    size_t n;
-};
-
-static void eval_lua(const struct grow *g, const struct bn_truth *t, const char *layout,
-                     struct bn_cov *cov, long *starts)
-{
-    struct ptcache pc = {0};
-    memset(cov, 0, sizeof(*cov));
-    cov->have_lua = true;
-    for (size_t i = 0; i < g->n; i++) {
-        const struct bench_lua_event *e = (const void *)(g->p + i * g->rec);
-        int32_t first[BENCH_LUA_MAX];
-        const char *chunk[BENCH_LUA_MAX];
-        size_t m = e->n < BENCH_LUA_MAX ? e->n : BENCH_LUA_MAX, n = 0;
-        cov->samples++;
-        if (e->start < 4) starts[e->start]++;
-        for (size_t k = 0; k < m; k++) {
-            /* VARG or dummy slots, C and fast functions: not Lua frames */
-            if (!e->frames[k].fn || !e->frames[k].pt) continue;
-            uint64_t pt = e->frames[k].pt;
-            size_t j = 0;
-            while (j < pc.n && pc.pt[j] != pt)
-                j++;
-            if (j == pc.n && pc.n < 64) {
-                pc.pt[j] = pt;
-                pc.first[j] = -1;
-                pc.chunk[j][0] = 0;
-                if (pt) bn_lua_proto(t->pid, layout, pt, &pc.first[j], pc.chunk[j], 64);
-                pc.n++;
-            }
-            first[n] = j < pc.n ? pc.first[j] : -1;
-            chunk[n++] = j < pc.n ? pc.chunk[j] : NULL;
-        }
-        cov->frames += (long)n;
-        if (i == 0 && getenv("BENCH_DEBUG"))
-            for (size_t k = 0; k < n; k++)
-                fprintf(stderr, "lua[%zu] %d %s (start %d end %d)\n", k, first[k], chunk[k],
-                        e->start, e->end);
-        if (e->end == BENCH_LUA_END_BOTTOM && bn_truth_lua(t, first, chunk, n)) cov->lua_ok++;
-    }
-}
 
 static int run_cli(char **argv)
 {
@@ -287,69 +179,9 @@ static void phase_a(const struct bn_opts *o, int w, struct bn_results *r,
         waitpid(pid, NULL, 0);
         return;
     }
-    fprintf(stderr, "bench: %s (pid %d): kernel cost and coverage\n", bn_wl_name[w], (int)pid);
+    bn_log(o, "%s (pid %d): kernel cost and coverage", bn_wl_name[w], (int)pid);
 
-    /* our snapshot program at each size */
-    struct r14set r14 = {0};
-    for (int s = 0; s < BN_NSIZES; s++) {
-        if (w == BN_NATIVE_FP && bn_sizes[s] != 16384) continue;
-        struct bn_bpf *b;
-        bool follow = w == BN_NATIVE && s == 1;
-        if (bn_bpf_open(&b, BN_PROG_SNAP, bn_sizes[s], follow, msg, sizeof(msg))) {
-            bn_note(r, "snapshot %u: %s", bn_sizes[s], msg);
-            continue;
-        }
-        if (!measure(o, b, pid, true, keep_r14, &r14, &r->snap[w][s])) r->have_snap[w][s] = true;
-        if (follow) {
-            bn_bpf_info_follow(b, &r->follow);
-            r->have_follow = true;
-        }
-        bn_bpf_close(b);
-    }
-
-    /* floor: a program that only rejects the pid (this machine's cost of a
-     * BPF run on a sample, with nothing done) */
-    struct bn_bpf *b;
-    if (w == BN_NATIVE && !bn_bpf_open(&b, BN_PROG_FP, 0, false, msg, sizeof(msg))) {
-        if (!measure(o, b, pid, false, NULL, NULL, &r->floor)) r->have_floor = true;
-        bn_bpf_close(b);
-    }
-
-    /* frame-pointer comparator */
-    struct grow g = {.rec = sizeof(struct bench_fp_event)};
-    if (!bn_bpf_open(&b, BN_PROG_FP, 0, false, msg, sizeof(msg))) {
-        if (!measure(o, b, pid, true, keep_rec, &g, &r->fp[w])) {
-            r->have_fp[w] = true;
-            eval_fp(&g, &t, &r->cov_fp[w]);
-        }
-        bn_bpf_close(b);
-    } else {
-        bn_note(r, "frame-pointer comparator: %s", msg);
-    }
-    free(g.p);
-
-    /* LuaJIT walker */
-    if (!native) {
-        struct bench_lua_cfg cfg;
-        char layout[64];
-        if (bn_lua_cfg(pid, r14.v, r14.n, &cfg, layout, sizeof(layout), msg, sizeof(msg))) {
-            bn_note(r, "%s: LuaJIT walker not run: %s", bn_wl_name[w], msg);
-        } else if (!bn_bpf_open(&b, BN_PROG_LUA, 0, false, msg, sizeof(msg))) {
-            snprintf(r->layout, sizeof(r->layout), "%s", layout);
-            *lua_cfg_out = cfg;
-            *have_lua_cfg = true;
-            struct grow lg = {.rec = sizeof(struct bench_lua_event)};
-            bn_bpf_set_lua_cfg(b, &cfg);
-            if (!measure(o, b, pid, true, keep_rec, &lg, &r->lua[w])) {
-                r->have_lua[w] = true;
-                eval_lua(&lg, &t, layout, &r->cov_lua[w], r->lua_start[w]);
-            }
-            bn_bpf_close(b);
-            free(lg.p);
-        } else {
-            bn_note(r, "LuaJIT walker: %s", msg);
-        }
-    }
+    bn_kernel_phase(o, w, pid, &t, r, lua_cfg_out, have_lua_cfg);
 
     /* the whole profiler, then perf, on the same process at the same rate */
     if (w != BN_NATIVE_FP) {
@@ -360,7 +192,7 @@ static void phase_a(const struct bn_opts *o, int w, struct bn_results *r,
         snprintf(secs, sizeof(secs), "%g", o->attach_s);
         snprintf(pidb, sizeof(pidb), "%d", (int)pid);
         snprintf(hz, sizeof(hz), "%u", o->freq);
-        fprintf(stderr, "bench: %s: stacksnap record, perf record\n", bn_wl_name[w]);
+        bn_log(o, "%s: stacksnap record, perf record", bn_wl_name[w]);
         char *sa[] = {ss, "record", "-p", pidb, "-F", hz, "-d", secs, "-o", snap, NULL};
         bool ours = run_cli(sa) == 0;
         char *pa[] = {(char *)o->perf, "record", "-q", "-F", hz,   "--call-graph",
@@ -370,7 +202,7 @@ static void phase_a(const struct bn_opts *o, int w, struct bn_results *r,
         kill(pid, SIGKILL);
         waitpid(pid, NULL, 0);
         pid = 0;
-        fprintf(stderr, "bench: %s: replay, perf script\n", bn_wl_name[w]);
+        bn_log(o, "%s: replay, perf script", bn_wl_name[w]);
         if (!ours)
             bn_note(r, "%s: stacksnap record failed", bn_wl_name[w]);
         else if (bn_replay(o, snap, &t, &r->user[w], &r->cov_ours[w], msg, sizeof(msg)))
@@ -463,19 +295,19 @@ int main(int argc, char **argv)
         return 1;
     }
     signal(SIGPIPE, SIG_IGN);
+    o.t0 = bn_now();
     int stats = bn_bpf_stats_on();
     if (stats < 0) {
-        fprintf(stderr, "bench: cannot enable BPF stats (%s): run as root\n", strerror(-stats));
+        bn_log(&o, "cannot enable BPF stats (%s): run as root", strerror(-stats));
         return 1;
     }
     static struct bn_results r;
     struct bench_lua_cfg lua_cfg;
     bool have_lua_cfg = false;
-    double t0 = bn_now();
     for (int w = 0; w < BN_NWL; w++)
         phase_a(&o, w, &r, &lua_cfg, &have_lua_cfg);
     compat_info(&r);
-    fprintf(stderr, "bench: perf script start-up\n");
+    bn_log(&o, "perf script start-up");
     double startup = bn_perf_startup(&o);
     for (int w = 0; w < BN_NWL; w++)
         if (r.perf[w].ok) {
@@ -483,16 +315,21 @@ int main(int argc, char **argv)
             double net = r.perf[w].cpu_s - startup;
             if (net > 0) r.perf[w].us = net * 1e6 / (double)r.perf[w].samples;
         }
-    fprintf(stderr, "bench: phase A took %.0f s; slowdown\n", bn_now() - t0);
+    bn_log(&o, "phase A took %.0f s; slowdown", bn_now() - o.t0);
     bn_slowdown(&o, have_lua_cfg ? &lua_cfg : NULL, &r.slow);
     r.have_slow = true;
     close(stats);
     int missing = bn_report(&o, &r, stdout);
-    fprintf(stderr, "bench: done in %.0f s%s\n", bn_now() - t0,
-            missing ? " (some figures are missing)" : "");
+    bn_log(&o, "done in %.0f s%s", bn_now() - o.t0, missing ? " (some figures are missing)" : "");
+    static const char *const left[] = {"wl.out", "slow.out", "slow.folded", "slow.perf.data"};
+    for (size_t i = 0; i < sizeof(left) / sizeof(left[0]); i++) {
+        char p[512];
+        snprintf(p, sizeof(p), "%s/%s", o.tmp, left[i]);
+        unlink(p);
+    }
     rmdir(o.tmp);
     if (o.check && missing) {
-        fprintf(stderr, "bench: --check: %d figures missing\n", missing);
+        bn_log(&o, "--check: %d figures missing", missing);
         return 1;
     }
     return 0;

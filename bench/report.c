@@ -119,8 +119,10 @@ static const char *mark(bool ok)
     return ok ? "met" : "**not met**";
 }
 
+/* Cost per sample: the median slice (kcost.c). */
 static double ns(const struct bn_prog_info *p)
 {
+    if (p->ns_med > 0) return p->ns_med;
     return p->run_cnt ? (double)p->run_ns / (double)p->run_cnt : 0;
 }
 
@@ -147,11 +149,26 @@ static void goals(const struct bn_results *r, FILE *f)
     }
     if (r->have_slow) {
         static const int sw[] = {BN_NATIVE, BN_LUA, BN_JIT};
+        const struct bn_slow *sl = &r->slow;
         for (int i = 0; i < 3; i++) {
-            double b = r->slow.med[sw[i]][BN_PROF_NONE][0], v = r->slow.med[sw[i]][BN_PROF_OURS][1];
-            if (b > 0 && v > 0)
-                fprintf(f, "| target slowdown at 999 Hz (%s) | <= 2%% | %+.1f%% | %s |\n",
-                        bn_wl_name[sw[i]], 100 * (v / b - 1), mark(v / b - 1 <= 0.02));
+            int w = sw[i];
+            double b = sl->med[w][BN_PROF_NONE][0], v = sl->med[w][BN_PROF_OURS][1];
+            double bc = sl->cpu[w][BN_PROF_NONE][0], vc = sl->cpu[w][BN_PROF_OURS][1];
+            double spread = sl->spread[w][BN_PROF_NONE][0];
+            if (b <= 0 || v <= 0) continue;
+            char verdict[128];
+            if (v / b - 1 <= 0.02)
+                snprintf(verdict, sizeof(verdict), "met");
+            else if (spread > 0.1 && bc > 0 && vc > 0)
+                snprintf(verdict, sizeof(verdict),
+                         "wall time not measurable here (spread %.0f%%); CPU time: %s",
+                         100 * spread, mark(vc / bc - 1 <= 0.02));
+            else
+                snprintf(verdict, sizeof(verdict), "%s", mark(false));
+            fprintf(f,
+                    "| target slowdown at 999 Hz (%s): wall time (target CPU time) | <= 2%% | "
+                    "%+.1f%% (%+.1f%%) | %s |\n",
+                    bn_wl_name[w], 100 * (v / b - 1), bc > 0 ? 100 * (vc / bc - 1) : 0, verdict);
         }
     }
     const struct bn_cov *c = &r->cov_ours[BN_NATIVE];
@@ -173,38 +190,36 @@ static void goals(const struct bn_results *r, FILE *f)
     fprintf(f, "\n");
 }
 
+static void krow(FILE *f, int w, const char *what, const struct bn_prog_info *p, double ref)
+{
+    fprintf(f, "| %s | %s | %llu | %.0f | %.0f-%.0f | %.2fx | %llu |\n", bn_wl_name[w], what,
+            (unsigned long long)p->run_cnt, ns(p), p->ns_lo, p->ns_hi, ref > 0 ? ns(p) / ref : 0,
+            (unsigned long long)p->dropped);
+}
+
 static int kernel_cost(const struct bn_results *r, FILE *f)
 {
     int missing = 0;
-    fprintf(f, "## Kernel cost per sample (BPF run time, %s)\n\n",
-            "same task, same rate, one program at a time");
-    fprintf(f, "| workload | program | samples | ns/sample | vs ours 16 KiB | records lost |\n"
-               "|---|---|---:|---:|---:|---:|\n");
+    char what[64];
+    fprintf(f, "## Kernel cost per sample (BPF run time)\n\n");
+    fprintf(f, "Same task, same rate, one program attached at a time, in interleaved slices; "
+               "ns/sample is the median slice's run_time_ns / run_cnt (range: the cheapest and "
+               "the dearest slice). The floor program only looks the pid up and returns: what any "
+               "BPF program costs per sample on this machine.\n\n");
+    fprintf(f, "| workload | program | samples | ns/sample | range | vs ours 16 KiB | records lost "
+               "|\n|---|---|---:|---:|---:|---:|---:|\n");
     if (r->have_floor)
-        fprintf(f,
-                "| %s | floor: a program that only rejects the pid (hash lookup) | %llu | %.0f | "
-                "%.2fx | - |\n",
-                bn_wl_name[BN_NATIVE], (unsigned long long)r->floor.run_cnt, ns(&r->floor),
-                r->have_snap[BN_NATIVE][1] ? ns(&r->floor) / ns(&r->snap[BN_NATIVE][1]) : 0);
+        krow(f, BN_NATIVE, "floor: a program that only rejects the pid", &r->floor,
+             r->have_snap[BN_NATIVE][1] ? ns(&r->snap[BN_NATIVE][1]) : 0);
     for (int w = 0; w < BN_NWL; w++) {
         double ref = r->have_snap[w][1] ? ns(&r->snap[w][1]) : 0;
         for (int s = 0; s < BN_NSIZES; s++) {
             if (!r->have_snap[w][s]) continue;
-            const struct bn_prog_info *p = &r->snap[w][s];
-            fprintf(f, "| %s | stacksnap snapshot, %u KiB | %llu | %.0f | %.2fx | %llu |\n",
-                    bn_wl_name[w], bn_sizes[s] / 1024, (unsigned long long)p->run_cnt, ns(p),
-                    ref > 0 ? ns(p) / ref : 0, (unsigned long long)p->dropped);
+            snprintf(what, sizeof(what), "stacksnap snapshot, %u KiB", bn_sizes[s] / 1024);
+            krow(f, w, what, &r->snap[w][s], ref);
         }
-        if (r->have_fp[w])
-            fprintf(f,
-                    "| %s | in-kernel FP (`bpf_get_stack`, 127 frames) | %llu | %.0f | %.2fx | "
-                    "%llu |\n",
-                    bn_wl_name[w], (unsigned long long)r->fp[w].run_cnt, ns(&r->fp[w]),
-                    ref > 0 ? ns(&r->fp[w]) / ref : 0, (unsigned long long)r->fp[w].dropped);
-        if (r->have_lua[w])
-            fprintf(f, "| %s | in-kernel LuaJIT walker | %llu | %.0f | %.2fx | %llu |\n",
-                    bn_wl_name[w], (unsigned long long)r->lua[w].run_cnt, ns(&r->lua[w]),
-                    ref > 0 ? ns(&r->lua[w]) / ref : 0, (unsigned long long)r->lua[w].dropped);
+        if (r->have_fp[w]) krow(f, w, "in-kernel FP (`bpf_get_stack`, 127 frames)", &r->fp[w], ref);
+        if (r->have_lua[w]) krow(f, w, "in-kernel LuaJIT walker", &r->lua[w], ref);
     }
     missing += !r->have_snap[BN_NATIVE][1] || !r->snap[BN_NATIVE][1].run_cnt;
     missing += !r->have_fp[BN_NATIVE_FP] || !r->fp[BN_NATIVE_FP].run_cnt;

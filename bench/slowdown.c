@@ -147,7 +147,7 @@ int bn_slowdown(const struct bn_opts *o, const struct bench_lua_cfg *lua_cfg, st
     for (size_t i = 0; i < sizeof(wls) / sizeof(wls[0]); i++) {
         int w = wls[i];
         if ((s->iter[w] = calibrate(o, w)) <= 0) {
-            fprintf(stderr, "bench: slowdown: %s does not run\n", bn_wl_name[w]);
+            bn_log(o, "slowdown: %s does not run", bn_wl_name[w]);
             s->failed++;
             continue;
         }
@@ -167,7 +167,7 @@ int bn_slowdown(const struct bn_opts *o, const struct bench_lua_cfg *lua_cfg, st
     static double v[BN_NWL][BN_NPROF][BN_NRATES][MAX_ROUNDS];
     static double u[BN_NWL][BN_NPROF][BN_NRATES][MAX_ROUNDS];
     for (int round = 0; round < rounds; round++) {
-        fprintf(stderr, "bench: slowdown round %d/%d (%d runs)\n", round + 1, rounds, nc);
+        bn_log(o, "slowdown round %d/%d (%d runs)", round + 1, rounds, nc);
         for (int k = 0; k < nc; k++) {
             const struct cond *c = &cs[(k + round * 5) % nc];
             double cpu, e = run_cond(o, c, s->iter[c->wl], lua_cfg, &cpu);
