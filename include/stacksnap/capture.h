@@ -69,7 +69,9 @@ void ss_capture_stop(struct ss_capture *c);
 /* Wait up to timeout_ms for samples and deliver them; s->stack is valid only
  * during fn. The buffer wakes the reader only once a quarter full (a wakeup
  * per sample costs more than the sample), so poll returns after timeout_ms
- * with whatever arrived meanwhile: use a finite timeout (e.g. 100 ms).
+ * with whatever arrived meanwhile. Live unwinding reads the target's memory
+ * when the sample is handled, so keep the timeout short (record uses 2 ms:
+ * at 100 ms most Lua stacks have moved on and their frames are dropped).
  * Returns the number delivered, or negative errno (-EINTR is returned as
  * the number delivered, 0 or more). */
 int ss_capture_poll(struct ss_capture *c, int timeout_ms, ss_sample_fn fn, void *ctx);

@@ -255,7 +255,10 @@ int ss_cmd_record(const struct ss_cli *c)
     }
     int tty = isatty(STDERR_FILENO);
     while (rc == 0 && !g_stop && !r.failed) {
-        int n = ss_capture_poll(r.cap, 100, on_sample, &r);
+        /* 2 ms: the Lua walk reads live memory, so handle samples while the
+         * target's stack still looks as it did (100 ms lost ~75% of Lua
+         * frames on a coroutine workload, 2 ms ~4%). */
+        int n = ss_capture_poll(r.cap, 2, on_sample, &r);
         if (n < 0) {
             fprintf(stderr, "stacksnap: polling the capture buffer: %s\n", strerror(-n));
             rc = 1;
