@@ -83,6 +83,8 @@ const char *ss_lj_runtime_diag(const struct ss_lj_runtime *rt);
 struct ss_lj_stats {
     uint64_t walks, frames, rounds, bad_walks;
     uint64_t proto_hits, proto_misses;
+    uint64_t trace_samples; /* samples attributed to a validated trace snapshot */
+    uint64_t trace_loads;   /* traces read and decoded */
 };
 void ss_lj_runtime_stats(const struct ss_lj_runtime *rt, struct ss_lj_stats *st);
 
@@ -97,8 +99,10 @@ struct ss_lj_native {
     uint64_t ip;
     uint64_t cfa; /* canonical frame address of this frame */
     uint64_t rbx, r14;
-    uint32_t have; /* SS_LJ_HAVE_* */
-    bool signal;   /* interrupted by a signal (ip is exact, not a return address) */
+    uint32_t have;  /* SS_LJ_HAVE_* */
+    bool signal;    /* interrupted by a signal (ip is exact, not a return address) */
+    uint32_t trace; /* nonzero: ip is in JIT trace code, the token ss_lj_trace_cfa
+                       returned for this frame (cfa is the VM frame's CFA) */
 };
 
 struct ss_lj_item {
@@ -125,6 +129,22 @@ struct ss_lj_out {
  * stack.c should use this CFA for the leaf instead of the CFI one, and pass
  * it in natives[0].cfa. */
 uint64_t ss_lj_leaf_cfa(struct ss_lj_runtime *rt, struct ss_mem *mem, const uint64_t *regs);
+
+/* For a native frame whose ip is in JIT-compiled trace code (an anonymous
+ * executable mapping): the CFA of the VM frame the trace runs on
+ * (rsp + 16 + spadjust + vm_cfa_off on x86-64), found through the trace that
+ * holds ip (validated against the live J->trace table for this sample).
+ * regs (enum ss_reg order, bit i of known = regs[i] valid) are the frame's
+ * registers: sp (the sample's rsp for the leaf, the callee's CFA for a
+ * return address) is required; r14 (DISPATCH on GC64 traces) and the
+ * register a trace keeps BASE in are used when known. exact: ip is the
+ * interrupted instruction, not a return address. Returns 0 when ip is
+ * in no known trace; else the CFA, *token identifies the validated trace
+ * sample for ss_lj_native.trace. The VM frame's caller is read from that CFA
+ * as for VM frames (ss_lj_leaf_cfa). */
+uint64_t ss_lj_trace_cfa(struct ss_lj_runtime *const *rts, uint32_t nrts, struct ss_mem *mem,
+                         uint64_t ip, bool exact, const uint64_t *regs, uint32_t known,
+                         uint32_t *token);
 
 /* Merge Lua frames into a native frame list (see the file comment). regs
  * are the sample's user registers (enum ss_reg). Returns 0 or a negative

@@ -49,6 +49,8 @@ struct ulua {
     struct ss_lj_native *natives;
     struct ss_lj_item *items;
     unsigned cap;
+    uint32_t *tokens; /* per native frame: ss_lj_trace_cfa token, 0 = not a trace */
+    unsigned tcap;
 };
 
 static void ulua_free(void *p)
@@ -58,6 +60,7 @@ static void ulua_free(void *p)
         ss_lj_runtime_free(l->rts[i].rt);
     free(l->natives);
     free(l->items);
+    free(l->tokens);
     free(l);
 }
 
@@ -178,20 +181,69 @@ static bool vm_caller(struct ss_mem *mem, uint64_t cfa, struct ss_native_frame *
     return true;
 }
 
+/* Is ip in anonymous executable memory (where LuaJIT puts trace code)? */
+static bool anon_exec(struct ss_uproc *up, uint64_t ip)
+{
+    const struct ss_mapping *mp = ss_proc_find(up->proc, ip);
+    return mp && (mp->d.prot & SS_MAP_X) && !mp->elf && !mp->d.path[0];
+}
+
+/* The VM frame under trace code at nf[k]: its CFA (0 if ip is in no known
+ * trace); l->tokens[k] names the validated trace sample for the splice. */
+static uint64_t trace_frame(struct ss_uproc *up, struct ulua *l, struct ss_native_frame *nf,
+                            unsigned k, bool exact)
+{
+    struct ss_lj_runtime *rts[MAX_RTS];
+    uint64_t regs[SS_NREGS] = {0};
+    uint32_t known = 0;
+    if (!l->n || !anon_exec(up, ss_nf_ip(&nf[k]))) return 0;
+    for (unsigned i = 0; i < l->n; i++)
+        rts[i] = l->rts[i].rt;
+    for (unsigned r = 0; r < SS_NREGS; r++)
+        if (ss_nf_reg(&nf[k], (enum ss_reg)r, &regs[r])) known |= 1u << r;
+    return ss_lj_trace_cfa(rts, l->n, &up->mem, ss_nf_ip(&nf[k]), exact, regs, known,
+                           &l->tokens[k]);
+}
+
 static unsigned native_walk(struct ss_unwinder *u, struct ss_uproc *up, struct ulua *l,
                             const struct ss_sample *s, enum ss_trunc *why)
 {
     struct ss_native_frame *nf = u->nf;
+    unsigned max = u->o.max_frames, n;
     ss_native_frame_from_sample(&nf[0], s->regs);
-    uint64_t ip = s->regs[SS_REG_IP];
-    for (unsigned i = 0; l && i < l->n; i++) {
-        if (!ss_lj_in_vm(l->rts[i].rt, ip)) continue;
-        uint64_t cfa = ss_lj_leaf_cfa(l->rts[i].rt, &up->mem, s->regs);
-        if (!cfa || u->o.max_frames < 2 || !vm_caller(&up->mem, cfa, &nf[1])) break;
-        nf[0].cfa = cfa;
-        return 1 + ss_native_unwind(up->np, &nf[1], u->o.max_frames - 1, why);
+    uint64_t ip = s->regs[SS_REG_IP], cfa = 0;
+    if (l && l->tcap < max) {
+        uint32_t *t = realloc(l->tokens, max * sizeof(*t));
+        if (t) l->tokens = t, l->tcap = max;
     }
-    return ss_native_unwind(up->np, nf, u->o.max_frames, why);
+    bool traces = l && l->n && l->tcap >= max;
+    if (traces) memset(l->tokens, 0, max * sizeof(*l->tokens));
+    for (unsigned i = 0; l && i < l->n && !cfa; i++) {
+        if (!ss_lj_in_vm(l->rts[i].rt, ip)) continue;
+        if (!(cfa = ss_lj_leaf_cfa(l->rts[i].rt, &up->mem, s->regs))) break;
+    }
+    /* leaf in trace code: no CFI there; the trace's stack adjustment
+     * gives the VM frame */
+    if (!cfa && traces) cfa = trace_frame(up, l, nf, 0, true);
+    if (cfa && max >= 2 && vm_caller(&up->mem, cfa, &nf[1])) {
+        nf[0].cfa = cfa;
+        n = 1 + ss_native_unwind(up->np, &nf[1], max - 1, why);
+    } else {
+        if (traces) l->tokens[0] = 0;
+        n = ss_native_unwind(up->np, nf, max, why);
+    }
+    /* C code called from trace code: the native walk cannot step out of the
+     * trace; restart it from the VM frame the trace runs on */
+    for (unsigned k = 1; traces && k < n; k++) {
+        if (!(cfa = trace_frame(up, l, nf, k, (nf[k].flags & SS_NF_EXACT) != 0))) continue;
+        nf[k].cfa = cfa;
+        if (k + 1 >= max || !vm_caller(&up->mem, cfa, &nf[k + 1])) {
+            *why = k + 1 >= max ? SS_TRUNC_DEPTH : SS_TRUNC_SNAPSHOT;
+            return k + 1;
+        }
+        n = k + 1 + ss_native_unwind(up->np, &nf[k + 1], max - k - 1, why);
+    }
+    return n;
 }
 
 unsigned ss_unwind_mixed(struct ss_unwinder *u, struct ss_uproc *up, const struct ss_sample *s,
@@ -212,6 +264,7 @@ unsigned ss_unwind_mixed(struct ss_unwinder *u, struct ss_uproc *up, const struc
             n->ip = ss_nf_ip(&nf[i]);
             n->cfa = nf[i].cfa;
             n->signal = i > 0 && (nf[i].flags & SS_NF_EXACT);
+            n->trace = l->tcap > i ? l->tokens[i] : 0;
             if (ss_nf_reg(&nf[i], SS_REG_BX, &v)) {
                 n->rbx = v;
                 n->have |= SS_LJ_HAVE_RBX;

@@ -162,6 +162,23 @@ struct lj_lstack {
     uint64_t L, stack; /* last stack start seen for thread L */
 };
 
+/* One sample in trace code, as trace.c validated it (frames outermost
+ * first: [0] runs at G->jit_base, the rest are inlined above it). */
+#define LJ_TRACE_MAXFR 48
+struct lj_tcache;
+struct ss_lj_tsample {
+    uint64_t G, jit_base, mcode;
+    uint64_t base;      /* BASE from the sampled register (0 unknown) */
+    uint8_t base_reg;   /* enum ss_reg holding BASE in this trace, 0xff none */
+    uint8_t base_spill; /* BASE's spill slot (4-byte units from the trace's rsp), 0 none */
+    int32_t vmstate;
+    uint32_t spadjust, traceno, nframes;
+    uint64_t pc[LJ_TRACE_MAXFR];   /* current pc, next-instruction convention */
+    uint64_t link[LJ_TRACE_MAXFR]; /* frame link as the snapshot restores it */
+    uint64_t pt[LJ_TRACE_MAXFR];
+    struct lj_proto *proto[LJ_TRACE_MAXFR]; /* [0] unused (frames.c resolves it) */
+};
+
 struct ss_lj_runtime {
     struct ss_lj_elfinfo info;
     uint64_t bias, vm_lo, vm_hi;
@@ -176,6 +193,7 @@ struct ss_lj_runtime {
     struct lj_strblk *strs;  /* interned strings */
     struct lj_lstack lstack[LJ_LSTACK_SLOTS];
     struct lj_fnpt *fnpt; /* LJ_FNPT_SLOTS */
+    struct lj_tcache *tc; /* known traces (trace.c), NULL until the first trace sample */
     struct ss_lj_stats st;
 };
 
@@ -233,6 +251,33 @@ struct lj_start {
  * not valid / inconsistent; the walk is then empty). */
 int ss_lj_walk_thread(struct ss_lj_runtime *rt, struct ss_mem *m, const struct lj_start *st,
                       struct lj_walk *w);
+
+/* ---- traces (trace.c) ---- */
+
+/* The trace whose machine code holds look (ip, or return address - 1) in
+ * rt, validated for this sample, with the snapshot's frames. r14: the
+ * sample's r14 (DISPATCH on GC64 traces) or 0, used only to find G before
+ * any walk verified one. 0, -ENOENT (not a usable trace), -ESTALE. */
+int ss_lj_trace_lookup(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t look, uint64_t r14,
+                       struct ss_lj_tsample *cur);
+/* The sample stored by the ss_lj_trace_cfa call that returned token, or
+ * NULL (rt is set to its runtime). */
+const struct ss_lj_tsample *ss_lj_trace_sample(struct ss_lj_runtime *const *rts, uint32_t nrts,
+                                               uint32_t token, struct ss_lj_runtime **rt);
+/* Walk thread L for a trace sample: the live frames from jit_base down
+ * (frames.c) under the snapshot's inlined frames. */
+int ss_lj_trace_walk(struct ss_lj_runtime *rt, struct ss_mem *m, const struct ss_lj_tsample *cur,
+                     uint64_t L, uint64_t cframe, struct lj_walk *w);
+void ss_lj_trace_free(struct ss_lj_runtime *rt);
+
+/* ---- VM states (vmstate.c) ---- */
+
+/* Pseudo frame naming G's VM state ([GC], [JIT compiler], [trace exit])
+ * for a sample whose natives[0..i) are C frames above VM/trace frame i:
+ * only when G->vmstate names such a state and the return addresses of
+ * those C frames are still on the live stack (same calls as sampled). */
+bool ss_lj_vmstate_frame(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t G,
+                         const struct ss_lj_native *natives, uint32_t i, struct ss_frame *fr);
 
 /* ---- naming (names.c) ---- */
 

@@ -133,6 +133,7 @@ void ss_lj_runtime_free(struct ss_lj_runtime *rt)
     free(rt->protos);
     free(rt->ins);
     free(rt->fnpt);
+    ss_lj_trace_free(rt);
     if (rt->strs) {
         free(strset(rt)->slot);
         struct lj_strblk *b = rt->strs->next;

@@ -88,7 +88,12 @@ int ss_lj_splice(struct ss_lj_runtime *const *rts, uint32_t nrts, struct ss_mem 
         const struct ss_lj_native *nf = &natives[i];
         /* return addresses point after the call: look up ip - 1 */
         uint64_t look = (i == 0 || nf->signal) ? nf->ip : nf->ip - 1;
-        struct ss_lj_runtime *rt = find_rt(rts, nrts, look);
+        struct ss_lj_runtime *rt = NULL;
+        const struct ss_lj_tsample *ts = NULL; /* JIT trace frame (trace.c) */
+        if (nf->trace)
+            ts = ss_lj_trace_sample(rts, nrts, nf->trace, &rt);
+        else
+            rt = find_rt(rts, nrts, look);
         if (!rt) {
             rc = push(out, (int32_t)i, NULL);
             continue;
@@ -109,7 +114,9 @@ int ss_lj_splice(struct ss_lj_runtime *const *rts, uint32_t nrts, struct ss_mem 
                 t->L = L;
                 t->w = malloc(sizeof(*t->w));
                 t->rc = -ENOMEM;
-                if (t->w) {
+                if (t->w && ts) {
+                    t->rc = ss_lj_trace_walk(rt, mem, ts, L, cframe, t->w);
+                } else if (t->w) {
                     bool top = i == 0 && !nf->signal;
                     struct lj_start st = {
                         .L = L,
@@ -128,8 +135,15 @@ int ss_lj_splice(struct ss_lj_runtime *const *rts, uint32_t nrts, struct ss_mem 
                 }
             }
             if (t && t->rc == 0 && rt->lay) {
+                /* C code called by the newest VM entry: name the VM state
+                 * ([GC], [JIT compiler], ...) between it and the Lua frames */
+                struct ss_frame ps;
+                bool pseudo = i > 0 && out->vm_frames == 1 &&
+                              ss_lj_vmstate_frame(rt, mem, t->w->G, natives, i, &ps);
+                if (pseudo && (rc = push(out, -1, &ps))) break;
                 rc = emit_segment(rt, mem, t->w, cframe, out, &done);
                 if (rc) break;
+                if (pseudo && !done) out->n--;
             }
         }
         if (!done) {

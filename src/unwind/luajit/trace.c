@@ -1,0 +1,760 @@
+/* unwind/luajit/trace.c: samples in JIT-compiled trace machine code.
+ *
+ * Where a trace runs: on the C stack frame of the VM entry that entered it.
+ * x86-64 JLOOP/JFUNC save r12/r13 and lower rsp by trace_sp_bias (16), the
+ * trace's head subtracts spadjust, so inside trace code
+ *     VM frame CFA = rsp + trace_sp_bias + spadjust + vm_cfa_off
+ * (vm_x64.dasc BC_JLOOP, lj_asm.c asm_head_root/asm_head_side). A C function
+ * called from a trace has the trace's rsp as its CFA.
+ *
+ * Which trace: an index per runtime of the traces seen so far, sorted by
+ * mcode address. A hit is re-validated on every sample in one batched read:
+ * J->trace[traceno] must still be this GCtrace and its header (everything
+ * but GC links and counters) and the chosen snapshot and its map slice must
+ * be byte-identical to what was decoded, so a flushed trace, or a number or
+ * mcode area reused by another trace, can never lend its frames. A miss asks
+ * G->vmstate (the running trace) and then, rate-limited, the whole J->trace
+ * array.
+ *
+ * Which frames: the snapshot with the largest mcofs <= ip - mcode (what
+ * lj_trace_unwind does). Its map holds every frame the trace has inlined
+ * above the frame at G->jit_base: GC64 frame-link slots are SNAP_FRAME
+ * entries whose ref is a KNUM constant with the link (return pc, or
+ * delta|CONT with the continuation pc two slots lower, or delta|VARG); the
+ * innermost pc follows the entries ((pc << 8) | baseslot). Non-GC64 maps end
+ * with the pc and the links, innermost first. Each frame's prototype is the
+ * one whose bytecode holds its pc, among the trace's KGC constants (closures
+ * and prototypes: a live trace keeps them alive) and its start prototype.
+ * The frame at jit_base and everything below it is walked live by frames.c,
+ * which checks that the function there runs the snapshot's outermost pc. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "unwind/luajit/lj_internal.h"
+
+#define REF_BIAS 0x8000u
+#define SNAP_FRAME 0x10000u
+#define SNAP_CONT 0x20000u
+#define TC_MAX 1024             /* traces indexed per runtime */
+#define TC_MAXSNAP 8192         /* snapshots per trace */
+#define TC_MAXMAP (1u << 20)    /* snapshot map entries per trace */
+#define TC_MAXK 65536u          /* IR constant slots per trace */
+#define TC_MAXFR LJ_TRACE_MAXFR /* Lua frames per snapshot */
+#define TC_MAXPT 128            /* candidate prototypes per trace */
+#define TC_MAXARR 65536u        /* J->trace entries read on a refresh */
+#define TC_HDR 128
+#define TC_REFRESH_GAP 64 /* misses between two full refreshes */
+
+/* x86 register numbers (RID_*) -> enum ss_reg */
+static const uint8_t x86_to_ss[16] = {
+    SS_REG_AX, SS_REG_CX, SS_REG_DX,  SS_REG_BX,  SS_REG_SP,  SS_REG_BP,  SS_REG_SI,  SS_REG_DI,
+    SS_REG_R8, SS_REG_R9, SS_REG_R10, SS_REG_R11, SS_REG_R12, SS_REG_R13, SS_REG_R14, SS_REG_R15};
+
+struct tframe {
+    uint64_t pc;   /* current pc, next-instruction convention (as frames.c) */
+    uint64_t link; /* this frame's link as the snapshot restores it */
+    uint64_t pt;   /* prototype holding pc */
+};
+
+struct tsnap {
+    uint32_t mcofs, mapofs, maplen; /* map slice [mapofs, mapofs + maplen) */
+    uint32_t first, n;              /* frames [first, first + n), outermost first */
+};
+
+struct trace {
+    uint64_t G, T, mcode;
+    uint32_t szmcode, traceno, spadjust;
+    uint8_t base_reg;   /* ss_reg holding BASE all through the trace, 0xff none */
+    uint8_t base_spill; /* IR(REF_BASE)->s: BASE's spill slot (4-byte units), 0 none */
+    bool loaded, bad;
+    uint8_t hdr[TC_HDR];
+    uint32_t nsnap;
+    struct tsnap *snaps;
+    uint32_t *map; /* whole snapshot map as loaded */
+    struct tframe *fr;
+};
+
+struct lj_tcache {
+    struct trace *t; /* sorted by mcode */
+    unsigned n;
+    unsigned miss_gap;   /* misses left before a full refresh is allowed */
+    uint64_t arr_G, arr; /* J->trace array address seen last, per G */
+    uint32_t token;
+    struct ss_lj_tsample cur;
+};
+
+static void trace_clear(struct trace *t)
+{
+    free(t->snaps);
+    free(t->map);
+    free(t->fr);
+    memset(t, 0, sizeof(*t));
+}
+
+void ss_lj_trace_free(struct ss_lj_runtime *rt)
+{
+    struct lj_tcache *tc = rt->tc;
+    if (!tc) return;
+    for (unsigned i = 0; i < tc->n; i++)
+        trace_clear(&tc->t[i]);
+    free(tc->t);
+    free(tc);
+    rt->tc = NULL;
+}
+
+static struct lj_tcache *tc_get(struct ss_lj_runtime *rt)
+{
+    if (!rt->tc) {
+        rt->tc = calloc(1, sizeof(*rt->tc));
+        if (rt->tc && !(rt->tc->t = calloc(TC_MAX, sizeof(struct trace)))) {
+            free(rt->tc);
+            rt->tc = NULL;
+        }
+    }
+    return rt->tc;
+}
+
+/* Header bytes that never change during a trace's life: type byte, nsnap,
+ * nins; ir .. mcloop; spadjust, traceno; root (not the GC link, nchild,
+ * link/nextroot/nextside or the GC mark). */
+static bool same_hdr(const struct lj_layout *lay, const uint8_t *a, const uint8_t *b)
+{
+    return !memcmp(a + lay->gct, b + lay->gct, lay->T_nins + 4 - lay->gct) &&
+           !memcmp(a + lay->T_ir, b + lay->T_ir, lay->T_mcode + 12 - lay->T_ir) &&
+           !memcmp(a + lay->T_spadjust, b + lay->T_spadjust, 4) &&
+           !memcmp(a + lay->T_root, b + lay->T_root, 2);
+}
+
+static uint16_t u16at(const uint8_t *p)
+{
+    return (uint16_t)(p[0] | p[1] << 8);
+}
+
+/* Index of the trace whose mcode holds ip, or -1. */
+static int tc_find(const struct lj_tcache *tc, uint64_t ip)
+{
+    unsigned lo = 0, hi = tc->n;
+    while (lo < hi) {
+        unsigned mid = (lo + hi) / 2;
+        if (tc->t[mid].mcode <= ip)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (!lo) return -1;
+    const struct trace *t = &tc->t[lo - 1];
+    return ip < t->mcode + t->szmcode ? (int)lo - 1 : -1;
+}
+
+static void tc_remove(struct lj_tcache *tc, unsigned i)
+{
+    trace_clear(&tc->t[i]);
+    memmove(&tc->t[i], &tc->t[i + 1], (tc->n - i - 1) * sizeof(tc->t[0]));
+    tc->n--;
+    memset(&tc->t[tc->n], 0, sizeof(tc->t[0]));
+}
+
+/* Insert a header-only entry (drops every entry whose code overlaps). */
+static int tc_insert(struct lj_tcache *tc, const struct trace *nt)
+{
+    for (unsigned i = 0; i < tc->n;) {
+        const struct trace *t = &tc->t[i];
+        if (t->mcode < nt->mcode + nt->szmcode && nt->mcode < t->mcode + t->szmcode)
+            tc_remove(tc, i);
+        else
+            i++;
+    }
+    if (tc->n == TC_MAX) tc_remove(tc, tc->n / 2);
+    unsigned i = 0;
+    while (i < tc->n && tc->t[i].mcode < nt->mcode)
+        i++;
+    memmove(&tc->t[i + 1], &tc->t[i], (tc->n - i) * sizeof(tc->t[0]));
+    tc->t[i] = *nt;
+    tc->n++;
+    return (int)i;
+}
+
+/* Fill a header-only entry from header bytes; false if not a trace. */
+static bool from_hdr(const struct lj_layout *lay, uint64_t G, uint64_t T, uint32_t n,
+                     const uint8_t *h, struct trace *t)
+{
+    memset(t, 0, sizeof(*t));
+    if (h[lay->gct] != LJ_GCT_TRACE || u16at(h + lay->T_traceno) != n || n == 0) return false;
+    t->G = G;
+    t->T = T;
+    t->traceno = n;
+    t->mcode = lj_u64(h + lay->T_mcode);
+    t->szmcode = lj_u32(h + lay->T_szmcode);
+    t->spadjust = u16at(h + lay->T_spadjust);
+    t->nsnap = u16at(h + lay->T_nsnap);
+    if (!t->mcode || !t->szmcode || t->szmcode > (1u << 24) || !t->nsnap) return false;
+    memcpy(t->hdr, h, lay->T_size);
+    return true;
+}
+
+/* ---- decoding (once per trace) ---- */
+
+struct kbuf {
+    const uint8_t *ir; /* IR slots [nk, REF_BIAS] */
+    uint32_t nk;
+};
+
+static const uint8_t *irslot(const struct kbuf *k, uint32_t ref)
+{
+    if (ref < k->nk || ref > REF_BIAS) return NULL;
+    return k->ir + (size_t)(ref - k->nk) * 8;
+}
+
+/* 64-bit value of KNUM constant ref (stored in the slot after it). */
+static bool knum(const struct lj_layout *lay, const struct kbuf *k, uint32_t ref, uint64_t *v)
+{
+    const uint8_t *a = irslot(k, ref), *b = irslot(k, ref + 1);
+    if (!a || !b || ref + 1 >= REF_BIAS || a[5] != lay->ir_knum) return false;
+    *v = lj_u64(b);
+    return true;
+}
+
+struct ptset {
+    uint64_t pt[TC_MAXPT], lo[TC_MAXPT], hi[TC_MAXPT]; /* bytecode (lo, hi] in pc terms */
+    unsigned n;
+};
+
+static uint64_t pt_of(const struct ptset *ps, uint64_t pc)
+{
+    for (unsigned i = 0; i < ps->n; i++)
+        if (pc > ps->lo[i] && pc <= ps->hi[i]) return ps->pt[i];
+    return 0;
+}
+
+static void pt_add(struct ss_lj_runtime *rt, struct ss_mem *m, struct ptset *ps, uint64_t pt)
+{
+    for (unsigned i = 0; i < ps->n; i++)
+        if (ps->pt[i] == pt) return;
+    if (ps->n == TC_MAXPT) return;
+    const struct lj_proto *p = ss_lj_proto(rt, m, pt, NULL);
+    if (!p) return;
+    uint64_t bc = pt + rt->lay->pt_size;
+    ps->pt[ps->n] = pt;
+    ps->lo[ps->n] = bc;
+    ps->hi[ps->n] = bc + (uint64_t)p->sizebc * 4;
+    ps->n++;
+}
+
+/* Candidate prototypes: the start prototype and every KGC closure/proto. */
+static void candidates(struct ss_lj_runtime *rt, struct ss_mem *m, const struct trace *t,
+                       const struct kbuf *k, struct ptset *ps)
+{
+    const struct lj_layout *lay = rt->lay;
+    uint64_t fns[TC_MAXPT];
+    unsigned nf = 0;
+    ps->n = 0;
+    pt_add(rt, m, ps, lj_ref(lay, t->hdr + lay->T_startpt));
+    for (uint32_t ref = k->nk; ref < REF_BIAS; ref++) {
+        const uint8_t *ir = irslot(k, ref);
+        if (ir[5] != lay->ir_kgc) continue;
+        uint64_t gc =
+            lay->gc64 ? (ref + 1 < REF_BIAS ? lj_u64(irslot(k, ref + 1)) : 0) : lj_u32(ir);
+        unsigned irt = ir[4] & 0x1f;
+        if (irt == LJ_GCT_PROTO)
+            pt_add(rt, m, ps, gc);
+        else if (irt == LJ_GCT_FUNC && nf < TC_MAXPT)
+            fns[nf++] = gc;
+        if (lay->gc64) ref++; /* 64-bit constants take two slots */
+    }
+    if (!nf) return;
+    struct ss_iov iov[TC_MAXPT];
+    uint8_t hb[TC_MAXPT][64];
+    for (unsigned i = 0; i < nf; i++)
+        iov[i] = (struct ss_iov){.addr = fns[i], .dst = hb[i], .len = lay->fn_size};
+    if (ss_mem_readv(m, iov, (int)nf)) return;
+    for (unsigned i = 0; i < nf; i++) {
+        if (iov[i].err || hb[i][lay->gct] != LJ_GCT_FUNC || hb[i][lay->fn_ffid] != 0) continue;
+        uint64_t pc = lj_ref(lay, hb[i] + lay->fn_pc);
+        if (pc > lay->pt_size) pt_add(rt, m, ps, pc - lay->pt_size);
+    }
+}
+
+/* Frames of one GC64 snapshot, outermost first; n = 0 when unusable. */
+static unsigned frames_gc64(const struct lj_layout *lay, const struct kbuf *k,
+                            const struct ptset *ps, const uint32_t *map, uint32_t nent,
+                            uint32_t maplen, struct tframe *fr)
+{
+    if (maplen < nent + 2) return 0;
+    uint64_t pcbase = map[nent] | (uint64_t)map[nent + 1] << 32;
+    unsigned n = 1;
+    memset(&fr[0], 0, sizeof(fr[0]));
+    for (uint32_t i = 0; i < nent; i++) {
+        uint32_t e = map[i], s = e >> 24;
+        if (!(e & SNAP_FRAME) || s < 2) continue;
+        uint64_t link;
+        if (!knum(lay, k, e & 0xffff, &link)) return 0;
+        uint64_t callerpc;
+        if ((link & 3) == LJ_FRAME_LUA) {
+            callerpc = link;
+        } else if ((link & 7) == LJ_FRAME_VARG) {
+            continue; /* the same function, moved above its varargs */
+        } else if ((link & 7) == LJ_FRAME_CONT) {
+            /* continuation pc: the SNAP_CONT slot two below the link */
+            callerpc = 0;
+            for (uint32_t j = 0; j < i; j++)
+                if ((map[j] >> 24) == s - 2 && (map[j] & SNAP_CONT) &&
+                    !knum(lay, k, map[j] & 0xffff, &callerpc))
+                    return 0;
+            if (!callerpc) return 0;
+        } else {
+            return 0;
+        }
+        if (n == TC_MAXFR) return 0;
+        fr[n - 1].pc = callerpc;
+        fr[n] = (struct tframe){.link = link};
+        n++;
+    }
+    fr[n - 1].pc = (pcbase >> 8) + 4;
+    for (unsigned i = 0; i < n; i++)
+        if (!(fr[i].pt = pt_of(ps, fr[i].pc))) return 0;
+    return n;
+}
+
+/* Non-GC64: the map ends with the current pc and the frame links,
+ * innermost first (SNAP_MKPC / SNAP_MKFTSZ words). */
+static unsigned frames_gc32(const struct ptset *ps, const uint32_t *map, uint32_t nent,
+                            uint32_t maplen, struct tframe *fr)
+{
+    struct tframe tmp[TC_MAXFR];
+    if (maplen < nent + 1) return 0;
+    unsigned n = 1;
+    tmp[0] = (struct tframe){.pc = (uint64_t)map[nent] + 4};
+    for (uint32_t i = nent + 1; i < maplen; i++) {
+        uint32_t w = map[i];
+        uint64_t callerpc;
+        if ((w & 3) == LJ_FRAME_LUA) {
+            callerpc = w;
+        } else if ((w & 7) == LJ_FRAME_VARG) {
+            continue;
+        } else if ((w & 7) == LJ_FRAME_CONT && i + 1 < maplen) {
+            callerpc = map[++i];
+        } else {
+            return 0;
+        }
+        if (n == TC_MAXFR) return 0;
+        tmp[n - 1].link = w;
+        tmp[n++] = (struct tframe){.pc = callerpc};
+    }
+    for (unsigned i = 0; i < n; i++) {
+        fr[i] = tmp[n - 1 - i];
+        if (!(fr[i].pt = pt_of(ps, fr[i].pc))) return 0;
+    }
+    return n;
+}
+
+/* Read and decode snapshots, map and constants of t (header already read). */
+static void load(struct ss_lj_runtime *rt, struct ss_mem *m, struct trace *t)
+{
+    const struct lj_layout *lay = rt->lay;
+    const uint8_t *h = t->hdr;
+    t->loaded = true;
+    t->bad = true;
+    rt->st.trace_loads++;
+    uint32_t nsnapmap = lj_u32(h + lay->T_nsnapmap);
+    uint32_t nk = lj_u32(h + lay->T_nk);
+    uint64_t ir = lj_u64(h + lay->T_ir), snap = lj_u64(h + lay->T_snap);
+    uint64_t snapmap = lj_u64(h + lay->T_snapmap);
+    if (!lay->snap_mcofs || t->nsnap > TC_MAXSNAP || nsnapmap > TC_MAXMAP || nk > REF_BIAS ||
+        REF_BIAS - nk > TC_MAXK || !ir || !snap || !snapmap)
+        return;
+    size_t klen = (size_t)(REF_BIAS + 1 - nk) * 8;
+    uint8_t *sb = malloc((size_t)t->nsnap * lay->snap_size);
+    uint8_t *kb = malloc(klen);
+    t->map = malloc((size_t)nsnapmap * 4 + 4);
+    t->snaps = calloc(t->nsnap, sizeof(*t->snaps));
+    t->fr = malloc((size_t)t->nsnap * TC_MAXFR * sizeof(*t->fr));
+    struct ptset *ps = malloc(sizeof(*ps));
+    if (!sb || !kb || !t->map || !t->snaps || !t->fr || !ps) goto out;
+    struct ss_iov iov[3] = {
+        {.addr = snap, .dst = sb, .len = (size_t)t->nsnap * lay->snap_size},
+        {.addr = snapmap, .dst = t->map, .len = (size_t)nsnapmap * 4},
+        {.addr = ir + (uint64_t)nk * 8, .dst = kb, .len = klen},
+    };
+    rt->st.rounds++;
+    if (ss_mem_readv(m, iov, 3) || iov[0].err || iov[1].err || iov[2].err) goto out;
+    struct kbuf k = {.ir = kb, .nk = nk};
+    const uint8_t *irb = irslot(&k, REF_BIAS);
+    if (irb[5] != lay->ir_base) goto out; /* opcode table check */
+    /* IR(REF_BASE)->r: the register BASE lives in for the whole trace; the
+     * assembler resets it to RID_INIT when the trace modifies it (RETF) or
+     * anything else writes it (lj_asm_x86.h asm_head_root_base) */
+    t->base_reg = irb[6] < 16 && irb[6] != 4 ? x86_to_ss[irb[6]] : 0xff;
+    t->base_spill = irb[7];
+    candidates(rt, m, t, &k, ps);
+    uint32_t used = 0;
+    for (uint32_t i = 0; i < t->nsnap; i++) {
+        const uint8_t *s = sb + (size_t)i * lay->snap_size;
+        struct tsnap *ts = &t->snaps[i];
+        ts->mapofs = lj_u32(s);
+        ts->mcofs = u16at(s + lay->snap_mcofs);
+        uint32_t nent = s[lay->snap_nent];
+        uint32_t end = i + 1 < t->nsnap ? lj_u32(s + lay->snap_size) : nsnapmap;
+        if (ts->mapofs > end || end > nsnapmap || (i && ts->mcofs < t->snaps[i - 1].mcofs))
+            goto out;
+        ts->maplen = end - ts->mapofs;
+        ts->first = used;
+        const uint32_t *mp = t->map + ts->mapofs;
+        ts->n = lay->gc64 ? frames_gc64(lay, &k, ps, mp, nent, ts->maplen, t->fr + used)
+                          : frames_gc32(ps, mp, nent, ts->maplen, t->fr + used);
+        used += ts->n;
+    }
+    t->bad = false;
+out:
+    free(sb);
+    free(kb);
+    free(ps);
+}
+
+/* ---- finding the trace of an ip ---- */
+
+/* J->trace array address and size for G (one read). */
+static bool jtrace(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t G, uint64_t *arr,
+                   uint32_t *size, int32_t *vmstate)
+{
+    const struct lj_layout *lay = rt->lay;
+    uint8_t jb[16];
+    struct ss_iov iov[2] = {
+        {.addr = G + (uint64_t)(int64_t)lay->g2j + lay->J_trace, .dst = jb, .len = 16},
+        {.addr = G + lay->G_vmstate, .dst = vmstate, .len = 4},
+    };
+    rt->st.rounds++;
+    if (ss_mem_readv(m, iov, 2) || iov[0].err || iov[1].err) return false;
+    *arr = lj_u64(jb);
+    *size = lj_u32(jb + (lay->J_sizetrace - lay->J_trace));
+    return *arr && *size && *size <= TC_MAXARR;
+}
+
+/* Read the headers of trace numbers [lo, hi) of J->trace (array at arr)
+ * and index them. Returns the index of the one holding ip, or -1. */
+static int index_range(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t G, uint64_t arr,
+                       uint32_t lo, uint32_t hi, uint64_t ip)
+{
+    const struct lj_layout *lay = rt->lay;
+    struct lj_tcache *tc = rt->tc;
+    unsigned rs = lay->gc64 ? 8 : 4;
+    int found = -1;
+    enum { CH = 128 };
+    uint8_t refs[CH * 8];
+    uint8_t(*hb)[TC_HDR] = malloc(CH * TC_HDR);
+    if (!hb) return -1;
+    for (uint32_t b = lo; b < hi; b += CH) {
+        uint32_t cnt = hi - b < CH ? hi - b : CH;
+        rt->st.rounds++;
+        if (ss_mem_read(m, arr + (uint64_t)b * rs, refs, (size_t)cnt * rs)) break;
+        struct ss_iov iov[CH];
+        uint32_t num[CH];
+        int nv = 0;
+        for (uint32_t i = 0; i < cnt; i++) {
+            uint64_t T = lay->gc64 ? lj_u64(refs + i * 8) : lj_u32(refs + i * 4);
+            if (!T || b + i == 0) continue;
+            num[nv] = b + i;
+            iov[nv] = (struct ss_iov){.addr = T, .dst = hb[nv], .len = lay->T_size};
+            nv++;
+        }
+        if (!nv) continue;
+        rt->st.rounds++;
+        if (ss_mem_readv(m, iov, nv)) break;
+        for (int i = 0; i < nv; i++) {
+            struct trace nt;
+            if (iov[i].err || !from_hdr(lay, G, iov[i].addr, num[i], hb[i], &nt)) continue;
+            int at = tc_find(tc, nt.mcode);
+            if (at >= 0 && tc->t[at].T == nt.T && tc->t[at].mcode == nt.mcode &&
+                same_hdr(lay, tc->t[at].hdr, nt.hdr))
+                continue; /* already known, keep its decoded data */
+            tc_insert(tc, &nt);
+        }
+    }
+    free(hb);
+    found = tc_find(tc, ip);
+    return found;
+}
+
+/* Look ip up in G's traces: the running trace first, then (rate-limited)
+ * every trace. Index of the entry, or -1. */
+static int discover(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t G, uint64_t ip)
+{
+    struct lj_tcache *tc = rt->tc;
+    uint64_t arr;
+    uint32_t size;
+    int32_t vms;
+    if (!jtrace(rt, m, G, &arr, &size, &vms)) return -1;
+    if (vms > 0 && (uint32_t)vms < size) {
+        int i = index_range(rt, m, G, arr, (uint32_t)vms, (uint32_t)vms + 1, ip);
+        if (i >= 0) return i;
+    }
+    if (tc->miss_gap) {
+        tc->miss_gap--;
+        return -1;
+    }
+    tc->miss_gap = TC_REFRESH_GAP;
+    return index_range(rt, m, G, arr, 1, size, ip);
+}
+
+/* Global states to search: the verified ones, else (GC64, where DISPATCH
+ * stays in r14 on trace) r14 - G2DISP of each candidate layout. */
+static unsigned gstates(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t r14, uint64_t *gs)
+{
+    unsigned n = 0;
+    for (unsigned i = 0; i < rt->ngs; i++)
+        gs[n++] = rt->gs[i];
+    if (n || !r14 || !rt->info.gc64 || rt->disabled) return n;
+    for (unsigned i = 0; i < ss_lj_nlayouts; i++) {
+        const struct lj_layout *lay = &ss_lj_layouts[i], *got = NULL;
+        if (!lay->gc64 || lay->nojit) continue;
+        uint64_t G = r14 - (uint64_t)(int64_t)lay->g2disp;
+        char why[160];
+        /* probe without side effects; only a G that fits goes to check_G
+         * (whose failures count towards turning the runtime off) */
+        if (ss_lj_layout_verify(&rt->info, m, G, r14, &got, why, sizeof(why)) == 0 &&
+            ss_lj_check_G(rt, m, G, r14))
+            return gs[0] = G, 1;
+    }
+    return 0;
+}
+
+/* Snapshot index for mcode offset ofs: largest mcofs <= ofs. */
+static int snap_at(const struct trace *t, uint64_t ofs)
+{
+    uint32_t lo = 0, hi = t->nsnap;
+    while (lo < hi) {
+        uint32_t mid = (lo + hi) / 2;
+        if (t->snaps[mid].mcofs <= ofs)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return (int)lo - 1;
+}
+
+/* Re-validate entry i for this sample and read the per-sample state (one
+ * batched read): J->trace array pointer and slot, the trace header,
+ * the snapshot and its map slice, G->jit_base and G->vmstate, and the
+ * headers of the snapshot's prototypes. */
+static int validate(struct ss_lj_runtime *rt, struct ss_mem *m, int idx, uint64_t look,
+                    struct ss_lj_tsample *cur)
+{
+    const struct lj_layout *lay = rt->lay;
+    struct lj_tcache *tc = rt->tc;
+    struct trace *t = &tc->t[idx];
+    if (!t->loaded) load(rt, m, t);
+    if (t->bad) return -ENOENT; /* kept: known, but no frames from it */
+    int si = snap_at(t, look - t->mcode);
+    if (si < 0 || !t->snaps[si].n) return -ENOENT;
+    const struct tsnap *ts = &t->snaps[si];
+    uint64_t G = t->G, jt = G + (uint64_t)(int64_t)lay->g2j + lay->J_trace;
+    unsigned rs = lay->gc64 ? 8 : 4;
+    if (tc->arr_G != G) tc->arr_G = G, tc->arr = 0;
+    uint8_t hdr[TC_HDR], sn[16], slot[8] = {0}, arrp[8];
+    uint64_t jit_base = 0;
+    int32_t vmstate = 0;
+    uint32_t *map = malloc((size_t)ts->maplen * 4 + 4);
+    if (!map) return -ENOMEM;
+    struct ss_iov iov[7 + TC_MAXFR];
+    int nv = 0;
+    iov[nv++] = (struct ss_iov){.addr = t->T, .dst = hdr, .len = lay->T_size};
+    iov[nv++] = (struct ss_iov){.addr = jt, .dst = arrp, .len = 8};
+    iov[nv++] = (struct ss_iov){.addr = G + lay->G_jit_base, .dst = &jit_base, .len = rs};
+    iov[nv++] = (struct ss_iov){.addr = G + lay->G_vmstate, .dst = &vmstate, .len = 4};
+    iov[nv++] =
+        (struct ss_iov){.addr = lj_u64(t->hdr + lay->T_snap) + (uint64_t)si * lay->snap_size,
+                        .dst = sn,
+                        .len = lay->snap_size};
+    iov[nv++] = (struct ss_iov){.addr = lj_u64(t->hdr + lay->T_snapmap) + (uint64_t)ts->mapofs * 4,
+                                .dst = map,
+                                .len = (size_t)ts->maplen * 4};
+    if (tc->arr)
+        iov[nv++] =
+            (struct ss_iov){.addr = tc->arr + (uint64_t)t->traceno * rs, .dst = slot, .len = rs};
+    uint8_t(*ph)[112] = malloc(sizeof(*ph) * ts->n);
+    if (!ph) {
+        free(map);
+        return -ENOMEM;
+    }
+    for (uint32_t i = 1; i < ts->n; i++) /* inlined frames' prototypes */
+        iov[nv++] =
+            (struct ss_iov){.addr = t->fr[ts->first + i].pt, .dst = ph[i], .len = lay->pt_size};
+    rt->st.rounds++;
+    int rc = ss_mem_readv(m, iov, nv);
+    for (int i = 0; i < nv && !rc; i++)
+        if (iov[i].err) rc = iov[i].err;
+    if (rc) goto out;
+    rc = -ESTALE;
+    uint64_t arr = lj_u64(arrp);
+    if (arr != tc->arr) { /* first use or the array moved: read the slot */
+        tc->arr = arr;
+        rt->st.rounds++;
+        if (ss_mem_read(m, arr + (uint64_t)t->traceno * rs, slot, rs)) goto out;
+    }
+    if ((lay->gc64 ? lj_u64(slot) : lj_u32(slot)) != t->T || !same_hdr(lay, hdr, t->hdr)) goto out;
+    if (lj_u32(sn) != ts->mapofs || u16at(sn + lay->snap_mcofs) != ts->mcofs ||
+        memcmp(map, t->map + ts->mapofs, (size_t)ts->maplen * 4))
+        goto out;
+    memset(cur, 0, sizeof(*cur));
+    cur->G = G;
+    cur->jit_base = lay->gc64 ? jit_base : (uint32_t)jit_base;
+    cur->vmstate = vmstate;
+    cur->spadjust = t->spadjust;
+    cur->mcode = t->mcode;
+    cur->base_reg = t->base_reg;
+    cur->base_spill = t->base_spill;
+    cur->traceno = t->traceno;
+    cur->nframes = ts->n;
+    for (uint32_t i = 0; i < ts->n; i++) {
+        const struct tframe *f = &t->fr[ts->first + i];
+        cur->pc[i] = f->pc;
+        cur->link[i] = f->link;
+        cur->pt[i] = f->pt;
+        cur->proto[i] = i ? ss_lj_proto(rt, m, f->pt, ph[i]) : NULL;
+        if (i && !cur->proto[i]) goto out;
+    }
+    rc = 0;
+out:
+    free(ph);
+    free(map);
+    return rc;
+}
+
+int ss_lj_trace_lookup(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t look, uint64_t r14,
+                       struct ss_lj_tsample *cur)
+{
+    struct lj_tcache *tc;
+    uint64_t gs[LJ_MAX_GS];
+    if (rt->disabled || !(tc = tc_get(rt))) return -ENOENT;
+    int idx = tc_find(tc, look), rc = -ENOENT;
+    if (idx >= 0 && (rc = validate(rt, m, idx, look, cur)) == 0) goto found;
+    if (rc == -ENOENT && idx >= 0) return rc;
+    if (idx >= 0) tc_remove(tc, (unsigned)idx); /* stale: forget it, look again */
+    unsigned ng = gstates(rt, m, r14, gs);
+    if (!rt->lay || rt->lay->nojit) return -ENOENT;
+    for (unsigned g = 0; g < ng; g++) {
+        idx = discover(rt, m, gs[g], look);
+        if (idx >= 0 && validate(rt, m, idx, look, cur) == 0) goto found;
+    }
+    return -ENOENT;
+found:
+    rt->st.trace_samples++;
+    return 0;
+}
+
+/* ---- the VM frame under a trace, and its frames ---- */
+
+/* A candidate CFA is plausible when the snapshot shows a return address
+ * outside the VM below it and a pointer-shaped SAVE_L in its cframe; the
+ * walk then checks SAVE_L->cframe == this cframe. */
+static bool plausible(const struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t cfa)
+{
+    const struct lj_layout *lay = rt->lay;
+    uint64_t ret = 0, L = 0;
+    uint64_t cframe = cfa - rt->info.vm_cfa_off;
+    if (ss_mem_read(m, cfa - 8, &ret, 8) || ss_mem_read(m, cframe + lay->cf_L, &L, 8)) return false;
+    if (!lay->gc64) L = (uint32_t)L;
+    return ret > 4096 && ret < (1ull << 47) && !ss_lj_in_vm(rt, ret) && L > 4096 && !(L & 7);
+}
+
+uint64_t ss_lj_trace_cfa(struct ss_lj_runtime *const *rts, uint32_t nrts, struct ss_mem *m,
+                         uint64_t ip, bool exact, const uint64_t *regs, uint32_t known,
+                         uint32_t *token)
+{
+    uint64_t look = exact ? ip : ip - 1, rsp = regs[SS_REG_SP];
+    uint64_t r14 = (known >> SS_REG_R14 & 1) ? regs[SS_REG_R14] : 0;
+    *token = 0;
+    if (!(known >> SS_REG_SP & 1)) return 0;
+    for (uint32_t i = 0; i < nrts; i++) {
+        struct ss_lj_runtime *rt = rts[i];
+        struct ss_lj_tsample cur;
+        if (!rt || ss_lj_trace_lookup(rt, m, look, r14, &cur)) continue;
+        /* BASE as sampled: the register the trace keeps it in, its spill
+         * slot, or (leaf only) RID_BASE = rdx, where it arrives and is
+         * reloaded after calls. Each is a candidate the walk verifies; the
+         * fallback is G->jit_base as read now. */
+        uint64_t v = 0;
+        if (cur.base_reg != 0xff && (known >> cur.base_reg & 1))
+            cur.base = regs[cur.base_reg];
+        else if (cur.base_spill && !ss_mem_read(m, rsp + 4u * cur.base_spill, &v, 8))
+            cur.base = v;
+        else if (exact && (known >> SS_REG_DX & 1))
+            cur.base = regs[SS_REG_DX];
+        uint64_t base = rsp + rt->lay->trace_sp_bias + rt->info.vm_cfa_off;
+        /* the head's "sub rsp, spadjust" (the trace's first instruction)
+         * and the tail's "add rsp, spadjust; jmp" run with rsp unadjusted */
+        uint64_t c1 = base + cur.spadjust, c2 = base;
+        if (exact && ip == cur.mcode) c1 = base, c2 = base + cur.spadjust;
+        uint64_t cfa = plausible(rt, m, c1) ? c1 : plausible(rt, m, c2) ? c2 : 0;
+        if (!cfa) continue;
+        struct lj_tcache *tc = rt->tc;
+        tc->cur = cur;
+        if (++tc->token > 0x0fffffffu) tc->token = 1;
+        *token = tc->token | (i + 1) << 28; /* runtime index in the top bits */
+        return cfa;
+    }
+    return 0;
+}
+
+const struct ss_lj_tsample *ss_lj_trace_sample(struct ss_lj_runtime *const *rts, uint32_t nrts,
+                                               uint32_t token, struct ss_lj_runtime **rt)
+{
+    uint32_t i = (token >> 28) - 1;
+    *rt = NULL;
+    if (!token || i >= nrts || !rts[i] || !rts[i]->tc) return NULL;
+    if (rts[i]->tc->token != (token & 0x0fffffffu)) return NULL;
+    *rt = rts[i];
+    return &rts[i]->tc->cur;
+}
+
+int ss_lj_trace_walk(struct ss_lj_runtime *rt, struct ss_mem *m, const struct ss_lj_tsample *cur,
+                     uint64_t L, uint64_t cframe, struct lj_walk *w)
+{
+    const struct lj_layout *lay = rt->lay;
+    /* BASE: the sampled register, else jit_base (0 once the trace exited) */
+    uint64_t bases[2] = {cur->base, cur->jit_base != cur->base ? cur->jit_base : 0};
+    int rc = -ESTALE;
+    for (unsigned b = 0; b < 2 && rc; b++) {
+        if (!bases[b]) continue;
+        struct lj_start st = {.L = L,
+                              .cframe = cframe,
+                              .top = true,
+                              .newest = true,
+                              .base = bases[b],
+                              .pc = cur->pc[0]};
+        rc = ss_lj_walk_thread(rt, m, &st, w);
+    }
+    if (rc) return rc;
+    /* the frame at jit_base must run the snapshot's outermost pc (frames.c
+     * checked it against the function found there) */
+    if (!w->n || w->f[0].ffid != 0 || w->f[0].pc != cur->pc[0]) {
+        w->n = 0;
+        return -ESTALE;
+    }
+    unsigned k = cur->nframes - 1;
+    if (w->n + k > LJ_MAX_FRAMES) {
+        w->n = LJ_MAX_FRAMES - k;
+        w->truncated = true;
+    }
+    memmove(&w->f[k], &w->f[0], w->n * sizeof(w->f[0]));
+    for (unsigned j = 0; j < k; j++) {
+        unsigned s = cur->nframes - 1 - j; /* innermost first */
+        struct lj_wframe *wf = &w->f[j];
+        memset(wf, 0, sizeof(*wf));
+        wf->ftsz = (int64_t)cur->link[s];
+        wf->pt = cur->pt[s];
+        wf->pc = cur->pc[s];
+        wf->fnpc = cur->pt[s] + lay->pt_size;
+        /* the prototype cache may have reused the entry during the walk */
+        wf->proto = cur->proto[s] && cur->proto[s]->addr == cur->pt[s]
+                        ? cur->proto[s]
+                        : ss_lj_proto(rt, m, cur->pt[s], NULL);
+        if (!wf->proto) {
+            w->n = 0;
+            return -ESTALE;
+        }
+        wf->seg = w->f[k].seg;
+    }
+    w->n += k;
+    return 0;
+}
