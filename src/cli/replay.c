@@ -55,6 +55,11 @@ int ss_cmd_replay(const struct ss_cli *c)
     } else if (run > 0) {
         rc = 1; /* an output failed; already said */
     }
+    if (run >= 0 && !ss_replay_header(r))
+        fprintf(stderr,
+                "stacksnap: %s: no valid header record (the recording was cut short "
+                "before its first record, or the header is damaged)\n",
+                c->capture);
     if (top && ss_report_write_top(out.rep, stdout, (unsigned)c->top, &err) < 0) {
         fprintf(stderr, "stacksnap: %s\n", err.msg);
         rc = 1;
