@@ -165,7 +165,7 @@ struct bn_user {
 struct bn_perf {
     long samples;
     double cpu_s, wall_s, startup_s; /* perf script CPU, wall; CPU of an empty one */
-    double us;                       /* (cpu - startup) / samples */
+    double us; /* (cpu - startup) / samples; 0 when that is within start-up noise */
     bool ok;
 };
 

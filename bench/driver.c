@@ -313,7 +313,8 @@ int main(int argc, char **argv)
         if (r.perf[w].ok) {
             r.perf[w].startup_s = startup;
             double net = r.perf[w].cpu_s - startup;
-            if (net > 0) r.perf[w].us = net * 1e6 / (double)r.perf[w].samples;
+            /* below a tenth of the whole, the difference is start-up noise */
+            r.perf[w].us = net > 0.1 * r.perf[w].cpu_s ? net * 1e6 / (double)r.perf[w].samples : 0;
         }
     bn_log(&o, "phase A took %.0f s; slowdown", bn_now() - o.t0);
     bn_slowdown(&o, have_lua_cfg ? &lua_cfg : NULL, &r.slow);

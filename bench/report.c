@@ -140,7 +140,7 @@ static void goals(const struct bn_results *r, FILE *f)
         const struct bn_user *u = &r->user[uw[i]];
         const struct bn_perf *p = &r->perf[uw[i]];
         double unw = u->us - u->decode_us;
-        if (u->ok && p->ok)
+        if (u->ok && p->ok && p->us > 0)
             fprintf(f,
                     "| user-space cost vs `perf script`, %s: whole replay (unwinding alone) | "
                     ">= 20x | %.1fx (%.1fx) | %s |\n",
@@ -242,7 +242,9 @@ static int user_cost(const struct bn_results *r, FILE *f)
         double unw = u->us - u->decode_us;
         fprintf(f, "| %s | %.2f us (%.0f/s) | %.2f us | %.2f us | %.2f us | %.1f | ", bn_wl_name[w],
                 u->us, u->us > 0 ? 1e6 / u->us : 0, u->decode_us, unw, u->cold_us, u->frames);
-        if (p->ok && u->ok)
+        if (p->ok && p->us <= 0)
+            fprintf(f, "within start-up noise | - | - |\n");
+        else if (p->ok && u->ok)
             fprintf(f, "%.1f us | %.1fx | %.1fx |\n", p->us, p->us / u->us,
                     unw > 0 ? p->us / unw : 0);
         else if (p->ok)
@@ -269,7 +271,9 @@ static int user_cost(const struct bn_results *r, FILE *f)
     return !r->user[BN_NATIVE].ok + !r->user[BN_LUA].ok + !r->perf[BN_NATIVE].ok;
 }
 
-static void cov_row(FILE *f, int w, const char *who, const struct bn_cov *c, bool native)
+/* lua_aware: the profiler can show Lua frames at all. */
+static void cov_row(FILE *f, int w, const char *who, const struct bn_cov *c, bool native,
+                    bool lua_aware)
 {
     if (!c->samples) return;
     fprintf(f, "| %s | %s | %ld | %.1f | ", bn_wl_name[w], who, c->samples,
@@ -281,7 +285,7 @@ static void cov_row(FILE *f, int w, const char *who, const struct bn_cov *c, boo
     if (native)
         fprintf(f, "%.2f%% |\n", pct(c->full, c->samples));
     else
-        fprintf(f, "%.2f%% |\n", pct(c->lua_ok, c->samples));
+        fprintf(f, "%.2f%%%s |\n", pct(c->lua_ok, c->samples), lua_aware ? "" : " (no Lua frames)");
 }
 
 static int coverage(const struct bn_results *r, FILE *f)
@@ -294,10 +298,10 @@ static int coverage(const struct bn_results *r, FILE *f)
                "correct Lua frames |\n|---|---|---:|---:|---:|---:|\n");
     for (int w = 0; w < BN_NWL; w++) {
         bool native = !bn_wl_lua(w);
-        cov_row(f, w, "stacksnap", &r->cov_ours[w], native);
-        cov_row(f, w, "in-kernel FP", &r->cov_fp[w], native);
-        cov_row(f, w, "in-kernel LuaJIT walker", &r->cov_lua[w], native);
-        cov_row(f, w, "perf dwarf,16384", &r->cov_perf[w], native);
+        cov_row(f, w, "stacksnap", &r->cov_ours[w], native, true);
+        cov_row(f, w, "in-kernel FP", &r->cov_fp[w], native, false);
+        cov_row(f, w, "in-kernel LuaJIT walker", &r->cov_lua[w], native, true);
+        cov_row(f, w, "perf dwarf,16384", &r->cov_perf[w], native, false);
     }
     fprintf(f, "\n");
     for (int w = 0; w < BN_NWL; w++)
@@ -395,6 +399,38 @@ static int verifier(const struct bn_results *r, FILE *f)
     return !r->have_snap[BN_NATIVE][1] + !r->have_lua[BN_LUA] + !r->have_fp[BN_NATIVE_FP];
 }
 
+static void method(FILE *f)
+{
+    fprintf(f, "## How the comparison is made\n\n");
+    fprintf(f,
+            "- **Attachment.** Every BPF program here (ours included) runs on one cpu-clock event "
+            "of the target task, so each run is one sample of it. `stacksnap record` itself opens "
+            "one event per CPU and rejects other processes in the program (the floor row is that "
+            "cost).\n"
+            "- **In-kernel FP** (`bpf/bench_fp.bpf.c`): `bpf_get_stack(ctx, buf, 127 * 8, "
+            "BPF_F_USER_STACK)` into the ring buffer; same selection map, buffer size and wake-up "
+            "policy as our program. Judged on the same rules as every other profiler.\n"
+            "- **In-kernel LuaJIT walker** (`bpf/bench_lua.bpf.c`): what the upstream eBPF "
+            "profiler's LuaJIT tracer does, in one bounded loop of up to %d frames: G from "
+            "DISPATCH (r14), L = G->cur_L (checked by L->glref == G, else the G user space found), "
+            "first frame from BASE (rdx) in the VM, G->jit_base in a trace, else L->base; per "
+            "frame one read of the function slot and link, two of the function header, one of "
+            "the CALL before a Lua return pc. It records (function, prototype, link) per frame; "
+            "user space resolves prototypes to chunk and first line. Offsets come from the "
+            "profiler's own layout table (`src/unwind/luajit/layout.c`), verified on the live "
+            "process by the profiler's self-checks; GC64 only. No native frames.\n"
+            "- **perf**: `perf script` time is CPU time (user + system, from wait4) minus the CPU "
+            "time of `perf script` on an empty recording; its addresses are mapped back to the "
+            "executable to apply the same rules.\n"
+            "- **Slowdown**: the workloads time their own work, so no profiler's start-up or "
+            "shutdown counts; the goal is stated in wall time, the target's CPU time is shown "
+            "beside it because other jobs on a shared machine move wall time by more than the "
+            "effect.\n"
+            "- Run `%s` again to regenerate this file (`--quick` for a rough pass in about a "
+            "minute).\n\n",
+            BENCH_LUA_MAX, "bench/run");
+}
+
 int bn_report(const struct bn_opts *o, const struct bn_results *r, FILE *f)
 {
     int missing = 0;
@@ -405,6 +441,7 @@ int bn_report(const struct bn_opts *o, const struct bn_results *r, FILE *f)
     missing += coverage(r, f);
     if (r->have_slow) missing += slowdown(r, f);
     missing += verifier(r, f);
+    method(f);
     if (r->nnotes) {
         fprintf(f, "## Notes\n\n");
         for (int i = 0; i < r->nnotes; i++)

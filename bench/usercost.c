@@ -239,9 +239,8 @@ int bn_perf_script(const struct bn_opts *o, const char *data, const struct bn_tr
     res->cpu_s = run_script(o, data, &ev, &res->wall_s);
     res->samples = ev.samples;
     if (res->cpu_s < 0 || !res->samples) return -EINVAL;
-    double net = res->cpu_s - res->startup_s;
-    if (net <= 0) net = res->cpu_s;
-    res->us = net * 1e6 / (double)res->samples;
+    double net = res->cpu_s - res->startup_s; /* the driver sets startup_s later */
+    res->us = net > 0.1 * res->cpu_s ? net * 1e6 / (double)res->samples : 0;
     res->ok = true;
     return 0;
 }
