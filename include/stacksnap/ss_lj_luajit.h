@@ -138,13 +138,15 @@ uint64_t ss_lj_leaf_cfa(struct ss_lj_runtime *rt, struct ss_mem *mem, const uint
  * registers: sp (the sample's rsp for the leaf, the callee's CFA for a
  * return address) is required; r14 (DISPATCH on GC64 traces) and the
  * register a trace keeps BASE in are used when known. exact: ip is the
- * interrupted instruction, not a return address. Returns 0 when ip is
+ * interrupted instruction, not a return address. time_ns: the sample's
+ * time (rescans of the trace table are rate-limited on it, so that replay
+ * stays identical to the live walk). Returns 0 when ip is
  * in no known trace; else the CFA, *token identifies the validated trace
  * sample for ss_lj_native.trace. The VM frame's caller is read from that CFA
  * as for VM frames (ss_lj_leaf_cfa). */
 uint64_t ss_lj_trace_cfa(struct ss_lj_runtime *const *rts, uint32_t nrts, struct ss_mem *mem,
                          uint64_t ip, bool exact, const uint64_t *regs, uint32_t known,
-                         uint32_t *token);
+                         uint64_t time_ns, uint32_t *token);
 
 /* Merge Lua frames into a native frame list (see the file comment). regs
  * are the sample's user registers (enum ss_reg). Returns 0 or a negative

@@ -30,9 +30,24 @@ struct verdict {
     struct ss_lj_elfinfo info;
 };
 
+/* Replay replaces a process's bundle at every recorded mapping change, where
+ * the live unwinder keeps it (and its runtimes) across map refreshes. To
+ * walk with the same caches, and so make the same reads, an offline
+ * unwinder parks the runtimes of a replaced bundle and hands them to the
+ * next bundle of that pid for the same file at the same bias. */
+#define MAX_PARKED 16
+struct parked {
+    uint32_t pid;
+    struct verdict id; /* file identity (id, dev/ino/size) */
+    int64_t bias;
+    struct ss_lj_runtime *rt;
+};
+
 struct ss_lua_detect {
     struct verdict *v;
     size_t n, cap;
+    struct parked park[MAX_PARKED];
+    unsigned npark;
 };
 
 struct lrt {
@@ -42,6 +57,8 @@ struct lrt {
 };
 
 struct ulua {
+    struct ss_lua_detect *d; /* offline unwinders only: where to park runtimes */
+    uint32_t pid;
     uint64_t gen; /* process generation the list was built for */
     bool scanned;
     struct lrt rts[MAX_RTS];
@@ -53,11 +70,39 @@ struct ulua {
     unsigned tcap;
 };
 
+static void set_id(struct verdict *v, const struct ss_elf *e)
+{
+    memset(v, 0, sizeof(*v));
+    memcpy(v->id, e->build_id, e->build_id_len);
+    v->id_len = e->build_id_len;
+    v->dev = e->dev;
+    v->ino = e->ino;
+    v->size = e->fsize;
+}
+
+static void park(struct ss_lua_detect *d, uint32_t pid, const struct lrt *r)
+{
+    if (d->npark == MAX_PARKED) { /* drop the oldest */
+        ss_lj_runtime_free(d->park[0].rt);
+        memmove(&d->park[0], &d->park[1], (MAX_PARKED - 1) * sizeof(d->park[0]));
+        d->npark--;
+    }
+    struct parked *pk = &d->park[d->npark++];
+    pk->pid = pid;
+    set_id(&pk->id, r->elf);
+    pk->bias = r->bias;
+    pk->rt = r->rt;
+}
+
 static void ulua_free(void *p)
 {
     struct ulua *l = p;
-    for (unsigned i = 0; i < l->n; i++)
-        ss_lj_runtime_free(l->rts[i].rt);
+    for (unsigned i = 0; i < l->n; i++) {
+        if (l->d && l->rts[i].rt)
+            park(l->d, l->pid, &l->rts[i]);
+        else
+            ss_lj_runtime_free(l->rts[i].rt);
+    }
     free(l->natives);
     free(l->items);
     free(l->tokens);
@@ -67,6 +112,8 @@ static void ulua_free(void *p)
 void ss_lua_detect_cache_free(struct ss_unwinder *u)
 {
     if (!u->lua_detect) return;
+    for (unsigned i = 0; i < u->lua_detect->npark; i++)
+        ss_lj_runtime_free(u->lua_detect->park[i].rt);
     free(u->lua_detect->v);
     free(u->lua_detect);
     u->lua_detect = NULL;
@@ -126,6 +173,14 @@ static void scan(struct ss_unwinder *u, struct ss_uproc *up, struct ulua *l)
                 r.rt = l->rts[j].rt;
                 l->rts[j].rt = NULL;
             }
+        struct ss_lua_detect *d = u->lua_detect;
+        for (unsigned j = 0; !r.rt && l->d && j < d->npark; j++) /* replay: same caches */
+            if (d->park[j].pid == up->pid && d->park[j].bias == r.bias &&
+                same_file(&d->park[j].id, r.elf)) {
+                r.rt = d->park[j].rt;
+                memmove(&d->park[j], &d->park[j + 1], (d->npark - j - 1) * sizeof(d->park[0]));
+                d->npark--;
+            }
         if (!r.rt && ss_lj_runtime_new(&r.rt, &v->info, (uint64_t)r.bias, up->pid, NULL) < 0)
             continue;
         keep[nk++] = r;
@@ -145,6 +200,9 @@ static struct ulua *lua_state(struct ss_unwinder *u, struct ss_uproc *up)
         if (!(l = calloc(1, sizeof(*l)))) return NULL;
         up->luajit = l;
         up->luajit_free = ulua_free;
+        l->pid = up->pid;
+        if (u->o.offline && (u->lua_detect || (u->lua_detect = calloc(1, sizeof(*u->lua_detect)))))
+            l->d = u->lua_detect;
     }
     if (!l->scanned || l->gen != ss_proc_generation(up->proc)) scan(u, up, l);
     return l;
@@ -181,27 +239,30 @@ static bool vm_caller(struct ss_mem *mem, uint64_t cfa, struct ss_native_frame *
     return true;
 }
 
-/* Is ip in anonymous executable memory (where LuaJIT puts trace code)? */
-static bool anon_exec(struct ss_uproc *up, uint64_t ip)
+/* Could ip be in LuaJIT trace code? That lives in anonymous mappings, which
+ * LuaJIT flips between RW and RX while it assembles and patches traces, and
+ * which may be newer than the mapping list: any anonymous or unknown
+ * address qualifies; ss_lj_trace_cfa only accepts it inside a trace. */
+static bool anon_code(struct ss_uproc *up, uint64_t ip)
 {
     const struct ss_mapping *mp = ss_proc_find(up->proc, ip);
-    return mp && (mp->d.prot & SS_MAP_X) && !mp->elf && !mp->d.path[0];
+    return ip > 4096 && (!mp || (!mp->elf && !mp->d.path[0]));
 }
 
 /* The VM frame under trace code at nf[k]: its CFA (0 if ip is in no known
  * trace); l->tokens[k] names the validated trace sample for the splice. */
 static uint64_t trace_frame(struct ss_uproc *up, struct ulua *l, struct ss_native_frame *nf,
-                            unsigned k, bool exact)
+                            unsigned k, bool exact, uint64_t time_ns)
 {
     struct ss_lj_runtime *rts[MAX_RTS];
     uint64_t regs[SS_NREGS] = {0};
     uint32_t known = 0;
-    if (!l->n || !anon_exec(up, ss_nf_ip(&nf[k]))) return 0;
+    if (!l->n || !anon_code(up, ss_nf_ip(&nf[k]))) return 0;
     for (unsigned i = 0; i < l->n; i++)
         rts[i] = l->rts[i].rt;
     for (unsigned r = 0; r < SS_NREGS; r++)
         if (ss_nf_reg(&nf[k], (enum ss_reg)r, &regs[r])) known |= 1u << r;
-    return ss_lj_trace_cfa(rts, l->n, &up->mem, ss_nf_ip(&nf[k]), exact, regs, known,
+    return ss_lj_trace_cfa(rts, l->n, &up->mem, ss_nf_ip(&nf[k]), exact, regs, known, time_ns,
                            &l->tokens[k]);
 }
 
@@ -224,7 +285,7 @@ static unsigned native_walk(struct ss_unwinder *u, struct ss_uproc *up, struct u
     }
     /* leaf in trace code: no CFI there; the trace's stack adjustment
      * gives the VM frame */
-    if (!cfa && traces) cfa = trace_frame(up, l, nf, 0, true);
+    if (!cfa && traces) cfa = trace_frame(up, l, nf, 0, true, s->time_ns);
     if (cfa && max >= 2 && vm_caller(&up->mem, cfa, &nf[1])) {
         nf[0].cfa = cfa;
         n = 1 + ss_native_unwind(up->np, &nf[1], max - 1, why);
@@ -234,8 +295,24 @@ static unsigned native_walk(struct ss_unwinder *u, struct ss_uproc *up, struct u
     }
     /* C code called from trace code: the native walk cannot step out of the
      * trace; restart it from the VM frame the trace runs on */
-    for (unsigned k = 1; traces && k < n; k++) {
-        if (!(cfa = trace_frame(up, l, nf, k, (nf[k].flags & SS_NF_EXACT) != 0))) continue;
+    for (unsigned k = 1; traces && k <= n && k < max; k++) {
+        if (k == n) {
+            /* the walk ended at a return address it would not take (trace
+             * code in a mapping it does not know as executable): take it
+             * only if it is in a trace */
+            struct ss_native_frame tmp;
+            enum ss_trunc w2;
+            memset(&tmp, 0, sizeof(tmp));
+            if (*why != SS_TRUNC_BADIP || ss_native_step(up->np, &nf[n - 1], &tmp, &w2) ||
+                !ss_nf_ip(&tmp) || !(tmp.regs.valid & (1u << SS_DR_RSP)))
+                break;
+            nf[n] = tmp;
+            if (!(cfa = trace_frame(up, l, nf, k, false, s->time_ns))) break;
+            n++;
+        } else if (!(cfa =
+                         trace_frame(up, l, nf, k, (nf[k].flags & SS_NF_EXACT) != 0, s->time_ns))) {
+            continue;
+        }
         nf[k].cfa = cfa;
         if (k + 1 >= max || !vm_caller(&up->mem, cfa, &nf[k + 1])) {
             *why = k + 1 >= max ? SS_TRUNC_DEPTH : SS_TRUNC_SNAPSHOT;

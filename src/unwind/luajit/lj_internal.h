@@ -257,9 +257,11 @@ int ss_lj_walk_thread(struct ss_lj_runtime *rt, struct ss_mem *m, const struct l
 /* The trace whose machine code holds look (ip, or return address - 1) in
  * rt, validated for this sample, with the snapshot's frames. r14: the
  * sample's r14 (DISPATCH on GC64 traces) or 0, used only to find G before
- * any walk verified one. 0, -ENOENT (not a usable trace), -ESTALE. */
+ * any walk verified one; time_ns: the sample's time (rate-limits full
+ * rescans of J->trace). 0, -ENOENT (not a usable trace), -EIO (reads
+ * failed), -ESTALE (flushed or replaced). */
 int ss_lj_trace_lookup(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t look, uint64_t r14,
-                       struct ss_lj_tsample *cur);
+                       uint64_t time_ns, struct ss_lj_tsample *cur);
 /* The sample stored by the ss_lj_trace_cfa call that returned token, or
  * NULL (rt is set to its runtime). */
 const struct ss_lj_tsample *ss_lj_trace_sample(struct ss_lj_runtime *const *rts, uint32_t nrts,

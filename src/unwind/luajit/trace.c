@@ -44,7 +44,7 @@
 #define TC_MAXPT 128            /* candidate prototypes per trace */
 #define TC_MAXARR 65536u        /* J->trace entries read on a refresh */
 #define TC_HDR 128
-#define TC_REFRESH_GAP 64 /* misses between two full refreshes */
+#define TC_REFRESH_NS 20000000ull /* sample time between two full refreshes */
 
 /* x86 register numbers (RID_*) -> enum ss_reg */
 static const uint8_t x86_to_ss[16] = {
@@ -78,7 +78,7 @@ struct trace {
 struct lj_tcache {
     struct trace *t; /* sorted by mcode */
     unsigned n;
-    unsigned miss_gap;   /* misses left before a full refresh is allowed */
+    uint64_t refresh_ns; /* sample time of the last full refresh */
     uint64_t arr_G, arr; /* J->trace array address seen last, per G */
     uint32_t token;
     struct ss_lj_tsample cur;
@@ -227,29 +227,33 @@ static uint64_t pt_of(const struct ptset *ps, uint64_t pc)
     return 0;
 }
 
-static void pt_add(struct ss_lj_runtime *rt, struct ss_mem *m, struct ptset *ps, uint64_t pt)
+/* Add prototype pt; false when it cannot be read. */
+static bool pt_add(struct ss_lj_runtime *rt, struct ss_mem *m, struct ptset *ps, uint64_t pt)
 {
     for (unsigned i = 0; i < ps->n; i++)
-        if (ps->pt[i] == pt) return;
-    if (ps->n == TC_MAXPT) return;
+        if (ps->pt[i] == pt) return true;
+    if (ps->n == TC_MAXPT) return true;
     const struct lj_proto *p = ss_lj_proto(rt, m, pt, NULL);
-    if (!p) return;
+    if (!p) return false;
     uint64_t bc = pt + rt->lay->pt_size;
     ps->pt[ps->n] = pt;
     ps->lo[ps->n] = bc;
     ps->hi[ps->n] = bc + (uint64_t)p->sizebc * 4;
     ps->n++;
+    return true;
 }
 
-/* Candidate prototypes: the start prototype and every KGC closure/proto. */
-static void candidates(struct ss_lj_runtime *rt, struct ss_mem *m, const struct trace *t,
+/* Candidate prototypes: the start prototype and every KGC closure/proto
+ * (all alive as long as the trace is). False when a read failed. */
+static bool candidates(struct ss_lj_runtime *rt, struct ss_mem *m, const struct trace *t,
                        const struct kbuf *k, struct ptset *ps)
 {
     const struct lj_layout *lay = rt->lay;
     uint64_t fns[TC_MAXPT];
     unsigned nf = 0;
+    bool ok = true;
     ps->n = 0;
-    pt_add(rt, m, ps, lj_ref(lay, t->hdr + lay->T_startpt));
+    ok &= pt_add(rt, m, ps, lj_ref(lay, t->hdr + lay->T_startpt));
     for (uint32_t ref = k->nk; ref < REF_BIAS; ref++) {
         const uint8_t *ir = irslot(k, ref);
         if (ir[5] != lay->ir_kgc) continue;
@@ -257,22 +261,25 @@ static void candidates(struct ss_lj_runtime *rt, struct ss_mem *m, const struct 
             lay->gc64 ? (ref + 1 < REF_BIAS ? lj_u64(irslot(k, ref + 1)) : 0) : lj_u32(ir);
         unsigned irt = ir[4] & 0x1f;
         if (irt == LJ_GCT_PROTO)
-            pt_add(rt, m, ps, gc);
+            ok &= pt_add(rt, m, ps, gc);
         else if (irt == LJ_GCT_FUNC && nf < TC_MAXPT)
             fns[nf++] = gc;
         if (lay->gc64) ref++; /* 64-bit constants take two slots */
     }
-    if (!nf) return;
+    if (!nf || !ok) return ok;
     struct ss_iov iov[TC_MAXPT];
     uint8_t hb[TC_MAXPT][64];
     for (unsigned i = 0; i < nf; i++)
         iov[i] = (struct ss_iov){.addr = fns[i], .dst = hb[i], .len = lay->fn_size};
-    if (ss_mem_readv(m, iov, (int)nf)) return;
+    rt->st.rounds++;
+    if (ss_mem_readv(m, iov, (int)nf)) return false;
     for (unsigned i = 0; i < nf; i++) {
-        if (iov[i].err || hb[i][lay->gct] != LJ_GCT_FUNC || hb[i][lay->fn_ffid] != 0) continue;
+        if (iov[i].err) return false;
+        if (hb[i][lay->gct] != LJ_GCT_FUNC || hb[i][lay->fn_ffid] != 0) continue;
         uint64_t pc = lj_ref(lay, hb[i] + lay->fn_pc);
-        if (pc > lay->pt_size) pt_add(rt, m, ps, pc - lay->pt_size);
+        if (pc > lay->pt_size) ok &= pt_add(rt, m, ps, pc - lay->pt_size);
     }
+    return ok;
 }
 
 /* Frames of one GC64 snapshot, outermost first; n = 0 when unusable. */
@@ -348,67 +355,80 @@ static unsigned frames_gc32(const struct ptset *ps, const uint32_t *map, uint32_
     return n;
 }
 
-/* Read and decode snapshots, map and constants of t (header already read). */
+/* Read and decode snapshots, map and constants of t (header already read).
+ * A trace that cannot be decoded is marked bad (known, no frames); when a
+ * read fails it stays unloaded and is tried again on a later sample. */
 static void load(struct ss_lj_runtime *rt, struct ss_mem *m, struct trace *t)
 {
     const struct lj_layout *lay = rt->lay;
     const uint8_t *h = t->hdr;
-    t->loaded = true;
-    t->bad = true;
-    rt->st.trace_loads++;
     uint32_t nsnapmap = lj_u32(h + lay->T_nsnapmap);
     uint32_t nk = lj_u32(h + lay->T_nk);
     uint64_t ir = lj_u64(h + lay->T_ir), snap = lj_u64(h + lay->T_snap);
     uint64_t snapmap = lj_u64(h + lay->T_snapmap);
     if (!lay->snap_mcofs || t->nsnap > TC_MAXSNAP || nsnapmap > TC_MAXMAP || nk > REF_BIAS ||
-        REF_BIAS - nk > TC_MAXK || !ir || !snap || !snapmap)
+        REF_BIAS - nk > TC_MAXK || !ir || !snap || !snapmap) {
+        t->loaded = t->bad = true;
         return;
+    }
     size_t klen = (size_t)(REF_BIAS + 1 - nk) * 8;
     uint8_t *sb = malloc((size_t)t->nsnap * lay->snap_size);
     uint8_t *kb = malloc(klen);
-    t->map = malloc((size_t)nsnapmap * 4 + 4);
-    t->snaps = calloc(t->nsnap, sizeof(*t->snaps));
-    t->fr = malloc((size_t)t->nsnap * TC_MAXFR * sizeof(*t->fr));
+    uint32_t *map = malloc((size_t)nsnapmap * 4 + 4);
+    struct tsnap *snaps = calloc(t->nsnap, sizeof(*snaps));
+    struct tframe *fr = malloc((size_t)t->nsnap * TC_MAXFR * sizeof(*fr));
     struct ptset *ps = malloc(sizeof(*ps));
-    if (!sb || !kb || !t->map || !t->snaps || !t->fr || !ps) goto out;
+    bool bad = true;
+    if (!sb || !kb || !map || !snaps || !fr || !ps) goto fail;
     struct ss_iov iov[3] = {
         {.addr = snap, .dst = sb, .len = (size_t)t->nsnap * lay->snap_size},
-        {.addr = snapmap, .dst = t->map, .len = (size_t)nsnapmap * 4},
+        {.addr = snapmap, .dst = map, .len = (size_t)nsnapmap * 4},
         {.addr = ir + (uint64_t)nk * 8, .dst = kb, .len = klen},
     };
     rt->st.rounds++;
-    if (ss_mem_readv(m, iov, 3) || iov[0].err || iov[1].err || iov[2].err) goto out;
+    if (ss_mem_readv(m, iov, 3) || iov[0].err || iov[1].err || iov[2].err) goto fail;
     struct kbuf k = {.ir = kb, .nk = nk};
     const uint8_t *irb = irslot(&k, REF_BIAS);
-    if (irb[5] != lay->ir_base) goto out; /* opcode table check */
+    if (irb[5] != lay->ir_base) goto done; /* opcode table check */
     /* IR(REF_BASE)->r: the register BASE lives in for the whole trace; the
      * assembler resets it to RID_INIT when the trace modifies it (RETF) or
-     * anything else writes it (lj_asm_x86.h asm_head_root_base) */
+     * anything else writes it (lj_asm_x86.h asm_head_root_base). ->s: its
+     * spill slot. */
     t->base_reg = irb[6] < 16 && irb[6] != 4 ? x86_to_ss[irb[6]] : 0xff;
     t->base_spill = irb[7];
-    candidates(rt, m, t, &k, ps);
+    if (!candidates(rt, m, t, &k, ps)) goto fail;
     uint32_t used = 0;
     for (uint32_t i = 0; i < t->nsnap; i++) {
-        const uint8_t *s = sb + (size_t)i * lay->snap_size;
-        struct tsnap *ts = &t->snaps[i];
-        ts->mapofs = lj_u32(s);
-        ts->mcofs = u16at(s + lay->snap_mcofs);
-        uint32_t nent = s[lay->snap_nent];
-        uint32_t end = i + 1 < t->nsnap ? lj_u32(s + lay->snap_size) : nsnapmap;
-        if (ts->mapofs > end || end > nsnapmap || (i && ts->mcofs < t->snaps[i - 1].mcofs))
-            goto out;
+        const uint8_t *sp = sb + (size_t)i * lay->snap_size;
+        struct tsnap *ts = &snaps[i];
+        ts->mapofs = lj_u32(sp);
+        ts->mcofs = u16at(sp + lay->snap_mcofs);
+        uint32_t nent = sp[lay->snap_nent];
+        uint32_t end = i + 1 < t->nsnap ? lj_u32(sp + lay->snap_size) : nsnapmap;
+        if (ts->mapofs > end || end > nsnapmap || (i && ts->mcofs < snaps[i - 1].mcofs)) goto done;
         ts->maplen = end - ts->mapofs;
         ts->first = used;
-        const uint32_t *mp = t->map + ts->mapofs;
-        ts->n = lay->gc64 ? frames_gc64(lay, &k, ps, mp, nent, ts->maplen, t->fr + used)
-                          : frames_gc32(ps, mp, nent, ts->maplen, t->fr + used);
+        const uint32_t *mp = map + ts->mapofs;
+        ts->n = lay->gc64 ? frames_gc64(lay, &k, ps, mp, nent, ts->maplen, fr + used)
+                          : frames_gc32(ps, mp, nent, ts->maplen, fr + used);
         used += ts->n;
     }
-    t->bad = false;
-out:
+    bad = false;
+done:
+    rt->st.trace_loads++;
+    t->loaded = true;
+    t->bad = bad;
+    if (!bad) {
+        t->map = map, t->snaps = snaps, t->fr = fr;
+        map = NULL, snaps = NULL, fr = NULL;
+    }
+fail:
     free(sb);
     free(kb);
     free(ps);
+    free(map);
+    free(snaps);
+    free(fr);
 }
 
 /* ---- finding the trace of an ip ---- */
@@ -477,7 +497,13 @@ static int index_range(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t G, u
 
 /* Look ip up in G's traces: the running trace first, then (rate-limited)
  * every trace. Index of the entry, or -1. */
-static int discover(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t G, uint64_t ip)
+/* Look ip up in G's traces: the running trace first, then (at most every
+ * TC_REFRESH_NS of sample time) every trace. Index of the entry, or -1.
+ * State changes only after successful reads, and the rate limit runs on
+ * sample time, so a replay that looks up more than the live walk did (its
+ * mapping list can be older) cannot change later results. */
+static int discover(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t G, uint64_t ip,
+                    uint64_t now_ns)
 {
     struct lj_tcache *tc = rt->tc;
     uint64_t arr;
@@ -488,11 +514,8 @@ static int discover(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t G, uint
         int i = index_range(rt, m, G, arr, (uint32_t)vms, (uint32_t)vms + 1, ip);
         if (i >= 0) return i;
     }
-    if (tc->miss_gap) {
-        tc->miss_gap--;
-        return -1;
-    }
-    tc->miss_gap = TC_REFRESH_GAP;
+    if (tc->refresh_ns && now_ns - tc->refresh_ns < TC_REFRESH_NS) return -1;
+    tc->refresh_ns = now_ns ? now_ns : 1;
     return index_range(rt, m, G, arr, 1, size, ip);
 }
 
@@ -543,6 +566,7 @@ static int validate(struct ss_lj_runtime *rt, struct ss_mem *m, int idx, uint64_
     struct lj_tcache *tc = rt->tc;
     struct trace *t = &tc->t[idx];
     if (!t->loaded) load(rt, m, t);
+    if (!t->loaded) return -EIO;
     if (t->bad) return -ENOENT; /* kept: known, but no frames from it */
     int si = snap_at(t, look - t->mcode);
     if (si < 0 || !t->snaps[si].n) return -ENOENT;
@@ -582,14 +606,18 @@ static int validate(struct ss_lj_runtime *rt, struct ss_mem *m, int idx, uint64_
     rt->st.rounds++;
     int rc = ss_mem_readv(m, iov, nv);
     for (int i = 0; i < nv && !rc; i++)
-        if (iov[i].err) rc = iov[i].err;
+        if (iov[i].err) rc = -EIO;
     if (rc) goto out;
-    rc = -ESTALE;
+    rc = -ESTALE; /* from here on: read fine, but not the trace we decoded */
     uint64_t arr = lj_u64(arrp);
     if (arr != tc->arr) { /* first use or the array moved: read the slot */
         tc->arr = arr;
         rt->st.rounds++;
-        if (ss_mem_read(m, arr + (uint64_t)t->traceno * rs, slot, rs)) goto out;
+        if (ss_mem_read(m, arr + (uint64_t)t->traceno * rs, slot, rs)) {
+            tc->arr = 0;
+            rc = -EIO;
+            goto out;
+        }
     }
     if ((lay->gc64 ? lj_u64(slot) : lj_u32(slot)) != t->T || !same_hdr(lay, hdr, t->hdr)) goto out;
     if (lj_u32(sn) != ts->mapofs || u16at(sn + lay->snap_mcofs) != ts->mcofs ||
@@ -611,7 +639,10 @@ static int validate(struct ss_lj_runtime *rt, struct ss_mem *m, int idx, uint64_
         cur->link[i] = f->link;
         cur->pt[i] = f->pt;
         cur->proto[i] = i ? ss_lj_proto(rt, m, f->pt, ph[i]) : NULL;
-        if (i && !cur->proto[i]) goto out;
+        if (i && !cur->proto[i]) {
+            rc = -EIO;
+            goto out;
+        }
     }
     rc = 0;
 out:
@@ -621,19 +652,19 @@ out:
 }
 
 int ss_lj_trace_lookup(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t look, uint64_t r14,
-                       struct ss_lj_tsample *cur)
+                       uint64_t now_ns, struct ss_lj_tsample *cur)
 {
     struct lj_tcache *tc;
     uint64_t gs[LJ_MAX_GS];
     if (rt->disabled || !(tc = tc_get(rt))) return -ENOENT;
     int idx = tc_find(tc, look), rc = -ENOENT;
     if (idx >= 0 && (rc = validate(rt, m, idx, look, cur)) == 0) goto found;
-    if (rc == -ENOENT && idx >= 0) return rc;
-    if (idx >= 0) tc_remove(tc, (unsigned)idx); /* stale: forget it, look again */
+    if (idx >= 0 && rc != -ESTALE) return rc;   /* known trace, no frames (or no reads) */
+    if (idx >= 0) tc_remove(tc, (unsigned)idx); /* flushed or replaced: look again */
     unsigned ng = gstates(rt, m, r14, gs);
     if (!rt->lay || rt->lay->nojit) return -ENOENT;
     for (unsigned g = 0; g < ng; g++) {
-        idx = discover(rt, m, gs[g], look);
+        idx = discover(rt, m, gs[g], look, now_ns);
         if (idx >= 0 && validate(rt, m, idx, look, cur) == 0) goto found;
     }
     return -ENOENT;
@@ -659,7 +690,7 @@ static bool plausible(const struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t
 
 uint64_t ss_lj_trace_cfa(struct ss_lj_runtime *const *rts, uint32_t nrts, struct ss_mem *m,
                          uint64_t ip, bool exact, const uint64_t *regs, uint32_t known,
-                         uint32_t *token)
+                         uint64_t time_ns, uint32_t *token)
 {
     uint64_t look = exact ? ip : ip - 1, rsp = regs[SS_REG_SP];
     uint64_t r14 = (known >> SS_REG_R14 & 1) ? regs[SS_REG_R14] : 0;
@@ -668,7 +699,7 @@ uint64_t ss_lj_trace_cfa(struct ss_lj_runtime *const *rts, uint32_t nrts, struct
     for (uint32_t i = 0; i < nrts; i++) {
         struct ss_lj_runtime *rt = rts[i];
         struct ss_lj_tsample cur;
-        if (!rt || ss_lj_trace_lookup(rt, m, look, r14, &cur)) continue;
+        if (!rt || ss_lj_trace_lookup(rt, m, look, r14, time_ns, &cur)) continue;
         /* BASE as sampled: the register the trace keeps it in, its spill
          * slot, or (leaf only) RID_BASE = rdx, where it arrives and is
          * reloaded after calls. Each is a candidate the walk verifies; the
