@@ -98,7 +98,8 @@ static void header(const struct bn_opts *o, FILE *f)
             o->bindir, o->freq, o->attach_s, o->replay_s);
     fprintf(f,
             "  - `%s record -q -F %u --call-graph dwarf,16384 -p PID -o W.perf.data -- sleep %g`, "
-            "then `%s script -i W.perf.data` (CPU time from wait4, minus `perf script` of an "
+            "then `%s script -i W.perf.data` (CPU time from wait4, least of three runs, minus "
+            "`perf script` of an "
             "empty recording)\n",
             o->perf, o->freq, o->attach_s, o->perf);
     fprintf(f,

@@ -6,8 +6,9 @@
  * target reads, symbols) once cold, then again and again until replay_s CPU
  * seconds have passed; CPU time of this thread per sample.
  * perf: `perf script` on the `perf record --call-graph dwarf,16384` data of
- * the same workload at the same rate; its CPU time (wait4) minus the CPU
- * time of `perf script` on an empty recording (start-up), per sample. Both
+ * the same workload at the same rate; its CPU time (wait4, least of three
+ * runs) minus the CPU time of `perf script` on an empty recording (start-up),
+ * per sample. Both
  * produce symbolized stacks; perf also formats text (we parse it in this
  * process, which is not counted). */
 #include <errno.h>
@@ -239,6 +240,13 @@ int bn_perf_script(const struct bn_opts *o, const char *data, const struct bn_tr
     res->cpu_s = run_script(o, data, &ev, &res->wall_s);
     res->samples = ev.samples;
     if (res->cpu_s < 0 || !res->samples) return -EINVAL;
+    for (int i = 0; i < 2; i++) { /* the least of three, as for the start-up */
+        double wall, c = run_script(o, data, NULL, &wall);
+        if (c > 0 && c < res->cpu_s) {
+            res->cpu_s = c;
+            res->wall_s = wall;
+        }
+    }
     double net = res->cpu_s - res->startup_s; /* the driver sets startup_s later */
     res->us = net > 0.1 * res->cpu_s ? net * 1e6 / (double)res->samples : 0;
     res->ok = true;
