@@ -18,8 +18,9 @@
 #define MAX_THREADS 8
 
 struct thr {
-    uint64_t L;
+    uint64_t L, cframe; /* cframe of the VM frame the walk started from */
     int rc;
+    bool retried;
     struct lj_walk *w;
 };
 
@@ -62,6 +63,29 @@ static int emit_segment(struct ss_lj_runtime *rt, struct ss_mem *m, const struct
         out->lua_frames++;
     }
     return 0;
+}
+
+/* Walk thread L from the VM frame natives[i] (cframe), taken to be L's
+ * newest VM entry: validated against L->cframe and the PC register. */
+static int walk_vm(struct ss_lj_runtime *rt, struct ss_mem *mem, const uint64_t *regs,
+                   const struct ss_lj_native *nf, uint32_t i, uint64_t L, uint64_t cframe,
+                   struct lj_walk *w)
+{
+    bool top = i == 0 && !nf->signal;
+    struct lj_start st = {
+        .L = L,
+        .cframe = cframe,
+        .top = top,
+        .newest = true,
+        .base = top ? regs[SS_REG_DX] : 0,
+        .pc = top                           ? regs[SS_REG_BX]
+              : (nf->have & SS_LJ_HAVE_RBX) ? nf->rbx
+                                            : 0,
+        /* only the live register is trusted for the layout check
+         * (DISPATCH == G + G2DISP) */
+        .dispatch = top ? regs[SS_REG_R14] : 0,
+    };
+    return ss_lj_walk_thread(rt, mem, &st, w);
 }
 
 uint64_t ss_lj_leaf_cfa(struct ss_lj_runtime *rt, struct ss_mem *mem, const uint64_t *regs)
@@ -114,25 +138,19 @@ int ss_lj_splice(struct ss_lj_runtime *const *rts, uint32_t nrts, struct ss_mem 
                 t->L = L;
                 t->w = malloc(sizeof(*t->w));
                 t->rc = -ENOMEM;
-                if (t->w && ts) {
+                t->cframe = cframe;
+                t->retried = false;
+                if (t->w && ts)
                     t->rc = ss_lj_trace_walk(rt, mem, ts, L, cframe, t->w);
-                } else if (t->w) {
-                    bool top = i == 0 && !nf->signal;
-                    struct lj_start st = {
-                        .L = L,
-                        .cframe = cframe,
-                        .top = top,
-                        .newest = true,
-                        .base = top ? regs[SS_REG_DX] : 0,
-                        .pc = top                           ? regs[SS_REG_BX]
-                              : (nf->have & SS_LJ_HAVE_RBX) ? nf->rbx
-                                                            : 0,
-                        /* only the live register is trusted for the
-                         * layout check (DISPATCH == G + G2DISP) */
-                        .dispatch = top ? regs[SS_REG_R14] : 0,
-                    };
-                    t->rc = ss_lj_walk_thread(rt, mem, &st, t->w);
-                }
+                else if (t->w)
+                    t->rc = walk_vm(rt, mem, regs, nf, i, L, cframe, t->w);
+            } else if (t && t->rc == -ESTALE && !t->retried && !ts && t->cframe != cframe) {
+                /* The newest VM entry of L (e.g. the JIT compiler's
+                 * protected call) returned since the sample: walk again
+                 * from this older entry, checked the same way. */
+                t->retried = true;
+                t->cframe = cframe;
+                t->rc = walk_vm(rt, mem, regs, nf, i, L, cframe, t->w);
             }
             if (t && t->rc == 0 && rt->lay) {
                 /* C code called by the newest VM entry: name the VM state
