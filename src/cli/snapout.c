@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "cli/outputs.h"
+#include "elf/elf.h"
 #include "process/process.h"
 #include "stacksnap/snapfile.h"
 #include "stacksnap/version.h"
@@ -32,6 +33,7 @@ struct ss_snapout {
     size_t nmaps, mcap;
     uint32_t pid;
     int failed;
+    struct ss_elf_cache *elfs; /* to find separate debug files like the symbolizer */
 };
 
 static void rec_read(void *ctx, uint32_t pid, uint64_t addr, const void *data, size_t len, int err)
@@ -129,29 +131,87 @@ static int vdso_image(uint32_t pid, const struct ss_snap_mapping *m)
     return fd;
 }
 
+/* Our own vdso: the same image as the target's (the kernel has one), used when
+ * the target exited before its first sample was written. */
+static int own_vdso_image(void)
+{
+    FILE *f = fopen("/proc/self/maps", "re");
+    if (!f) return -errno;
+    char line[512];
+    struct ss_snap_mapping m = {0};
+    while (fgets(line, sizeof(line), f))
+        if (strstr(line, "[vdso]") && sscanf(line, "%" SCNx64 "-%" SCNx64, &m.start, &m.end) == 2)
+            break;
+    fclose(f);
+    return m.end > m.start ? vdso_image((uint32_t)getpid(), &m) : -ENOENT;
+}
+
+/* The separate debug file the symbolizer reads for this file (elf/'s own
+ * lookup: build-id path, then .gnu_debuglink), bundled next to it so that
+ * replay elsewhere names the same symbols. */
+static void bundle_debug(struct ss_snapout *so, const struct ss_snap_mapping *m,
+                         const char *open_path)
+{
+    if (ss_snap_has_bundle(so->w, m->build_id, m->build_id_len, SS_SNAP_BUNDLE_DEBUG)) return;
+    struct ss_err err = {0};
+    if (!so->elfs && ss_elf_cache_new(&so->elfs, NULL) < 0) return;
+    int fd = open(open_path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) fd = open(m->path, O_RDONLY | O_CLOEXEC); /* the process exited */
+    struct ss_elf *e = NULL;
+    if (fd < 0 || ss_elf_open_fd(so->elfs, fd, m->path, &e, &err) < 0) return;
+    struct ss_elf *d = ss_elf_debug(e);
+    if (d && d->path &&
+        ss_snap_write_bundle(so->w, d->path, d->path, SS_SNAP_BUNDLE_DEBUG, m->build_id,
+                             m->build_id_len, &err) < 0)
+        fprintf(stderr, "stacksnap: bundle %s: %s\n", d->path, err.msg);
+    ss_elf_put(e);
+    ss_elf_cache_gc(so->elfs);
+}
+
+static bool seen_before(const struct ss_snapout *so, size_t i)
+{
+    for (size_t j = 0; j < i; j++)
+        if (so->maps[j].build_id_len == so->maps[i].build_id_len &&
+            !memcmp(so->maps[j].build_id, so->maps[i].build_id, so->maps[i].build_id_len))
+            return true;
+    return false;
+}
+
 /* Bundle the file behind every mapping that has a build-id (once each); with
- * all = false only the vdso, which replay cannot find anywhere else. */
+ * all = false only the vdso, which replay cannot find anywhere else. The file
+ * is read through /proc/PID/map_files (what the process really maps), or from
+ * its path when the process is already gone (the writer checks the build-id). */
 static void bundle_files(struct ss_snapout *so, uint32_t pid, bool all)
 {
     for (size_t i = 0; i < so->nmaps; i++) {
         const struct ss_snap_mapping *m = &so->maps[i];
         bool vdso = !strcmp(m->path, "[vdso]");
-        if (!m->build_id_len || (!vdso && (!all || m->path[0] != '/')) ||
+        if (!m->build_id_len || (!vdso && (!all || m->path[0] != '/')) || seen_before(so, i) ||
             ss_snap_has_bundle(so->w, m->build_id, m->build_id_len, SS_SNAP_BUNDLE_MAPPED))
             continue;
         char open_path[96];
         int fd = -1;
         if (vdso) {
-            if ((fd = vdso_image(pid, m)) < 0) continue;
+            if ((fd = vdso_image(pid, m)) < 0 && (fd = own_vdso_image()) < 0) continue;
             snprintf(open_path, sizeof(open_path), "/proc/self/fd/%d", fd);
         } else {
             snprintf(open_path, sizeof(open_path), "/proc/%u/map_files/%" PRIx64 "-%" PRIx64, pid,
                      m->start, m->end);
         }
+        const char *from = open_path;
         struct ss_err err = {0};
-        if (ss_snap_write_bundle(so->w, open_path, m->path, SS_SNAP_BUNDLE_MAPPED, m->build_id,
-                                 m->build_id_len, &err) < 0)
+        int rc = ss_snap_write_bundle(so->w, from, m->path, SS_SNAP_BUNDLE_MAPPED, m->build_id,
+                                      m->build_id_len, &err);
+        if (rc < 0 && !vdso && (rc == -ENOENT || rc == -ESRCH)) { /* the process exited */
+            from = m->path;
+            err = (struct ss_err){0};
+            rc = ss_snap_write_bundle(so->w, from, m->path, SS_SNAP_BUNDLE_MAPPED, m->build_id,
+                                      m->build_id_len, &err);
+        }
+        if (rc < 0)
             fprintf(stderr, "stacksnap: bundle %s: %s\n", m->path, err.msg);
+        else if (!vdso)
+            bundle_debug(so, m, from);
         if (fd >= 0) close(fd);
     }
 }
@@ -244,6 +304,7 @@ int ss_snapout_close(struct ss_snapout *so, struct ss_capture *cap, struct ss_un
         fprintf(stderr, "stacksnap: %s\n", err.msg);
         rc = -1;
     }
+    ss_elf_cache_free(so->elfs);
     free(so->known);
     free(so->maps);
     free(so);

@@ -3,6 +3,7 @@
  * bundle → --symfs → recorded path, each accepted only on a build-id match. */
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,7 +56,9 @@ struct ss_replay {
     size_t mcap;
     ss_replay_msg_fn msg;
     void *ctx;
-    char **said; /* files already named in a message (one message per file) */
+    char *dbgroot; /* bundled captures: ROOT/usr/lib/debug/.build-id/ holds the
+                      bundled debug files, the unwinder's debug_root */
+    char **said;   /* files already named in a message (one message per file) */
     size_t nsaid;
 };
 
@@ -228,12 +231,69 @@ static int hist_readv(void *ctx, struct ss_iov *iov, int n)
 
 static const struct ss_target_ops hist_target = {.readv = hist_readv};
 
+static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb, (void)flag, (void)ftw;
+    return remove(p);
+}
+
+/* A bundled capture is symbolized with the debug files it carries and no
+ * others (those of this machine were not there when it was recorded): they
+ * go to a private folder laid out like /usr/lib/debug/.build-id/. */
+static int make_dbgroot(struct ss_replay *r)
+{
+    const char *tmp = getenv("TMPDIR");
+    char *d;
+    if (asprintf(&d, "%s/stacksnap-replay-XXXXXX", tmp && *tmp ? tmp : "/tmp") < 0) return -ENOMEM;
+    if (!mkdtemp(d)) {
+        int e = -errno;
+        free(d);
+        return e;
+    }
+    r->dbgroot = d;
+    return 0;
+}
+
+static int write_debug_file(struct ss_replay *r, const struct ss_snap_bundle *b,
+                            const uint8_t *data, size_t len)
+{
+    if (!r->dbgroot || !b->build_id_len) return 0;
+    char hex[2 * SS_SNAP_BUILD_ID_MAX + 1], p[4096];
+    for (unsigned i = 0; i < b->build_id_len; i++)
+        snprintf(hex + 2 * i, 3, "%02x", b->build_id[i]);
+    const char *dirs[] = {"/usr", "/usr/lib", "/usr/lib/debug", "/usr/lib/debug/.build-id"};
+    for (int i = 0; i < 4; i++) {
+        snprintf(p, sizeof(p), "%s%s", r->dbgroot, dirs[i]);
+        mkdir(p, 0700);
+    }
+    snprintf(p, sizeof(p), "%s/usr/lib/debug/.build-id/%.2s", r->dbgroot, hex);
+    mkdir(p, 0700);
+    snprintf(p, sizeof(p), "%s/usr/lib/debug/.build-id/%.2s/%s.debug", r->dbgroot, hex, hex + 2);
+    int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0) return -errno;
+    int rc = 0;
+    for (size_t off = 0; rc == 0 && off < len;) {
+        ssize_t w = write(fd, data + off, len - off);
+        if (w <= 0)
+            rc = w < 0 ? -errno : -EIO;
+        else
+            off += (size_t)w;
+    }
+    close(fd);
+    return rc;
+}
+
 static int add_bundle(struct ss_replay *r, const struct ss_snap_bundle *b)
 {
-    if (b->kind != SS_SNAP_BUNDLE_MAPPED) return 0; /* separate debug files: not used yet */
+    if (b->kind != SS_SNAP_BUNDLE_MAPPED && b->kind != SS_SNAP_BUNDLE_DEBUG) return 0;
     size_t len;
     uint8_t *data = ss_snap_take_bundle(r->rd, &len);
     if (!data) return -ENOMEM;
+    if (b->kind == SS_SNAP_BUNDLE_DEBUG) {
+        int rc = write_debug_file(r, b, data, len);
+        free(data);
+        return rc;
+    }
     int fd = memfd_create("stacksnap-bundle", MFD_CLOEXEC);
     int rc = fd < 0 ? -errno : 0;
     for (size_t off = 0; rc == 0 && off < len;) {
@@ -327,6 +387,9 @@ static void reset(struct ss_replay *r)
     free(r->counters);
     r->counters = NULL;
     r->ncounters = 0;
+    if (r->dbgroot) nftw(r->dbgroot, rm_one, 8, FTW_DEPTH | FTW_PHYS);
+    free(r->dbgroot);
+    r->dbgroot = NULL;
     for (size_t i = 0; i < r->nsaid; i++)
         free(r->said[i]);
     free(r->said);
@@ -346,7 +409,16 @@ int ss_replay_run(struct ss_replay *r, ss_replay_stack_fn fn, ss_replay_msg_fn m
     r->ctx = ctx;
     struct ss_unwinder_opts uo = {
         .offline = true, .max_frames = r->o.max_frames, .native_mode = r->o.native_mode};
-    int rc = ss_unwinder_new(&r->u, &uo, err);
+    /* debug files: the bundled ones for a bundled capture, else this machine's
+     * /usr/lib/debug (as for the mapped files, replay of an unbundled capture
+     * is meant for the machine that recorded it) */
+    const struct ss_snap_header *h = ss_snap_get_header(r->rd);
+    int rc = 0;
+    if (h && (h->flags & SS_SNAP_HDR_BUNDLE) && (rc = make_dbgroot(r)) < 0)
+        ss_err_set(err, rc, "replay: cannot create a folder for bundled debug files in %s: %s",
+                   getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", strerror(-rc));
+    uo.debug_root = r->dbgroot;
+    if (rc == 0) rc = ss_unwinder_new(&r->u, &uo, err);
     struct ss_snap_record rec;
     char line[512];
     while (rc == 0 && (rc = ss_snap_next(r->rd, &rec, err)) == 1) {
