@@ -18,7 +18,7 @@ target_link_libraries(cli_helpers PUBLIC stacksnap)
 target_compile_definitions(cli_helpers PRIVATE SS_SOURCE_DIR="${CMAKE_SOURCE_DIR}"
   SS_BINARY_DIR="${CMAKE_BINARY_DIR}")
 
-foreach(t determinism portability badinput usage)
+foreach(t determinism portability badinput usage fixtures)
   ss_add_test(cli_${t} SOURCES ${CLI_T}/${t}.c LABELS cli TIMEOUT 300)
   target_link_libraries(cli_${t} PRIVATE cli_helpers)
   add_dependencies(cli_${t} stacksnap_cli cli_native cli_native_alt)
@@ -26,3 +26,9 @@ endforeach()
 ss_add_test(cli_session SOURCES ${CLI_T}/session.c LABELS cli TIMEOUT 300)
 target_link_libraries(cli_session PRIVATE cli_helpers util)
 add_dependencies(cli_session stacksnap_cli cli_native)
+
+# Fixture maker (test/fixtures/make.sh): prunes bundles of a capture while an
+# in-process replay still gives the live output.
+add_executable(cli_fixtool ${CMAKE_SOURCE_DIR}/test/fixtures/fixtool.c)
+target_include_directories(cli_fixtool PRIVATE ${CLI_T})
+target_link_libraries(cli_fixtool PRIVATE cli_helpers PkgConfig::ZLIB)

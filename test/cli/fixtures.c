@@ -1,0 +1,136 @@
+/* test/cli/fixtures.c: the committed captures of test/fixtures/ (real,
+ * bundled recordings of the native workload and of luajit -joff; made by
+ * test/fixtures/make.sh) replay to the live output recorded with them. No
+ * BPF, and no recorded binary: the programs ran from a deleted temporary
+ * folder, and one check replays in a mount namespace where /usr is an
+ * empty tmpfs, so libc & co can only come from the bundle. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+static const char *names[] = {"native", "luajit"};
+
+static char *fixture(const char *name, const char *ext)
+{
+    char *p;
+    cr_assert(asprintf(&p, "%s/test/fixtures/%s.%s", SS_SOURCE_DIR, name, ext) > 0);
+    return p;
+}
+
+static void no_complaints(const char *err)
+{
+    cr_assert(!strstr(err, "not found") && !strstr(err, "differs") && !strstr(err, "corrupt") &&
+                  !strstr(err, "truncated at"),
+              "replay complained:\n%s", err);
+}
+
+Test(cli_fixtures, replay_gives_the_recorded_live_output)
+{
+    char *dir = cli_tmpdir("fix");
+    for (int i = 0; i < 2; i++) {
+        char *snap = fixture(names[i], "snap"), *want_f = fixture(names[i], "folded"),
+             *want_t = fixture(names[i], "txt");
+        char *got_f = cli_path(dir, "got.folded"), *got_t = cli_path(dir, "got.txt");
+        char *argv[] = {(char *)cli_ss(), "replay", snap, "-o", got_f, "-o", got_t, NULL};
+        struct cli_res r;
+        cr_assert(cli_run(&r, 60, argv) == 0);
+        cr_assert(r.status == 0, "%s: exit %d\n%s", snap, r.status, r.err);
+        no_complaints(r.err);
+        char *d = cli_diff(want_f, got_f);
+        cr_assert(!d, "%s\n(rerun test/fixtures/make.sh if the change is intended)", d);
+        d = cli_diff(want_t, got_t);
+        cr_assert(!d, "%s\n(rerun test/fixtures/make.sh if the change is intended)", d);
+        /* the fixture is worth replaying: samples, and the frames we expect */
+        char *text = cli_load(want_f, NULL), why[300];
+        cr_assert(cli_folded_check(text, why, sizeof(why)) >= 30, "%s", why);
+        if (i == 0)
+            cr_assert(cli_count_lines(text, ";main;cli_outer;cli_mid;cli_leaf ") > 0, "%s", text);
+        else
+            cr_assert(cli_count_lines(text, ";mid (spin.lua:10);leaf (spin.lua:") > 0, "%s", text);
+        free(text);
+        cli_res_free(&r);
+        free(snap), free(want_f), free(want_t), free(got_f), free(got_t);
+    }
+    cli_rmtree(dir);
+    free(dir);
+}
+
+/* In a child: new mount namespace, an empty tmpfs over /usr, replay in this
+ * process (the stacksnap executable could not start there). */
+static int replay_hidden(const char *snap, const char *folded, const char *txt, char *msgs,
+                         size_t len)
+{
+    if (unshare(CLONE_NEWNS) < 0) return 10;
+    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) return 11;
+    if (mount("tmpfs", "/usr", "tmpfs", 0, "size=1m") < 0) return 12;
+    if (access("/usr/lib/x86_64-linux-gnu/libc.so.6", F_OK) == 0) return 13;
+    return cli_replay_inproc(snap, NULL, folded, txt, msgs, len) == 0 ? 0 : 14;
+}
+
+Test(cli_fixtures, replay_with_the_recorded_files_absent)
+{
+    char *dir = cli_tmpdir("fix-ns");
+    for (int i = 0; i < 2; i++) {
+        char *snap = fixture(names[i], "snap"), *want_f = fixture(names[i], "folded"),
+             *want_t = fixture(names[i], "txt");
+        char *got_f = cli_path(dir, "ns.folded"), *got_t = cli_path(dir, "ns.txt");
+        char *msgs_path = cli_path(dir, "msgs");
+        fflush(NULL);
+        pid_t pid = fork();
+        cr_assert(pid >= 0);
+        if (pid == 0) {
+            char msgs[8192] = "";
+            int rc = replay_hidden(snap, got_f, got_t, msgs, sizeof(msgs));
+            if (rc && !msgs[0]) snprintf(msgs, sizeof(msgs), "step %d: %s", rc, strerror(errno));
+            cli_store(msgs_path, msgs, strlen(msgs));
+            _exit(rc);
+        }
+        int st = cli_wait(pid, 60);
+        char *msgs = cli_load(msgs_path, NULL);
+        cr_assert(st == 0, "replay with /usr hidden: status %d: %s", st, msgs ? msgs : "");
+        no_complaints(msgs ? msgs : "");
+        char *d = cli_diff(want_f, got_f);
+        cr_assert(!d, "%s", d);
+        d = cli_diff(want_t, got_t);
+        cr_assert(!d, "%s", d);
+        free(msgs);
+        free(snap), free(want_f), free(want_t), free(got_f), free(got_t), free(msgs_path);
+    }
+    cli_rmtree(dir);
+    free(dir);
+}
+
+Test(cli_fixtures, info_and_report)
+{
+    for (int i = 0; i < 2; i++) {
+        char *snap = fixture(names[i], "snap"), *folded = fixture(names[i], "folded");
+        char *text = cli_load(folded, NULL), why[300];
+        long long samples = cli_folded_check(text, why, sizeof(why));
+        cr_assert(samples > 0, "%s", why);
+        char *info[] = {(char *)cli_ss(), "info", snap, NULL};
+        struct cli_res r;
+        cr_assert(cli_run(&r, 30, info) == 0);
+        char want[64];
+        snprintf(want, sizeof(want), "samples      %lld over", samples);
+        cr_assert(r.status == 0 && strstr(r.out, want) && strstr(r.out, "bundled files") &&
+                      strstr(r.out, "bundle       /usr/lib/x86_64-linux-gnu/libc.so.6") &&
+                      strstr(r.out, "process      "),
+                  "info (want '%s'):\n%s\n%s", want, r.out, r.err);
+        cli_res_free(&r);
+        char *report[] = {(char *)cli_ss(), "report", snap, "--top", "5", NULL};
+        cr_assert(cli_run(&r, 30, report) == 0);
+        cr_assert(r.status == 0 && strstr(r.out, "TOTAL") && cli_count_lines(r.out, "%") >= 5,
+                  "report:\n%s\n%s", r.out, r.err);
+        cr_assert(strstr(r.out, i == 0 ? "cli_leaf" : "leaf (spin.lua:"), "report:\n%s", r.out);
+        cli_res_free(&r);
+        free(text), free(snap), free(folded);
+    }
+}
