@@ -59,6 +59,7 @@ struct tframe {
 
 struct tsnap {
     uint32_t mcofs, mapofs, maplen; /* map slice [mapofs, mapofs + maplen) */
+    uint32_t prof;                  /* mcode offset of a profiler check inside, 0 none */
     uint32_t first, n;              /* frames [first, first + n), outermost first */
 };
 
@@ -355,6 +356,46 @@ static unsigned frames_gc32(const struct ptset *ps, const uint32_t *map, uint32_
     return n;
 }
 
+/* Is the frame's snapshot pc a return (RETM/RET/RET0/RET1, lj_bc.h; the
+ * same numbers in every tree here)? The code after such a snapshot (taken
+ * while recording the return, e.g. by the profiler's 'f' mode) is the
+ * return and the caller's code: the caller is the frame that runs. */
+static bool at_return(struct ss_lj_runtime *rt, struct ss_mem *m, const struct tframe *f)
+{
+    enum { BC_RETM = 73, BC_RET1 = 76 };
+    const struct lj_proto *p = ss_lj_proto(rt, m, f->pt, NULL);
+    uint64_t bc = f->pt + rt->lay->pt_size;
+    if (!p || f->pc < bc + 4 || f->pc > bc + (uint64_t)p->sizebc * 4) return false;
+    unsigned op = p->blob[rt->lay->pt_size + (f->pc - 4 - bc)];
+    return op >= BC_RETM && op <= BC_RET1;
+}
+
+/* Traces compiled while LuaJIT's own profiler runs (-jp, jit.profile) check
+ * for a pending profiler hook where the recorded code enters or leaves a
+ * function (lj_record.c rec_profile_ins/ret, lj_asm_x86.h asm_prof: GC64
+ * "test byte [DISPATCH+hookmask], HOOK_PROFILE; jnz exit"). Where the
+ * loop optimisation dropped the snapshot that followed such a check (a
+ * return), the code after the check belongs to the next snapshot's frames.
+ * Marks, per snapshot, the first check inside its code. */
+static void prof_checks(const uint8_t *mc, uint32_t sz, struct tsnap *snaps, uint32_t nsnap)
+{
+    static const uint8_t pat[3] = {0x41, 0xf6, 0x86}; /* test byte [r14+disp32], imm8 */
+    for (uint32_t o = 0; o + 14 <= sz; o++) {
+        if (memcmp(mc + o, pat, 3) || mc[o + 7] != 0x80 || mc[o + 8] != 0x0f || mc[o + 9] != 0x85)
+            continue;
+        uint32_t lo = 0, hi = nsnap; /* snapshot whose code holds o */
+        while (lo < hi) {
+            uint32_t mid = (lo + hi) / 2;
+            if (snaps[mid].mcofs <= o)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        if (lo && lo < nsnap && o > snaps[lo - 1].mcofs && !snaps[lo - 1].prof)
+            snaps[lo - 1].prof = o;
+    }
+}
+
 /* Read and decode snapshots, map and constants of t (header already read).
  * A trace that cannot be decoded is marked bad (known, no frames); when a
  * read fails it stays unloaded and is tried again on a later sample. */
@@ -378,15 +419,17 @@ static void load(struct ss_lj_runtime *rt, struct ss_mem *m, struct trace *t)
     struct tsnap *snaps = calloc(t->nsnap, sizeof(*snaps));
     struct tframe *fr = malloc((size_t)t->nsnap * TC_MAXFR * sizeof(*fr));
     struct ptset *ps = malloc(sizeof(*ps));
+    uint8_t *mc = malloc(t->szmcode);
     bool bad = true;
-    if (!sb || !kb || !map || !snaps || !fr || !ps) goto fail;
-    struct ss_iov iov[3] = {
+    if (!sb || !kb || !map || !snaps || !fr || !ps || !mc) goto fail;
+    struct ss_iov iov[4] = {
         {.addr = snap, .dst = sb, .len = (size_t)t->nsnap * lay->snap_size},
         {.addr = snapmap, .dst = map, .len = (size_t)nsnapmap * 4},
         {.addr = ir + (uint64_t)nk * 8, .dst = kb, .len = klen},
+        {.addr = t->mcode, .dst = mc, .len = t->szmcode},
     };
     rt->st.rounds++;
-    if (ss_mem_readv(m, iov, 3) || iov[0].err || iov[1].err || iov[2].err) goto fail;
+    if (ss_mem_readv(m, iov, 4) || iov[0].err || iov[1].err || iov[2].err || iov[3].err) goto fail;
     struct kbuf k = {.ir = kb, .nk = nk};
     const uint8_t *irb = irslot(&k, REF_BIAS);
     if (irb[5] != lay->ir_base) goto done; /* opcode table check */
@@ -411,8 +454,10 @@ static void load(struct ss_lj_runtime *rt, struct ss_mem *m, struct trace *t)
         const uint32_t *mp = map + ts->mapofs;
         ts->n = lay->gc64 ? frames_gc64(lay, &k, ps, mp, nent, ts->maplen, fr + used)
                           : frames_gc32(ps, mp, nent, ts->maplen, fr + used);
+        if (ts->n > 1 && at_return(rt, m, &fr[used + ts->n - 1])) ts->n--;
         used += ts->n;
     }
+    if (lay->gc64) prof_checks(mc, t->szmcode, snaps, t->nsnap);
     bad = false;
 done:
     rt->st.trace_loads++;
@@ -426,6 +471,7 @@ fail:
     free(sb);
     free(kb);
     free(ps);
+    free(mc);
     free(map);
     free(snaps);
     free(fr);
@@ -569,6 +615,9 @@ static int validate(struct ss_lj_runtime *rt, struct ss_mem *m, int idx, uint64_
     if (!t->loaded) return -EIO;
     if (t->bad) return -ENOENT; /* kept: known, but no frames from it */
     int si = snap_at(t, look - t->mcode);
+    if (si >= 0 && t->snaps[si].prof && look - t->mcode >= t->snaps[si].prof &&
+        (uint32_t)si + 1 < t->nsnap)
+        si++; /* past a profiler check: see prof_checks */
     if (si < 0 || !t->snaps[si].n) return -ENOENT;
     const struct tsnap *ts = &t->snaps[si];
     uint64_t G = t->G, jt = G + (uint64_t)(int64_t)lay->g2j + lay->J_trace;
