@@ -160,7 +160,8 @@ static int read_encoded(const uint8_t **p, const uint8_t *end, uint8_t enc, uint
 
 static void parse_eh_frame_hdr(struct ss_elf *e, const GElf_Phdr *ph)
 {
-    if (ph->p_offset + ph->p_filesz > e->size || ph->p_filesz < 4) return;
+    if (ph->p_offset > e->size || ph->p_filesz > e->size - ph->p_offset || ph->p_filesz < 4)
+        return;
     const uint8_t *h = e->image + ph->p_offset, *end = h + ph->p_filesz;
     if (h[0] != 1) return;
     uint8_t ptr_enc = h[1], cnt_enc = h[2], tab_enc = h[3];
@@ -188,10 +189,12 @@ static void note_build_id(struct ss_elf *e, const uint8_t *p, size_t len)
         memcpy(&namesz, p + off, 4);
         memcpy(&descsz, p + off + 4, 4);
         memcpy(&type, p + off + 8, 4);
+        /* sizes are 32-bit and untrusted: align in 64 bits, bound each step */
         size_t name_off = off + 12;
-        size_t desc_off = name_off + ((namesz + 3) & ~3u);
-        size_t next = desc_off + ((descsz + 3) & ~3u);
-        if (next > len || desc_off > len) return;
+        uint64_t name_al = ((uint64_t)namesz + 3) & ~3ull, desc_al = ((uint64_t)descsz + 3) & ~3ull;
+        if (name_al > len - name_off || desc_al > len - name_off - name_al) return;
+        size_t desc_off = name_off + name_al;
+        size_t next = desc_off + desc_al;
         if (type == NT_GNU_BUILD_ID && namesz == 4 && !memcmp(p + name_off, "GNU", 4) &&
             descsz > 0) {
             e->build_id_len = descsz > 20 ? 20 : (uint8_t)descsz;
@@ -240,13 +243,13 @@ int ss_elf_parse(struct ss_elf *e, struct ss_err *err)
     while (!e->build_id_len && (scn = elf_nextscn(elf, scn))) {
         GElf_Shdr sh;
         if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_NOTE) continue;
-        if (sh.sh_offset + sh.sh_size <= e->size)
+        if (sh.sh_offset <= e->size && sh.sh_size <= e->size - sh.sh_offset)
             note_build_id(e, e->image + sh.sh_offset, sh.sh_size);
     }
     for (size_t i = 0; !e->build_id_len && i < nph; i++) {
         GElf_Phdr ph;
-        if (gelf_getphdr(elf, (int)i, &ph) && ph.p_type == PT_NOTE &&
-            ph.p_offset + ph.p_filesz <= e->size)
+        if (gelf_getphdr(elf, (int)i, &ph) && ph.p_type == PT_NOTE && ph.p_offset <= e->size &&
+            ph.p_filesz <= e->size - ph.p_offset)
             note_build_id(e, e->image + ph.p_offset, ph.p_filesz);
     }
     return 0;
@@ -389,9 +392,11 @@ const void *ss_elf_vaddr_ptr(const struct ss_elf *e, uint64_t vaddr, size_t len)
 {
     for (unsigned i = 0; i < e->nload; i++) {
         const struct ss_elf_seg *s = &e->load[i];
-        if (vaddr >= s->vaddr && vaddr + len <= s->vaddr + s->filesz && vaddr + len >= vaddr) {
+        /* segment fields are untrusted: no sum may wrap */
+        if (vaddr >= s->vaddr && vaddr - s->vaddr < s->filesz &&
+            len <= s->filesz - (vaddr - s->vaddr)) {
             uint64_t off = s->offset + (vaddr - s->vaddr);
-            if (off + len <= e->size) return e->image + off;
+            if (off >= s->offset && off <= e->size && len <= e->size - off) return e->image + off;
             return NULL;
         }
     }
