@@ -160,8 +160,7 @@ static int read_encoded(const uint8_t **p, const uint8_t *end, uint8_t enc, uint
 
 static void parse_eh_frame_hdr(struct ss_elf *e, const GElf_Phdr *ph)
 {
-    if (ph->p_offset > e->size || ph->p_filesz > e->size - ph->p_offset || ph->p_filesz < 4)
-        return;
+    if (ph->p_offset > e->size || ph->p_filesz > e->size - ph->p_offset || ph->p_filesz < 4) return;
     const uint8_t *h = e->image + ph->p_offset, *end = h + ph->p_filesz;
     if (h[0] != 1) return;
     uint8_t ptr_enc = h[1], cnt_enc = h[2], tab_enc = h[3];
