@@ -278,7 +278,9 @@ static void detect_elf(Elf *e, const char *path, struct ss_lj_elfinfo *info)
         if (!gelf_getshdr(scn, &sh)) continue;
         if (sh.sh_type == SHT_DYNSYM || sh.sh_type == SHT_SYMTAB) scan_symtab(&d, scn, &sh, info);
         const char *nm = elf_strptr(e, shstrndx, sh.sh_name);
-        if (nm && !strcmp(nm, ".eh_frame") && sh.sh_type == SHT_PROGBITS) {
+        /* clang's integrated assembler and lld type it SHT_X86_64_UNWIND */
+        if (nm && !strcmp(nm, ".eh_frame") &&
+            (sh.sh_type == SHT_PROGBITS || sh.sh_type == SHT_X86_64_UNWIND)) {
             eh = scn;
             ehsh = sh;
         }
