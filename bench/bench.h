@@ -185,10 +185,11 @@ extern const char *const bn_prof_name[BN_NPROF];
 extern const unsigned bn_rates[BN_NRATES];
 
 struct bn_slow {
-    long iter[BN_NWL];                          /* calibrated iterations */
-    double med[BN_NWL][BN_NPROF][BN_NRATES];    /* median wall seconds (0: not run) */
-    double spread[BN_NWL][BN_NPROF][BN_NRATES]; /* (max - min) / median */
-    double cpu[BN_NWL][BN_NPROF][BN_NRATES];    /* median CPU seconds of the target */
+    long iter[BN_NWL];                           /* calibrated iterations */
+    double med[BN_NWL][BN_NPROF][BN_NRATES];     /* median wall seconds (0: not run) */
+    double spread[BN_NWL][BN_NPROF][BN_NRATES];  /* (max - min) / median */
+    double cpu[BN_NWL][BN_NPROF][BN_NRATES];     /* median CPU seconds of the target */
+    double cspread[BN_NWL][BN_NPROF][BN_NRATES]; /* the same spread, CPU seconds */
     int nruns[BN_NWL][BN_NPROF][BN_NRATES];
     int failed;
 };

@@ -364,9 +364,13 @@ static int slowdown(const struct bn_results *r, FILE *f)
             s->nruns[BN_NATIVE][0][0], 100 * s->spread[BN_NATIVE][0][0],
             100 * s->spread[BN_LUA][0][0], 100 * s->spread[BN_JIT][0][0],
             s->failed ? " Some runs failed and are left out." : "");
-    fprintf(f, "The same runs, median CPU time of the target (the BPF program runs in the "
-               "target's context and is charged to it; other load on this shared machine moves "
-               "it less than the wall time):\n\n");
+    fprintf(f,
+            "The same runs, median CPU time of the target (the BPF program runs in the "
+            "target's context and is charged to it; other load on this shared machine moves "
+            "it less than the wall time). Spread of the no-profiler runs: C %.1f%%, LuaJIT "
+            "-joff %.1f%%, JIT %.1f%%.\n\n",
+            100 * s->cspread[BN_NATIVE][0][0], 100 * s->cspread[BN_LUA][0][0],
+            100 * s->cspread[BN_JIT][0][0]);
     slow_table(s, f, true);
     fprintf(f, "\n");
     return missing;

@@ -192,6 +192,7 @@ int bn_slowdown(const struct bn_opts *o, const struct bench_lua_cfg *lua_cfg, st
                 x = u[w][p][r];
                 qsort(x, (size_t)m, sizeof(double), bn_cmp_double);
                 s->cpu[w][p][r] = m % 2 ? x[m / 2] : (x[m / 2 - 1] + x[m / 2]) / 2;
+                if (s->cpu[w][p][r] > 0) s->cspread[w][p][r] = (x[m - 1] - x[0]) / s->cpu[w][p][r];
             }
     return 0;
 }
