@@ -31,6 +31,7 @@ struct bn_opts {
     bool quick, check;
     unsigned freq;      /* phase A rate (cost, coverage) */
     double attach_s;    /* seconds per program in phase A */
+    double record_s;    /* seconds of `stacksnap record` and `perf record` in phase A */
     double replay_s;    /* CPU seconds of warm replays per capture */
     double run_s;       /* target wall time of one slowdown run */
     int rounds;         /* interleaved slowdown rounds */

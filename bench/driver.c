@@ -2,11 +2,12 @@
  *
  *   bench_driver --bindir DIR --srcdir DIR [--quick] [--check] [--cmdline S]
  *
- * Phase A, per workload (kept running, ITER 0): each BPF program in turn
- * attached for attach_s seconds at the same rate (our snapshot program at
- * 8/16/32/64 KiB, the frame-pointer comparator, the LuaJIT walker), then
+ * Phase A, per workload (kept running, ITER 0): each BPF program attached
+ * for attach_s seconds in all, in interleaved slices, at the same rate (our
+ * snapshot program at 8/16/32/64 KiB, the frame-pointer comparator, the
+ * LuaJIT walker: kcost.c), then
  * `stacksnap record -p PID` and `perf record --call-graph dwarf,16384 -p PID`
- * for as long; then our capture is replayed in-process and `perf script`
+ * for twice as long; then our capture is replayed in-process and `perf script`
  * runs on perf's data (user-space cost, coverage). Phase B: slowdown.
  * The markdown report goes to stdout; progress to stderr. Exit 1 with
  * --check when a figure is missing. */
@@ -189,7 +190,7 @@ static void phase_a(const struct bn_opts *o, int w, struct bn_results *r,
         snprintf(ss, sizeof(ss), "%s/stacksnap", o->bindir);
         snprintf(snap, sizeof(snap), "%s/wl%d.snap", o->tmp, w);
         snprintf(data, sizeof(data), "%s/wl%d.perf.data", o->tmp, w);
-        snprintf(secs, sizeof(secs), "%g", o->attach_s);
+        snprintf(secs, sizeof(secs), "%g", o->record_s);
         snprintf(pidb, sizeof(pidb), "%d", (int)pid);
         snprintf(hz, sizeof(hz), "%u", o->freq);
         bn_log(o, "%s: stacksnap record, perf record", bn_wl_name[w]);
@@ -288,6 +289,7 @@ int main(int argc, char **argv)
         o.rounds = 1;
     }
     if (seconds > 0) o.attach_s = seconds;
+    o.record_s = 2 * o.attach_s; /* more samples: perf script's start-up is large */
     if (rounds > 0) o.rounds = rounds;
     snprintf(o.tmp, sizeof(o.tmp), "/tmp/stacksnap-bench-XXXXXX");
     if (!mkdtemp(o.tmp)) {

@@ -83,8 +83,8 @@ static void header(const struct bn_opts *o, FILE *f)
             "> leaf = 21 Lua frames; LuaJIT JIT: the same without `-joff`\n",
             o->luajit, o->srcdir);
     fprintf(f,
-            "- **Cost and coverage** (each workload kept running; one program after the other on "
-            "the same process, %u Hz, %g s each):\n",
+            "- **Cost and coverage** (each workload kept running; one program at a time on "
+            "the same process, %u Hz, %g s each in interleaved slices):\n",
             o->freq, o->attach_s);
     fprintf(f,
             "  - BPF programs (our `snapshot` at 8/16/32/64 KiB, `bench_fp`, `bench_lua`) loaded "
@@ -95,13 +95,13 @@ static void header(const struct bn_opts *o, FILE *f)
     fprintf(f,
             "  - `%s/stacksnap record -p PID -F %u -d %g -o W.snap`, then that capture replayed "
             "in-process (`ss_replay_run`) once cold and again for %g CPU s\n",
-            o->bindir, o->freq, o->attach_s, o->replay_s);
+            o->bindir, o->freq, o->record_s, o->replay_s);
     fprintf(f,
             "  - `%s record -q -F %u --call-graph dwarf,16384 -p PID -o W.perf.data -- sleep %g`, "
             "then `%s script -i W.perf.data` (CPU time from wait4, least of three runs, minus "
             "`perf script` of an "
             "empty recording)\n",
-            o->perf, o->freq, o->attach_s, o->perf);
+            o->perf, o->freq, o->record_s, o->perf);
     fprintf(f,
             "- **Slowdown**: `%s/stacksnap record -F HZ -o X.folded -- CMD ITER`; `%s record -q "
             "-F HZ --call-graph dwarf,16384 -o X.data -- CMD ITER`; comparators attached by "
