@@ -255,13 +255,13 @@ int ss_lj_walk_thread(struct ss_lj_runtime *rt, struct ss_mem *m, const struct l
 /* ---- traces (trace.c) ---- */
 
 /* The trace whose machine code holds look (ip, or return address - 1) in
- * rt, validated for this sample, with the snapshot's frames. r14: the
- * sample's r14 (DISPATCH on GC64 traces) or 0, used only to find G before
- * any walk verified one; time_ns: the sample's time (rate-limits full
- * rescans of J->trace). 0, -ENOENT (not a usable trace), -EIO (reads
- * failed), -ESTALE (flushed or replaced). */
+ * rt, validated for this sample, with the snapshot's frames. r14 (the
+ * frame's r14: DISPATCH on GC64 traces, or 0) and rsp (the trace's stack
+ * pointer) serve only to find G before any walk verified one; time_ns: the sample's time
+ * (rate-limits full rescans of J->trace). 0, -ENOENT (not a usable trace), -EIO (reads failed),
+ * -ESTALE (flushed or replaced). */
 int ss_lj_trace_lookup(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t look, uint64_t r14,
-                       uint64_t time_ns, struct ss_lj_tsample *cur);
+                       uint64_t rsp, uint64_t time_ns, struct ss_lj_tsample *cur);
 /* The sample stored by the ss_lj_trace_cfa call that returned token, or
  * NULL (rt is set to its runtime). */
 const struct ss_lj_tsample *ss_lj_trace_sample(struct ss_lj_runtime *const *rts, uint32_t nrts,
@@ -275,10 +275,11 @@ void ss_lj_trace_free(struct ss_lj_runtime *rt);
 /* ---- VM states (vmstate.c) ---- */
 
 /* Pseudo frame naming G's VM state ([GC], [JIT compiler], [trace exit])
- * for a sample whose natives[0..i) are C frames above VM/trace frame i:
+ * for a sample (leaf stack pointer sp) whose natives[0..i) are C frames
+ * above VM/trace frame i:
  * only when G->vmstate names such a state and the return addresses of
  * those C frames are still on the live stack (same calls as sampled). */
-bool ss_lj_vmstate_frame(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t G,
+bool ss_lj_vmstate_frame(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t G, uint64_t sp,
                          const struct ss_lj_native *natives, uint32_t i, struct ss_frame *fr);
 
 /* ---- naming (names.c) ---- */

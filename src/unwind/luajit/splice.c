@@ -156,8 +156,9 @@ int ss_lj_splice(struct ss_lj_runtime *const *rts, uint32_t nrts, struct ss_mem 
                 /* C code called by the newest VM entry: name the VM state
                  * ([GC], [JIT compiler], ...) between it and the Lua frames */
                 struct ss_frame ps;
-                bool pseudo = i > 0 && out->vm_frames == 1 &&
-                              ss_lj_vmstate_frame(rt, mem, t->w->G, natives, i, &ps);
+                bool pseudo =
+                    i > 0 && out->vm_frames == 1 &&
+                    ss_lj_vmstate_frame(rt, mem, t->w->G, regs[SS_REG_SP], natives, i, &ps);
                 if (pseudo && (rc = push(out, -1, &ps))) break;
                 rc = emit_segment(rt, mem, t->w, cframe, out, &done);
                 if (rc) break;

@@ -565,24 +565,47 @@ static int discover(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t G, uint
     return index_range(rt, m, G, arr, 1, size, ip);
 }
 
-/* Global states to search: the verified ones, else (GC64, where DISPATCH
- * stays in r14 on trace) r14 - G2DISP of each candidate layout. */
-static unsigned gstates(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t r14, uint64_t *gs)
+/* Probe G (no side effects unless it verifies). */
+static bool try_G(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t G, uint64_t dispatch)
+{
+    const struct lj_layout *got = NULL;
+    char why[160];
+    return G > 4096 && !(G & 7) &&
+           ss_lj_layout_verify(&rt->info, m, G, dispatch, &got, why, sizeof(why)) == 0 &&
+           ss_lj_check_G(rt, m, G, dispatch);
+}
+
+/* Global states to search: the verified ones; before any walk verified one
+ * (a program that runs in traces from the start): r14 - G2DISP (GC64 keeps
+ * DISPATCH in r14 on trace), else the SAVE_L of a plausible VM frame above
+ * the trace's rsp (its stack adjustment is not known yet) -> L->glref. */
+static unsigned gstates(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t r14, uint64_t rsp,
+                        uint64_t *gs)
 {
     unsigned n = 0;
     for (unsigned i = 0; i < rt->ngs; i++)
         gs[n++] = rt->gs[i];
-    if (n || !r14 || !rt->info.gc64 || rt->disabled) return n;
-    for (unsigned i = 0; i < ss_lj_nlayouts; i++) {
-        const struct lj_layout *lay = &ss_lj_layouts[i], *got = NULL;
-        if (!lay->gc64 || lay->nojit) continue;
+    if (n || rt->disabled) return n;
+    for (unsigned i = 0; r14 && rt->info.gc64 && i < ss_lj_nlayouts; i++) {
+        const struct lj_layout *lay = &ss_lj_layouts[i];
         uint64_t G = r14 - (uint64_t)(int64_t)lay->g2disp;
-        char why[160];
-        /* probe without side effects; only a G that fits goes to check_G
-         * (whose failures count towards turning the runtime off) */
-        if (ss_lj_layout_verify(&rt->info, m, G, r14, &got, why, sizeof(why)) == 0 &&
-            ss_lj_check_G(rt, m, G, r14))
-            return gs[0] = G, 1;
+        if (lay->gc64 && !lay->nojit && try_G(rt, m, G, r14)) return gs[0] = G, 1;
+    }
+    unsigned gct = rt->info.gc64 ? 9 : 5, glref = rt->info.gc64 ? 16 : 8;
+    unsigned cfl = rt->info.gc64 ? 16 : 24, tries = 0; /* cframe SAVE_L (layout.c cf_L) */
+    for (uint64_t c = rsp + 16; c < rsp + 16 + 4096 && tries < 4; c += 16) {
+        uint64_t ret = 0, L = 0;
+        const uint64_t cfa = c + rt->info.vm_cfa_off;
+        if (ss_mem_read(m, cfa - 8, &ret, 8) || ss_mem_read(m, c + cfl, &L, 8)) break;
+        if (!rt->info.gc64) L = (uint32_t)L;
+        if (ret < 4096 || ret >= (1ull << 47) || ss_lj_in_vm(rt, ret) || L < 4096 || (L & 7) ||
+            ret < rt->vm_lo - (64u << 20) || ret > rt->vm_hi + (64u << 20))
+            continue;
+        tries++;
+        uint8_t lb[24];
+        if (ss_mem_read(m, L, lb, sizeof(lb)) || lb[gct] != LJ_GCT_THREAD) continue;
+        uint64_t G = rt->info.gc64 ? lj_u64(lb + glref) : lj_u32(lb + glref);
+        if (try_G(rt, m, G, 0)) return gs[0] = G, 1;
     }
     return 0;
 }
@@ -701,7 +724,7 @@ out:
 }
 
 int ss_lj_trace_lookup(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t look, uint64_t r14,
-                       uint64_t now_ns, struct ss_lj_tsample *cur)
+                       uint64_t rsp, uint64_t now_ns, struct ss_lj_tsample *cur)
 {
     struct lj_tcache *tc;
     uint64_t gs[LJ_MAX_GS];
@@ -710,7 +733,7 @@ int ss_lj_trace_lookup(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t look
     if (idx >= 0 && (rc = validate(rt, m, idx, look, cur)) == 0) goto found;
     if (idx >= 0 && rc != -ESTALE) return rc;   /* known trace, no frames (or no reads) */
     if (idx >= 0) tc_remove(tc, (unsigned)idx); /* flushed or replaced: look again */
-    unsigned ng = gstates(rt, m, r14, gs);
+    unsigned ng = gstates(rt, m, r14, rsp, gs);
     if (!rt->lay || rt->lay->nojit) return -ENOENT;
     for (unsigned g = 0; g < ng; g++) {
         idx = discover(rt, m, gs[g], look, now_ns);
@@ -748,7 +771,7 @@ uint64_t ss_lj_trace_cfa(struct ss_lj_runtime *const *rts, uint32_t nrts, struct
     for (uint32_t i = 0; i < nrts; i++) {
         struct ss_lj_runtime *rt = rts[i];
         struct ss_lj_tsample cur;
-        if (!rt || ss_lj_trace_lookup(rt, m, look, r14, time_ns, &cur)) continue;
+        if (!rt || ss_lj_trace_lookup(rt, m, look, r14, rsp, time_ns, &cur)) continue;
         /* BASE as sampled: the register the trace keeps it in, its spill
          * slot, or (leaf only) RID_BASE = rdx, where it arrives and is
          * reloaded after calls. Each is a candidate the walk verifies; the
