@@ -1,0 +1,39 @@
+/* test/fuzz/lj_input.h: the input format of the LuaJIT walker fuzzer
+ * (lj_fuzz.c), shared with its seed generator (lj_mkseed.c).
+ *
+ * All integers little-endian, nothing aligned:
+ *   u8  flags      LJF_* below (GC64, CFA offset, detection hints, version)
+ *   u8  nnat       native frames that follow (at most LJF_MAX_NAT)
+ *   u64 vm_lo, vm_hi               the VM's code range (load bias 0)
+ *   u64 regs[SS_NREGS]             the sample's user registers (perf order)
+ *   nnat x { u64 ip, cfa, rbx, r14; u8 have; u8 signal }
+ *   then memory regions until the end of the input:
+ *       { u64 addr; u32 len; u8 bytes[len] }   (len is cut to what is left)
+ * The region that holds regs[SP] (the first one) becomes the stack
+ * snapshot (memory layer 1); every other read is served from the regions
+ * through a target backend (layer 3) and fails with EFAULT outside them. */
+#ifndef LJ_INPUT_H
+#define LJ_INPUT_H
+
+#define LJF_GC64 0x01u
+#define LJF_CFA96 0x02u  /* vm_cfa_off 96 instead of 80 */
+#define LJF_HINT_SHIFT 2 /* 3 bits: SS_LJ_HINT_* */
+#define LJF_VER_SHIFT 5  /* 3 bits: index into lj_versions[] */
+
+#define LJF_MAX_NAT 64
+#define LJF_MAX_REGIONS 1024
+#define LJF_HDR_SIZE (2 + 16 + 8 * SS_NREGS)
+#define LJF_NAT_SIZE 34
+
+static const char *const lj_versions[8] = {
+    "",
+    "LuaJIT 2.1.0-beta3",
+    "LuaJIT 2.1.1700008891",
+    "LuaJIT 2.1.ROLLING",
+    "LuaJIT 2.0.5",
+    "LuaJIT 2.1.0-beta2",
+    "LuaJIT 2.1.0-beta3 tarantool",
+    "LuaJIT",
+};
+
+#endif

@@ -1,0 +1,234 @@
+/* test/fuzz/lj_mkseed.c: seed inputs for lj_fuzz from live LuaJIT processes.
+ *
+ *   lj_mkseed OUTDIR COUNT COMMAND [ARGS...]
+ *
+ * Runs COMMAND, samples it with the real capture (BPF) and unwinds every
+ * sample with ss_unwind, exactly like `stacksnap record`. The program is
+ * linked with -Wl,--wrap=ss_lj_splice: every splice call made by the
+ * unwinder is intercepted, its inputs (VM range, registers, native frames)
+ * kept, and the memory it reads (snapshot, file bytes, target) recorded.
+ * Samples whose splice produced Lua frames become lj_input.h files
+ * OUTDIR/lj-NNN (at most COUNT, distinct frame counts preferred). */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lj_input.h"
+#include "memory/memory.h"
+#include "stacksnap/capture.h"
+#include "stacksnap/ss_lj_luajit.h"
+#include "stacksnap/unwind.h"
+#include "unwind/luajit/lj_internal.h"
+
+struct rd {
+    uint64_t addr;
+    uint32_t len;
+    uint8_t *data;
+};
+
+struct recmem {
+    struct ss_mem *inner;
+    struct rd *v;
+    size_t n, cap;
+};
+
+static const char *g_dir;
+static unsigned g_want, g_have;
+static unsigned g_seen_frames[LJ_MAX_FRAMES + 1];
+
+static int rec_readv(void *ctx, struct ss_iov *iov, int n)
+{
+    struct recmem *r = ctx;
+    for (int i = 0; i < n; i++) {
+        iov[i].err = ss_mem_read(r->inner, iov[i].addr, iov[i].dst, iov[i].len);
+        if (iov[i].err || !iov[i].len) continue;
+        if (r->n == r->cap) {
+            size_t cap = r->cap ? 2 * r->cap : 256;
+            struct rd *nv = realloc(r->v, cap * sizeof(*nv));
+            if (!nv) continue;
+            r->v = nv;
+            r->cap = cap;
+        }
+        struct rd *d = &r->v[r->n];
+        if (!(d->data = malloc(iov[i].len))) continue;
+        memcpy(d->data, iov[i].dst, iov[i].len);
+        d->addr = iov[i].addr;
+        d->len = (uint32_t)iov[i].len;
+        r->n++;
+    }
+    return 0;
+}
+
+static const struct ss_target_ops rec_ops = {.readv = rec_readv};
+
+static int rd_cmp(const void *a, const void *b)
+{
+    const struct rd *x = a, *y = b;
+    return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+static void put(FILE *f, const void *p, size_t n)
+{
+    fwrite(p, 1, n, f);
+}
+
+/* Merge overlapping/adjacent reads into regions and write the seed. */
+static void write_seed(const struct ss_lj_runtime *rt, const uint64_t *regs,
+                       const struct ss_lj_native *nat, uint32_t nn, struct recmem *r)
+{
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/lj-%03u", g_dir, g_have);
+    FILE *f = fopen(path, "wb");
+    if (!f) return;
+    const struct ss_lj_elfinfo *info = ss_lj_runtime_info(rt);
+    unsigned hint = info->hints & 7u, ver = 0;
+    for (unsigned i = 1; i < 8; i++)
+        if (!strcmp(info->version, lj_versions[i])) ver = i;
+    uint8_t hdr[2] = {(uint8_t)((info->gc64 ? LJF_GC64 : 0) |
+                                (info->vm_cfa_off == 96 ? LJF_CFA96 : 0) |
+                                (hint << LJF_HINT_SHIFT) | (ver << LJF_VER_SHIFT)),
+                      (uint8_t)(nn > LJF_MAX_NAT ? LJF_MAX_NAT : nn)};
+    put(f, hdr, 2);
+    put(f, &rt->vm_lo, 8);
+    put(f, &rt->vm_hi, 8);
+    put(f, regs, 8 * SS_NREGS);
+    for (uint32_t i = 0; i < hdr[1]; i++) {
+        put(f, &nat[i].ip, 8);
+        put(f, &nat[i].cfa, 8);
+        put(f, &nat[i].rbx, 8);
+        put(f, &nat[i].r14, 8);
+        uint8_t b[2] = {(uint8_t)nat[i].have, nat[i].signal};
+        put(f, b, 2);
+    }
+    qsort(r->v, r->n, sizeof(*r->v), rd_cmp);
+    /* the region holding SP first: the fuzzer makes it the snapshot */
+    for (int pass = 0; pass < 2; pass++) {
+        size_t i = 0;
+        while (i < r->n) {
+            uint64_t lo = r->v[i].addr, hi = lo + r->v[i].len;
+            size_t j = i + 1;
+            while (j < r->n && r->v[j].addr <= hi) {
+                if (r->v[j].addr + r->v[j].len > hi) hi = r->v[j].addr + r->v[j].len;
+                j++;
+            }
+            bool has_sp = regs[SS_REG_SP] >= lo && regs[SS_REG_SP] < hi;
+            if (has_sp == (pass == 0) && hi - lo < (1u << 24)) {
+                uint8_t *buf = calloc(1, hi - lo);
+                for (size_t k = i; buf && k < j; k++)
+                    memcpy(buf + (r->v[k].addr - lo), r->v[k].data, r->v[k].len);
+                uint32_t len = (uint32_t)(hi - lo);
+                put(f, &lo, 8);
+                put(f, &len, 4);
+                if (buf) put(f, buf, len);
+                free(buf);
+            }
+            i = j;
+        }
+    }
+    fclose(f);
+    g_have++;
+}
+
+int __real_ss_lj_splice(struct ss_lj_runtime *const *rts, uint32_t nrts, struct ss_mem *mem,
+                        const uint64_t *regs, const struct ss_lj_native *natives, uint32_t n,
+                        struct ss_lj_out *out);
+
+int __wrap_ss_lj_splice(struct ss_lj_runtime *const *rts, uint32_t nrts, struct ss_mem *mem,
+                        const uint64_t *regs, const struct ss_lj_native *natives, uint32_t n,
+                        struct ss_lj_out *out)
+{
+    if (g_have >= g_want || nrts > 8)
+        return __real_ss_lj_splice(rts, nrts, mem, regs, natives, n, out);
+    /* first a splice with fresh runtimes (as the fuzzer has: the layout is
+     * chosen and verified from the recorded bytes), reads recorded */
+    struct recmem r = {.inner = mem};
+    struct ss_mem rm;
+    ss_mem_init(&rm, NULL, &rec_ops, &r);
+    struct ss_lj_runtime *fresh[8] = {0};
+    uint32_t nf = 0;
+    for (uint32_t k = 0; k < nrts; k++)
+        if (ss_lj_runtime_new(&fresh[nf], ss_lj_runtime_info(rts[k]), rts[k]->bias, rts[k]->pid,
+                              NULL) == 0)
+            nf++;
+    int rc = __real_ss_lj_splice(fresh, nf, &rm, regs, natives, n, out);
+    /* one seed per distinct Lua frame count, the runtime that ran them */
+    if (out->lua_frames && out->lua_frames <= LJ_MAX_FRAMES && !g_seen_frames[out->lua_frames]) {
+        for (uint32_t i = 0; i < n; i++) {
+            const struct ss_lj_runtime *rt = NULL;
+            for (uint32_t k = 0; k < nf && !rt; k++)
+                if (ss_lj_in_vm(fresh[k], natives[i].ip) ||
+                    ss_lj_in_vm(fresh[k], natives[i].ip - 1))
+                    rt = fresh[k];
+            if (rt) {
+                g_seen_frames[out->lua_frames] = 1;
+                write_seed(rt, regs, natives, n, &r);
+                break;
+            }
+        }
+    }
+    for (size_t i = 0; i < r.n; i++)
+        free(r.v[i].data);
+    free(r.v);
+    for (uint32_t k = 0; k < nf; k++)
+        ss_lj_runtime_free(fresh[k]);
+    (void)rc;
+    /* then the real splice for the unwinder */
+    return __real_ss_lj_splice(rts, nrts, mem, regs, natives, n, out);
+}
+
+struct run {
+    struct ss_unwinder *u;
+};
+
+static void on_sample(void *ctx, const struct ss_sample *s)
+{
+    struct run *run = ctx;
+    struct ss_stack st;
+    ss_unwind(run->u, s, &st);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 4) {
+        fprintf(stderr, "usage: lj_mkseed OUTDIR COUNT COMMAND [ARGS...]\n");
+        return 2;
+    }
+    g_dir = argv[1];
+    g_want = (unsigned)atoi(argv[2]);
+    mkdir(g_dir, 0755);
+    pid_t pid = fork();
+    if (pid == 0) {
+        execvp(argv[3], argv + 3);
+        _exit(127);
+    }
+    usleep(300000);
+    struct ss_err err = {0};
+    struct ss_capture *cap;
+    struct ss_capture_opts co = {.freq_hz = 499};
+    struct run run = {0};
+    struct ss_unwinder_opts uo = {0};
+    if (ss_capture_open(&cap, &co, &err) < 0 || ss_capture_add_pid(cap, pid, &err) < 0 ||
+        ss_capture_start(cap, &err) < 0 || ss_unwinder_new(&run.u, &uo, &err) < 0) {
+        fprintf(stderr, "lj_mkseed: %s\n", err.msg);
+        kill(pid, SIGKILL);
+        return 1;
+    }
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    do {
+        ss_capture_poll(cap, 1, on_sample, &run);
+        clock_gettime(CLOCK_MONOTONIC, &t);
+    } while (g_have < g_want && t.tv_sec - t0.tv_sec < 20);
+    ss_capture_close(cap);
+    ss_unwinder_free(run.u);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    printf("lj_mkseed: %u seeds in %s\n", g_have, g_dir);
+    return g_have ? 0 : 1;
+}
