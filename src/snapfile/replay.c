@@ -99,17 +99,20 @@ static void say(struct ss_replay *r, const char *fmt, const char *a, const char 
     r->msg(r->ctx, line);
 }
 
-/* 1 when fd holds an ELF file whose build-id is id (or id_len is 0). */
+/* 1 when fd holds the recorded file: an ELF file whose build-id is id. With
+ * no recorded id, a file that has none: record writes the build-id of every
+ * ELF file the live walk could open, so an id-less mapping of a file that has
+ * one means the live walk had no file there (e.g. the process exited before
+ * it was opened), and replay must not have one either. */
 static int id_matches(int fd, const uint8_t *id, uint8_t id_len)
 {
-    if (!id_len) return 1;
     struct stat st;
-    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size == 0) return 0;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size == 0) return !id_len;
     void *img = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
     if (img == MAP_FAILED) return 0;
     uint8_t got[SS_SNAP_BUILD_ID_MAX], got_len = 0;
-    int ok = snap_elf_build_id(img, (size_t)st.st_size, got, &got_len) == 1 && got_len == id_len &&
-             !memcmp(got, id, id_len);
+    int found = snap_elf_build_id(img, (size_t)st.st_size, got, &got_len) == 1;
+    int ok = id_len ? found && got_len == id_len && !memcmp(got, id, id_len) : !found;
     munmap(img, (size_t)st.st_size);
     return ok;
 }
@@ -120,7 +123,7 @@ static int try_path(const char *path, const struct ss_map_desc *m)
     if (fd < 0) return -errno;
     if (id_matches(fd, m->build_id, m->build_id_len)) return fd;
     close(fd);
-    return -ESTALE;
+    return m->build_id_len ? -ESTALE : -ENODATA; /* ENODATA: see id_matches, not worth a word */
 }
 
 /* One message per file name: a file is resolved for every mapping of every
