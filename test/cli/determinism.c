@@ -197,3 +197,19 @@ Test(cli_determinism, processes_started_by_a_shell)
     free(bin);
     free(lua);
 }
+
+/* Many short-lived processes: samples of a process that exited before record
+ * looked at it (files not openable any more, no build-ids recorded) must
+ * replay the same as they were unwound live. */
+Test(cli_determinism, short_lived_processes)
+{
+    struct det d = {.tag = "det-short"};
+    char *bin = cli_built("cli_native"), *cmd;
+    cr_assert(asprintf(&cmd, "for i in $(seq 40); do %s 0.03 >/dev/null; done", bin) > 0);
+    char *target[] = {"--", "sh", "-c", cmd};
+    record_replay(&d, target, 4);
+    cr_assert(cli_count_lines(d.folded, "cli_native;") > 0, "%s", d.folded);
+    done(&d);
+    free(cmd);
+    free(bin);
+}
