@@ -9,6 +9,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <criterion/logging.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -66,7 +67,8 @@ static char *esc_str(const char *s, enum esc mode)
 }
 
 /* The SYM our format promises for a frame. */
-static char *expected_sym(const struct ss_frame *fr)
+/* with_off: perf's "+0xOFF" after native/kernel symbols, as written */
+static char *expected_sym_off(const struct ss_frame *fr, int with_off)
 {
     char *b;
     size_t n;
@@ -85,16 +87,24 @@ static char *expected_sym(const struct ss_frame *fr)
         break;
     default:
         esc(f, fr->name ? fr->name : "[unknown]", DISPLAY);
+        if (fr->name && with_off) /* perf's sym+0xoff */
+            fprintf(f, "+0x%" PRIx64, fr->sym_offset);
         break;
     }
     fclose(f);
     return b;
 }
 
-/* What stackcollapse-perf.pl --kernel should make of that frame. */
+static char *expected_sym(const struct ss_frame *fr)
+{
+    return expected_sym_off(fr, 1);
+}
+
+/* What stackcollapse-perf.pl --kernel should make of that frame (it drops
+ * the +0xOFF). */
 static char *expected_collapsed(const struct ss_frame *fr)
 {
-    char *sym = expected_sym(fr), *t;
+    char *sym = expected_sym_off(fr, 0), *t;
     if (fr->kind == SS_FRAME_NATIVE && !fr->name && fr->module) {
         const char *b = strrchr(fr->module, '/');
         if (asprintf(&t, "[%s]", b ? b + 1 : fr->module) < 0) t = NULL;
