@@ -126,6 +126,7 @@ int ss_lj_layout_verify_vm(const struct ss_lj_elfinfo *info, uint64_t vm_lo, uin
 #define LJ_PROTO_SLOTS 1024
 #define LJ_INS_SLOTS 4096
 #define LJ_NAMES_PER_PROTO 8
+#define LJ_SPILL 512
 
 struct lj_pname {
     uint32_t pos; /* bytecode position of the call instruction + 1 (0 = empty) */
@@ -143,6 +144,7 @@ struct lj_proto {
     const char *chunk; /* interned, without leading @/= */
     uint8_t *blob;     /* bytes [addr, addr + sizept) */
     struct lj_pname names[LJ_NAMES_PER_PROTO];
+    uint64_t epoch; /* splice that last used it (ss_lj_runtime.epoch) */
 };
 
 struct lj_insent {
@@ -195,6 +197,13 @@ struct ss_lj_runtime {
     struct lj_fnpt *fnpt; /* LJ_FNPT_SLOTS */
     struct lj_tcache *tc; /* known traces (trace.c), NULL until the first trace sample */
     struct ss_lj_stats st;
+    /* Frames of a splice point into the prototype cache until the splice
+     * ends: a prototype that misses on a slot this splice already uses goes
+     * to a spill entry instead of overwriting it (freed by the next splice). */
+    uint64_t epoch; /* bumped by every ss_lj_splice; 0: no protection */
+    uint64_t spill_epoch;
+    struct lj_proto *spill; /* LJ_SPILL entries, allocated on first use */
+    unsigned nspill;
 };
 
 /* Intern a string (len bytes, need not be NUL-terminated); NULL on ENOMEM. */

@@ -131,6 +131,9 @@ void ss_lj_runtime_free(struct ss_lj_runtime *rt)
         for (unsigned i = 0; i < LJ_PROTO_SLOTS; i++)
             free(rt->protos[i].blob);
     free(rt->protos);
+    for (unsigned i = 0; rt->spill && i < rt->nspill; i++)
+        free(rt->spill[i].blob);
+    free(rt->spill);
     free(rt->ins);
     free(rt->fnpt);
     ss_lj_trace_free(rt);
@@ -281,6 +284,21 @@ bad:
     return NULL;
 }
 
+/* A spill entry for this splice (see ss_lj_runtime.spill), or NULL. */
+static struct lj_proto *spill_entry(struct ss_lj_runtime *rt)
+{
+    if (rt->spill_epoch != rt->epoch) { /* entries of an earlier splice: free */
+        for (unsigned i = 0; rt->spill && i < rt->nspill; i++) {
+            free(rt->spill[i].blob);
+            rt->spill[i].blob = NULL;
+        }
+        rt->nspill = 0;
+        rt->spill_epoch = rt->epoch;
+    }
+    if (!rt->spill && !(rt->spill = calloc(LJ_SPILL, sizeof(*rt->spill)))) return NULL;
+    return rt->nspill < LJ_SPILL ? &rt->spill[rt->nspill++] : NULL;
+}
+
 struct lj_proto *ss_lj_proto(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t pt,
                              const uint8_t *hdr)
 {
@@ -297,11 +315,17 @@ struct lj_proto *ss_lj_proto(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_
         make_sig(lay, hdr, s);
         if (!memcmp(s, p->sig, p->siglen)) {
             rt->st.proto_hits++;
+            p->epoch = rt->epoch;
             return p;
         }
     }
     rt->st.proto_misses++;
-    return fill(rt, m, p, pt, hdr);
+    /* a frame of this splice holds this slot: never overwrite it (two
+     * prototypes of one stack sharing a slot named each other's frames) */
+    if (p->addr && rt->epoch && p->epoch == rt->epoch && !(p = spill_entry(rt))) return NULL;
+    p = fill(rt, m, p, pt, hdr);
+    if (p) p->epoch = rt->epoch;
+    return p;
 }
 
 uint32_t ss_lj_proto_line(const struct ss_lj_runtime *rt, const struct lj_proto *p, uint32_t pos)

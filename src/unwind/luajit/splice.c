@@ -108,6 +108,8 @@ int ss_lj_splice(struct ss_lj_runtime *const *rts, uint32_t nrts, struct ss_mem 
     unsigned nth = 0;
     int rc = 0;
     out->n = out->lua_frames = out->vm_frames = out->vm_failed = 0;
+    for (uint32_t k = 0; k < nrts; k++) /* prototypes used by this splice stay put */
+        if (rts[k]) rts[k]->epoch++;
     for (uint32_t i = 0; i < n && !rc; i++) {
         const struct ss_lj_native *nf = &natives[i];
         /* return addresses point after the call: look up ip - 1 */
