@@ -53,3 +53,4 @@ endif()
 # ---- tests ---------------------------------------------------------------
 set(RL_HELP ${RL_DIR}/rl.c)
 ss_add_test(rl_gc SOURCES ${RL_DIR}/gc_test.c ${RL_HELP} LABELS reliability TIMEOUT 180)
+ss_add_test(rl_torn SOURCES ${RL_DIR}/torn_test.c ${RL_HELP} LABELS reliability TIMEOUT 300)
