@@ -145,6 +145,7 @@ struct lj_proto {
     uint8_t *blob;     /* bytes [addr, addr + sizept) */
     struct lj_pname names[LJ_NAMES_PER_PROTO];
     uint64_t epoch; /* splice that last used it (ss_lj_runtime.epoch) */
+    const char *self; /* last name a full walk gave this function (partial.c) */
 };
 
 struct lj_insent {
@@ -290,6 +291,15 @@ void ss_lj_trace_free(struct ss_lj_runtime *rt);
  * those C frames are still on the live stack (same calls as sampled). */
 bool ss_lj_vmstate_frame(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t G, uint64_t sp,
                          const struct ss_lj_native *natives, uint32_t i, struct ss_frame *fr);
+
+/* ---- partial stacks (partial.c) ---- */
+
+/* The frames a sample proves when the live walk of its newest VM entry
+ * (cframe) failed as stale: a trace sample's snapshot frames (ts), else the
+ * prototype the PC register runs in (kbase: KBASE register or 0). w gets
+ * them innermost first as segment 0 of cframe. 0 or negative errno. */
+int ss_lj_partial(struct ss_lj_runtime *rt, struct ss_mem *m, const struct ss_lj_tsample *ts,
+                  uint64_t pc, uint64_t kbase, uint64_t cframe, struct lj_walk *w);
 
 /* ---- naming (names.c) ---- */
 

@@ -58,11 +58,35 @@ static int emit_segment(struct ss_lj_runtime *rt, struct ss_mem *m, const struct
         if (wf->seg != seg || (wf->ftsz & 7) == LJ_FRAME_VARG || wf->ffid == 1) continue;
         struct ss_frame fr;
         ss_lj_frame_text(rt, m, w, i, &fr);
+        if (wf->proto && fr.name && strcmp(fr.name, "anonymous")) /* for partial.c */
+            wf->proto->self = fr.name;
         int rc = push(out, -1, &fr);
         if (rc) return rc;
         out->lua_frames++;
     }
     return 0;
+}
+
+/* The newest VM entry's frames that the sample proves (partial.c), under a
+ * "[Lua callers unknown]" pseudo frame. */
+static int emit_partial(struct ss_lj_runtime *rt, struct ss_mem *m, const uint64_t *regs,
+                        const struct ss_lj_native *nf, uint32_t i, const struct ss_lj_tsample *ts,
+                        uint64_t cframe, struct lj_walk *w, struct ss_lj_out *out, bool *done)
+{
+    /* only what registers prove: a trace snapshot, or the interpreter as
+     * the sampled leaf (PC and KBASE registers) */
+    bool top = i == 0 && !nf->signal;
+    if (!ts && !top) return 0;
+    if (ss_lj_partial(rt, m, ts, top ? regs[SS_REG_BX] : 0, top ? regs[SS_REG_R15] : 0, cframe, w))
+        return 0;
+    int rc = emit_segment(rt, m, w, cframe, out, done);
+    if (rc || !*done) return rc;
+    struct ss_lj_item *outer = &out->items[out->n - 1]; /* no caller: use the name seen last */
+    if (outer->lua.name && !strcmp(outer->lua.name, "anonymous") && w->f[w->n - 1].proto &&
+        w->f[w->n - 1].proto->self)
+        outer->lua.name = w->f[w->n - 1].proto->self;
+    struct ss_frame ps = {.kind = SS_FRAME_PSEUDO, .name = "[Lua callers unknown]"};
+    return push(out, -1, &ps);
 }
 
 /* Walk thread L from the VM frame natives[i] (cframe), taken to be L's
@@ -165,6 +189,12 @@ int ss_lj_splice(struct ss_lj_runtime *const *rts, uint32_t nrts, struct ss_mem 
                 rc = emit_segment(rt, mem, t->w, cframe, out, &done);
                 if (rc) break;
                 if (pseudo && !done) out->n--;
+            }
+            if (!done && out->vm_frames == 1 && t && t->w && rt->lay &&
+                (t->rc == -ESTALE || t->rc == -EINVAL)) {
+                /* the Lua stack moved on: keep what the sample proves */
+                rc = emit_partial(rt, mem, regs, nf, i, ts, cframe, t->w, out, &done);
+                if (rc) break;
             }
         }
         if (!done) {

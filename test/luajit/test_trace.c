@@ -1,0 +1,342 @@
+/* test/luajit/test_trace.c: samples in JIT-compiled trace code (JIT on),
+ * recorded with real BPF and unwound with ss_unwind as they arrive.
+ *
+ *  - jit_inline.lua: outer -> mid -> leaf inlined into one trace; the
+ *    samples whose innermost Lua frame is leaf must show exactly
+ *    main;outer (15);mid (9);leaf (5) under lua_pcall (>= 95%), and most
+ *    samples must have come through a trace (runtime statistics), on
+ *    Debian's luajit, OpenResty luajit2 and the non-GC64 JIT build.
+ *  - witness_jit.lua under LuaJIT's own profiler (-jp, same run): per-function
+ *    shares within 3 percentage points.
+ *  - jit_states.lua on the unstripped matrix build: every [GC] and
+ *    [JIT compiler] pseudo frame sits under native frames of LuaJIT's GC or
+ *    trace compiler (symbols tell), and [GC] appears.
+ *  - `stacksnap record` of JIT workloads replays byte-identically. */
+#include <criterion/criterion.h>
+#include <criterion/logging.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ljcheck.h"
+#include "ljtest.h"
+
+#include "stacksnap/capture.h"
+#include "stacksnap/ss_lj_luajit.h"
+#include "stacksnap/unwind.h"
+#include "unwind/lua.h"
+
+#define DIR SS_SOURCE_DIR "/test/luajit/"
+#define INLINE DIR "jit_inline.lua"
+
+/* ---- recording (like ljrec.c, plus the runtime's trace statistics) ---- */
+
+typedef void (*on_fn)(void *ctx, const struct ss_stack *st, const char *folded);
+
+struct rec {
+    struct ss_unwinder *u;
+    on_fn fn;
+    void *ctx;
+    unsigned samples, errors;
+    double unwind_ns;
+    struct ss_lj_stats lj;
+    uint64_t target_calls;
+    bool exited;
+    int status;
+    char buf[16384];
+};
+
+static double now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+static void on_sample(void *p, const struct ss_sample *s)
+{
+    struct rec *r = p;
+    struct ss_stack st;
+    r->samples++;
+    double t0 = now_ns();
+    int rc = ss_unwind(r->u, s, &st);
+    r->unwind_ns += now_ns() - t0;
+    if (rc < 0) {
+        r->errors++;
+        return;
+    }
+    ljr_fold(&st, r->buf, sizeof(r->buf));
+    r->fn(r->ctx, &st, r->buf);
+}
+
+/* Spawn argv, record it for seconds (or until it exits), then kill it. */
+static void record(char *const argv[], const char *ldp, double seconds, on_fn fn, void *ctx,
+                   struct rec *r)
+{
+    struct ss_err err = {0};
+    struct ss_capture *c = NULL;
+    struct ss_capture_opts o = {.freq_hz = 499, .stack_size = 16384};
+    struct ss_unwinder_opts uo = {0};
+    memset(r, 0, sizeof(*r));
+    r->fn = fn;
+    r->ctx = ctx;
+    cr_assert_eq(ss_unwinder_new(&r->u, &uo, &err), 0, "%s", err.msg);
+    cr_assert_eq(ss_capture_open(&c, &o, &err), 0, "%s", err.msg);
+    pid_t pid = ljt_spawn(argv, ldp);
+    cr_assert(pid > 0);
+    cr_assert_eq(ss_capture_add_pid(c, pid, &err), 0, "%s", err.msg);
+    cr_assert_eq(ss_capture_start(c, &err), 0, "%s", err.msg);
+    double end = now_ns() + seconds * 1e9;
+    while (now_ns() < end) {
+        if (waitpid(pid, &r->status, WNOHANG) == pid) {
+            r->exited = true;
+            break;
+        }
+        if (ss_capture_poll(c, 1, on_sample, r) < 0) break;
+    }
+    ss_capture_stop(c);
+    while (ss_capture_poll(c, 0, on_sample, r) > 0)
+        ;
+    const struct ss_lj_runtime *rts[4];
+    if (ss_unwinder_lua_runtimes(r->u, (uint32_t)pid, rts, 4) > 0)
+        ss_lj_runtime_stats(rts[0], &r->lj);
+    struct ss_unwinder_stats us;
+    ss_unwinder_stats(r->u, &us);
+    r->target_calls = us.target_calls;
+    if (!r->exited) ljt_kill(pid);
+    ss_capture_close(c);
+    ss_unwinder_free(r->u);
+}
+
+/* ---- inlined frames ---- */
+
+static void inline_chain(const char *label, const char *bin, const char *ldp, const char *layout)
+{
+    static struct ljc c;
+    static struct rec r;
+    memset(&c, 0, sizeof(c));
+    snprintf(c.wbuf[0], sizeof(c.wbuf[0]), "main (%s:23);outer (%s:15);mid (%s:9);leaf (%s:5)",
+             INLINE, INLINE, INLINE, INLINE);
+    c.want[0] = c.wbuf[0];
+    c.below = "lua_pcall";
+    char *argv[] = {(char *)bin, INLINE, NULL};
+    record(argv, ldp, 4, ljc_on, &c, &r);
+    double us = r.samples ? r.unwind_ns / r.samples / 1000 : 0;
+    cr_log_info("%s: %u samples, %u with Lua frames (%.1f%%), %u judged, %u exact (%.1f%%); "
+                "%lu trace samples, %lu traces decoded; %.1f us/sample, %.2f reads/sample",
+                label, c.samples, c.lua, c.samples ? 100.0 * c.lua / c.samples : 0, c.judged,
+                c.exact, c.judged ? 100.0 * c.exact / c.judged : 0,
+                (unsigned long)r.lj.trace_samples, (unsigned long)r.lj.trace_loads, us,
+                r.samples ? (double)r.target_calls / r.samples : 0);
+    cr_expect(c.judged >= 300, "%s: only %u samples in leaf (%u samples, %u with Lua)", label,
+              c.judged, c.samples, c.lua);
+    cr_expect(c.exact * 100 >= c.judged * 95, "%s: %u of %u leaf samples exact; first wrong:\n%s",
+              label, c.exact, c.judged, c.bad);
+    cr_expect(r.lj.trace_samples * 100 >= c.samples * 80,
+              "%s: only %lu of %u samples were attributed through a trace", label,
+              (unsigned long)r.lj.trace_samples, c.samples);
+    cr_expect(c.lua * 100 >= c.samples * 90, "%s: %u of %u samples have Lua frames", label, c.lua,
+              c.samples);
+    (void)layout;
+}
+
+Test(luajit_trace, inline_debian_luajit)
+{
+    inline_chain("debian luajit", "/usr/bin/luajit", NULL, "debian-luajit-2.1.0-beta3-git20220320");
+}
+
+Test(luajit_trace, inline_openresty_luajit2)
+{
+    char cmd[600], bin[512];
+    snprintf(cmd, sizeof(cmd), "%s/test/luajit/fetch-ext.sh %s/ext", SS_SOURCE_DIR, SS_BINARY_DIR);
+    cr_assert_eq(system(cmd), 0, "could not unpack luajit2 (%s)", cmd);
+    snprintf(bin, sizeof(bin), "%s/ext/luajit2/usr/bin/luajit", SS_BINARY_DIR);
+    inline_chain("openresty luajit2", bin, NULL, "openresty-luajit2-2.1-20230119");
+}
+
+static const char *built(const char *variant)
+{
+    static char bin[600];
+    char cmd[1024];
+    snprintf(cmd, sizeof(cmd), "%s/test/luajit/build-luajit.sh %s/ext", SS_SOURCE_DIR,
+             SS_BINARY_DIR);
+    cr_assert_eq(system(cmd), 0, "building Debian's LuaJIT source failed (%s)", cmd);
+    snprintf(bin, sizeof(bin), "%s/ext/lj-%s/luajit", SS_BINARY_DIR, variant);
+    cr_assert_eq(access(bin, X_OK), 0, "%s missing", bin);
+    return bin;
+}
+
+Test(luajit_trace, inline_built_nogc64_jit)
+{
+    inline_chain("built nogc64-jit", built("nogc64-jit"), NULL, "luajit-2.1-git20220320-nogc64");
+}
+
+/* ---- LuaJIT's own profiler as the witness ---- */
+
+#define MAXF 32
+struct share {
+    char key[128];
+    double ours, theirs;
+};
+struct wit {
+    struct share f[MAXF];
+    unsigned nf, total, unattributed;
+};
+
+static struct share *slot(struct wit *w, const char *key)
+{
+    for (unsigned i = 0; i < w->nf; i++)
+        if (!strcmp(w->f[i].key, key)) return &w->f[i];
+    if (w->nf == MAXF) return NULL;
+    struct share *s = &w->f[w->nf++];
+    memset(s, 0, sizeof(*s));
+    snprintf(s->key, sizeof(s->key), "%s", key);
+    return s;
+}
+
+/* Innermost Lua function that is not a builtin and not jit/p.lua itself
+ * (jit.p charges C and builtin time to the calling Lua function). */
+static void on_wit(void *ctx, const struct ss_stack *st, const char *folded)
+{
+    (void)folded;
+    struct wit *w = ctx;
+    w->total++;
+    for (unsigned i = 0; i < st->nframes; i++) {
+        const struct ss_frame *f = &st->frames[i];
+        if (f->kind != SS_FRAME_LUA || !f->module || !strcmp(f->module, "[builtin]") ||
+            strstr(f->module, "/jit/"))
+            continue;
+        struct share *s = slot(w, f->name ? f->name : "?");
+        if (s) s->ours++;
+        return;
+    }
+    w->unattributed++;
+}
+
+Test(luajit_trace, witness_jit_on)
+{
+    char out[600], jp[700];
+    snprintf(out, sizeof(out), "%s/witness-jit-%d.txt", SS_BINARY_DIR, (int)getpid());
+    snprintf(jp, sizeof(jp), "-jp=fri1m0,%s", out);
+    char *argv[] = {"/usr/bin/luajit", jp, DIR "witness_jit.lua", "10", NULL};
+    static struct wit w;
+    static struct rec r;
+    memset(&w, 0, sizeof(w));
+    record(argv, NULL, 60, on_wit, &w, &r);
+    cr_assert(r.exited && WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0,
+              "witness_jit.lua did not finish cleanly (status 0x%x)", r.status);
+    FILE *f = fopen(out, "r");
+    cr_assert_not_null(f, "no jit.p output %s", out);
+    char line[512];
+    double theirs = 0, ours = 0;
+    while (fgets(line, sizeof(line), f)) {
+        double n;
+        char k[128];
+        if (sscanf(line, " %lf %127s", &n, k) != 2) continue;
+        struct share *s = slot(&w, k);
+        if (s) s->theirs += n;
+        theirs += n;
+    }
+    fclose(f);
+    unlink(out);
+    for (unsigned i = 0; i < w.nf; i++)
+        ours += w.f[i].ours;
+    cr_assert(ours >= 800 && theirs >= 300, "too few samples (ours %g of %u, jit.p %g)", ours,
+              w.total, theirs);
+    cr_log_info("jit on: %g of our %u samples attributed, jit.p %g; %lu trace samples", ours,
+                w.total, theirs, (unsigned long)r.lj.trace_samples);
+    for (unsigned i = 0; i < w.nf; i++) {
+        double a = 100 * w.f[i].ours / ours, b = 100 * w.f[i].theirs / theirs;
+        cr_log_info("jit on: %-12s stacksnap %5.1f%%  jit.p %5.1f%%  (%+.1f)", w.f[i].key, a, b,
+                    a - b);
+        cr_expect(a - b <= 3 && b - a <= 3, "%s: stacksnap %.1f%% vs jit.p %.1f%%", w.f[i].key, a,
+                  b);
+    }
+    cr_expect(r.lj.trace_samples * 2 >= w.total, "only %lu of %u samples in traces",
+              (unsigned long)r.lj.trace_samples, w.total);
+}
+
+/* ---- VM-state pseudo frames ---- */
+
+struct states {
+    unsigned gc, jit, gc_bad, jit_bad;
+    char bad[2048];
+};
+
+static bool prefixed(const char *name, const char *const *pfx)
+{
+    for (; name && *pfx; pfx++)
+        if (!strncmp(name, *pfx, strlen(*pfx))) return true;
+    return false;
+}
+
+static void on_state(void *ctx, const struct ss_stack *st, const char *folded)
+{
+    static const char *const gcf[] = {"lj_gc_", "gc_", NULL};
+    static const char *const jitf[] = {
+        "lj_record", "rec_",     "lj_opt_",     "lj_asm_", "asm_",    "lj_trace_",   "trace_",
+        "lj_snap_",  "snap_",    "lj_mcode",    "mcode_",  "lj_ir_",  "lj_ffrecord", "lj_crecord",
+        "crec_",     "lj_meta_", "loop_",       "split_",  "sink_",   "fold_",       "lj_fold",
+        "ra_",       "emit_",    "lj_dispatch", "lj_vm_",  "lj_mem_", "lj_alloc",    NULL};
+    struct states *s = ctx;
+    for (unsigned i = 0; i < st->nframes; i++) {
+        const struct ss_frame *f = &st->frames[i];
+        if (f->kind != SS_FRAME_PSEUDO || !f->name) continue;
+        bool is_gc = !strcmp(f->name, "[GC]"), is_jit = !strcmp(f->name, "[JIT compiler]");
+        /* the C frames above it must include one of that part of LuaJIT */
+        bool ok = false;
+        for (unsigned k = 0; k < i && !ok; k++)
+            ok = prefixed(st->frames[k].name, is_gc ? gcf : jitf);
+        if (is_gc) s->gc++, s->gc_bad += !ok;
+        if (is_jit) s->jit++, s->jit_bad += !ok;
+        if (!ok && !s->bad[0]) snprintf(s->bad, sizeof(s->bad), "%.2000s", folded);
+    }
+}
+
+Test(luajit_trace, vm_state_frames)
+{
+    static struct states s;
+    static struct rec r;
+    memset(&s, 0, sizeof(s));
+    char *argv[] = {(char *)built("gc64-jit"), DIR "jit_states.lua", NULL};
+    record(argv, NULL, 5, on_state, &s, &r);
+    cr_log_info("vm states: %u samples, [GC] %u (%u unconfirmed), [JIT compiler] %u (%u)",
+                r.samples, s.gc, s.gc_bad, s.jit, s.jit_bad);
+    cr_expect(s.gc >= 3, "only %u [GC] frames in %u samples", s.gc, r.samples);
+    /* Compiles are short: most have ended when the sample is walked, and
+     * then no state can be confirmed. Only wrong labels are errors here. */
+    cr_expect(s.gc_bad == 0 && s.jit_bad == 0, "a state frame not under GC/JIT code:\n%s", s.bad);
+}
+
+/* ---- replay ---- */
+
+static void replay_same(const char *label, const char *script, const char *arg)
+{
+    char dir[256], cmd[4096];
+    snprintf(dir, sizeof(dir), "%s/trace-replay-%d", SS_BINARY_DIR, (int)getpid());
+    snprintf(cmd, sizeof(cmd),
+             "rm -rf %s && mkdir -p %s && %s/stacksnap record -F 999 -o %s/live.folded -o "
+             "%s/c.snap -- /usr/bin/luajit %s %s >/dev/null 2>&1 && %s/stacksnap replay %s/c.snap "
+             "-o %s/replay.folded >/dev/null 2>&1 && cmp -s %s/live.folded %s/replay.folded && "
+             "grep -q ' (' %s/live.folded",
+             dir, dir, SS_BINARY_DIR, dir, dir, script, arg, SS_BINARY_DIR, dir, dir, dir, dir,
+             dir);
+    int rc = system(cmd);
+    cr_expect_eq(rc, 0, "%s: live and replayed folded output differ (or no Lua frames): %s", label,
+                 cmd);
+    if (rc == 0) {
+        snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+        cr_expect_eq(system(cmd), 0);
+    }
+}
+
+Test(luajit_trace, replay_identical)
+{
+    replay_same("inlined trace", INLINE, "60");
+    replay_same("gc + compiler", DIR "jit_states.lua", "60");
+}
