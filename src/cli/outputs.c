@@ -24,7 +24,12 @@ int ss_outputs_open(struct ss_outputs *o, const struct ss_cli *c, uint32_t freq)
             return ss_cli_open_status(err.code);
         }
         o->sinks[o->nsinks++] = s;
+        if (ss_report_sink_format(s) != SS_REPORT_PERF) o->aggregate = true;
     }
+    /* `record` with only a capture or perf text keeps no profile in memory
+     * (it grows with every distinct stack, e.g. of short-lived processes
+     * under -a); replay/report print from the report */
+    if (!c->cmd || strcmp(c->cmd, "record")) o->aggregate = true;
     return 0;
 }
 
@@ -73,7 +78,7 @@ int ss_outputs_add(struct ss_outputs *o, const struct ss_stack *st)
         }
     struct ss_pcount *p = pcount(o, st);
     if (p) p->samples++;
-    int rc = ss_report_add(o->rep, st, 1, &err);
+    int rc = o->aggregate ? ss_report_add(o->rep, st, 1, &err) : 0;
     for (int i = 0; rc == 0 && i < o->nsinks; i++)
         rc = ss_report_sink_add(o->sinks[i], st, &err);
     if (rc) fprintf(stderr, "stacksnap: %s\n", err.msg);

@@ -3,6 +3,8 @@
 #ifndef SS_CLI_OUTPUTS_H
 #define SS_CLI_OUTPUTS_H
 
+#include <stdbool.h>
+
 #include "cli/opts.h"
 #include "stacksnap/report.h"
 
@@ -16,6 +18,7 @@ struct ss_outputs {
     struct ss_report *rep;
     struct ss_report_sink *sinks[SS_MAX_OUTPUTS];
     int nsinks;
+    bool aggregate; /* feed rep (some output or command needs it) */
     /* summary */
     uint64_t samples, lua, truncated, errors;
     struct ss_pcount *procs;
