@@ -75,14 +75,14 @@ Test(gc, exited_processes_are_freed_live_ones_kept, .timeout = 120)
                          "pid %d exited but its state survived ss_unwinder_gc", pid);
             cr_assert_eq(ss_unwinder_describe(u, (uint32_t)keep, &pd, NULL, NULL), 0,
                          "ss_unwinder_gc dropped a process that still runs");
-            if (i == 99) rss_warm = rl_rss_kib(getpid());
+            if (i == 99) rss_warm = rl_status_kib(getpid(), "RssAnon");
         }
     }
     usleep(120000);
     ss_unwinder_gc(u);
     struct ss_unwinder_stats st;
     ss_unwinder_stats(u, &st);
-    long rss_end = rl_rss_kib(getpid());
+    long rss_end = rl_status_kib(getpid(), "RssAnon");
     cr_log_info("gc: %d processes, %llu files still open, RSS %ld KiB after 100, %ld KiB after %d",
                 rounds, (unsigned long long)st.files, rss_warm, rss_end, rounds);
     /* one process state costs ~1 MiB (libunwind cache, rule and symbol

@@ -108,13 +108,14 @@ size_t rl_count_lines(const char *t)
     return n;
 }
 
-long rl_rss_kib(pid_t pid)
+long rl_status_kib(pid_t pid, const char *field)
 {
-    char path[64], *s;
+    char path[64], key[64], *s;
     snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    snprintf(key, sizeof(key), "\n%s:", field);
     if (!(s = rl_slurp(path, NULL))) return -1;
-    char *l = strstr(s, "\nVmRSS:");
-    long v = l ? strtol(l + 7, NULL, 10) : -1;
+    char *l = strstr(s, key);
+    long v = l ? strtol(l + strlen(key), NULL, 10) : -1;
     free(s);
     return v;
 }

@@ -33,8 +33,10 @@ char *rl_slurp(const char *path, size_t *len);
 /* Number of lines of text (a last line without newline counts). */
 size_t rl_count_lines(const char *text);
 
-/* VmRSS of pid in KiB, -1 if gone. */
-long rl_rss_kib(pid_t pid);
+/* A KiB field of /proc/PID/status ("VmRSS", "RssAnon"), -1 if gone. RssAnon
+ * is the process's own memory; VmRSS also counts pages of mapped files
+ * (for the profiler: the ELF images of whatever runs on the machine). */
+long rl_status_kib(pid_t pid, const char *field);
 /* Run state letter from /proc/PID/stat ('R', 'S', 'T', 't', ...), 0 if gone. */
 char rl_state(pid_t pid);
 

@@ -121,8 +121,9 @@ static bool is(const struct lf *f, enum kind k, const char *name)
 /* May callee b directly follow caller a (Lua frames only, root first)? */
 static bool legal_pair(const struct lf *a, const struct lf *b)
 {
-    static const char *const main_calls[] = {"chain", "coroutine.create", "math.random",
-                                             "collectgarbage", "os.time", "print", "tonumber"};
+    static const char *const main_calls[] = {"chain",          "coroutine.create", "math.random",
+                                             "collectgarbage", "os.time",          "print",
+                                             "tonumber"};
     if (is(a, K_FILE, "main")) {
         for (size_t i = 0; i < sizeof(main_calls) / sizeof(*main_calls); i++)
             if (!strcmp(b->name, main_calls[i]) && b->k != K_GEN) return true;
@@ -216,10 +217,11 @@ static void run_mode(const char *mode, bool jit, unsigned min_lua)
     snprintf(folded, sizeof(folded), "%s/torn.folded", dir);
     snprintf(snap, sizeof(snap), "%s/torn.snap", dir);
     const char *secs = getenv("RL_TORN_SECONDS") ? getenv("RL_TORN_SECONDS") : "8";
-    char *argv_jit[] = {RL_STACKSNAP, "record", "-F", "999", "-o", folded, "-o", snap, "--",
-                        "luajit", RL_TORN_LUA, (char *)secs, NULL};
-    char *argv_joff[] = {RL_STACKSNAP, "record", "-F", "999", "-o", folded, "-o", snap, "--",
-                         "luajit", "-joff", RL_TORN_LUA, (char *)secs, NULL};
+    char *argv_jit[] = {RL_STACKSNAP, "record", "-F",     "999",       "-o",         folded, "-o",
+                        snap,         "--",     "luajit", RL_TORN_LUA, (char *)secs, NULL};
+    char *argv_joff[] = {RL_STACKSNAP, "record",    "-F",         "999", "-o",
+                         folded,       "-o",        snap,         "--",  "luajit",
+                         "-joff",      RL_TORN_LUA, (char *)secs, NULL};
     double t0 = rl_now();
     int rc = rl_run(dir, "record", jit ? argv_jit : argv_joff, atof(secs) + 60);
     double el = rl_now() - t0;
@@ -237,8 +239,8 @@ static void run_mode(const char *mode, bool jit, unsigned min_lua)
     cr_log_info("torn %s: %u samples, %u with Lua frames (deepest %u), %u illegal; %u samples "
                 "whose native leaf (lua_loadx) does not belong to their Lua leaf; %s",
                 mode, t.samples, t.lua, t.deepest, t.bad, t.stale_native, err ? err : "");
-    cr_expect_eq(t.bad, 0, "%s: %u illegal samples (%u lines), first: %s", mode, t.bad,
-                 t.bad_lines, t.first_bad);
+    cr_expect_eq(t.bad, 0, "%s: %u illegal samples (%u lines), first: %s", mode, t.bad, t.bad_lines,
+                 t.first_bad);
     cr_expect_geq(t.lua, min_lua, "%s: only %u of %u samples have Lua frames", mode, t.lua,
                   t.samples);
     free(text);
