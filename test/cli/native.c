@@ -2,7 +2,8 @@
  * -fomit-frame-pointer without sanitizers (cli_native, and cli_native_alt:
  * the same code with another build-id).
  *
- *   cli_native SECONDS [EXIT]   spin for SECONDS in main > cli_outer >
+ *   cli_native SECONDS [EXIT]   spin for SECONDS of CPU time (so a loaded
+ *                               machine gives as many samples) in main > cli_outer >
  *                               cli_mid > cli_leaf (and a libc qsort
  *                               comparator chain), then exit with EXIT
  *
@@ -26,7 +27,7 @@ static volatile unsigned long sink;
 static double now(void)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
