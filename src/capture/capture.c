@@ -15,6 +15,7 @@
 #include "snapshot.h" /* bpf/: shared with the BPF side */
 #include "snapshot.skel.h"
 #include "snapshot_compat.skel.h"
+#include "util/caps.h"
 
 _Static_assert(SS_EV_STACK_MAX == SS_STACK_MAX, "stack max");
 _Static_assert(SS_EV_KERNEL == SS_SAMPLE_KERNEL, "flags");
@@ -99,8 +100,21 @@ static int load(struct ss_capture *c, char *log, struct ss_err *err)
         c->events_fd = bpf_map__fd(c->cskel->maps.events);
     }
     if (r) {
-        ss_err_set(err, r, "load BPF program %s: %s%s%s", what, strerror(-r), *log ? ": " : "",
-                   log_tail(log));
+        char miss[64];
+        ss_caps_missing(SS_CAPBIT(SS_CAP_BPF) | SS_CAPBIT(SS_CAP_PERFMON), miss, sizeof(miss));
+        if ((r == -EPERM || r == -EACCES) && miss[0])
+            ss_err_set(err, r,
+                       "load BPF program %s: %s: missing %s (needs CAP_BPF, CAP_PERFMON and "
+                       "CAP_SYS_PTRACE, or root)",
+                       what, strerror(-r), miss);
+        else if (r == -EPERM)
+            ss_err_set(err, r,
+                       "load BPF program %s: %s (kernels before 5.11 charge BPF maps to "
+                       "RLIMIT_MEMLOCK: raise it, ulimit -l, or add CAP_SYS_RESOURCE)%s%s",
+                       what, strerror(-r), *log ? ": " : "", log_tail(log));
+        else
+            ss_err_set(err, r, "load BPF program %s: %s%s%s", what, strerror(-r), *log ? ": " : "",
+                       log_tail(log));
         return r;
     }
     if (c->compat) {

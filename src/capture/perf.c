@@ -13,6 +13,7 @@
 #include <linux/perf_event.h>
 
 #include "capture/capture_int.h"
+#include "util/caps.h"
 
 /* Online CPUs from /sys/devices/system/cpu/online ("0-3,5"): a bitmap of
  * up to max CPUs. Returns how many, or negative errno. */
@@ -58,8 +59,12 @@ static int open_one(const struct ss_capture *c, int cpu, struct ss_err *err)
 
     if (fd < 0) {
         int r = -errno;
-        ss_err_set(err, r, "perf_event_open cpu %d: %s%s", cpu, strerror(-r),
-                   r == -EINVAL ? " (frequency above kernel.perf_event_max_sample_rate?)" : "");
+        char miss[64] = "";
+        if (r == -EACCES || r == -EPERM)
+            ss_caps_missing(SS_CAPBIT(SS_CAP_PERFMON), miss, sizeof(miss));
+        ss_err_set(err, r, "perf_event_open cpu %d: %s%s%s%s", cpu, strerror(-r),
+                   r == -EINVAL ? " (frequency above kernel.perf_event_max_sample_rate?)" : "",
+                   miss[0] ? ": missing " : "", miss);
         return r;
     }
     return fd;

@@ -18,8 +18,10 @@
 #include "cli/cli.h"
 #include "cli/outputs.h"
 #include "cli/snapout.h"
+#include "process/process.h"
 #include "stacksnap/capture.h"
 #include "stacksnap/unwind.h"
+#include "util/caps.h"
 
 static volatile sig_atomic_t g_stop; /* cli/ owns process-wide state */
 
@@ -189,8 +191,13 @@ static int setup(struct rec *r, pid_t *child, int *release_fd)
         return 1;
     }
     if (c->verbose) print_prog_info(r->cap, stderr);
+    char miss[64];
+    if (c->all && ss_caps_missing(SS_CAPBIT(SS_CAP_SYS_PTRACE), miss, sizeof(miss))[0])
+        fprintf(stderr, "stacksnap: warning: missing CAP_SYS_PTRACE: processes of other users "
+                        "are sampled without their files and memory (no symbols, no Lua frames)\n");
     for (int i = 0; i < c->npids; i++) {
-        if (ss_capture_add_pid(r->cap, c->pids[i], &err) < 0) {
+        if (ss_proc_check_access(c->pids[i], &err) < 0 ||
+            ss_capture_add_pid(r->cap, c->pids[i], &err) < 0) {
             fprintf(stderr, "stacksnap: %s\n", err.msg);
             return err.code == -ESRCH ? 2 : 1;
         }

@@ -90,6 +90,11 @@ bool ss_proc_alive(struct ss_proc *p);
 const char *ss_proc_comm(const struct ss_proc *p);
 void ss_proc_set_comm(struct ss_proc *p, const char *comm);
 
+/* Live: may we open pid's files and read its memory (process/access.c)?
+ * 0, -ESRCH, or the permission error with a message naming the missing
+ * capability (CAP_SYS_PTRACE). */
+int ss_proc_check_access(pid_t pid, struct ss_err *err);
+
 /* Parse /proc/PID/maps text (process/maps.c). Fills a malloc'd array whose
  * path strings point into text (which must stay alive). */
 int ss_maps_parse(char *text, struct ss_map_desc **out, size_t *n);
