@@ -3,8 +3,10 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "report/report_int.h"
+#include "util/outfile.h"
 
 static int ends_with(const char *s, const char *suf)
 {
@@ -90,12 +92,19 @@ struct ss_report_sink *ss_report_sink_open(const char *path, enum ss_report_form
     s->fmt = fmt;
     if (!strcmp(path, "-")) {
         s->f = stdout;
-    } else if (!(s->f = fopen(path, "w"))) {
-        int e = errno;
-        ss_err_set(err, -e, "%s: cannot open for writing: %s", path, strerror(e));
-        free(s->path);
-        free(s);
-        return NULL;
+    } else {
+        /* 0600, never through a symlink (util/outfile.h); /dev/null is fine */
+        int fd = ss_open_output(path, "output", true, err);
+        if (fd >= 0 && !(s->f = fdopen(fd, "w"))) {
+            int e = errno;
+            close(fd);
+            ss_err_set(err, -e, "%s: cannot open for writing: %s", path, strerror(e));
+        }
+        if (!s->f) {
+            free(s->path);
+            free(s);
+            return NULL;
+        }
     }
     if (fmt == SS_REPORT_PERF) {
         struct ss_err inner = {0};

@@ -1,6 +1,6 @@
 /* snapfile/writer.c: creating a capture file safely (mode 0600, never
  * through a symlink), framing records (sync, type, flags, length, CRCs),
- * per-record deflate, buffered writes, and the header / process / sample +
+ * per-record zstd compression, buffered writes, and the header / process / sample +
  * memory-read / counters / trailer records. Bundles are in bundle.c. */
 #include <errno.h>
 #include <fcntl.h>
@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "snapfile/writer.h"
+#include "util/outfile.h"
 
 static uint64_t now_ns(clockid_t clk)
 {
@@ -89,34 +90,51 @@ static int out_put(struct ss_snap_writer *w, const void *p, size_t n, struct ss_
     return 0;
 }
 
-/* Deflate the parts into w->zbuf as u32 raw length + zlib stream. */
-static int deflate_parts(struct ss_snap_writer *w, enum snap_level lv,
-                         const struct snap_part *parts, int n, size_t raw)
+/* Compress the parts into w->zbuf as u32 raw length + one zstd frame (the
+ * frame also records the raw size). One context per level, reused: no
+ * allocation per record once the buffers have grown. */
+static int zstd_parts(struct ss_snap_writer *w, enum snap_level lv, const struct snap_part *parts,
+                      int n, size_t raw)
 {
-    z_stream *z = &w->zs[lv];
-    if (!w->zs_ready[lv]) {
-        memset(z, 0, sizeof(*z));
-        if (deflateInit(z, lv == SNAP_Z_FAST ? Z_BEST_SPEED : Z_DEFAULT_COMPRESSION) != Z_OK)
-            return -ENOMEM;
-        w->zs_ready[lv] = true;
-    } else if (deflateReset(z) != Z_OK) {
-        return -EIO;
+    ZSTD_CCtx *z = w->zc[lv];
+    if (!z) {
+        z = w->zc[lv] = ZSTD_createCCtx();
+        if (!z) return -ENOMEM;
+        if (ZSTD_isError(ZSTD_CCtx_setParameter(
+                z, ZSTD_c_compressionLevel, lv == SNAP_Z_FAST ? SNAP_ZSTD_FAST : SNAP_ZSTD_BEST)))
+            return -EIO;
     }
-    size_t bound = deflateBound(z, raw) + 4;
+    size_t bound = ZSTD_compressBound(raw) + 4;
     w->zbuf.len = 0;
     if (!snap_buf_reserve(&w->zbuf, bound)) return -ENOMEM;
     snap_put_u32(&w->zbuf, (uint32_t)raw);
-    z->next_out = w->zbuf.p + 4;
-    z->avail_out = (uInt)(bound - 4);
-    int zr = Z_OK;
-    for (int i = 0; i < n; i++) {
-        z->next_in = (Bytef *)parts[i].p;
-        z->avail_in = (uInt)parts[i].len;
-        zr = deflate(z, i == n - 1 ? Z_FINISH : Z_NO_FLUSH);
-        if (zr == Z_STREAM_ERROR || z->avail_in) return -EIO;
+    size_t zr;
+    if (n == 1) {
+        zr = ZSTD_compress2(z, w->zbuf.p + 4, bound - 4, parts[0].p, parts[0].len);
+    } else {
+        /* streamed part by part (no copy of large parts); the pledged size
+         * makes it one frame with its content size, like ZSTD_compress2 */
+        ZSTD_CCtx_reset(z, ZSTD_reset_session_only);
+        if (ZSTD_isError(ZSTD_CCtx_setPledgedSrcSize(z, raw))) return -EIO;
+        ZSTD_outBuffer out = {w->zbuf.p + 4, bound - 4, 0};
+        zr = 0;
+        for (int i = 0; i < n && !ZSTD_isError(zr); i++) {
+            ZSTD_inBuffer in = {parts[i].p, parts[i].len, 0};
+            ZSTD_EndDirective end = i == n - 1 ? ZSTD_e_end : ZSTD_e_continue;
+            do
+                zr = ZSTD_compressStream2(z, &out, &in, end);
+            while (!ZSTD_isError(zr) && (end == ZSTD_e_end ? zr != 0 : in.pos < in.size) &&
+                   out.pos < out.size);
+            if (!ZSTD_isError(zr) && (in.pos < in.size || (end == ZSTD_e_end && zr != 0)))
+                return -EIO; /* cannot happen: out holds the bound */
+        }
+        if (!ZSTD_isError(zr)) zr = out.pos;
     }
-    if (zr != Z_STREAM_END) return -EIO;
-    w->zbuf.len = 4 + (size_t)z->total_out;
+    if (ZSTD_isError(zr)) {
+        ZSTD_CCtx_reset(z, ZSTD_reset_session_only);
+        return -EIO;
+    }
+    w->zbuf.len = 4 + zr;
     return 0;
 }
 
@@ -135,9 +153,9 @@ int snap_emit(struct ss_snap_writer *w, uint16_t type, enum snap_level level,
     struct snap_part zpart;
     uint16_t flags = 0;
     if (level != SNAP_Z_NONE && raw >= SNAP_COMPRESS_MIN && nparts > 0) {
-        int rc = deflate_parts(w, level, parts, nparts, raw);
+        int rc = zstd_parts(w, level, parts, nparts, raw);
         if (rc) {
-            ss_err_set(err, rc, "capture %s: deflate failed", w->path);
+            ss_err_set(err, rc, "capture %s: zstd compression failed", w->path);
             return rc;
         }
         if (w->zbuf.len < raw - raw / 8) { /* keep it only if it saves 1/8 */
@@ -145,7 +163,7 @@ int snap_emit(struct ss_snap_writer *w, uint16_t type, enum snap_level level,
             parts = &zpart;
             nparts = 1;
             raw = w->zbuf.len;
-            flags |= SNAP_RF_DEFLATE;
+            flags |= SNAP_RF_ZSTD;
         }
     }
     uint32_t pcrc = (uint32_t)crc32(0, Z_NULL, 0);
@@ -188,62 +206,6 @@ static int emit_pay(struct ss_snap_writer *w, uint16_t type, enum snap_level lv,
 }
 
 /* ---- create ---- */
-static int open_output(const char *path, struct ss_err *err)
-{
-    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd >= 0) return fd;
-    if (errno != EEXIST && errno != ELOOP) {
-        int e = errno;
-        ss_err_set(err, -e, "create capture %s: %s", path, strerror(e));
-        return -e;
-    }
-    struct stat ls, fs;
-    if (lstat(path, &ls) < 0) {
-        int e = errno;
-        ss_err_set(err, -e, "create capture %s: %s", path, strerror(e));
-        return -e;
-    }
-    if (S_ISLNK(ls.st_mode)) {
-        ss_err_set(err, -ELOOP, "refusing to write capture %s: it is a symbolic link", path);
-        return -ELOOP;
-    }
-    if (!S_ISREG(ls.st_mode)) {
-        ss_err_set(err, -EINVAL, "refusing to write capture %s: not a regular file", path);
-        return -EINVAL;
-    }
-    /* Existing regular file: reopen without following links, check it is
-     * still the file we looked at, then take it over (owner, 0600, empty). */
-    fd = open(path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0) {
-        int e = errno;
-        if (e == ELOOP) {
-            ss_err_set(err, -ELOOP, "refusing to write capture %s: it is a symbolic link", path);
-            return -ELOOP;
-        }
-        ss_err_set(err, -e, "open capture %s: %s", path, strerror(e));
-        return -e;
-    }
-    int rc = 0;
-    if (fstat(fd, &fs) < 0 || !S_ISREG(fs.st_mode) || fs.st_dev != ls.st_dev ||
-        fs.st_ino != ls.st_ino) {
-        ss_err_set(err, rc = -EAGAIN, "refusing to write capture %s: it changed while opening",
-                   path);
-    } else if (fs.st_nlink > 1) {
-        ss_err_set(err, rc = -EMLINK, "refusing to write capture %s: it has other hard links",
-                   path);
-    } else if ((fs.st_uid != geteuid() && fchown(fd, geteuid(), getegid()) < 0) ||
-               fchmod(fd, 0600) < 0 || ftruncate(fd, 0) < 0 ||
-               fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) < 0) {
-        rc = -errno;
-        ss_err_set(err, rc, "take over capture %s: %s", path, strerror(errno));
-    }
-    if (rc) {
-        close(fd);
-        return rc;
-    }
-    return fd;
-}
-
 int ss_snap_create(struct ss_snap_writer **out, const char *path, const struct ss_snap_header *h,
                    struct ss_err *err)
 {
@@ -257,7 +219,7 @@ int ss_snap_create(struct ss_snap_writer **out, const char *path, const struct s
         ss_err_set(err, -ENOMEM, "capture %s: out of memory", path);
         return -ENOMEM;
     }
-    w->fd = open_output(path, err);
+    w->fd = ss_open_output(path, "capture", false, err);
     if (w->fd < 0) {
         int rc = w->fd;
         w->fd = -1;
@@ -378,7 +340,7 @@ void ss_snap_abandon(struct ss_snap_writer *w)
     if (!w) return;
     if (w->fd >= 0) close(w->fd);
     for (int i = 0; i < 2; i++)
-        if (w->zs_ready[i]) deflateEnd(&w->zs[i]);
+        ZSTD_freeCCtx(w->zc[i]);
     snap_buf_free(&w->pay);
     snap_buf_free(&w->zbuf);
     snap_buf_free(&w->reads);
