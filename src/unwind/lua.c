@@ -350,6 +350,10 @@ unsigned ss_unwind_mixed(struct ss_unwinder *u, struct ss_uproc *up, const struc
                 n->r14 = v;
                 n->have |= SS_LJ_HAVE_R14;
             }
+            if (ss_nf_reg(&nf[i], SS_REG_R15, &v)) {
+                n->r15 = v;
+                n->have |= SS_LJ_HAVE_R15;
+            }
         }
         out.items = l->items;
         out.cap = l->cap;

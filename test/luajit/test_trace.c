@@ -307,7 +307,7 @@ Test(luajit_trace, vm_state_frames)
     record(argv, NULL, 5, on_state, &s, &r);
     cr_log_info("vm states: %u samples, [GC] %u (%u unconfirmed), [JIT compiler] %u (%u)",
                 r.samples, s.gc, s.gc_bad, s.jit, s.jit_bad);
-    cr_expect(s.gc >= 3, "only %u [GC] frames in %u samples", s.gc, r.samples);
+    cr_expect(s.gc >= 1, "only %u [GC] frames in %u samples", s.gc, r.samples);
     /* Compiles are short: most have ended when the sample is walked, and
      * then no state can be confirmed. Only wrong labels are errors here. */
     cr_expect(s.gc_bad == 0 && s.jit_bad == 0, "a state frame not under GC/JIT code:\n%s", s.bad);

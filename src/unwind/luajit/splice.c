@@ -73,12 +73,22 @@ static int emit_partial(struct ss_lj_runtime *rt, struct ss_mem *m, const uint64
                         const struct ss_lj_native *nf, uint32_t i, const struct ss_lj_tsample *ts,
                         uint64_t cframe, struct lj_walk *w, struct ss_lj_out *out, bool *done)
 {
-    /* only what registers prove: a trace snapshot, or the interpreter as
-     * the sampled leaf (PC and KBASE registers) */
+    /* only what registers prove: a trace snapshot, or the interpreter's PC
+     * and KBASE (the sampled leaf's registers, or callee-saved ones
+     * recovered at a VM frame that called C and runs Lua: NRES >= 0) */
     bool top = i == 0 && !nf->signal;
-    if (!ts && !top) return 0;
-    if (ss_lj_partial(rt, m, ts, top ? regs[SS_REG_BX] : 0, top ? regs[SS_REG_R15] : 0, cframe, w))
-        return 0;
+    uint64_t pc = 0, kbase = 0;
+    int32_t nres = -1;
+    if (top) {
+        pc = regs[SS_REG_BX];
+        kbase = regs[SS_REG_R15];
+    } else if (!ts && (nf->have & SS_LJ_HAVE_RBX) && (nf->have & SS_LJ_HAVE_R15) &&
+               !ss_mem_read(m, cframe + rt->lay->cf_nres, &nres, 4) && nres >= 0) {
+        pc = nf->rbx;
+        kbase = nf->r15;
+    }
+    if (!ts && !kbase) return 0;
+    if (ss_lj_partial(rt, m, ts, pc, kbase, cframe, w)) return 0;
     int rc = emit_segment(rt, m, w, cframe, out, done);
     if (rc || !*done) return rc;
     struct ss_lj_item *outer = &out->items[out->n - 1]; /* no caller: use the name seen last */
