@@ -168,7 +168,7 @@ struct ss_snap_record {
     uint32_t type;   /* enum ss_snap_type */
     uint64_t offset; /* file offset of the record (events: of the region) */
     uint32_t size;   /* bytes on disk, record header included (0 for events) */
-    bool compressed; /* payload was deflated on disk */
+    bool compressed; /* payload was compressed on disk (zstd, or deflate) */
     union {
         struct ss_snap_header header;
         struct ss_snap_process process;
@@ -222,7 +222,7 @@ int ss_snap_write_counters(struct ss_snap_writer *w, uint64_t time_ns,
 uint32_t ss_snap_capture_counters(const struct ss_capture_stats *st, struct ss_snap_counter *out);
 
 /* Bundle the ELF file at open_path (recorded as name; NULL = open_path):
- * its bytes, deflated, with the contents of non-loadable .debug_* sections
+ * its bytes, zstd-compressed, with the contents of non-loadable .debug_* sections
  * other than .debug_frame zeroed (sizes and offsets unchanged).
  * The build-id is read from the file; when expect_id is given it must match
  * (-ESTALE otherwise: the file changed since it was mapped). Returns 1 when

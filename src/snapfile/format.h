@@ -21,8 +21,12 @@
  * pcrc = crc32(payload as stored), hcrc = crc32(the first 16 header bytes). */
 #define SNAP_SYNC "\x9eSR\n"
 #define SNAP_REC_HDR 20
-#define SNAP_RF_DEFLATE 0x1u /* payload = u32 raw length + zlib stream */
-#define SNAP_RF_KNOWN SNAP_RF_DEFLATE
+#define SNAP_RF_DEFLATE 0x1u /* payload = u32 raw length + zlib stream (read only) */
+#define SNAP_RF_ZSTD 0x2u    /* payload = u32 raw length + one zstd frame */
+#define SNAP_RF_KNOWN (SNAP_RF_DEFLATE | SNAP_RF_ZSTD)
+/* A zstd block of at most 128 KiB costs at least 4 stored bytes (RLE), so a
+ * frame cannot expand more than this: bounds the raw length a reader trusts. */
+#define SNAP_ZSTD_MAX_RATIO 32768u
 #define SNAP_MAX_PAYLOAD (1u << 30) /* stored and raw payload limit */
 
 /* Growable little-endian output buffer. oom is sticky. */

@@ -1,7 +1,8 @@
 /* snapfile/reader.c: reading a capture. A forward-only read window over the
  * file descriptor (works on pipes), record framing checks (sync marker,
  * header CRC, payload CRC), resynchronisation after damage by scanning for
- * the next sync marker whose header CRC holds, inflate, typed decoding into
+ * the next sync marker whose header CRC holds, decompression (zstd, or
+ * deflate in older captures), typed decoding into
  * one of two slots, and the one-record lookahead that attaches a sample's
  * memory reads to the sample. Damage never fails the read: it becomes a
  * SS_SNAP_CORRUPT event; a cut-short tail becomes one SS_SNAP_TRUNCATED. */
@@ -13,6 +14,8 @@
 #include <string.h>
 #include <unistd.h>
 #include <zlib.h>
+#include <zstd.h>
+#include <zstd_errors.h>
 
 #include "snapfile/format.h"
 
@@ -46,8 +49,9 @@ struct ss_snap_reader {
     bool have_header;
     char *header_cmd;
     struct ss_snap_stats st;
-    z_stream zs;
+    z_stream zs; /* deflate records (captures written before zstd) */
     bool zs_ready;
+    ZSTD_DCtx *zd; /* created on first use, reused */
     uint32_t version;
 };
 
@@ -148,19 +152,35 @@ static uint64_t file_end(const struct ss_snap_reader *r)
 }
 
 /* ---- decoding ---- */
+
+/* Room for a raw payload of n bytes in s->raw. */
+static int raw_room(struct slot *s, size_t n)
+{
+    if (n <= s->raw_cap) return 0;
+    uint8_t *b = realloc(s->raw, n);
+    if (!b) return -ENOMEM;
+    s->raw = b;
+    s->raw_cap = n;
+    return 0;
+}
+
+/* A compressed payload p[0..len): u32 raw length, then the stream. The raw
+ * length is trusted only up to what the stream could produce (max_ratio). */
+static int raw_length(const uint8_t *p, uint32_t len, uint64_t max_ratio, uint32_t *raw)
+{
+    if (len < 4) return -EBADMSG;
+    *raw = snap_le32(p);
+    if (*raw > SNAP_MAX_PAYLOAD || *raw > (uint64_t)(len - 4) * max_ratio + 1024) return -EBADMSG;
+    return 0;
+}
+
 static int inflate_payload(struct ss_snap_reader *r, struct slot *s, const uint8_t *p, uint32_t len,
                            size_t *out_len, const char **why)
 {
-    *why = "bad compressed payload";
-    if (len < 4) return -EBADMSG;
-    uint32_t raw = snap_le32(p);
-    if (raw > SNAP_MAX_PAYLOAD || raw > (uint64_t)(len - 4) * 1032 + 1024) return -EBADMSG;
-    if (raw > s->raw_cap) {
-        uint8_t *b = realloc(s->raw, raw);
-        if (!b) return -ENOMEM;
-        s->raw = b;
-        s->raw_cap = raw;
-    }
+    *why = "bad compressed payload (deflate)";
+    uint32_t raw;
+    int rc = raw_length(p, len, 1032, &raw); /* deflate's maximum ratio */
+    if (rc || (rc = raw_room(s, raw))) return rc;
     if (!r->zs_ready) {
         memset(&r->zs, 0, sizeof(r->zs));
         if (inflateInit(&r->zs) != Z_OK) return -ENOMEM;
@@ -174,6 +194,27 @@ static int inflate_payload(struct ss_snap_reader *r, struct slot *s, const uint8
     r->zs.avail_out = raw;
     int zr = inflate(&r->zs, Z_FINISH);
     if (zr != Z_STREAM_END || r->zs.total_out != raw) return -EBADMSG;
+    *out_len = raw;
+    return 0;
+}
+
+static int unzstd_payload(struct ss_snap_reader *r, struct slot *s, const uint8_t *p, uint32_t len,
+                          size_t *out_len, const char **why)
+{
+    *why = "bad compressed payload (zstd)";
+    uint32_t raw;
+    int rc = raw_length(p, len, SNAP_ZSTD_MAX_RATIO, &raw);
+    if (rc || (rc = raw_room(s, raw))) return rc;
+    if (!r->zd && !(r->zd = ZSTD_createDCtx())) return -ENOMEM;
+    /* exactly one frame of exactly raw bytes: a frame claiming more fails
+     * (dstSize_tooSmall), trailing bytes fail, a short one is caught here */
+    size_t n = ZSTD_decompressDCtx(r->zd, s->raw, raw, p + 4, len - 4);
+    if (ZSTD_isError(n)) {
+        if (ZSTD_getErrorCode(n) == ZSTD_error_memory_allocation) return -ENOMEM;
+        ZSTD_DCtx_reset(r->zd, ZSTD_reset_session_only);
+        return -EBADMSG;
+    }
+    if (n != raw) return -EBADMSG;
     *out_len = raw;
     return 0;
 }
@@ -196,16 +237,17 @@ static int decode(struct ss_snap_reader *r, struct slot *s, uint16_t type, uint1
 {
     size_t n = len;
     int rc;
-    if (flags & SNAP_RF_DEFLATE) {
+    if ((flags & SNAP_RF_DEFLATE) && (flags & SNAP_RF_ZSTD)) {
+        *why = "record flags both deflate and zstd";
+        return -EBADMSG;
+    } else if (flags & SNAP_RF_ZSTD) {
+        rc = unzstd_payload(r, s, p, len, &n, why);
+        if (rc) return rc;
+    } else if (flags & SNAP_RF_DEFLATE) {
         rc = inflate_payload(r, s, p, len, &n, why);
         if (rc) return rc;
     } else {
-        if (len > s->raw_cap) {
-            uint8_t *b = realloc(s->raw, len);
-            if (!b) return -ENOMEM;
-            s->raw = b;
-            s->raw_cap = len;
-        }
+        if ((rc = raw_room(s, len))) return rc;
         if (len) memcpy(s->raw, p, len);
     }
     struct snap_cur c = {.p = s->raw, .len = n};
@@ -319,7 +361,7 @@ static int read_record(struct ss_snap_reader *r, struct slot *s)
         s->rec.type = type;
         s->rec.offset = x;
         s->rec.size = (uint32_t)size;
-        s->rec.compressed = flags & SNAP_RF_DEFLATE;
+        s->rec.compressed = (flags & (SNAP_RF_DEFLATE | SNAP_RF_ZSTD)) != 0;
         r->st.records[type]++;
         r->st.bytes[type] += size;
         r->st.file_bytes = r->pos;
@@ -504,6 +546,7 @@ void ss_snap_close_reader(struct ss_snap_reader *r)
         snap_arrays_free(&r->slots[i].arr);
     }
     if (r->zs_ready) inflateEnd(&r->zs);
+    ZSTD_freeDCtx(r->zd);
     free(r->header_cmd);
     free(r->buf);
     free(r->name);

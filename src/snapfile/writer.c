@@ -11,6 +11,7 @@
 #include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "snapfile/writer.h"
 #include "util/outfile.h"
