@@ -189,6 +189,15 @@ Test(cli_usage, default_output_is_folded_on_stdout)
     cr_assert(r.status == 0 && !strcmp(live, r.out), "replay to stdout differs:\n%s\n--\n%s", live,
               r.out);
     cli_res_free(&r);
+    /* --format overrides the extension */
+    char *data = cli_path(dir, "stacks.data");
+    ss(&r, 30, "replay", snap, "--format", "txt", "-o", data, NULL);
+    cr_assert(r.status == 0, "%s", r.err);
+    cli_res_free(&r);
+    char *txt = cli_load(data, NULL);
+    cr_assert(txt && strstr(txt, " cpu-clock:"), "--format txt did not write perf text");
+    free(txt);
+    free(data);
     free(live);
     cli_rmtree(dir);
     free(dir), free(snap), free(cmd), free(bin);
