@@ -235,9 +235,17 @@ int ss_cli_parse(struct ss_cli *c, int argc, char **argv)
             c->nout = 1;
         }
     }
-    for (int i = 0; i < c->nout; i++)
+    const char *snap = NULL;
+    for (int i = 0; i < c->nout; i++) {
         if (c->out[i].fmt == SS_REPORT_SNAP && strcmp(c->cmd, "record"))
             return usage_error("a capture (.snap) can only be written by record: %s",
                                c->out[i].path);
+        if (c->out[i].fmt == SS_REPORT_SNAP && snap)
+            return usage_error("one capture (.snap) per record: %s is the second", c->out[i].path);
+        if (c->out[i].fmt == SS_REPORT_SNAP) snap = c->out[i].path;
+        for (int j = 0; j < i; j++)
+            if (!strcmp(c->out[i].path, c->out[j].path))
+                return usage_error("-o %s given twice", c->out[i].path);
+    }
     return 0;
 }

@@ -126,6 +126,10 @@ Test(cli_usage, no_mode_and_bad_values)
     expect_usage(&r, "replay -o b.snap", "b.snap");
     ss(&r, 10, "report", "a.snap", "--top", "0", NULL);
     expect_usage(&r, "--top 0", "'0'");
+    ss(&r, 10, "record", "-o", "a.snap", "-o", "b.snap", "--", "true", NULL);
+    expect_usage(&r, "two captures", "b.snap");
+    ss(&r, 10, "record", "-o", "x.folded", "-o", "x.folded", "--", "true", NULL);
+    expect_usage(&r, "an output twice", "x.folded");
 }
 
 Test(cli_usage, help)
