@@ -1,10 +1,11 @@
 # Capture-file (snapfile/) tests: round trip of every record type, damage
 # (truncation at every offset, byte flips, random mutations, crafted garbage,
 # SIGKILL, pipes), bad-input errors and output-file safety (0600, symlinks,
-# full disk). Plus the fuzz corpus generator and, with clang, libFuzzer
+# full disk), compression (zstd written, deflate of older captures still
+# read). Plus the fuzz corpus generator and, with clang, libFuzzer
 # targets for the reader (docs/capture-format.md, "Fuzzing").
 set(SNAPFILE_T ${CMAKE_CURRENT_LIST_DIR}/snapfile)
-foreach(t roundtrip damage errors)
+foreach(t roundtrip damage errors compat)
   ss_add_test(snapfile_${t} SOURCES ${SNAPFILE_T}/${t}.c ${SNAPFILE_T}/helpers.c
     LABELS snapfile TIMEOUT 120)
 endforeach()
@@ -23,7 +24,7 @@ if(CMAKE_C_COMPILER_ID STREQUAL "Clang")
     target_include_directories(${v} PRIVATE ${CMAKE_SOURCE_DIR}/include ${CMAKE_SOURCE_DIR}/src)
     target_compile_options(${v} PRIVATE -fsanitize=fuzzer,address,undefined)
     target_link_options(${v} PRIVATE -fsanitize=fuzzer,address,undefined)
-    target_link_libraries(${v} PRIVATE PkgConfig::ZLIB)
+    target_link_libraries(${v} PRIVATE PkgConfig::ZLIB PkgConfig::ZSTD)
     # a short smoke run in ctest; run it long by hand (see the docs)
     add_test(NAME ${v} COMMAND sh -c "rm -rf corpus-${v} && mkdir corpus-${v} && \
 $<TARGET_FILE:snapfile_mkseed> corpus-${v} && $<TARGET_FILE:${v}> -runs=10000 -max_len=8192 corpus-${v}")

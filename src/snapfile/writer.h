@@ -16,7 +16,7 @@
 enum snap_level { SNAP_Z_NONE = -1, SNAP_Z_FAST = 0, SNAP_Z_BEST = 1 };
 /* zstd levels of SNAP_Z_FAST and SNAP_Z_BEST (docs/capture-format.md has the
  * measurements behind them). */
-#define SNAP_ZSTD_FAST 1
+#define SNAP_ZSTD_FAST (-1)
 #define SNAP_ZSTD_BEST 9
 
 /* A payload is the concatenation of parts (no copy before compression). */

@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <zlib.h>
+#include <zstd.h>
 
 #include "helpers.h"
 
@@ -278,12 +279,19 @@ Test(snapfile_damage, garbage_payloads_with_valid_framing)
             for (uint32_t i = 0; i < len; i++) /* small numbers make plausible lengths */
                 payload[i] = rnd(&seed) % 4 ? (uint8_t)(rnd(&seed) % 3) : (uint8_t)rnd(&seed);
             uint16_t type = (uint16_t)(1 + rnd(&seed) % 8);
-            if (rnd(&seed) % 3 == 0) { /* deflated, with a random raw-length claim */
+            uint64_t how = rnd(&seed) % 6;
+            if (how < 2) { /* deflated, with a random raw-length claim */
                 uLongf zl = sizeof(z) - 4;
                 cr_assert(compress2(z + 4, &zl, payload, len, 1) == Z_OK);
                 uint32_t raw = rnd(&seed) % 2 ? len : (uint32_t)rnd(&seed);
                 memcpy(z, &raw, 4);
                 n += th_frame_record(file + n, type, 1, z, (uint32_t)zl + 4);
+            } else if (how < 4) { /* zstd, same */
+                size_t zl = ZSTD_compress(z + 4, sizeof(z) - 4, payload, len, -1);
+                cr_assert(!ZSTD_isError(zl));
+                uint32_t raw = rnd(&seed) % 2 ? len : (uint32_t)rnd(&seed);
+                memcpy(z, &raw, 4);
+                n += th_frame_record(file + n, type, 2, z, (uint32_t)zl + 4);
             } else {
                 n += th_frame_record(file + n, type, 0, payload, len);
             }

@@ -1,0 +1,235 @@
+/* test/snapfile/compat.c: record compression. The writer stores compressed
+ * payloads as zstd (flag bit 1) and never as deflate; the same capture
+ * re-framed with deflate records (flag bit 0, what writers before zstd
+ * produced) reads back field for field; the committed fixtures (whatever
+ * writer made them) read without damage, every compressed record decoded; a
+ * record claiming both compressions, a zstd frame of the wrong size and a
+ * raw length the frame cannot produce are corrupt records, not crashes. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+#include <zstd.h>
+
+#include "helpers.h"
+
+#define F_DEFLATE 0x1
+#define F_ZSTD 0x2
+
+static uint16_t rec_flags(const uint8_t *b, const struct th_frame *f)
+{
+    return (uint16_t)(b[f->off + 6] | b[f->off + 7] << 8);
+}
+
+/* Count the records of a file by compression flag. */
+static void count_flags(const uint8_t *b, size_t n, size_t *plain, size_t *defl, size_t *zst,
+                        size_t *nrec)
+{
+    static struct th_frame fr[4096];
+    size_t k = th_frames(b, n, fr, 4096);
+    *plain = *defl = *zst = 0;
+    for (size_t i = 0; i < k; i++) {
+        uint16_t f = rec_flags(b, &fr[i]);
+        cr_assert(f == 0 || f == F_DEFLATE || f == F_ZSTD, "record %zu: flags %#x", i, f);
+        *plain += f == 0, *defl += f == F_DEFLATE, *zst += f == F_ZSTD;
+    }
+    *nrec = k;
+}
+
+static size_t digest_of_type(const struct th_list *l, uint32_t type, size_t nth)
+{
+    for (size_t i = 0; i < l->n; i++)
+        if (l->v[i].type == type && nth-- == 0) return i;
+    return (size_t)-1;
+}
+
+Test(snapfile_compat, zstd_written_and_deflate_records_read_back_identically)
+{
+    char *dir = th_tmpdir(), *path = th_path(dir, "z.snap"), *dpath = th_path(dir, "d.snap");
+    char msg[300];
+    th_write_small(path, 12, 16384);
+    size_t n;
+    uint8_t *b = th_load(path, &n);
+    size_t plain, defl, zst, nrec;
+    count_flags(b, n, &plain, &defl, &zst, &nrec);
+    cr_assert_eq(defl, 0, "the writer must not write deflate any more");
+    cr_assert_geq(zst, 12, "12 samples of 16 KiB stack (+ the maps list) must be zstd records");
+
+    /* Re-frame every zstd payload as deflate: u32 raw length + zlib stream,
+     * exactly the layout of captures written before zstd. */
+    static struct th_frame fr[4096];
+    size_t k = th_frames(b, n, fr, 4096);
+    cr_assert_eq(k, nrec);
+    uint8_t *out = malloc(2 * n + 65536), *raw = malloc(1 << 20), *z = malloc(1 << 20);
+    memcpy(out, b, 16);
+    size_t o = 16, converted = 0;
+    for (size_t i = 0; i < k; i++) {
+        const uint8_t *p = b + fr[i].off + 20;
+        uint32_t len = (uint32_t)(fr[i].end - fr[i].off - 20);
+        uint16_t type = fr[i].type;
+        if (rec_flags(b, &fr[i]) != F_ZSTD) {
+            memcpy(out + o, b + fr[i].off, fr[i].end - fr[i].off);
+            o += fr[i].end - fr[i].off;
+            continue;
+        }
+        uint32_t rl;
+        memcpy(&rl, p, 4);
+        cr_assert_eq(ZSTD_getFrameContentSize(p + 4, len - 4), rl, "zstd frame records its size");
+        size_t got = ZSTD_decompress(raw, 1 << 20, p + 4, len - 4);
+        cr_assert(!ZSTD_isError(got) && got == rl, "record %zu: %s", i, ZSTD_getErrorName(got));
+        uLongf zl = (1 << 20) - 4;
+        cr_assert(compress2(z + 4, &zl, raw, rl, 6) == Z_OK);
+        memcpy(z, &rl, 4);
+        o += th_frame_record(out + o, type, F_DEFLATE, z, (uint32_t)zl + 4);
+        converted++;
+    }
+    th_store(dpath, out, o);
+    cr_assert_eq(converted, zst);
+
+    struct th_list lz, ld;
+    cr_assert_eq(th_read_path(path, &lz, msg, sizeof(msg)), 0, "%s", msg);
+    cr_assert_eq(th_read_path(dpath, &ld, msg, sizeof(msg)), 0, "%s", msg);
+    cr_assert_eq(lz.st.corrupt + lz.st.unknown + lz.st.trailing_bytes, 0);
+    cr_assert_eq(ld.st.corrupt + ld.st.unknown + ld.st.trailing_bytes, 0);
+    cr_assert_eq(lz.n, ld.n);
+    cr_assert_eq(ld.st.records[SS_SNAP_SAMPLE], 12);
+    for (size_t i = 0; i < lz.n; i++) {
+        cr_assert_eq(lz.v[i].type, ld.v[i].type, "item %zu", i);
+        /* the trailer holds its own offset, which moved */
+        if (lz.v[i].type != SS_SNAP_TRAILER)
+            cr_assert_eq(lz.v[i].digest, ld.v[i].digest, "item %zu (type %u) differs", i,
+                         lz.v[i].type);
+    }
+    cr_assert_neq(digest_of_type(&ld, SS_SNAP_TRAILER, 0), (size_t)-1);
+
+    /* the reader says which records were compressed, whichever codec */
+    struct ss_err err = {0};
+    const char *paths[2] = {path, dpath};
+    for (int f = 0; f < 2; f++) {
+        struct ss_snap_reader *r;
+        cr_assert_eq(ss_snap_open(&r, paths[f], &err), 0, "%s", err.msg);
+        struct ss_snap_record rec;
+        size_t ncomp = 0;
+        while (ss_snap_next(r, &rec, &err) == 1)
+            ncomp += rec.compressed;
+        cr_assert_gt(ncomp, 0, "%s", paths[f]);
+        ss_snap_close_reader(r);
+    }
+    th_list_free(&lz), th_list_free(&ld);
+    free(out), free(raw), free(z), free(b);
+    th_rmtree(dir);
+    free(path), free(dpath), free(dir);
+}
+
+Test(snapfile_compat, fixtures_read_without_damage)
+{
+    const char *names[] = {"luajit", "native"};
+    for (int f = 0; f < 2; f++) {
+        char path[4096], msg[300];
+        snprintf(path, sizeof(path), "%s/test/fixtures/%s.snap", SS_SOURCE_DIR, names[f]);
+        size_t n;
+        uint8_t *b = th_load(path, &n);
+        size_t plain, defl, zst, nrec;
+        count_flags(b, n, &plain, &defl, &zst, &nrec);
+        cr_log_info("%s: %zu records: %zu stored, %zu deflate, %zu zstd", names[f], nrec, plain,
+                    defl, zst);
+        cr_assert_gt(defl + zst, 0, "%s: no compressed record", path);
+        struct th_list l;
+        cr_assert_eq(th_read_path(path, &l, msg, sizeof(msg)), 0, "%s", msg);
+        cr_assert_eq(l.st.corrupt + l.st.unknown + l.st.trailing_bytes, 0, "%s", path);
+        /* every record delivered: samples + their memreads split, see helpers */
+        size_t recs = 0;
+        for (int t = 0; t < SS_SNAP_NTYPES; t++)
+            recs += l.st.records[t];
+        cr_assert_eq(recs, nrec, "%s: %zu records delivered, %zu framed", path, recs, nrec);
+        cr_assert_geq(l.st.records[SS_SNAP_SAMPLE], 10, "%s", path);
+        th_list_free(&l);
+        free(b);
+    }
+}
+
+/* One crafted record after a valid capture's header: what the reader makes
+ * of it. Returns the number of corrupt events; *delivered = records of
+ * `type` delivered. */
+static size_t read_crafted(uint16_t type, uint16_t flags, const void *pay, uint32_t len,
+                           size_t *delivered)
+{
+    char *dir = th_tmpdir(), *path = th_path(dir, "c.snap"), msg[300];
+    th_write_small(path, 1, 0);
+    size_t n;
+    uint8_t *b = th_load(path, &n);
+    struct th_frame fr[16];
+    size_t k = th_frames(b, n, fr, 16);
+    cr_assert_geq(k, 2);
+    uint8_t *out = malloc(n + len + 64);
+    size_t o = fr[0].end;
+    memcpy(out, b, o);
+    o += th_frame_record(out + o, type, flags, pay, len);
+    memcpy(out + o, b + fr[0].end, n - fr[0].end);
+    o += n - fr[0].end;
+    th_store(path, out, o);
+    struct th_list l;
+    cr_assert_eq(th_read_path(path, &l, msg, sizeof(msg)), 0, "%s", msg);
+    size_t corrupt = l.st.corrupt;
+    cr_assert_eq(l.st.unknown + l.st.trailing_bytes, 0);
+    *delivered = l.st.records[type];
+    th_list_free(&l);
+    free(out), free(b);
+    th_rmtree(dir);
+    free(path), free(dir);
+    return corrupt;
+}
+
+Test(snapfile_compat, bad_compressed_records_are_corrupt)
+{
+    /* a real counters payload (as the writer encodes it: u64 time, u32 n,
+     * str name, u64 value), compressed both ways */
+    uint8_t raw[512] = {0};
+    size_t rl = 0;
+    uint64_t t = 77, v = 5;
+    uint32_t one = 1;
+    memcpy(raw, &t, 8), rl = 8;
+    memcpy(raw + rl, &one, 4), rl += 4;
+    raw[rl] = 200, rl += 2; /* u16 name length 200 */
+    memset(raw + rl, 'x', 200), rl += 200;
+    raw[rl++] = 0;
+    memcpy(raw + rl, &v, 8), rl += 8;
+
+    uint8_t zs[1024], df[1024];
+    uint32_t r32 = (uint32_t)rl;
+    size_t zl = ZSTD_compress(zs + 4, sizeof(zs) - 4, raw, rl, 3);
+    cr_assert(!ZSTD_isError(zl));
+    memcpy(zs, &r32, 4);
+    uLongf dl = sizeof(df) - 4;
+    cr_assert(compress2(df + 4, &dl, raw, rl, 6) == Z_OK);
+    memcpy(df, &r32, 4);
+
+    size_t got;
+    /* control: both codecs deliver the record */
+    cr_assert_eq(read_crafted(SS_SNAP_COUNTERS, F_ZSTD, zs, (uint32_t)zl + 4, &got), 0);
+    cr_assert_eq(got, 2); /* plus th_write_small's own counters record */
+    cr_assert_eq(read_crafted(SS_SNAP_COUNTERS, F_DEFLATE, df, (uint32_t)dl + 4, &got), 0);
+    cr_assert_eq(got, 2);
+    /* both flags: corrupt */
+    cr_assert_eq(read_crafted(SS_SNAP_COUNTERS, F_ZSTD | F_DEFLATE, zs, (uint32_t)zl + 4, &got), 1);
+    cr_assert_eq(got, 1);
+    /* the wrong codec for the bytes */
+    cr_assert_eq(read_crafted(SS_SNAP_COUNTERS, F_DEFLATE, zs, (uint32_t)zl + 4, &got), 1);
+    cr_assert_eq(read_crafted(SS_SNAP_COUNTERS, F_ZSTD, df, (uint32_t)dl + 4, &got), 1);
+    /* raw length claims: one short, one long, beyond any zstd ratio, 0 */
+    uint32_t claims[] = {r32 - 1, r32 + 1, 0x3fffffff, 0};
+    for (int i = 0; i < 4; i++) {
+        memcpy(zs, &claims[i], 4);
+        cr_assert_eq(read_crafted(SS_SNAP_COUNTERS, F_ZSTD, zs, (uint32_t)zl + 4, &got), 1,
+                     "claim %u", claims[i]);
+        cr_assert_eq(got, 1);
+    }
+    memcpy(zs, &r32, 4);
+    /* a frame cut short, and one with trailing bytes */
+    cr_assert_eq(read_crafted(SS_SNAP_COUNTERS, F_ZSTD, zs, (uint32_t)zl + 4 - 3, &got), 1);
+    zs[zl + 4] = 0x55;
+    cr_assert_eq(read_crafted(SS_SNAP_COUNTERS, F_ZSTD, zs, (uint32_t)zl + 5, &got), 1);
+    /* under 4 bytes: no room for the raw length */
+    cr_assert_eq(read_crafted(SS_SNAP_COUNTERS, F_ZSTD, zs, 3, &got), 1);
+}
