@@ -1,5 +1,5 @@
 /* snapfile/bundle.c: bundle records. A bundle is the whole mapped ELF file
- * (or its separate debug file), deflated, keyed and deduplicated by
+ * (or its separate debug file), zstd-compressed, keyed and deduplicated by
  * (build-id, kind), with the contents of non-loadable .debug_* sections other
  * than .debug_frame zeroed (same size and offsets; nothing in stacksnap reads
  * them, and they are most of an unstripped binary). The build-id is read from
@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "snapfile/writer.h"
+#include "util/safeopen.h"
 
 #ifndef NT_GNU_BUILD_ID
 #define NT_GNU_BUILD_ID 3
@@ -145,9 +146,9 @@ int ss_snap_write_bundle(struct ss_snap_writer *w, const char *open_path, const 
     }
     if (!name) name = open_path;
     if (expect_id && ss_snap_has_bundle(w, expect_id, expect_len, kind)) return 0;
-    int fd = open(open_path, O_RDONLY | O_CLOEXEC);
+    int fd = ss_open_regular(open_path); /* a target's path: no FIFO, no device */
     if (fd < 0) {
-        int e = errno;
+        int e = -fd;
         ss_err_set(err, -e, "bundle %s: %s", open_path, strerror(e));
         return -e;
     }

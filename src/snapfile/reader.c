@@ -23,7 +23,7 @@
 #define SCAN_CHUNK (64u << 10)
 
 struct slot {
-    uint8_t *raw; /* the record's payload (copied or inflated), owned */
+    uint8_t *raw; /* the record's payload (copied or decompressed), owned */
     size_t raw_cap;
     struct snap_arrays arr;
     struct ss_snap_record rec;
