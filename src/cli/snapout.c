@@ -16,6 +16,7 @@
 #include "process/process.h"
 #include "stacksnap/snapfile.h"
 #include "stacksnap/version.h"
+#include "util/safeopen.h"
 
 struct pgen {
     uint32_t pid;
@@ -155,8 +156,8 @@ static void bundle_debug(struct ss_snapout *so, const struct ss_snap_mapping *m,
     if (ss_snap_has_bundle(so->w, m->build_id, m->build_id_len, SS_SNAP_BUNDLE_DEBUG)) return;
     struct ss_err err = {0};
     if (!so->elfs && ss_elf_cache_new(&so->elfs, NULL) < 0) return;
-    int fd = open(open_path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) fd = open(m->path, O_RDONLY | O_CLOEXEC); /* the process exited */
+    int fd = ss_open_regular(open_path);       /* target paths: no FIFO, no device */
+    if (fd < 0) fd = ss_open_regular(m->path); /* the process exited */
     struct ss_elf *e = NULL;
     if (fd < 0 || ss_elf_open_fd(so->elfs, fd, m->path, &e, &err) < 0) return;
     struct ss_elf *d = ss_elf_debug(e);

@@ -15,10 +15,11 @@
 #include <zlib.h>
 
 #include "elf/elf.h"
+#include "util/safeopen.h"
 
 static struct ss_elf *open_debug_file(const char *path)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = ss_open_regular(path); /* debug links are the target's: no FIFO, no device */
     if (fd < 0) return NULL;
     struct stat st;
     if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size < 64) {

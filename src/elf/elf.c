@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "elf/elf.h"
+#include "util/safeopen.h"
 
 struct ss_elf_cache {
     struct ss_elf *head;
@@ -362,9 +363,9 @@ int ss_elf_open_fd(struct ss_elf_cache *c, int fd, const char *path, struct ss_e
 int ss_elf_open_path(struct ss_elf_cache *c, const char *path, struct ss_elf **out,
                      struct ss_err *err)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = ss_open_regular(path);
     if (fd < 0) {
-        int r = -errno;
+        int r = fd;
         ss_err_set(err, r, "%s: %s", path, strerror(-r));
         return r;
     }

@@ -17,6 +17,7 @@
 
 #include "elf/elf.h"
 #include "process/process.h"
+#include "util/safeopen.h"
 
 struct ss_proc {
     pid_t pid;
@@ -73,7 +74,8 @@ static int open_in_root(pid_t pid, const struct ss_map_desc *m)
     snprintf(root, sizeof(root), "/proc/%d/root", (int)pid);
     int dfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0) return -errno;
-    struct open_how how = {.flags = O_RDONLY | O_CLOEXEC,
+    /* O_PATH: the target may have put a FIFO or a device at the path */
+    struct open_how how = {.flags = O_PATH | O_CLOEXEC,
                            .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS};
     int fd = (int)syscall(SYS_openat2, dfd, m->path, &how, sizeof(how));
     int e = errno;
@@ -84,7 +86,7 @@ static int open_in_root(pid_t pid, const struct ss_map_desc *m)
         close(fd);
         return -ESTALE;
     }
-    return fd;
+    return ss_reopen_regular(fd);
 }
 
 static int vdso_memfd(pid_t pid, const struct ss_map_desc *m)
@@ -125,9 +127,10 @@ static int live_open(pid_t pid, const struct ss_map_desc *m)
     char mf[96];
     snprintf(mf, sizeof(mf), "/proc/%d/map_files/%llx-%llx", (int)pid, (unsigned long long)m->start,
              (unsigned long long)m->end);
-    int fd = open(mf, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) fd = open_in_root(pid, m);
-    return fd;
+    /* O_PATH first: a mapped device (a GPU, /dev/mem) is never opened */
+    int fd = open(mf, O_PATH | O_CLOEXEC);
+    if (fd >= 0) return ss_reopen_regular(fd);
+    return open_in_root(pid, m);
 }
 
 /* ---- resolution ---- */

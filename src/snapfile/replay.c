@@ -15,6 +15,7 @@
 #include "snapfile/target.h"
 #include "snapfile/writer.h"
 #include "stacksnap/replay.h"
+#include "util/safeopen.h"
 
 struct bundle {
     uint8_t id[SS_SNAP_BUILD_ID_MAX];
@@ -119,8 +120,8 @@ static int id_matches(int fd, const uint8_t *id, uint8_t id_len)
 
 static int try_path(const char *path, const struct ss_map_desc *m)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return -errno;
+    int fd = ss_open_regular(path); /* the capture names it: no FIFO, no device */
+    if (fd < 0) return fd;
     if (id_matches(fd, m->build_id, m->build_id_len)) return fd;
     close(fd);
     return m->build_id_len ? -ESTALE : -ENODATA; /* ENODATA: see id_matches, not worth a word */

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "stacksnap/ss_lj_luajit.h"
+#include "util/safeopen.h"
 
 struct det {
     Elf *e;
@@ -320,9 +321,9 @@ int ss_lj_detect_image(const uint8_t *img, size_t size, const char *name,
 int ss_lj_detect_file(const char *path, struct ss_lj_elfinfo *info, struct ss_err *err)
 {
     memset(info, 0, sizeof(*info));
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = ss_open_regular(path);
     if (fd < 0) {
-        int rc = -errno;
+        int rc = fd;
         ss_err_set(err, rc, "luajit detect: open %s: %s", path, strerror(-rc));
         return rc;
     }
