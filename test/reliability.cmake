@@ -55,3 +55,29 @@ set(RL_HELP ${RL_DIR}/rl.c)
 ss_add_test(rl_gc SOURCES ${RL_DIR}/gc_test.c ${RL_HELP} LABELS reliability TIMEOUT 180)
 ss_add_test(rl_torn SOURCES ${RL_DIR}/torn_test.c ${RL_HELP} LABELS reliability TIMEOUT 300)
 ss_add_test(rl_churn SOURCES ${RL_DIR}/churn_test.c ${RL_HELP} LABELS reliability TIMEOUT 400)
+ss_add_test(rl_kill SOURCES ${RL_DIR}/kill_test.c ${RL_HELP} LABELS reliability TIMEOUT 300)
+ss_add_test(rl_nostop SOURCES ${RL_DIR}/nostop_test.c ${RL_HELP} LABELS reliability TIMEOUT 300)
+
+# hostile targets: a library mapped, then swapped on disk (other ELF,
+# symlink, FIFO) or shipped with a .gnu_debuglink into a FIFO
+find_program(RL_OBJCOPY objcopy REQUIRED)
+foreach(v alpha_spin beta_evil)
+  string(REGEX REPLACE "_.*" "" lib ${v})
+  add_library(rl_${lib} SHARED ${RL_DIR}/hostile_lib.c)
+  target_compile_definitions(rl_${lib} PRIVATE RL_FN=rl_${v})
+  set_target_properties(rl_${lib} PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR})
+endforeach()
+add_custom_command(OUTPUT ${CMAKE_BINARY_DIR}/librl_alpha_dl.so
+  # the link's CRC is of a file that is not the debug file (any file will do)
+  COMMAND ${CMAKE_COMMAND} -E copy ${RL_DIR}/hostile_lib.c evil.debug
+  COMMAND ${RL_OBJCOPY} --strip-all --add-gnu-debuglink=evil.debug $<TARGET_FILE:rl_alpha>
+          librl_alpha_dl.so
+  COMMAND ${CMAKE_COMMAND} -E rm -f evil.debug
+  DEPENDS rl_alpha WORKING_DIRECTORY ${CMAKE_BINARY_DIR}
+  COMMENT "stripped rl_alpha with a .gnu_debuglink")
+add_custom_target(rl_alpha_dl ALL DEPENDS ${CMAKE_BINARY_DIR}/librl_alpha_dl.so)
+add_executable(rl_hostile_target ${RL_DIR}/hostile_target.c)
+target_link_libraries(rl_hostile_target PRIVATE dl)
+ss_add_test(rl_hostile SOURCES ${RL_DIR}/hostile_test.c ${RL_HELP} LABELS reliability TIMEOUT 400)
+add_dependencies(rl_hostile rl_hostile_target rl_alpha rl_beta rl_alpha_dl)
+ss_add_test(rl_caps SOURCES ${RL_DIR}/caps_test.c ${RL_HELP} LABELS reliability TIMEOUT 300)
