@@ -81,3 +81,7 @@ target_link_libraries(rl_hostile_target PRIVATE dl)
 ss_add_test(rl_hostile SOURCES ${RL_DIR}/hostile_test.c ${RL_HELP} LABELS reliability TIMEOUT 400)
 add_dependencies(rl_hostile rl_hostile_target rl_alpha rl_beta rl_alpha_dl)
 ss_add_test(rl_caps SOURCES ${RL_DIR}/caps_test.c ${RL_HELP} LABELS reliability TIMEOUT 300)
+if(NOT SS_SANITIZE) # valgrind and ASan do not mix
+  ss_add_test(rl_valgrind SOURCES ${RL_DIR}/valgrind_test.c ${RL_HELP} LABELS reliability
+    TIMEOUT 900)
+endif()
