@@ -6,7 +6,9 @@
  * user stack from sp up, straight into the ring buffer record. The registers
  * come from the task's user pt_regs, so a sample that interrupted kernel mode
  * still gets them. When the full copy fails, the largest readable prefix is
- * copied instead (prefix.h). No unwinding, no loops, no tail calls.
+ * copied instead (prefix.h), and its end is kept per thread (stack_ends) so
+ * the next sample copies just that much at once. No unwinding, no loops, no
+ * tail calls.
  * A tp_btf program on sched_process_fork follows children (loaded only when
  * asked for). */
 #include "vmlinux.h"
@@ -41,7 +43,8 @@ struct {
  * the process's memory map version then (mm_lock_seq, bumped by every
  * mmap/munmap/mprotect/brk). While the version is unchanged, the next sample
  * copies exactly up to that end at once: a failed read costs a page fault
- * (~2 us on a VM), the failed full copy and the search took four or more. */
+ * (~2 us on a VM), the failed full copy and the search took four or more.
+ * Kernels without a seqcount mm_lock_seq (before 6.12) never use the cache. */
 struct stack_end {
     __u64 end; /* 0: not known */
     __u32 seq;
@@ -106,7 +109,7 @@ int snapshot(struct ss_perf_ctx *ctx)
      * prefix, copy up to it in one go. If that copy fails anyway (a page
      * paged out), search as without it. */
     t = bpf_get_current_task_btf();
-    if (bpf_core_field_exists(t->mm->mm_lock_seq)) seq = t->mm->mm_lock_seq.sequence;
+    if (bpf_core_field_exists(t->mm->mm_lock_seq.sequence)) seq = t->mm->mm_lock_seq.sequence;
     end = bpf_task_storage_get(&stack_ends, t, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
     if (end && !(seq & 1) && end->seq == seq && end->end - sp - 1 < size - 1) {
         len = end->end - sp;

@@ -232,6 +232,52 @@ Test(capture, partial_near_stack_top_compat, .timeout = 30)
     partials(true);
 }
 
+/* The memory map changes under a stack end the program already knows: the
+ * guard page above the thread's stack turns readable, and the samples after
+ * that copy on into the memory above (16 KiB in full), not up to the end
+ * found before. */
+static void guard_opened(bool compat)
+{
+    struct wl w;
+    struct wl_ready r;
+    struct tally before = {0}, after = {0};
+    long end;
+
+    spawn_arg(&w, "top", "0", &before.want);
+    struct ss_capture *c = open_capture(
+        (struct ss_capture_opts){.freq_hz = 499, .stack_size = 16384, .compat = compat});
+    start(c, before.want.pid);
+    for (end = now_ms() + 400; now_ms() < end;)
+        cr_assert_geq(ss_capture_poll(c, 50, on_sample, &before), 0);
+    cr_assert_eq(wl_send(&w, "open\n"), 0);
+    cr_assert_eq(wl_ready(&w, &r, 5000), 0, "capture_workload top: no answer to open");
+    after.want = before.want;
+    after.want.top = 0;
+    after.after_ns = now_ns();
+    run(c, 400, &after);
+    cr_log_info("%s: before %ld samples (%ld partial), after %ld (%ld full)",
+                compat ? "compat" : "ringbuf", before.target, before.partial, after.target,
+                after.full);
+    cr_expect_geq(before.target, 10);
+    cr_expect_eq(before.partial, before.target);
+    cr_expect_eq(before.len_bad, 0);
+    cr_expect_geq(after.target, 10);
+    cr_expect_eq(after.full, after.target, "%ld of %ld samples after the change still partial",
+                 after.partial, after.target);
+    cr_expect_eq(after.pat_bad, 0);
+    ss_capture_close(c);
+    wl_stop(&w);
+}
+
+Test(capture, guard_opened, .timeout = 30)
+{
+    guard_opened(false);
+}
+Test(capture, guard_opened_compat, .timeout = 30)
+{
+    guard_opened(true);
+}
+
 /* Samples that interrupt a system call: the ring buffer variant still gets
  * the user registers (the pattern is where user sp says); compat skips. */
 static void kernel_mode(bool compat)

@@ -137,7 +137,19 @@ int main(int argc, char **argv)
     } else if (!strcmp(mode, "top")) {
         pthread_t t;
         top_depth = argc > 2 ? atoi(argv[2]) : 0;
+        char line[16];
         if (pthread_create(&t, NULL, top_thread, NULL)) return 1;
+        /* "open": make the guard page above the stack readable (and touch
+         * it), so the readable prefix runs on into the memory above;
+         * answer with a ready line whose top is 0. */
+        while (fgets(line, sizeof(line), stdin))
+            if (!strncmp(line, "open", 4) && top_end) {
+                long page = sysconf(_SC_PAGESIZE);
+                if (mprotect((void *)top_end, page, PROT_READ | PROT_WRITE)) return 1;
+                memset((void *)top_end, 0x5a, page);
+                printf(SS_READY_FMT "\n", getpid(), gettid(), 0ul, 0ul, 0ul, 0ul);
+                fflush(stdout);
+            }
         pthread_join(t, NULL);
     } else if (!strcmp(mode, "fork")) {
         char line[16];
