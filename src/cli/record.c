@@ -52,11 +52,14 @@ static void on_sample(void *ctx, const struct ss_sample *s)
     struct rec *r = ctx;
     struct ss_stack st;
     int rc = ss_unwind(r->u, s, &st);
-    if (r->snap && ss_snapout_sample(r->snap, r->u, s) < 0) r->failed = 1;
-    if (rc < 0) {
+    if (rc < 0) { /* process gone before we could look at it */
         r->out.errors++;
-        return; /* process gone before we could look at it */
+        /* Not in the capture either: replay may still know the process (live
+         * dropped it when it exited) and would add a stack live did not. */
+        if (r->snap) ss_snapout_skip(r->snap);
+        return;
     }
+    if (r->snap && ss_snapout_sample(r->snap, r->u, s) < 0) r->failed = 1;
     if (ss_outputs_add(&r->out, &st) < 0) r->failed = 1;
 }
 
@@ -279,8 +282,7 @@ int ss_cmd_record(const struct ss_cli *c)
             last_gc = t;
         }
         if (r.snap && t - last_flush >= 1.0) {
-            if (ss_snapout_flush(r.snap) < 0)
-                r.failed = 1;
+            if (ss_snapout_flush(r.snap) < 0) r.failed = 1;
             last_flush = t;
         }
         if (tty && t - last_progress >= 0.5) {

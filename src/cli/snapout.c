@@ -270,6 +270,11 @@ fail:
     return -1;
 }
 
+void ss_snapout_skip(struct ss_snapout *so)
+{
+    ss_snap_discard_reads(so->w);
+}
+
 int ss_snapout_flush(struct ss_snapout *so)
 {
     struct ss_err err = {0};

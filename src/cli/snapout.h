@@ -16,6 +16,8 @@ int ss_snapout_open(struct ss_snapout **out, const struct ss_cli *c, const char 
 void ss_snapout_hook(struct ss_snapout *so, struct ss_unwinder_opts *uo);
 /* After ss_unwind of s: process record if needed, then the sample. */
 int ss_snapout_sample(struct ss_snapout *so, struct ss_unwinder *u, const struct ss_sample *s);
+/* A sample record does not write (the live walk failed): drop its reads. */
+void ss_snapout_skip(struct ss_snapout *so);
 /* Push buffered records to the file (record calls it about once a second, so
  * a SIGKILL loses little). 0 or -1 after printing. */
 int ss_snapout_flush(struct ss_snapout *so);
