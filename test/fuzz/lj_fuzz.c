@@ -74,7 +74,9 @@ static void check_out(const struct ss_lj_out *out, int rc, uint32_t nnat)
         const struct ss_lj_item *it = &out->items[i];
         if (it->native >= (int32_t)nnat) abort();
         if (it->native >= 0) continue;
-        if (it->lua.kind != SS_FRAME_LUA || !it->lua.name) abort();
+        /* Lua frames, and pseudo frames such as "[Lua callers unknown]" */
+        if ((it->lua.kind != SS_FRAME_LUA && it->lua.kind != SS_FRAME_PSEUDO) || !it->lua.name)
+            abort();
         sink += strlen(it->lua.name);
         if (it->lua.module) sink += strlen(it->lua.module);
         if (debug)
