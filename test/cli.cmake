@@ -31,4 +31,4 @@ add_dependencies(cli_session stacksnap_cli cli_native)
 # in-process replay still gives the live output.
 add_executable(cli_fixtool ${CMAKE_SOURCE_DIR}/test/fixtures/fixtool.c)
 target_include_directories(cli_fixtool PRIVATE ${CLI_T})
-target_link_libraries(cli_fixtool PRIVATE cli_helpers PkgConfig::ZLIB)
+target_link_libraries(cli_fixtool PRIVATE cli_helpers PkgConfig::ZLIB PkgConfig::ZSTD)
