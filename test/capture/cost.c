@@ -1,12 +1,12 @@
 /* test/capture/cost.c: capture_cost, the per-sample kernel cost of the
- * snapshot program: samples capture_workload (deep: full copies, top:
- * partial copies) with BPF run-time stats on (BPF_ENABLE_STATS, switched
+ * snapshot program: samples capture_workload (deep: full copies, main and
+ * top: partial copies) with BPF run-time stats on (BPF_ENABLE_STATS, switched
  * off again on exit) and prints run_time_ns / run_cnt and program sizes.
  * The perf event runs on every CPU, so most runs on the other CPUs only
  * reject a foreign pid: a first second with no pid selected measures that
  * cost, which is then taken out to give the cost per selected sample.
  *
- *   capture_cost [--compat] [--mode deep|top] [--size BYTES] [--freq HZ] [--seconds S] */
+ *   capture_cost [--compat] [--mode deep|main|top] [--size BYTES] [--freq HZ] [--seconds S] */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,7 +48,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--seconds") && i + 1 < argc)
             seconds = atof(argv[++i]);
         else {
-            fprintf(stderr, "usage: capture_cost [--compat] [--mode deep|top] [--size BYTES] "
+            fprintf(stderr, "usage: capture_cost [--compat] [--mode deep|main|top] [--size BYTES] "
                             "[--freq HZ] [--seconds S]\n");
             return 2;
         }

@@ -1,10 +1,13 @@
 /* test/capture/workload.c: the process the capture tests sample.
  *
  *   capture_workload deep     spin in ss_spin below ~70 KiB of frames (main thread)
- *   capture_workload syscall  same, but spin in read(/dev/zero) (kernel mode)
+ *   capture_workload main     spin in ss_spin called from main (shallow
+ *                             main thread: partial copies at 16 KiB)
+ *   capture_workload syscall  same as deep, but spin in read(/dev/zero) (kernel mode)
  *   capture_workload top [N]  a thread spinning N KiB (default 0: ~100 bytes)
  *                             below the top of a small mmap'd stack with a
- *                             PROT_NONE page, then readable memory, above
+ *                             PROT_NONE page, then readable memory, above;
+ *                             "open" on stdin makes that page readable
  *   capture_workload fork     print own line, wait for "go" on stdin, fork a
  *                             child that runs "deep", wait for it
  *
@@ -130,6 +133,8 @@ int main(int argc, char **argv)
 
     if (!strcmp(mode, "deep")) {
         ss_descend(70, ss_spin);
+    } else if (!strcmp(mode, "main")) {
+        ss_spin(); /* a shallow main thread: the copy ends at its stack's end */
     } else if (!strcmp(mode, "syscall")) {
         zero_fd = open("/dev/zero", O_RDONLY);
         if (zero_fd < 0) return 1;
@@ -165,7 +170,7 @@ int main(int argc, char **argv)
         }
         if (child < 0 || waitpid(child, &st, 0) < 0) return 1;
     } else {
-        fprintf(stderr, "usage: capture_workload deep|syscall|top|fork\n");
+        fprintf(stderr, "usage: capture_workload deep|main|syscall|top|fork\n");
         return 2;
     }
     return 0;
