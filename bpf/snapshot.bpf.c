@@ -44,7 +44,8 @@ struct {
  * mmap/munmap/mprotect/brk). While the version is unchanged, the next sample
  * copies exactly up to that end at once: a failed read costs a page fault
  * (~2 us on a VM), the failed full copy and the search took four or more.
- * Kernels without a seqcount mm_lock_seq (before 6.12) never use the cache. */
+ * Kernels without a seqcount mm_lock_seq (before 6.12) check the end with
+ * one failed read every time. */
 struct stack_end {
     __u64 end; /* 0: not known */
     __u32 seq;
@@ -103,17 +104,21 @@ int snapshot(struct ss_perf_ctx *ctx)
     bpf_probe_read_kernel(e->regs, sizeof(e->regs), r);
 
     sp = r->sp;
-    /* The known end of this thread's readable stack is within reach and the
-     * memory map has not changed since it was found (an odd version: a
-     * change under way): it still is the end of the largest readable
-     * prefix, copy up to it in one go. If that copy fails anyway (a page
-     * paged out), search as without it. */
+    /* The known end of this thread's readable stack is within reach: copy
+     * up to it in one go. It still is the end of the largest readable prefix
+     * if the memory map has not changed since it was found (an odd version:
+     * a change under way), or else if the byte there is unreadable (one
+     * failed read, not the four or more of the search). Otherwise, or if
+     * the copy fails (a page paged out), copy as without it. */
     t = bpf_get_current_task_btf();
     if (bpf_core_field_exists(t->mm->mm_lock_seq.sequence)) seq = t->mm->mm_lock_seq.sequence;
     end = bpf_task_storage_get(&stack_ends, t, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-    if (end && !(seq & 1) && end->seq == seq && end->end - sp - 1 < size - 1) {
+    if (end && end->end - sp - 1 < size - 1) {
         len = end->end - sp;
-        if (!bpf_probe_read_user(e->stack, len, (void *)sp)) {
+        if (!bpf_probe_read_user(e->stack, len, (void *)sp) &&
+            ((!(seq & 1) && end->seq == seq) ||
+             bpf_probe_read_user(&e->stack_len, 1, (void *)end->end))) {
+            end->seq = seq;
             c->copy_partial++;
             goto out;
         }
@@ -125,10 +130,10 @@ int snapshot(struct ss_perf_ctx *ctx)
             c->copy_partial++;
         else
             c->copy_failed++;
-        if (end) {
-            end->end = len ? sp + len : 0;
-            end->seq = seq;
-        }
+    }
+    if (end) {
+        end->end = len && len < size ? sp + len : 0;
+        end->seq = seq;
     }
 out:
     e->stack_len = len;

@@ -145,16 +145,23 @@ int main(int argc, char **argv)
         char line[16];
         if (pthread_create(&t, NULL, top_thread, NULL)) return 1;
         /* "open": make the guard page above the stack readable (and touch
-         * it), so the readable prefix runs on into the memory above;
-         * answer with a ready line whose top is 0. */
-        while (fgets(line, sizeof(line), stdin))
+         * it), so the readable prefix runs on into the memory above; "map":
+         * map and unmap a page elsewhere. Each answered by a ready line
+         * whose top is 0. */
+        while (fgets(line, sizeof(line), stdin)) {
+            long page = sysconf(_SC_PAGESIZE);
             if (!strncmp(line, "open", 4) && top_end) {
-                long page = sysconf(_SC_PAGESIZE);
                 if (mprotect((void *)top_end, page, PROT_READ | PROT_WRITE)) return 1;
                 memset((void *)top_end, 0x5a, page);
-                printf(SS_READY_FMT "\n", getpid(), gettid(), 0ul, 0ul, 0ul, 0ul);
-                fflush(stdout);
+            } else if (!strncmp(line, "map", 3)) { /* change the map elsewhere */
+                void *p = mmap(NULL, page, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+                if (p == MAP_FAILED || munmap(p, page)) return 1;
+            } else {
+                continue;
             }
+            printf(SS_READY_FMT "\n", getpid(), gettid(), 0ul, 0ul, 0ul, 0ul);
+            fflush(stdout);
+        }
         pthread_join(t, NULL);
     } else if (!strcmp(mode, "fork")) {
         char line[16];
