@@ -361,8 +361,10 @@ static int walk_once(struct ss_lj_runtime *rt, struct ss_mem *m, const struct lj
     else
         base = lj_u64(Lb + lay->L_base);
     if (base <= stack || base >= shi || (base & 7)) return -EINVAL;
-    /* the stack copy must cover [stack, base) */
-    if (n == 2 && !iov[1].err && win_hi >= base) {
+    /* the stack copy must cover [stack, base); the window is used only if it
+     * holds base (a BASE register from a torn state may be anywhere: the
+     * extension below would span the distance, gigabytes) */
+    if (n == 2 && !iov[1].err && win_lo <= base && win_hi >= base) {
         s->lo = win_lo;
         s->hi = win_hi;
         if (win_lo > stack) {
