@@ -10,6 +10,19 @@
 #include <sys/types.h>
 
 #define RL_STACKSNAP SS_BINARY_DIR "/stacksnap"
+
+/* Built with AddressSanitizer (so is the stacksnap under test): its
+ * quarantine keeps freed memory, so memory-growth bounds do not apply. */
+#if defined(__SANITIZE_ADDRESS__)
+#define RL_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define RL_ASAN 1
+#endif
+#endif
+#ifndef RL_ASAN
+#define RL_ASAN 0
+#endif
 #define RL_TORN_LUA SS_SOURCE_DIR "/test/reliability/torn.lua"
 
 /* A started program: stdout/stderr go to files in dir (out_path, err_path). */
