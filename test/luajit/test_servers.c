@@ -9,7 +9,11 @@
  *    on ngx_http_lua_run_thread.
  *  - Tarantool 2.6 fibers (each on its own native stack, switched by
  *    coro_transfer) yielding between slices of work: every sample shows
- *    exactly one fiber's chain on that fiber's native stack (coro_init). */
+ *    exactly one fiber's chain on that fiber's native stack (coro_init).
+ *  - Tarantool 2.6 with the JIT on: samples in trace code (its SnapShot has
+ *    no mcofs, src/unwind/luajit/trace.c) show the Lua frames from
+ *    jit_base with the trace's function at its start line, and the native
+ *    frames below the VM frame down to coro_init. */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -208,4 +212,25 @@ Test(luajit_servers, tarantool_fibers)
     c.each_pct = 20;
     char *argv[] = {"/usr/bin/tarantool", (char *)S, NULL};
     ljc_run("tarantool fibers", argv, NULL, 2.5, &c);
+}
+
+/* JIT on: leaf's loop is a trace; recorded from 300 ms after the start, so
+ * most samples come before any interpreter sample could verify G. */
+Test(luajit_servers, tarantool_jit_traces)
+{
+    if (access("/usr/bin/tarantool", X_OK))
+        cr_skip_test("tarantool not installed (scripts/dev installs it)");
+    static struct ljc c;
+    const char *S = DIR "w_tt_jit.lua";
+    snprintf(c.wbuf[0], sizeof(c.wbuf[0]), "main (%s:7);a (%s:5);b (%s:4);c (%s:3);leaf (%s:2)", S,
+             S, S, S, S);
+    c.want[0] = c.wbuf[0];
+    c.below = "lua_pcall";
+    c.extra = on_fiber_stack;
+    c.layout = "tarantool-2.6-luajit-nogc64";
+    c.coverage_pct = 90;
+    char *argv[] = {"/usr/bin/tarantool", (char *)S, NULL};
+    ljc_run("tarantool JIT traces", argv, NULL, 2.5, &c);
+    cr_expect(c.exact * 100 >= c.samples * 90, "only %u of %u samples show %s", c.exact, c.samples,
+              c.want[0]);
 }

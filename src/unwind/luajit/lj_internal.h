@@ -144,7 +144,7 @@ struct lj_proto {
     const char *chunk; /* interned, without leading @/= */
     uint8_t *blob;     /* bytes [addr, addr + sizept) */
     struct lj_pname names[LJ_NAMES_PER_PROTO];
-    uint64_t epoch; /* splice that last used it (ss_lj_runtime.epoch) */
+    uint64_t epoch;   /* splice that last used it (ss_lj_runtime.epoch) */
     const char *self; /* last name a full walk gave this function (partial.c) */
 };
 
@@ -176,6 +176,7 @@ struct ss_lj_tsample {
     uint8_t base_spill; /* BASE's spill slot (4-byte units from the trace's rsp), 0 none */
     int32_t vmstate;
     uint32_t spadjust, traceno, nframes;
+    bool nosnap; /* no SnapShot.mcofs: [0] is the trace's start frame, no inlined frames */
     uint64_t pc[LJ_TRACE_MAXFR];   /* current pc, next-instruction convention */
     uint64_t link[LJ_TRACE_MAXFR]; /* frame link as the snapshot restores it */
     uint64_t pt[LJ_TRACE_MAXFR];

@@ -26,7 +26,16 @@
  * one whose bytecode holds its pc, among the trace's KGC constants (closures
  * and prototypes: a live trace keeps them alive) and its start prototype.
  * The frame at jit_base and everything below it is walked live by frames.c,
- * which checks that the function there runs the snapshot's outermost pc. */
+ * which checks that the function there runs the snapshot's outermost pc.
+ *
+ * Builds whose SnapShot has no mcofs (Tarantool 2.6) cannot tell which
+ * snapshot an ip belongs to: such a trace gets one pseudo snapshot over all
+ * its code with one frame, its start prototype at its start pc (the line a
+ * sample shows), and no inlined frames. Only when that is certain to be the
+ * frame at jit_base: traces that never move BASE below their start frame
+ * (no IR_RETF) and whose start pc the function at jit_base runs (frames.c);
+ * never a partial stack from them (the frame proves nothing without the
+ * walk). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +54,8 @@
 #define TC_MAXARR 65536u        /* J->trace entries read on a refresh */
 #define TC_HDR 128
 #define TC_REFRESH_NS 20000000ull /* sample time between two full refreshes */
+#define IR_RETF 11       /* lj_ir.h IRDEF: ABC 10, RETF 11, NOP 12, BASE 13 (every tree here) */
+#define TC_MAXINS 65536u /* IR instructions read for the RETF check (no-mcofs builds) */
 
 /* x86 register numbers (RID_*) -> enum ss_reg */
 static const uint8_t x86_to_ss[16] = {
@@ -69,6 +80,7 @@ struct trace {
     uint8_t base_reg;   /* ss_reg holding BASE all through the trace, 0xff none */
     uint8_t base_spill; /* IR(REF_BASE)->s: BASE's spill slot (4-byte units), 0 none */
     bool loaded, bad;
+    bool nosnap; /* no SnapShot.mcofs: one pseudo snapshot, start frame only */
     uint8_t hdr[TC_HDR];
     uint32_t nsnap;
     struct tsnap *snaps;
@@ -396,6 +408,61 @@ static void prof_checks(const uint8_t *mc, uint32_t sz, struct tsnap *snaps, uin
     }
 }
 
+/* No SnapShot.mcofs (see the top of the file): one pseudo snapshot over
+ * the whole trace, its start frame only; bad when the trace moves BASE
+ * below its start frame (IR_RETF) or its start pc is not in its start
+ * prototype. */
+static void load_nosnap(struct ss_lj_runtime *rt, struct ss_mem *m, struct trace *t)
+{
+    const struct lj_layout *lay = rt->lay;
+    const uint8_t *h = t->hdr;
+    uint32_t nins = lj_u32(h + lay->T_nins);
+    uint64_t ir = lj_u64(h + lay->T_ir);
+    uint64_t startpt = lj_ref(lay, h + lay->T_startpt), startpc = lj_ref(lay, h + lay->T_startpc);
+    bool bad = true;
+    uint8_t *ib = NULL;
+    struct tsnap *snaps = NULL;
+    struct tframe *fr = NULL;
+    uint32_t *map = NULL;
+    struct ptset *ps = NULL;
+    if (nins <= REF_BIAS || nins - REF_BIAS > TC_MAXINS || !ir || !startpt || !startpc) goto done;
+    ib = malloc((size_t)(nins - REF_BIAS) * 8);
+    snaps = calloc(1, sizeof(*snaps));
+    fr = calloc(1, sizeof(*fr));
+    map = calloc(1, 4);
+    ps = malloc(sizeof(*ps));
+    if (!ib || !snaps || !fr || !map || !ps) goto fail;
+    rt->st.rounds++;
+    if (ss_mem_read(m, ir + (uint64_t)REF_BIAS * 8, ib, (size_t)(nins - REF_BIAS) * 8)) goto fail;
+    if (ib[5] != lay->ir_base) goto done; /* opcode table check */
+    for (uint32_t i = 1; i < nins - REF_BIAS; i++)
+        if (ib[(size_t)i * 8 + 5] == IR_RETF) goto done;
+    t->base_reg = ib[6] < 16 && ib[6] != 4 ? x86_to_ss[ib[6]] : 0xff;
+    t->base_spill = ib[7];
+    ps->n = 0;
+    if (!pt_add(rt, m, ps, startpt)) goto fail;
+    fr[0] = (struct tframe){.pc = startpc + 4, .pt = startpt};
+    if (ps->n != 1 || pt_of(ps, fr[0].pc) != startpt) goto done;
+    snaps[0] = (struct tsnap){.n = 1};
+    t->nsnap = 1;
+    t->nosnap = true;
+    bad = false;
+done:
+    rt->st.trace_loads++;
+    t->loaded = true;
+    t->bad = bad;
+    if (!bad) {
+        t->map = map, t->snaps = snaps, t->fr = fr;
+        map = NULL, snaps = NULL, fr = NULL;
+    }
+fail:
+    free(ib);
+    free(ps);
+    free(map);
+    free(snaps);
+    free(fr);
+}
+
 /* Read and decode snapshots, map and constants of t (header already read).
  * A trace that cannot be decoded is marked bad (known, no frames); when a
  * read fails it stays unloaded and is tried again on a later sample. */
@@ -407,8 +474,12 @@ static void load(struct ss_lj_runtime *rt, struct ss_mem *m, struct trace *t)
     uint32_t nk = lj_u32(h + lay->T_nk);
     uint64_t ir = lj_u64(h + lay->T_ir), snap = lj_u64(h + lay->T_snap);
     uint64_t snapmap = lj_u64(h + lay->T_snapmap);
-    if (!lay->snap_mcofs || t->nsnap > TC_MAXSNAP || nsnapmap > TC_MAXMAP || nk > REF_BIAS ||
-        REF_BIAS - nk > TC_MAXK || !ir || !snap || !snapmap) {
+    if (!lay->snap_mcofs) {
+        load_nosnap(rt, m, t);
+        return;
+    }
+    if (t->nsnap > TC_MAXSNAP || nsnapmap > TC_MAXMAP || nk > REF_BIAS || REF_BIAS - nk > TC_MAXK ||
+        !ir || !snap || !snapmap) {
         t->loaded = t->bad = true;
         return;
     }
@@ -599,8 +670,8 @@ static unsigned gstates(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t r14
         if (ss_mem_read(m, cfa - 8, &ret, 8) || ss_mem_read(m, c + cfl, &L, 8)) break;
         if (!rt->info.gc64) L = (uint32_t)L;
         if (ret < 4096 || ret >= (1ull << 47) || ss_lj_in_vm(rt, ret) || L < 4096 || (L & 7) ||
-            ret < rt->vm_lo - (64u << 20) || ret > rt->vm_hi + (64u << 20))
-            continue;
+            ret + (64u << 20) < rt->vm_lo || ret > rt->vm_hi + (64u << 20))
+            continue; /* (no underflow: a non-PIE VM sits below 64 MiB) */
         tries++;
         uint8_t lb[24];
         if (ss_mem_read(m, L, lb, sizeof(lb)) || lb[gct] != LJ_GCT_THREAD) continue;
@@ -657,13 +728,16 @@ static int validate(struct ss_lj_runtime *rt, struct ss_mem *m, int idx, uint64_
     iov[nv++] = (struct ss_iov){.addr = jt, .dst = arrp, .len = 8};
     iov[nv++] = (struct ss_iov){.addr = G + lay->G_jit_base, .dst = &jit_base, .len = rs};
     iov[nv++] = (struct ss_iov){.addr = G + lay->G_vmstate, .dst = &vmstate, .len = 4};
-    iov[nv++] =
-        (struct ss_iov){.addr = lj_u64(t->hdr + lay->T_snap) + (uint64_t)si * lay->snap_size,
-                        .dst = sn,
-                        .len = lay->snap_size};
-    iov[nv++] = (struct ss_iov){.addr = lj_u64(t->hdr + lay->T_snapmap) + (uint64_t)ts->mapofs * 4,
-                                .dst = map,
-                                .len = (size_t)ts->maplen * 4};
+    if (!t->nosnap) {
+        iov[nv++] =
+            (struct ss_iov){.addr = lj_u64(t->hdr + lay->T_snap) + (uint64_t)si * lay->snap_size,
+                            .dst = sn,
+                            .len = lay->snap_size};
+        iov[nv++] =
+            (struct ss_iov){.addr = lj_u64(t->hdr + lay->T_snapmap) + (uint64_t)ts->mapofs * 4,
+                            .dst = map,
+                            .len = (size_t)ts->maplen * 4};
+    }
     if (tc->arr)
         iov[nv++] =
             (struct ss_iov){.addr = tc->arr + (uint64_t)t->traceno * rs, .dst = slot, .len = rs};
@@ -692,8 +766,8 @@ static int validate(struct ss_lj_runtime *rt, struct ss_mem *m, int idx, uint64_
         }
     }
     if ((lay->gc64 ? lj_u64(slot) : lj_u32(slot)) != t->T || !same_hdr(lay, hdr, t->hdr)) goto out;
-    if (lj_u32(sn) != ts->mapofs || u16at(sn + lay->snap_mcofs) != ts->mcofs ||
-        memcmp(map, t->map + ts->mapofs, (size_t)ts->maplen * 4))
+    if (!t->nosnap && (lj_u32(sn) != ts->mapofs || u16at(sn + lay->snap_mcofs) != ts->mcofs ||
+                       memcmp(map, t->map + ts->mapofs, (size_t)ts->maplen * 4)))
         goto out;
     memset(cur, 0, sizeof(*cur));
     cur->G = G;
@@ -704,6 +778,7 @@ static int validate(struct ss_lj_runtime *rt, struct ss_mem *m, int idx, uint64_
     cur->base_reg = t->base_reg;
     cur->base_spill = t->base_spill;
     cur->traceno = t->traceno;
+    cur->nosnap = t->nosnap;
     cur->nframes = ts->n;
     for (uint32_t i = 0; i < ts->n; i++) {
         const struct tframe *f = &t->fr[ts->first + i];
