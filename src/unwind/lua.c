@@ -141,12 +141,7 @@ static const struct verdict *detect(struct ss_unwinder *u, const struct ss_elf *
         d->cap = cap;
     }
     struct verdict *v = &d->v[d->n++];
-    memset(v, 0, sizeof(*v));
-    memcpy(v->id, e->build_id, e->build_id_len);
-    v->id_len = e->build_id_len;
-    v->dev = e->dev;
-    v->ino = e->ino;
-    v->size = e->fsize;
+    set_id(v, e);
     v->is_luajit = ss_lj_detect_image(e->image, e->size, e->path, &v->info, NULL) == 0 &&
                    v->info.is_luajit && v->info.vm_found;
     return v;
