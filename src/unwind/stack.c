@@ -220,7 +220,15 @@ int ss_unwind(struct ss_unwinder *u, const struct ss_sample *s, struct ss_stack 
     ss_mem_set_snapshot(&up->mem, s->regs[SS_REG_SP], s->stack, s->stack_len);
 
     enum ss_trunc why = SS_TRUNC_NONE;
+    uint64_t gen = ss_proc_generation(up->proc);
     unsigned nn = ss_unwind_mixed(u, up, s, &why); /* native walk + LuaJIT splice (lua.c) */
+    if (ss_proc_generation(up->proc) != gen) {
+        /* The maps were re-read during the walk (an address missed): walk
+         * again on the new view only, which is what the capture records and
+         * what replay will use, so live and replay stay identical. */
+        why = SS_TRUNC_NONE;
+        nn = ss_unwind_mixed(u, up, s, &why);
+    }
     if (nn == 0 && u->o.max_frames) {
         out->trunc = SS_TRUNC_ERROR;
         return -ENOMEM;

@@ -259,6 +259,9 @@ static int frame_pcs(struct ss_lj_runtime *rt, const struct lj_start *st, struct
     for (unsigned i = 0; i < w->n; i++) {
         struct lj_wframe *wf = &w->f[i];
         if (wf->ffid != 0) continue;
+        /* A Lua function whose prototype cannot be read is not a frame we
+         * can name: the stack was torn under us (never emit "?" frames). */
+        if (!wf->proto) return -ESTALE;
         /* callee: nearest frame above that is not a VARG pseudo-frame */
         const struct lj_wframe *c = NULL;
         for (unsigned k = i; k-- > 0;)
