@@ -11,7 +11,7 @@
 
 /* Error message buffer: filled by the function that fails first. */
 struct ss_err {
-    int code;       /* negative errno, 0 = none */
+    int code; /* negative errno, 0 = none */
     char msg[256];
 };
 void ss_err_set(struct ss_err *e, int code, const char *fmt, ...)
@@ -19,9 +19,30 @@ void ss_err_set(struct ss_err *e, int code, const char *fmt, ...)
 
 /* x86-64 user registers in perf's order (enum perf_event_x86_regs). */
 enum ss_reg {
-    SS_REG_AX, SS_REG_BX, SS_REG_CX, SS_REG_DX, SS_REG_SI, SS_REG_DI, SS_REG_BP, SS_REG_SP,
-    SS_REG_IP, SS_REG_FLAGS, SS_REG_CS, SS_REG_SS, SS_REG_DS, SS_REG_ES, SS_REG_FS, SS_REG_GS,
-    SS_REG_R8, SS_REG_R9, SS_REG_R10, SS_REG_R11, SS_REG_R12, SS_REG_R13, SS_REG_R14, SS_REG_R15,
+    SS_REG_AX,
+    SS_REG_BX,
+    SS_REG_CX,
+    SS_REG_DX,
+    SS_REG_SI,
+    SS_REG_DI,
+    SS_REG_BP,
+    SS_REG_SP,
+    SS_REG_IP,
+    SS_REG_FLAGS,
+    SS_REG_CS,
+    SS_REG_SS,
+    SS_REG_DS,
+    SS_REG_ES,
+    SS_REG_FS,
+    SS_REG_GS,
+    SS_REG_R8,
+    SS_REG_R9,
+    SS_REG_R10,
+    SS_REG_R11,
+    SS_REG_R12,
+    SS_REG_R13,
+    SS_REG_R14,
+    SS_REG_R15,
     SS_NREGS
 };
 
@@ -32,11 +53,11 @@ enum ss_reg {
  * stack[0] is the byte at regs[SS_REG_SP]; stack_len bytes were copied. */
 struct ss_sample {
     uint32_t pid, tid, cpu;
-    uint32_t flags;          /* SS_SAMPLE_* */
-    uint64_t time_ns;        /* CLOCK_MONOTONIC (bpf_ktime_get_ns) */
+    uint32_t flags;   /* SS_SAMPLE_* */
+    uint64_t time_ns; /* CLOCK_MONOTONIC (bpf_ktime_get_ns) */
     uint64_t regs[SS_NREGS];
-    uint32_t stack_len;      /* bytes actually copied */
-    uint32_t stack_req;      /* bytes requested */
+    uint32_t stack_len; /* bytes actually copied */
+    uint32_t stack_req; /* bytes requested */
     const uint8_t *stack;
 };
 #define SS_SAMPLE_PARTIAL 0x1u /* stack copy shorter than requested */
@@ -52,27 +73,27 @@ enum ss_frame_kind {
 /* One frame. Strings are owned by whoever produced the frame (interned in a
  * context) and stay valid until that context is destroyed. */
 struct ss_frame {
-    uint8_t kind;            /* enum ss_frame_kind */
+    uint8_t kind; /* enum ss_frame_kind */
     uint8_t build_id_len;
     uint8_t build_id[20];
-    uint64_t addr;           /* native: pc; Lua: bytecode address (0 if none) */
-    uint64_t offset;         /* native: file offset of addr in its module */
-    const char *name;        /* symbol / Lua NAME; NULL when unknown */
-    const char *module;      /* native: module path; Lua: chunk name (no @/=) */
-    uint32_t line;           /* Lua: current line */
-    uint32_t first_line;     /* Lua: line where the function is defined */
-    uint64_t sym_offset;     /* native/kernel with a name: addr - symbol start */
+    uint64_t addr;       /* native: pc; Lua: bytecode address (0 if none) */
+    uint64_t offset;     /* native: file offset of addr in its module */
+    const char *name;    /* symbol / Lua NAME; NULL when unknown */
+    const char *module;  /* native: module path; Lua: chunk name (no @/=) */
+    uint32_t line;       /* Lua: current line */
+    uint32_t first_line; /* Lua: line where the function is defined */
+    uint64_t sym_offset; /* native/kernel with a name: addr - symbol start */
 };
 
 /* Why a stack walk ended. */
 enum ss_trunc {
-    SS_TRUNC_NONE = 0,       /* reached the root */
-    SS_TRUNC_SNAPSHOT,       /* ran off the end of the stack snapshot */
-    SS_TRUNC_NOINFO,         /* no unwind info for an ip */
-    SS_TRUNC_BADIP,          /* ip outside any mapping */
-    SS_TRUNC_LOOP,           /* repeated frame */
-    SS_TRUNC_DEPTH,          /* frame cap reached */
-    SS_TRUNC_ERROR,          /* other unwinder error */
+    SS_TRUNC_NONE = 0, /* reached the root */
+    SS_TRUNC_SNAPSHOT, /* ran off the end of the stack snapshot */
+    SS_TRUNC_NOINFO,   /* no unwind info for an ip */
+    SS_TRUNC_BADIP,    /* ip outside any mapping */
+    SS_TRUNC_LOOP,     /* repeated frame */
+    SS_TRUNC_DEPTH,    /* frame cap reached */
+    SS_TRUNC_ERROR,    /* other unwinder error */
 };
 const char *ss_trunc_str(enum ss_trunc t);
 
@@ -83,7 +104,7 @@ struct ss_stack {
     char comm[16];
     uint32_t nframes;
     struct ss_frame *frames;
-    uint8_t trunc;           /* enum ss_trunc */
+    uint8_t trunc; /* enum ss_trunc */
 };
 
 #endif

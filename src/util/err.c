@@ -18,13 +18,20 @@ void ss_err_set(struct ss_err *e, int code, const char *fmt, ...)
 const char *ss_trunc_str(enum ss_trunc t)
 {
     switch (t) {
-    case SS_TRUNC_NONE: return "complete";
-    case SS_TRUNC_SNAPSHOT: return "end of stack snapshot";
-    case SS_TRUNC_NOINFO: return "no unwind info";
-    case SS_TRUNC_BADIP: return "ip outside mappings";
-    case SS_TRUNC_LOOP: return "repeated frame";
-    case SS_TRUNC_DEPTH: return "frame limit";
-    case SS_TRUNC_ERROR: return "unwind error";
+    case SS_TRUNC_NONE:
+        return "complete";
+    case SS_TRUNC_SNAPSHOT:
+        return "end of stack snapshot";
+    case SS_TRUNC_NOINFO:
+        return "no unwind info";
+    case SS_TRUNC_BADIP:
+        return "ip outside mappings";
+    case SS_TRUNC_LOOP:
+        return "repeated frame";
+    case SS_TRUNC_DEPTH:
+        return "frame limit";
+    case SS_TRUNC_ERROR:
+        return "unwind error";
     }
     return "?";
 }
