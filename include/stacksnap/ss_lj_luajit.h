@@ -46,6 +46,8 @@ struct ss_mem;
 #define SS_LJ_CHECK_CALL 0x2u   /* lua_call calls into the VM range */
 #define SS_LJ_CHECK_RESUME 0x4u /* lua_resume calls into the VM range */
 
+#define SS_LJ_STFN_MAX 8
+
 struct ss_lj_elfinfo {
     bool is_luajit;        /* Lua C API + luaJIT_setmode/luaopen_jit defined */
     bool vm_found;         /* single "zPR" FDE found AND cross-checked */
@@ -55,6 +57,14 @@ struct ss_lj_elfinfo {
     uint32_t hints;        /* SS_LJ_HINT_* */
     uint32_t checks;       /* SS_LJ_CHECK_* that confirmed the range */
     char version[40];      /* e.g. "LuaJIT 2.1.0-beta3", "" if not found */
+    /* Functions that switch G->vmstate (from .symtab, absent when stripped):
+     * code in [lo, hi) runs in VM state `state` (LJ_VMST_*: 2 GC, 3 trace
+     * exit, 4 JIT compiler) unless a function called from it switches again. */
+    struct ss_lj_stfn {
+        uint64_t lo, hi;
+        uint32_t state;
+    } stfn[SS_LJ_STFN_MAX];
+    uint32_t nstfn;
 };
 
 /* Inspect one ELF file. Returns 0 (info->is_luajit says the verdict) or a

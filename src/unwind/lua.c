@@ -325,6 +325,7 @@ unsigned ss_unwind_mixed(struct ss_unwinder *u, struct ss_uproc *up, const struc
     struct ss_native_frame *nf = u->nf;
     unsigned nn = native_walk(u, up, l, s, why);
     struct ss_lj_out out = {0};
+    bool labelled = false;
     if (l && l->n && reserve(l, nn + u->o.max_frames) == 0) {
         struct ss_lj_runtime *rts[MAX_RTS];
         for (unsigned i = 0; i < l->n; i++)
@@ -352,10 +353,12 @@ unsigned ss_unwind_mixed(struct ss_unwinder *u, struct ss_uproc *up, const struc
         }
         out.items = l->items;
         out.cap = l->cap;
-        if (ss_lj_splice(rts, l->n, &up->mem, s->regs, l->natives, nn, &out) < 0 && out.n == 0)
-            out.lua_frames = 0;
+        int rc = ss_lj_splice(rts, l->n, &up->mem, s->regs, l->natives, nn, &out);
+        /* no Lua frame, but a VM-state frame among all the native ones */
+        labelled = rc == 0 && !out.lua_frames && out.n > nn;
+        if (rc < 0 && out.n == 0) out.lua_frames = 0;
     }
-    if (!out.lua_frames) { /* native only */
+    if (!out.lua_frames && !labelled) { /* native only */
         if (ss_unwinder_reserve(u, nn) < 0) return 0;
         for (unsigned i = 0; i < nn; i++)
             ss_symbolize_native(up->syms, u->strs, up->proc, ss_nf_ip(&nf[i]),

@@ -250,13 +250,27 @@ Test(luajit_trace, witness_jit_on)
               w.total, theirs);
     cr_log_info("jit on: %g of our %u samples attributed, jit.p %g; %lu trace samples", ours,
                 w.total, theirs, (unsigned long)r.lj.trace_samples);
+    /* scale is inlined into inl's trace. jit.p (-jp=f) charges a sample to
+     * the function at the next profile check the recorder put at a function
+     * boundary (IR_PROF) after the timer fired, so its split between the two
+     * inside one trace leans on where those checks sit: measured +2.0 to
+     * +3.8 points for scale in ours against it, across runs. The trace as
+     * a whole (inl + scale) is held to 3 points, the split to 5. */
+    double grp_a = 0, grp_b = 0;
     for (unsigned i = 0; i < w.nf; i++) {
         double a = 100 * w.f[i].ours / ours, b = 100 * w.f[i].theirs / theirs;
+        bool inlined = !strcmp(w.f[i].key, "scale") || !strcmp(w.f[i].key, "inl");
+        double tol = inlined ? 5 : 3;
         cr_log_info("jit on: %-12s stacksnap %5.1f%%  jit.p %5.1f%%  (%+.1f)", w.f[i].key, a, b,
                     a - b);
-        cr_expect(a - b <= 3 && b - a <= 3, "%s: stacksnap %.1f%% vs jit.p %.1f%%", w.f[i].key, a,
-                  b);
+        cr_expect(a - b <= tol && b - a <= tol, "%s: stacksnap %.1f%% vs jit.p %.1f%%", w.f[i].key,
+                  a, b);
+        if (inlined) grp_a += a, grp_b += b;
     }
+    cr_log_info("jit on: inl+scale    stacksnap %5.1f%%  jit.p %5.1f%%  (%+.1f)", grp_a, grp_b,
+                grp_a - grp_b);
+    cr_expect(grp_a >= 5 && grp_a - grp_b <= 3 && grp_b - grp_a <= 3,
+              "inl+scale: stacksnap %.1f%% vs jit.p %.1f%%", grp_a, grp_b);
     cr_expect(r.lj.trace_samples * 2 >= w.total, "only %lu of %u samples in traces",
               (unsigned long)r.lj.trace_samples, w.total);
 }
@@ -308,9 +322,13 @@ Test(luajit_trace, vm_state_frames)
     record(argv, NULL, 5, on_state, &s, &r);
     cr_log_info("vm states: %u samples, [GC] %u (%u unconfirmed), [JIT compiler] %u (%u)",
                 r.samples, s.gc, s.gc_bad, s.jit, s.jit_bad);
-    cr_expect(s.gc >= 1, "only %u [GC] frames in %u samples", s.gc, r.samples);
-    /* Compiles are short: most have ended when the sample is walked, and
-     * then no state can be confirmed. Only wrong labels are errors here. */
+    /* This build has symbols: the sampled call chain decides the state
+     * (vmstate.c), so every sample in the GC or the trace compiler gets its
+     * label. Measured: [GC] 38-42% of samples, [JIT compiler] ~8% (jit.p -jp=v
+     * on the same script: 33% GC; it cannot see compiler time). */
+    cr_expect(s.gc * 10 >= r.samples, "only %u [GC] frames in %u samples", s.gc, r.samples);
+    cr_expect(s.jit * 100 >= r.samples, "only %u [JIT compiler] frames in %u samples", s.jit,
+              r.samples);
     cr_expect(s.gc_bad == 0 && s.jit_bad == 0, "a state frame not under GC/JIT code:\n%s", s.bad);
 }
 

@@ -28,6 +28,28 @@ struct det {
     bool has_setmode, has_openjit;
 };
 
+/* The functions that set G->vmstate (lj_gc.c: lj_gc_step, lj_gc_fullgc,
+ * and the wrappers that may inline lj_gc_step; lj_trace.c: trace_state for
+ * record/optimise/assemble, lj_trace_exit runs under the exit handler's
+ * state). Static ones are only in .symtab: stripped builds have none. */
+static void state_fn(struct ss_lj_elfinfo *info, const char *nm, const GElf_Sym *s)
+{
+    static const struct {
+        const char *name;
+        uint32_t state;
+    } fns[] = {{"lj_gc_step", 2},   {"lj_gc_step_fixtop", 2}, {"lj_gc_step_jit", 2},
+               {"lj_gc_fullgc", 2}, {"lj_trace_exit", 3},     {"trace_state", 4}};
+    for (size_t k = 0; k < sizeof(fns) / sizeof(fns[0]); k++) {
+        if (strcmp(nm, fns[k].name)) continue;
+        for (uint32_t j = 0; j < info->nstfn; j++)
+            if (info->stfn[j].lo == s->st_value) return; /* .dynsym and .symtab */
+        if (info->nstfn < SS_LJ_STFN_MAX)
+            info->stfn[info->nstfn++] = (struct ss_lj_stfn){
+                .lo = s->st_value, .hi = s->st_value + s->st_size, .state = fns[k].state};
+        return;
+    }
+}
+
 static void scan_symtab(struct det *d, Elf_Scn *scn, GElf_Shdr *sh, struct ss_lj_elfinfo *info)
 {
     Elf_Data *data = elf_getdata(scn, NULL);
@@ -37,7 +59,9 @@ static void scan_symtab(struct det *d, Elf_Scn *scn, GElf_Shdr *sh, struct ss_lj
         GElf_Sym s;
         if (!gelf_getsym(data, (int)i, &s) || s.st_shndx == SHN_UNDEF) continue;
         const char *nm = elf_strptr(d->e, sh->sh_link, s.st_name);
-        if (!nm || nm[0] != 'l') continue;
+        if (!nm) continue;
+        if (ELF64_ST_TYPE(s.st_info) == STT_FUNC && s.st_size) state_fn(info, nm, &s);
+        if (nm[0] != 'l') continue;
         if (!strcmp(nm, "lua_pcall"))
             d->sym_pcall = s.st_value;
         else if (!strcmp(nm, "lua_call"))

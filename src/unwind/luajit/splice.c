@@ -100,12 +100,42 @@ static int emit_partial(struct ss_lj_runtime *rt, struct ss_mem *m, const uint64
     return push(out, -1, &ps);
 }
 
+/* Whether the cframe of a VM frame owns Lua frames: nres < 0 marks
+ * lj_vm_cpcall's (the trace compiler, the parser, lua_cpcall), whose C
+ * callee runs on the frames of an older entry. Unreadable: assume it does. */
+static bool owns_frames(struct ss_lj_runtime *rt, struct ss_mem *mem, uint64_t cframe)
+{
+    int32_t nres = 0;
+    return !rt->lay || ss_mem_read(mem, cframe + rt->lay->cf_nres, &nres, 4) || nres >= 0;
+}
+
+/* The PC that must fit the thread's top Lua frame, walking from VM frame
+ * natives[i] (0: unknown). A cframe with nres < 0 is lj_vm_cpcall's (the
+ * trace compiler, the parser, lua_cpcall): it owns no Lua frame and rbx
+ * there is no Lua PC. The top frame is then the one of the next VM frame
+ * down the native chain whose cframe owns frames, checked with its PC. */
+static uint64_t top_pc(struct ss_lj_runtime *rt, struct ss_mem *mem, const uint64_t *regs,
+                       const struct ss_lj_native *natives, uint32_t n, uint32_t i)
+{
+    if (!rt->lay) return 0;
+    for (uint32_t j = i; j < n; j++) {
+        const struct ss_lj_native *nf = &natives[j];
+        bool top = j == 0 && !nf->signal;
+        if (nf->trace || !ss_lj_in_vm(rt, top || nf->signal ? nf->ip : nf->ip - 1)) continue;
+        if (nf->cfa <= rt->info.vm_cfa_off) return 0;
+        if (owns_frames(rt, mem, nf->cfa - rt->info.vm_cfa_off))
+            return top ? regs[SS_REG_BX] : (nf->have & SS_LJ_HAVE_RBX) ? nf->rbx : 0;
+    }
+    return 0;
+}
+
 /* Walk thread L from the VM frame natives[i] (cframe), taken to be L's
  * newest VM entry: validated against L->cframe and the PC register. */
 static int walk_vm(struct ss_lj_runtime *rt, struct ss_mem *mem, const uint64_t *regs,
-                   const struct ss_lj_native *nf, uint32_t i, uint64_t L, uint64_t cframe,
-                   struct lj_walk *w)
+                   const struct ss_lj_native *natives, uint32_t n, uint32_t i, uint64_t L,
+                   uint64_t cframe, struct lj_walk *w)
 {
+    const struct ss_lj_native *nf = &natives[i];
     bool top = i == 0 && !nf->signal;
     struct lj_start st = {
         .L = L,
@@ -113,9 +143,7 @@ static int walk_vm(struct ss_lj_runtime *rt, struct ss_mem *mem, const uint64_t 
         .top = top,
         .newest = true,
         .base = top ? regs[SS_REG_DX] : 0,
-        .pc = top                           ? regs[SS_REG_BX]
-              : (nf->have & SS_LJ_HAVE_RBX) ? nf->rbx
-                                            : 0,
+        .pc = top ? regs[SS_REG_BX] : top_pc(rt, mem, regs, natives, n, i),
         /* only the live register is trusted for the layout check
          * (DISPATCH == G + G2DISP) */
         .dispatch = top ? regs[SS_REG_R14] : 0,
@@ -140,7 +168,7 @@ int ss_lj_splice(struct ss_lj_runtime *const *rts, uint32_t nrts, struct ss_mem 
                  struct ss_lj_out *out)
 {
     struct thr th[MAX_THREADS];
-    unsigned nth = 0;
+    unsigned nth = 0, cpcalls = 0; /* VM frames of cframes that own no Lua frame */
     int rc = 0;
     out->n = out->lua_frames = out->vm_frames = out->vm_failed = 0;
     for (uint32_t k = 0; k < nrts; k++) /* prototypes used by this splice stay put */
@@ -180,33 +208,35 @@ int ss_lj_splice(struct ss_lj_runtime *const *rts, uint32_t nrts, struct ss_mem 
                 if (t->w && ts)
                     t->rc = ss_lj_trace_walk(rt, mem, ts, L, cframe, t->w);
                 else if (t->w)
-                    t->rc = walk_vm(rt, mem, regs, nf, i, L, cframe, t->w);
+                    t->rc = walk_vm(rt, mem, regs, natives, n, i, L, cframe, t->w);
             } else if (t && t->rc == -ESTALE && !t->retried && !ts && t->cframe != cframe) {
                 /* The newest VM entry of L (e.g. the JIT compiler's
                  * protected call) returned since the sample: walk again
                  * from this older entry, checked the same way. */
                 t->retried = true;
                 t->cframe = cframe;
-                t->rc = walk_vm(rt, mem, regs, nf, i, L, cframe, t->w);
+                t->rc = walk_vm(rt, mem, regs, natives, n, i, L, cframe, t->w);
             }
-            if (t && t->rc == 0 && rt->lay) {
-                /* C code called by the newest VM entry: name the VM state
-                 * ([GC], [JIT compiler], ...) between it and the Lua frames */
-                struct ss_frame ps;
-                bool pseudo =
-                    i > 0 && out->vm_frames == 1 &&
-                    ss_lj_vmstate_frame(rt, mem, t->w->G, regs[SS_REG_SP], natives, i, &ps);
-                if (pseudo && (rc = push(out, -1, &ps))) break;
-                rc = emit_segment(rt, mem, t->w, cframe, out, &done);
-                if (rc) break;
-                if (pseudo && !done) out->n--;
-            }
-            if (!done && out->vm_frames == 1 && t && t->w && rt->lay &&
-                (t->rc == -ESTALE || t->rc == -EINVAL)) {
+            /* C code called by the newest VM entry: name the VM state
+             * ([GC], [JIT compiler], ...) between it and the Lua frames */
+            struct ss_frame ps;
+            if (i > 0 && out->vm_frames == 1 &&
+                ss_lj_vmstate_frame(rt, mem, t && t->rc == 0 ? t->w->G : 0, regs[SS_REG_SP],
+                                    natives, i, &ps) &&
+                (rc = push(out, -1, &ps)))
+                break;
+            if (t && t->rc == 0 && rt->lay &&
+                (rc = emit_segment(rt, mem, t->w, cframe, out, &done)))
+                break;
+            /* the newest entry that owns Lua frames (older ones are proven
+             * by the walk alone) */
+            bool newest = out->vm_frames - cpcalls == 1;
+            if (!done && newest && t && t->w && rt->lay && (t->rc == -ESTALE || t->rc == -EINVAL)) {
                 /* the Lua stack moved on: keep what the sample proves */
                 rc = emit_partial(rt, mem, regs, nf, i, ts, cframe, t->w, out, &done);
                 if (rc) break;
             }
+            if (!ts && !owns_frames(rt, mem, cframe)) cpcalls++;
         }
         if (!done) {
             out->vm_failed++;

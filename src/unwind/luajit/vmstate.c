@@ -4,13 +4,20 @@
  * LuaJIT's own profiler separates (G->vmstate: -3 GC, -4 exit, -5 record,
  * -6 optimise, -7 assemble; >= 0 a trace, -1 interpreter, -2 C).
  *
- * vmstate is read live, milliseconds after the sample. It is trusted only
- * when the sampled call chain above the VM frame is still on the stack: the
- * return address of every C frame above it must be unchanged at the same
- * stack slot (read live, past the sample's snapshot), and the slot below the
- * leaf's stack pointer must not hold a return address into the leaf's code
- * (the leaf went on to call something). Then the target is still inside
- * those calls and the state is the one they run in. */
+ * With symbols (ss_lj_elfinfo.stfn: the functions that switch vmstate) the
+ * sampled call chain decides alone: the innermost of its C frames inside
+ * such a function names the state. Exact, and replayable.
+ *
+ * Stripped builds: vmstate is read live, milliseconds after the sample. It
+ * is trusted only when the sampled call chain above the VM frame is still on
+ * the stack: the return address of every C frame above it must be unchanged
+ * at the same stack slot, read both before and after vmstate in the same
+ * process_vm_readv (a hot loop leaves and re-enters the same calls within
+ * microseconds: one read after vmstate let GC steps in between be labelled
+ * as the allocation they interrupted), and the slot below the leaf's stack
+ * pointer must not hold a return address into the leaf's code (the leaf
+ * went on to call something). Then the target is still inside those calls
+ * and the state is the one they run in. */
 #include <string.h>
 
 #include "unwind/luajit/lj_internal.h"
@@ -34,48 +41,74 @@ static const char *state_name(int32_t st)
     }
 }
 
+static bool pseudo(struct ss_frame *fr, const char *name)
+{
+    memset(fr, 0, sizeof(*fr));
+    fr->kind = SS_FRAME_PSEUDO;
+    fr->name = name;
+    return name != NULL;
+}
+
+/* The state of the innermost C frame inside a state-switching function. */
+static bool by_symbols(const struct ss_lj_runtime *rt, const struct ss_lj_native *natives,
+                       uint32_t i, struct ss_frame *fr)
+{
+    for (uint32_t k = 0; k < i; k++) {
+        /* a return address may sit right past a call that ends its function */
+        uint64_t pc = natives[k].ip - rt->bias - (k > 0 && !natives[k].signal);
+        for (uint32_t j = 0; j < rt->info.nstfn; j++) {
+            const struct ss_lj_stfn *f = &rt->info.stfn[j];
+            if (pc >= f->lo && pc < f->hi) return pseudo(fr, state_name(~(int32_t)f->state));
+        }
+    }
+    return false;
+}
+
 bool ss_lj_vmstate_frame(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t G, uint64_t sp,
                          const struct ss_lj_native *natives, uint32_t i, struct ss_frame *fr)
 {
     const struct lj_layout *lay = rt->lay;
-    if (!lay || !G || i == 0 || i > MAX_CHECK || sp < 16) return false;
-    struct ss_iov iov[MAX_CHECK + 3];
-    uint64_t ret[MAX_CHECK], below = 0;
+    if (!lay || i == 0 || i > MAX_CHECK) return false;
+    if (rt->info.nstfn) return by_symbols(rt, natives, i, fr);
+    if (!G || sp < 16) return false;
+    /* iov: return slots (i), vmstate, return slots again (i), below, leaf */
+    struct ss_iov iov[2 * MAX_CHECK + 3];
+    uint64_t ret[2][MAX_CHECK], below = 0;
     int32_t st = 0;
-    iov[0] = (struct ss_iov){.addr = G + lay->G_vmstate, .dst = &st, .len = 4};
     for (uint32_t k = 0; k < i; k++) {
         if (natives[k].cfa < 16) return false;
-        iov[k + 1] = (struct ss_iov){.addr = natives[k].cfa - 8, .dst = &ret[k], .len = 8};
+        for (int r = 0; r < 2; r++)
+            iov[k + (uint32_t)r * (i + 1)] =
+                (struct ss_iov){.addr = natives[k].cfa - 8, .dst = &ret[r][k], .len = 8};
     }
+    iov[i] = (struct ss_iov){.addr = G + lay->G_vmstate, .dst = &st, .len = 4};
     /* the slot a call from the sampled leaf would push its return address to */
-    iov[i + 1] = (struct ss_iov){.addr = sp - 8, .dst = &below, .len = 8};
+    iov[2 * i + 1] = (struct ss_iov){.addr = sp - 8, .dst = &below, .len = 8};
     /* the leaf's own frame, to compare with the snapshot */
     uint8_t live[LEAF_MAX];
     const uint8_t *snap = NULL;
     size_t flen = natives[0].cfa > sp ? natives[0].cfa - sp : 0;
     if (flen > LEAF_MAX) flen = LEAF_MAX;
     if (!flen || !(snap = ss_mem_peek_snap(m, sp, flen))) return false;
-    iov[i + 2] = (struct ss_iov){.addr = sp, .dst = live, .len = flen};
+    iov[2 * i + 2] = (struct ss_iov){.addr = sp, .dst = live, .len = flen};
     /* the return addresses must come from the live stack, not the
      * snapshot: hide the snapshot layer for this one read */
     size_t snap_len = m->snap_len;
     m->snap_len = 0;
     rt->st.rounds++;
-    int rc = ss_mem_readv(m, iov, (int)i + 3);
+    int rc = ss_mem_readv(m, iov, (int)(2 * i + 3));
     m->snap_len = snap_len;
-    if (rc || iov[0].err || !state_name(st)) return false;
+    if (rc || iov[i].err || !state_name(st)) return false;
     for (uint32_t k = 0; k < i; k++)
-        if (iov[k + 1].err || ret[k] != natives[k + 1].ip) return false;
+        for (int r = 0; r < 2; r++)
+            if (iov[k + (uint32_t)r * (i + 1)].err || ret[r][k] != natives[k + 1].ip) return false;
     /* A return address into the leaf's code right below its frame: the
      * leaf may have called deeper since the sample (say, a string function
      * calling into the GC), and the state would be the callee's. It may
      * also be left over from an earlier call: either way, no label. */
     uint64_t leaf = natives[0].ip;
-    if (!iov[i + 1].err && below > leaf - 0x10000 && below < leaf + 0x10000) return false;
+    if (!iov[2 * i + 1].err && below > leaf - 0x10000 && below < leaf + 0x10000) return false;
     /* and the leaf's frame must hold what it held at the sample */
-    if (iov[i + 2].err || memcmp(live, snap, flen)) return false;
-    memset(fr, 0, sizeof(*fr));
-    fr->kind = SS_FRAME_PSEUDO;
-    fr->name = state_name(st);
-    return true;
+    if (iov[2 * i + 2].err || memcmp(live, snap, flen)) return false;
+    return pseudo(fr, state_name(st));
 }

@@ -1,0 +1,67 @@
+/* unwind/luajit/trace_int.h: what trace.c (lookup, validation, walk) and
+ * trace_load.c (decoding a trace once) share: limits, the decoded trace and
+ * its snapshots. See trace.c for how samples in trace code are handled. */
+#ifndef SS_LJ_TRACE_INT_H
+#define SS_LJ_TRACE_INT_H
+
+#include "unwind/luajit/lj_internal.h"
+
+#define REF_BIAS 0x8000u
+#define SNAP_FRAME 0x10000u
+#define SNAP_CONT 0x20000u
+#define TC_MAX 1024             /* traces indexed per runtime */
+#define TC_MAXSNAP 8192         /* snapshots per trace */
+#define TC_MAXMAP (1u << 20)    /* snapshot map entries per trace */
+#define TC_MAXK 65536u          /* IR constant slots per trace */
+#define TC_MAXFR LJ_TRACE_MAXFR /* Lua frames per snapshot */
+#define TC_MAXPT 128            /* candidate prototypes per trace */
+#define TC_MAXARR 65536u        /* J->trace entries read on a refresh */
+#define TC_HDR 128
+#define TC_REFRESH_NS 20000000ull /* sample time between two full refreshes */
+#define IR_RETF 11       /* lj_ir.h IRDEF: ABC 10, RETF 11, NOP 12, BASE 13 (every tree here) */
+#define TC_MAXINS 65536u /* IR instructions read for the RETF check (no-mcofs builds) */
+
+struct tframe {
+    uint64_t pc;   /* current pc, next-instruction convention (as frames.c) */
+    uint64_t link; /* this frame's link as the snapshot restores it */
+    uint64_t pt;   /* prototype holding pc */
+};
+
+struct tsnap {
+    uint32_t mcofs, mapofs, maplen; /* map slice [mapofs, mapofs + maplen) */
+    uint32_t prof;                  /* mcode offset of a profiler check inside, 0 none */
+    uint32_t first, n;              /* frames [first, first + n), outermost first */
+};
+
+struct trace {
+    uint64_t G, T, mcode;
+    uint32_t szmcode, traceno, spadjust;
+    uint8_t base_reg;   /* ss_reg holding BASE all through the trace, 0xff none */
+    uint8_t base_spill; /* IR(REF_BASE)->s: BASE's spill slot (4-byte units), 0 none */
+    bool loaded, bad;
+    bool nosnap; /* no SnapShot.mcofs: one pseudo snapshot, start frame only */
+    uint8_t hdr[TC_HDR];
+    uint32_t nsnap;
+    struct tsnap *snaps;
+    uint32_t *map; /* whole snapshot map as loaded */
+    struct tframe *fr;
+};
+
+struct lj_tcache {
+    struct trace *t; /* sorted by mcode */
+    unsigned n;
+    uint64_t refresh_ns; /* sample time of the last full refresh */
+    uint64_t arr_G, arr; /* J->trace array address seen last, per G */
+    uint32_t token;
+    struct ss_lj_tsample cur;
+};
+
+static inline uint16_t u16at(const uint8_t *p)
+{
+    return (uint16_t)(p[0] | p[1] << 8);
+}
+
+/* Decode t's snapshots, map and frames (once per trace; t->bad on failure). */
+void ss_lj_trace_load(struct ss_lj_runtime *rt, struct ss_mem *m, struct trace *t);
+
+#endif

@@ -1,0 +1,356 @@
+/* unwind/luajit/trace_load.c: decoding a trace once — its snapshots, the
+ * frames each snapshot map restores (GC64 KNUM links, non-GC64 trailing
+ * links), their prototypes among the trace's constants, and for builds without
+ * SnapShot.mcofs one pseudo snapshot (see trace.c). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "unwind/luajit/trace_int.h"
+
+/* x86 register numbers (RID_*) -> enum ss_reg */
+static const uint8_t x86_to_ss[16] = {
+    SS_REG_AX, SS_REG_CX, SS_REG_DX,  SS_REG_BX,  SS_REG_SP,  SS_REG_BP,  SS_REG_SI,  SS_REG_DI,
+    SS_REG_R8, SS_REG_R9, SS_REG_R10, SS_REG_R11, SS_REG_R12, SS_REG_R13, SS_REG_R14, SS_REG_R15};
+
+/* ---- decoding (once per trace) ---- */
+
+struct kbuf {
+    const uint8_t *ir; /* IR slots [nk, REF_BIAS] */
+    uint32_t nk;
+};
+
+static const uint8_t *irslot(const struct kbuf *k, uint32_t ref)
+{
+    if (ref < k->nk || ref > REF_BIAS) return NULL;
+    return k->ir + (size_t)(ref - k->nk) * 8;
+}
+
+/* 64-bit value of KNUM constant ref (stored in the slot after it). */
+static bool knum(const struct lj_layout *lay, const struct kbuf *k, uint32_t ref, uint64_t *v)
+{
+    const uint8_t *a = irslot(k, ref), *b = irslot(k, ref + 1);
+    if (!a || !b || ref + 1 >= REF_BIAS || a[5] != lay->ir_knum) return false;
+    *v = lj_u64(b);
+    return true;
+}
+
+struct ptset {
+    uint64_t pt[TC_MAXPT], lo[TC_MAXPT], hi[TC_MAXPT]; /* bytecode (lo, hi] in pc terms */
+    unsigned n;
+};
+
+static uint64_t pt_of(const struct ptset *ps, uint64_t pc)
+{
+    for (unsigned i = 0; i < ps->n; i++)
+        if (pc > ps->lo[i] && pc <= ps->hi[i]) return ps->pt[i];
+    return 0;
+}
+
+/* Add prototype pt; false when it cannot be read. */
+static bool pt_add(struct ss_lj_runtime *rt, struct ss_mem *m, struct ptset *ps, uint64_t pt)
+{
+    for (unsigned i = 0; i < ps->n; i++)
+        if (ps->pt[i] == pt) return true;
+    if (ps->n == TC_MAXPT) return true;
+    const struct lj_proto *p = ss_lj_proto(rt, m, pt, NULL);
+    if (!p) return false;
+    uint64_t bc = pt + rt->lay->pt_size;
+    ps->pt[ps->n] = pt;
+    ps->lo[ps->n] = bc;
+    ps->hi[ps->n] = bc + (uint64_t)p->sizebc * 4;
+    ps->n++;
+    return true;
+}
+
+/* Candidate prototypes: the start prototype and every KGC closure/proto
+ * (all alive as long as the trace is). False when a read failed. */
+static bool candidates(struct ss_lj_runtime *rt, struct ss_mem *m, const struct trace *t,
+                       const struct kbuf *k, struct ptset *ps)
+{
+    const struct lj_layout *lay = rt->lay;
+    uint64_t fns[TC_MAXPT];
+    unsigned nf = 0;
+    bool ok = true;
+    ps->n = 0;
+    ok &= pt_add(rt, m, ps, lj_ref(lay, t->hdr + lay->T_startpt));
+    for (uint32_t ref = k->nk; ref < REF_BIAS; ref++) {
+        const uint8_t *ir = irslot(k, ref);
+        if (ir[5] != lay->ir_kgc) continue;
+        uint64_t gc =
+            lay->gc64 ? (ref + 1 < REF_BIAS ? lj_u64(irslot(k, ref + 1)) : 0) : lj_u32(ir);
+        unsigned irt = ir[4] & 0x1f;
+        if (irt == LJ_GCT_PROTO)
+            ok &= pt_add(rt, m, ps, gc);
+        else if (irt == LJ_GCT_FUNC && nf < TC_MAXPT)
+            fns[nf++] = gc;
+        if (lay->gc64) ref++; /* 64-bit constants take two slots */
+    }
+    if (!nf || !ok) return ok;
+    struct ss_iov iov[TC_MAXPT];
+    uint8_t hb[TC_MAXPT][64];
+    for (unsigned i = 0; i < nf; i++)
+        iov[i] = (struct ss_iov){.addr = fns[i], .dst = hb[i], .len = lay->fn_size};
+    rt->st.rounds++;
+    if (ss_mem_readv(m, iov, (int)nf)) return false;
+    for (unsigned i = 0; i < nf; i++) {
+        if (iov[i].err) return false;
+        if (hb[i][lay->gct] != LJ_GCT_FUNC || hb[i][lay->fn_ffid] != 0) continue;
+        uint64_t pc = lj_ref(lay, hb[i] + lay->fn_pc);
+        if (pc > lay->pt_size) ok &= pt_add(rt, m, ps, pc - lay->pt_size);
+    }
+    return ok;
+}
+
+/* Frames of one GC64 snapshot, outermost first; n = 0 when unusable. */
+static unsigned frames_gc64(const struct lj_layout *lay, const struct kbuf *k,
+                            const struct ptset *ps, const uint32_t *map, uint32_t nent,
+                            uint32_t maplen, struct tframe *fr)
+{
+    if (maplen < nent + 2) return 0;
+    uint64_t pcbase = map[nent] | (uint64_t)map[nent + 1] << 32;
+    unsigned n = 1;
+    memset(&fr[0], 0, sizeof(fr[0]));
+    for (uint32_t i = 0; i < nent; i++) {
+        uint32_t e = map[i], s = e >> 24;
+        if (!(e & SNAP_FRAME) || s < 2) continue;
+        uint64_t link;
+        if (!knum(lay, k, e & 0xffff, &link)) return 0;
+        uint64_t callerpc;
+        if ((link & 3) == LJ_FRAME_LUA) {
+            callerpc = link;
+        } else if ((link & 7) == LJ_FRAME_VARG) {
+            continue; /* the same function, moved above its varargs */
+        } else if ((link & 7) == LJ_FRAME_CONT) {
+            /* continuation pc: the SNAP_CONT slot two below the link */
+            callerpc = 0;
+            for (uint32_t j = 0; j < i; j++)
+                if ((map[j] >> 24) == s - 2 && (map[j] & SNAP_CONT) &&
+                    !knum(lay, k, map[j] & 0xffff, &callerpc))
+                    return 0;
+            if (!callerpc) return 0;
+        } else {
+            return 0;
+        }
+        if (n == TC_MAXFR) return 0;
+        fr[n - 1].pc = callerpc;
+        fr[n] = (struct tframe){.link = link};
+        n++;
+    }
+    fr[n - 1].pc = (pcbase >> 8) + 4;
+    for (unsigned i = 0; i < n; i++)
+        if (!(fr[i].pt = pt_of(ps, fr[i].pc))) return 0;
+    return n;
+}
+
+/* Non-GC64: the map ends with the current pc and the frame links,
+ * innermost first (SNAP_MKPC / SNAP_MKFTSZ words). */
+static unsigned frames_gc32(const struct ptset *ps, const uint32_t *map, uint32_t nent,
+                            uint32_t maplen, struct tframe *fr)
+{
+    struct tframe tmp[TC_MAXFR];
+    if (maplen < nent + 1) return 0;
+    unsigned n = 1;
+    tmp[0] = (struct tframe){.pc = (uint64_t)map[nent] + 4};
+    for (uint32_t i = nent + 1; i < maplen; i++) {
+        uint32_t w = map[i];
+        uint64_t callerpc;
+        if ((w & 3) == LJ_FRAME_LUA) {
+            callerpc = w;
+        } else if ((w & 7) == LJ_FRAME_VARG) {
+            continue;
+        } else if ((w & 7) == LJ_FRAME_CONT && i + 1 < maplen) {
+            callerpc = map[++i];
+        } else {
+            return 0;
+        }
+        if (n == TC_MAXFR) return 0;
+        tmp[n - 1].link = w;
+        tmp[n++] = (struct tframe){.pc = callerpc};
+    }
+    for (unsigned i = 0; i < n; i++) {
+        fr[i] = tmp[n - 1 - i];
+        if (!(fr[i].pt = pt_of(ps, fr[i].pc))) return 0;
+    }
+    return n;
+}
+
+/* Is the frame's snapshot pc a return (RETM/RET/RET0/RET1, lj_bc.h; the
+ * same numbers in every tree here)? The code after such a snapshot (taken
+ * while recording the return, e.g. by the profiler's 'f' mode) is the
+ * return and the caller's code: the caller is the frame that runs. */
+static bool at_return(struct ss_lj_runtime *rt, struct ss_mem *m, const struct tframe *f)
+{
+    enum { BC_RETM = 73, BC_RET1 = 76 };
+    const struct lj_proto *p = ss_lj_proto(rt, m, f->pt, NULL);
+    uint64_t bc = f->pt + rt->lay->pt_size;
+    if (!p || f->pc < bc + 4 || f->pc > bc + (uint64_t)p->sizebc * 4) return false;
+    unsigned op = p->blob[rt->lay->pt_size + (f->pc - 4 - bc)];
+    return op >= BC_RETM && op <= BC_RET1;
+}
+
+/* Traces compiled while LuaJIT's own profiler runs (-jp, jit.profile) check
+ * for a pending profiler hook where the recorded code enters or leaves a
+ * function (lj_record.c rec_profile_ins/ret, lj_asm_x86.h asm_prof: GC64
+ * "test byte [DISPATCH+hookmask], HOOK_PROFILE; jnz exit"). Where the
+ * loop optimisation dropped the snapshot that followed such a check (a
+ * return), the code after the check belongs to the next snapshot's frames.
+ * Marks, per snapshot, the first check inside its code. */
+static void prof_checks(const uint8_t *mc, uint32_t sz, struct tsnap *snaps, uint32_t nsnap)
+{
+    static const uint8_t pat[3] = {0x41, 0xf6, 0x86}; /* test byte [r14+disp32], imm8 */
+    for (uint32_t o = 0; o + 14 <= sz; o++) {
+        if (memcmp(mc + o, pat, 3) || mc[o + 7] != 0x80 || mc[o + 8] != 0x0f || mc[o + 9] != 0x85)
+            continue;
+        uint32_t lo = 0, hi = nsnap; /* snapshot whose code holds o */
+        while (lo < hi) {
+            uint32_t mid = (lo + hi) / 2;
+            if (snaps[mid].mcofs <= o)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        if (lo && lo < nsnap && o > snaps[lo - 1].mcofs && !snaps[lo - 1].prof)
+            snaps[lo - 1].prof = o;
+    }
+}
+
+/* No SnapShot.mcofs (see the top of the file): one pseudo snapshot over
+ * the whole trace, its start frame only; bad when the trace moves BASE
+ * below its start frame (IR_RETF) or its start pc is not in its start
+ * prototype. */
+static void load_nosnap(struct ss_lj_runtime *rt, struct ss_mem *m, struct trace *t)
+{
+    const struct lj_layout *lay = rt->lay;
+    const uint8_t *h = t->hdr;
+    uint32_t nins = lj_u32(h + lay->T_nins);
+    uint64_t ir = lj_u64(h + lay->T_ir);
+    uint64_t startpt = lj_ref(lay, h + lay->T_startpt), startpc = lj_ref(lay, h + lay->T_startpc);
+    bool bad = true;
+    uint8_t *ib = NULL;
+    struct tsnap *snaps = NULL;
+    struct tframe *fr = NULL;
+    uint32_t *map = NULL;
+    struct ptset *ps = NULL;
+    if (nins <= REF_BIAS || nins - REF_BIAS > TC_MAXINS || !ir || !startpt || !startpc) goto done;
+    ib = malloc((size_t)(nins - REF_BIAS) * 8);
+    snaps = calloc(1, sizeof(*snaps));
+    fr = calloc(1, sizeof(*fr));
+    map = calloc(1, 4);
+    ps = malloc(sizeof(*ps));
+    if (!ib || !snaps || !fr || !map || !ps) goto fail;
+    rt->st.rounds++;
+    if (ss_mem_read(m, ir + (uint64_t)REF_BIAS * 8, ib, (size_t)(nins - REF_BIAS) * 8)) goto fail;
+    if (ib[5] != lay->ir_base) goto done; /* opcode table check */
+    for (uint32_t i = 1; i < nins - REF_BIAS; i++)
+        if (ib[(size_t)i * 8 + 5] == IR_RETF) goto done;
+    t->base_reg = ib[6] < 16 && ib[6] != 4 ? x86_to_ss[ib[6]] : 0xff;
+    t->base_spill = ib[7];
+    ps->n = 0;
+    if (!pt_add(rt, m, ps, startpt)) goto fail;
+    fr[0] = (struct tframe){.pc = startpc + 4, .pt = startpt};
+    if (ps->n != 1 || pt_of(ps, fr[0].pc) != startpt) goto done;
+    snaps[0] = (struct tsnap){.n = 1};
+    t->nsnap = 1;
+    t->nosnap = true;
+    bad = false;
+done:
+    rt->st.trace_loads++;
+    t->loaded = true;
+    t->bad = bad;
+    if (!bad) {
+        t->map = map, t->snaps = snaps, t->fr = fr;
+        map = NULL, snaps = NULL, fr = NULL;
+    }
+fail:
+    free(ib);
+    free(ps);
+    free(map);
+    free(snaps);
+    free(fr);
+}
+
+/* Read and decode snapshots, map and constants of t (header already read).
+ * A trace that cannot be decoded is marked bad (known, no frames); when a
+ * read fails it stays unloaded and is tried again on a later sample. */
+void ss_lj_trace_load(struct ss_lj_runtime *rt, struct ss_mem *m, struct trace *t)
+{
+    const struct lj_layout *lay = rt->lay;
+    const uint8_t *h = t->hdr;
+    uint32_t nsnapmap = lj_u32(h + lay->T_nsnapmap);
+    uint32_t nk = lj_u32(h + lay->T_nk);
+    uint64_t ir = lj_u64(h + lay->T_ir), snap = lj_u64(h + lay->T_snap);
+    uint64_t snapmap = lj_u64(h + lay->T_snapmap);
+    if (!lay->snap_mcofs) {
+        load_nosnap(rt, m, t);
+        return;
+    }
+    if (t->nsnap > TC_MAXSNAP || nsnapmap > TC_MAXMAP || nk > REF_BIAS || REF_BIAS - nk > TC_MAXK ||
+        !ir || !snap || !snapmap) {
+        t->loaded = t->bad = true;
+        return;
+    }
+    size_t klen = (size_t)(REF_BIAS + 1 - nk) * 8;
+    uint8_t *sb = malloc((size_t)t->nsnap * lay->snap_size);
+    uint8_t *kb = malloc(klen);
+    uint32_t *map = malloc((size_t)nsnapmap * 4 + 4);
+    struct tsnap *snaps = calloc(t->nsnap, sizeof(*snaps));
+    struct tframe *fr = malloc((size_t)t->nsnap * TC_MAXFR * sizeof(*fr));
+    struct ptset *ps = malloc(sizeof(*ps));
+    uint8_t *mc = malloc(t->szmcode);
+    bool bad = true;
+    if (!sb || !kb || !map || !snaps || !fr || !ps || !mc) goto fail;
+    struct ss_iov iov[4] = {
+        {.addr = snap, .dst = sb, .len = (size_t)t->nsnap * lay->snap_size},
+        {.addr = snapmap, .dst = map, .len = (size_t)nsnapmap * 4},
+        {.addr = ir + (uint64_t)nk * 8, .dst = kb, .len = klen},
+        {.addr = t->mcode, .dst = mc, .len = t->szmcode},
+    };
+    rt->st.rounds++;
+    if (ss_mem_readv(m, iov, 4) || iov[0].err || iov[1].err || iov[2].err || iov[3].err) goto fail;
+    struct kbuf k = {.ir = kb, .nk = nk};
+    const uint8_t *irb = irslot(&k, REF_BIAS);
+    if (irb[5] != lay->ir_base) goto done; /* opcode table check */
+    /* IR(REF_BASE)->r: the register BASE lives in for the whole trace; the
+     * assembler resets it to RID_INIT when the trace modifies it (RETF) or
+     * anything else writes it (lj_asm_x86.h asm_head_root_base). ->s: its
+     * spill slot. */
+    t->base_reg = irb[6] < 16 && irb[6] != 4 ? x86_to_ss[irb[6]] : 0xff;
+    t->base_spill = irb[7];
+    if (!candidates(rt, m, t, &k, ps)) goto fail;
+    uint32_t used = 0;
+    for (uint32_t i = 0; i < t->nsnap; i++) {
+        const uint8_t *sp = sb + (size_t)i * lay->snap_size;
+        struct tsnap *ts = &snaps[i];
+        ts->mapofs = lj_u32(sp);
+        ts->mcofs = u16at(sp + lay->snap_mcofs);
+        uint32_t nent = sp[lay->snap_nent];
+        uint32_t end = i + 1 < t->nsnap ? lj_u32(sp + lay->snap_size) : nsnapmap;
+        if (ts->mapofs > end || end > nsnapmap || (i && ts->mcofs < snaps[i - 1].mcofs)) goto done;
+        ts->maplen = end - ts->mapofs;
+        ts->first = used;
+        const uint32_t *mp = map + ts->mapofs;
+        ts->n = lay->gc64 ? frames_gc64(lay, &k, ps, mp, nent, ts->maplen, fr + used)
+                          : frames_gc32(ps, mp, nent, ts->maplen, fr + used);
+        if (ts->n > 1 && at_return(rt, m, &fr[used + ts->n - 1])) ts->n--;
+        used += ts->n;
+    }
+    if (lay->gc64) prof_checks(mc, t->szmcode, snaps, t->nsnap);
+    bad = false;
+done:
+    rt->st.trace_loads++;
+    t->loaded = true;
+    t->bad = bad;
+    if (!bad) {
+        t->map = map, t->snaps = snaps, t->fr = fr;
+        map = NULL, snaps = NULL, fr = NULL;
+    }
+fail:
+    free(sb);
+    free(kb);
+    free(ps);
+    free(mc);
+    free(map);
+    free(snaps);
+    free(fr);
+}
