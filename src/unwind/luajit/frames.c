@@ -215,6 +215,7 @@ static int resolve(struct ss_lj_runtime *rt, struct ss_mem *m, struct lj_walk *w
         }
         wf->ffid = hb[i][lay->fn_ffid];
         wf->fnpc = lj_ref(lay, hb[i] + lay->fn_pc);
+        if (wf->ffid != 0) wf->cf = lj_u64(hb[i] + lay->fn_cf);
         if (wf->ffid != 0 || wf->fnpc < lay->pt_size + 4096) continue;
         wf->pt = wf->fnpc - lay->pt_size;
         struct lj_fnpt *c = fnpt_slot(rt, wf->fn);
@@ -417,6 +418,19 @@ static int walk_once(struct ss_lj_runtime *rt, struct ss_mem *m, const struct lj
          * caller's return pc, which is this frame's link. */
         if (!ok && t->ffid > 1 && (t->ftsz & 3) == LJ_FRAME_LUA && cf[0].ok)
             ok = cf[0].pc == (lay->gc64 ? (uint64_t)t->ftsz : (uint32_t)t->ftsz);
+        /* Every C function has the same PC (a shared FUNCC stub), so the
+         * check above cannot tell load from collectgarbage. KBASE (r15) can:
+         * BC_FUNCC loads it with the lua_CFunction it calls (vm_x64.dasc:
+         * mov KBASEa, CFUNC:RB->f), while ASM fast functions calling C
+         * helpers (and FUNCCW) keep the KBASE of the nearest Lua frame
+         * below, its prototype's k. Anything else: the thread moved on. */
+        if (ok && t->ffid != 0 && st->kbase) {
+            const struct lj_wframe *lf = NULL;
+            for (unsigned k = 1; k < w->n && !lf; k++)
+                if (w->f[k].ffid == 0 && w->f[k].proto) lf = &w->f[k];
+            ok = st->kbase == t->cf ||
+                 (lf && st->kbase == lj_ref(lay, lf->proto->sig + lay->pt_k)) || !lf;
+        }
         if (!ok) return -ESTALE;
     }
     return 0;

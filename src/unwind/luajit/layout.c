@@ -32,19 +32,19 @@
 
 #define GC64_COMMON                                                                                \
     .gc64 = true, .L_glref = 16, .L_base = 32, .L_top = 40, .L_stack = 56, .L_cframe = 80,         \
-    .L_stacksize = 88, .gct = 9, .fn_ffid = 10, .fn_pc = 32, .fn_uvptr = 40, .fn_size = 48,        \
-    .pt_sizebc = 12, .pt_k = 32, .pt_sizekgc = 48, .pt_sizept = 56, .pt_sizeuv = 60,               \
-    .pt_chunkname = 64, .pt_firstline = 72, .pt_numline = 76, .pt_lineinfo = 80, .pt_uvinfo = 88,  \
-    .pt_varinfo = 96, .pt_size = 104, .uv_v = 32, .cf_prev = 32, .cf_L = 16, .cf_pc = 24,          \
-    .cf_nres = 8, .cf_size = 80, .T_nsnap = 10, .T_ir = 32, .T_snap = 48, .T_snapmap = 56,         \
-    .T_startpt = 64, .T_startpc = 72, .T_szmcode = 84, .T_mcode = 88, .T_spadjust = 102,           \
-    .T_traceno = 104, .T_root = 108, .T_nins = 12, .T_nk = 40, .T_nsnapmap = 44, .T_size = 120,    \
-    .snap_size = 12, TRACE_X64_COMMON
+    .L_stacksize = 88, .gct = 9, .fn_ffid = 10, .fn_pc = 32, .fn_uvptr = 40, .fn_cf = 40,          \
+    .fn_size = 48, .pt_sizebc = 12, .pt_k = 32, .pt_sizekgc = 48, .pt_sizept = 56,                 \
+    .pt_sizeuv = 60, .pt_chunkname = 64, .pt_firstline = 72, .pt_numline = 76, .pt_lineinfo = 80,  \
+    .pt_uvinfo = 88, .pt_varinfo = 96, .pt_size = 104, .uv_v = 32, .cf_prev = 32, .cf_L = 16,      \
+    .cf_pc = 24, .cf_nres = 8, .cf_size = 80, .T_nsnap = 10, .T_ir = 32, .T_snap = 48,             \
+    .T_snapmap = 56, .T_startpt = 64, .T_startpc = 72, .T_szmcode = 84, .T_mcode = 88,             \
+    .T_spadjust = 102, .T_traceno = 104, .T_root = 108, .T_nins = 12, .T_nk = 40,                  \
+    .T_nsnapmap = 44, .T_size = 120, .snap_size = 12, TRACE_X64_COMMON
 
 #define NOGC64_COMMON                                                                              \
     .gc64 = false, .L_glref = 8, .L_base = 16, .L_top = 24, .L_stack = 36, .L_cframe = 48,         \
-    .L_stacksize = 56, .gct = 5, .fn_ffid = 6, .fn_pc = 16, .fn_uvptr = 20, .fn_size = 32,         \
-    .pt_sizebc = 8, .pt_k = 16, .pt_sizekgc = 24, .pt_sizept = 32, .pt_sizeuv = 36,                \
+    .L_stacksize = 56, .gct = 5, .fn_ffid = 6, .fn_pc = 16, .fn_uvptr = 20, .fn_cf = 24,           \
+    .fn_size = 32, .pt_sizebc = 8, .pt_k = 16, .pt_sizekgc = 24, .pt_sizept = 32, .pt_sizeuv = 36, \
     .pt_chunkname = 40, .pt_firstline = 44, .pt_numline = 48, .pt_lineinfo = 52, .pt_uvinfo = 56,  \
     .pt_varinfo = 60, .pt_size = 64, .uv_v = 16, .cf_prev = 32, .cf_L = 24, .cf_pc = 28,           \
     .cf_nres = 16, .cf_size = 80, .T_nsnap = 6, .T_ir = 16, .T_snap = 32, .T_snapmap = 40,         \

@@ -26,6 +26,7 @@ struct lj_layout {
     uint32_t J_trace, J_sizetrace;
     /* GCfunc */
     uint32_t fn_ffid, fn_pc, fn_uvptr, fn_size;
+    uint32_t fn_cf; /* GCfuncC.f, the lua_CFunction (within fn_size) */
     /* GCproto */
     uint32_t pt_sizebc, pt_k, pt_sizekgc, pt_sizept, pt_sizeuv, pt_chunkname;
     uint32_t pt_firstline, pt_numline, pt_lineinfo, pt_uvinfo, pt_varinfo, pt_size;
@@ -235,6 +236,7 @@ struct lj_wframe {
     uint64_t pt;    /* prototype for Lua functions, else 0 */
     uint64_t pc;    /* current pc inside this frame (next instruction), 0 unknown */
     uint64_t fnpc;  /* GCfunc pc field (C/fast functions: their bytecode stub) */
+    uint64_t cf;    /* C/fast functions: GCfuncC.f (0 for Lua functions) */
     uint8_t ffid;
     uint8_t seg; /* segment (cframe index) this frame belongs to */
     struct lj_proto *proto;
@@ -256,6 +258,7 @@ struct lj_start {
     bool newest;       /* newest VM entry of this thread on the sampled stack */
     uint64_t base, pc; /* rdx/rbx when top; pc = recovered rbx otherwise (0 unknown) */
     uint64_t dispatch; /* r14 (0 unknown) */
+    uint64_t kbase;    /* r15 at the VM frame owning the top frame when not top (0 unknown) */
 };
 
 /* Walk all frames of thread st->L. 0 or negative errno (-EINVAL: state

@@ -109,24 +109,32 @@ static bool owns_frames(struct ss_lj_runtime *rt, struct ss_mem *mem, uint64_t c
     return !rt->lay || ss_mem_read(mem, cframe + rt->lay->cf_nres, &nres, 4) || nres >= 0;
 }
 
-/* The PC that must fit the thread's top Lua frame, walking from VM frame
- * natives[i] (0: unknown). A cframe with nres < 0 is lj_vm_cpcall's (the
- * trace compiler, the parser, lua_cpcall): it owns no Lua frame and rbx
- * there is no Lua PC. The top frame is then the one of the next VM frame
- * down the native chain whose cframe owns frames, checked with its PC. */
-static uint64_t top_pc(struct ss_lj_runtime *rt, struct ss_mem *mem, const uint64_t *regs,
-                       const struct ss_lj_native *natives, uint32_t n, uint32_t i)
+/* PC and KBASE (rbx, r15; 0 unknown) that must fit the thread's top frame,
+ * walking from VM frame natives[i]. A cpcall cframe owns no Lua frame and
+ * its rbx is no Lua PC: the top frame is then the one of the next VM frame
+ * down the native chain whose cframe owns frames, checked with its
+ * registers. */
+static void top_regs(struct ss_lj_runtime *rt, struct ss_mem *mem, const uint64_t *regs,
+                     const struct ss_lj_native *natives, uint32_t n, uint32_t i, uint64_t *pc,
+                     uint64_t *kbase)
 {
-    if (!rt->lay) return 0;
+    *pc = *kbase = 0;
+    if (!rt->lay) return;
     for (uint32_t j = i; j < n; j++) {
         const struct ss_lj_native *nf = &natives[j];
         bool top = j == 0 && !nf->signal;
         if (nf->trace || !ss_lj_in_vm(rt, top || nf->signal ? nf->ip : nf->ip - 1)) continue;
-        if (nf->cfa <= rt->info.vm_cfa_off) return 0;
-        if (owns_frames(rt, mem, nf->cfa - rt->info.vm_cfa_off))
-            return top ? regs[SS_REG_BX] : (nf->have & SS_LJ_HAVE_RBX) ? nf->rbx : 0;
+        if (nf->cfa <= rt->info.vm_cfa_off) return;
+        if (!owns_frames(rt, mem, nf->cfa - rt->info.vm_cfa_off)) continue;
+        if (top) {
+            *pc = regs[SS_REG_BX];
+            *kbase = regs[SS_REG_R15];
+            return;
+        }
+        if (nf->have & SS_LJ_HAVE_RBX) *pc = nf->rbx;
+        if (nf->have & SS_LJ_HAVE_R15) *kbase = nf->r15;
+        return;
     }
-    return 0;
 }
 
 /* Walk thread L from the VM frame natives[i] (cframe), taken to be L's
@@ -137,13 +145,16 @@ static int walk_vm(struct ss_lj_runtime *rt, struct ss_mem *mem, const uint64_t 
 {
     const struct ss_lj_native *nf = &natives[i];
     bool top = i == 0 && !nf->signal;
+    uint64_t pc = 0, kbase = 0;
+    if (!top) top_regs(rt, mem, regs, natives, n, i, &pc, &kbase);
     struct lj_start st = {
         .L = L,
         .cframe = cframe,
         .top = top,
         .newest = true,
         .base = top ? regs[SS_REG_DX] : 0,
-        .pc = top ? regs[SS_REG_BX] : top_pc(rt, mem, regs, natives, n, i),
+        .pc = top ? regs[SS_REG_BX] : pc,
+        .kbase = kbase,
         /* only the live register is trusted for the layout check
          * (DISPATCH == G + G2DISP) */
         .dispatch = top ? regs[SS_REG_R14] : 0,
