@@ -65,6 +65,10 @@ struct ss_lj_elfinfo {
         uint32_t state;
     } stfn[SS_LJ_STFN_MAX];
     uint32_t nstfn;
+    /* vm_exit_handler's return address after `call lj_trace_exit` (ELF
+     * vaddr; 0: no JIT, or not found). Found by the handler's byte pattern,
+     * so stripped builds have it too. */
+    uint64_t exit_ret;
 };
 
 /* Inspect one ELF file. Returns 0 (info->is_luajit says the verdict) or a
@@ -140,6 +144,14 @@ struct ss_lj_out {
  * stack.c should use this CFA for the leaf instead of the CFI one, and pass
  * it in natives[0].cfa. */
 uint64_t ss_lj_leaf_cfa(struct ss_lj_runtime *rt, struct ss_mem *mem, const uint64_t *regs);
+
+/* A return address into vm_exit_handler right after its call to
+ * lj_trace_exit (rsp: that call's CFA, where the handler's ExitState sits):
+ * the CFA of the VM frame the exiting trace ran on, found above the trace's
+ * rsp (ExitState.gpr[rsp]) and checked against its thread's live cframe.
+ * 0 when ip is no such address or nothing checks out. */
+uint64_t ss_lj_exit_cfa(struct ss_lj_runtime *const *rts, uint32_t nrts, struct ss_mem *mem,
+                        uint64_t ip, uint64_t rsp);
 
 /* For a native frame whose ip is in JIT-compiled trace code (an anonymous
  * executable mapping): the CFA of the VM frame the trace runs on

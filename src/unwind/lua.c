@@ -261,6 +261,21 @@ static uint64_t trace_frame(struct ss_uproc *up, struct ulua *l, struct ss_nativ
                            &l->tokens[k]);
 }
 
+/* The VM frame under a trace that is exiting: nf[k] returns into
+ * vm_exit_handler from lj_trace_exit (its rsp: where the ExitState is).
+ * rbx and r15 there are the trace's, not the interpreter's PC and KBASE. */
+static uint64_t exit_frame(struct ulua *l, struct ss_uproc *up, struct ss_native_frame *nf)
+{
+    struct ss_lj_runtime *rts[MAX_RTS];
+    uint64_t rsp = 0;
+    if (!ss_nf_reg(nf, SS_REG_SP, &rsp)) return 0;
+    for (unsigned i = 0; i < l->n; i++)
+        rts[i] = l->rts[i].rt;
+    uint64_t cfa = ss_lj_exit_cfa(rts, l->n, &up->mem, ss_nf_ip(nf), rsp);
+    if (cfa) nf->regs.valid &= ~(1u << SS_DR_RBX | 1u << SS_DR_R15);
+    return cfa;
+}
+
 static unsigned native_walk(struct ss_unwinder *u, struct ss_uproc *up, struct ulua *l,
                             const struct ss_sample *s, enum ss_trunc *why)
 {
@@ -304,6 +319,8 @@ static unsigned native_walk(struct ss_unwinder *u, struct ss_uproc *up, struct u
             nf[n] = tmp;
             if (!(cfa = trace_frame(up, l, nf, k, false, s->time_ns))) break;
             n++;
+        } else if (!(nf[k].flags & SS_NF_EXACT) && (cfa = exit_frame(l, up, &nf[k]))) {
+            /* the trace's VM frame, found from the exit handler's state */
         } else if (!(cfa =
                          trace_frame(up, l, nf, k, (nf[k].flags & SS_NF_EXACT) != 0, s->time_ns))) {
             continue;

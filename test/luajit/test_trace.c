@@ -11,6 +11,8 @@
  *  - jit_states.lua on the unstripped matrix build: every [GC] and
  *    [JIT compiler] pseudo frame sits under native frames of LuaJIT's GC or
  *    trace compiler (symbols tell), and [GC] appears.
+ *  - jit_exits.lua: samples in the trace exit handler (lj_trace_exit) keep
+ *    their Lua frames and native callers (GC64 and non-GC64 builds).
  *  - `stacksnap record` of JIT workloads replays byte-identically. */
 #include <criterion/criterion.h>
 #include <criterion/logging.h>
@@ -330,6 +332,62 @@ Test(luajit_trace, vm_state_frames)
     cr_expect(s.jit * 100 >= r.samples, "only %u [JIT compiler] frames in %u samples", s.jit,
               r.samples);
     cr_expect(s.gc_bad == 0 && s.jit_bad == 0, "a state frame not under GC/JIT code:\n%s", s.bad);
+}
+
+/* ---- trace exits ---- */
+
+struct exits {
+    unsigned in_exit, lua, rooted;
+    char bad[2048];
+};
+
+/* Samples under lj_trace_exit (the matrix builds have symbols): the native
+ * walk must step out of vm_exit_handler to the VM frame the trace ran on,
+ * so the Lua frames of the exiting loop and the native callers show. */
+static void on_exit_sample(void *ctx, const struct ss_stack *st, const char *folded)
+{
+    struct exits *e = ctx;
+    bool in_exit = false, lua = false, rooted = false;
+    for (unsigned i = 0; i < st->nframes; i++) {
+        const char *nm = st->frames[i].name;
+        if (!nm) continue;
+        if (!strcmp(nm, "lj_trace_exit")) in_exit = true;
+        if (st->frames[i].kind == SS_FRAME_LUA && !strcmp(nm, "exits")) lua = true;
+        if (!strcmp(nm, "main") && st->frames[i].kind != SS_FRAME_LUA) rooted = true;
+    }
+    if (!in_exit) return;
+    e->in_exit++;
+    e->lua += lua;
+    e->rooted += rooted;
+    if ((!lua || !rooted) && !e->bad[0]) snprintf(e->bad, sizeof(e->bad), "%.2000s", folded);
+}
+
+static void trace_exits(const char *variant)
+{
+    static struct exits e;
+    static struct rec r;
+    memset(&e, 0, sizeof(e));
+    char *argv[] = {(char *)built(variant), DIR "jit_exits.lua", NULL};
+    record(argv, NULL, 4, on_exit_sample, &e, &r);
+    cr_log_info("trace exits (%s): %u samples, %u under lj_trace_exit, %u of them with the Lua "
+                "frame, %u reaching main",
+                variant, r.samples, e.in_exit, e.lua, e.rooted);
+    cr_expect(e.in_exit * 20 >= r.samples, "%s: only %u of %u samples in lj_trace_exit", variant,
+              e.in_exit, r.samples);
+    /* Measured: 99% reach main; 75-85% keep the Lua frames (the rest were
+     * read after the exit finished and the walk could not prove them). */
+    cr_expect(e.lua * 2 >= e.in_exit && e.rooted * 10 >= e.in_exit * 9,
+              "%s: %u/%u of %u exit samples with Lua frames/main; first without:\n%s", variant,
+              e.lua, e.rooted, e.in_exit, e.bad);
+}
+
+Test(luajit_trace, trace_exits_gc64)
+{
+    trace_exits("gc64-jit");
+}
+Test(luajit_trace, trace_exits_nogc64)
+{
+    trace_exits("nogc64-jit");
 }
 
 /* ---- replay ---- */

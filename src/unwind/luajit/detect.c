@@ -260,6 +260,25 @@ static bool calls_into(Elf *e, uint64_t va, uint64_t lo, uint64_t hi)
     return false;
 }
 
+/* vm_exit_handler (vm_x64.dasc and vm_x86.dasc, x64): push r13 .. r8, rdi,
+ * rsi, rbp; lea rbp, [rsp+88]; push rbp, rbx, rdx, rcx, rax; later mov rsi,
+ * rsp (ExitState *) and call lj_trace_exit. The return address of that call
+ * is what a native walk sees in the handler's frame. */
+static uint64_t exit_ret(Elf *e, uint64_t lo, uint64_t hi)
+{
+    static const uint8_t pro[] = {0x41, 0x55, 0x41, 0x54, 0x41, 0x53, 0x41, 0x52, 0x41,
+                                  0x51, 0x41, 0x50, 0x57, 0x56, 0x55, 0x48, 0x8d, 0x6c,
+                                  0x24, 0x58, 0x55, 0x53, 0x52, 0x51, 0x50};
+    if (hi <= lo || hi - lo > (1u << 20)) return 0;
+    const uint8_t *b = vaddr_bytes(e, lo, hi - lo), *p;
+    if (!b || !(p = memmem(b, hi - lo, pro, sizeof(pro)))) return 0;
+    const uint8_t *end = p + 512 < b + (hi - lo) ? p + 512 : b + (hi - lo);
+    const uint8_t *mv = memmem(p, (size_t)(end - p), "\x48\x89\xe6", 3); /* mov rsi, rsp */
+    for (const uint8_t *q = mv; q && q + 5 <= end; q++)
+        if (*q == 0xe8) return lo + (uint64_t)(q - b) + 5;
+    return 0;
+}
+
 static void scan_rodata(Elf *e, struct ss_lj_elfinfo *info)
 {
     static const char gc64[] = "\x02le\x04gc64";
@@ -323,6 +342,7 @@ static void detect_elf(Elf *e, const char *path, struct ss_lj_elfinfo *info)
         if (calls_into(e, d.sym_resume, info->vm_lo, info->vm_hi))
             info->checks |= SS_LJ_CHECK_RESUME;
         info->vm_found = info->checks != 0;
+        info->exit_ret = exit_ret(e, info->vm_lo, info->vm_hi);
     }
 }
 

@@ -228,10 +228,15 @@ int ss_lj_splice(struct ss_lj_runtime *const *rts, uint32_t nrts, struct ss_mem 
                 t->cframe = cframe;
                 t->rc = walk_vm(rt, mem, regs, natives, n, i, L, cframe, t->w);
             }
-            /* C code called by the newest VM entry: name the VM state
-             * ([GC], [JIT compiler], ...) between it and the Lua frames */
+            /* The newest VM entry that owns Lua frames: protected C calls
+             * (cpcall, nres < 0) newer than it run C code on its frames */
+            bool owns = ts || owns_frames(rt, mem, cframe);
+            bool newest = owns && out->vm_frames - cpcalls == 1;
+            if (!owns) cpcalls++;
+            /* C code above it: name the VM state ([GC], [JIT compiler], ...)
+             * between that code and the Lua frames */
             struct ss_frame ps;
-            if (i > 0 && out->vm_frames == 1 &&
+            if (i > 0 && newest &&
                 ss_lj_vmstate_frame(rt, mem, t && t->rc == 0 ? t->w->G : 0, regs[SS_REG_SP],
                                     natives, i, &ps) &&
                 (rc = push(out, -1, &ps)))
@@ -239,15 +244,12 @@ int ss_lj_splice(struct ss_lj_runtime *const *rts, uint32_t nrts, struct ss_mem 
             if (t && t->rc == 0 && rt->lay &&
                 (rc = emit_segment(rt, mem, t->w, cframe, out, &done)))
                 break;
-            /* the newest entry that owns Lua frames (older ones are proven
-             * by the walk alone) */
-            bool newest = out->vm_frames - cpcalls == 1;
+            /* older entries are proven by the walk alone */
             if (!done && newest && t && t->w && rt->lay && (t->rc == -ESTALE || t->rc == -EINVAL)) {
                 /* the Lua stack moved on: keep what the sample proves */
                 rc = emit_partial(rt, mem, regs, nf, i, ts, cframe, t->w, out, &done);
                 if (rc) break;
             }
-            if (!ts && !owns_frames(rt, mem, cframe)) cpcalls++;
         }
         if (!done) {
             out->vm_failed++;

@@ -471,6 +471,49 @@ uint64_t ss_lj_trace_cfa(struct ss_lj_runtime *const *rts, uint32_t nrts, struct
     return 0;
 }
 
+/* ExitState (lj_target_x86.h): fpr[16] then gpr[16] in register order;
+ * gpr[RID_RSP] holds the trace's rsp, which the handler's pushes (2 exit
+ * number slots, 14 registers) and its 128 bytes for the FPRs put exactly
+ * 256 bytes above the ExitState it passes to lj_trace_exit. */
+#define EXIT_GPR_RSP (16 * 8 + 4 * 8)
+#define EXIT_FRAME 256
+#define EXIT_SCAN 4096 /* bytes of trace spill area searched for the cframe */
+
+uint64_t ss_lj_exit_cfa(struct ss_lj_runtime *const *rts, uint32_t nrts, struct ss_mem *m,
+                        uint64_t ip, uint64_t rsp)
+{
+    for (uint32_t i = 0; i < nrts; i++) {
+        struct ss_lj_runtime *rt = rts[i];
+        if (!rt || !rt->lay || rt->disabled || !rt->info.exit_ret ||
+            ip != rt->bias + rt->info.exit_ret)
+            continue;
+        const struct lj_layout *lay = rt->lay;
+        uint64_t T = 0;
+        if (ss_mem_read(m, rsp + EXIT_GPR_RSP, &T, 8) || T != rsp + EXIT_FRAME) return 0;
+        /* the VM frame the trace runs on: cframe = T + 16 + spadjust */
+        unsigned gct = rt->info.gc64 ? 9 : 5;
+        for (uint64_t c = T + lay->trace_sp_bias; c < T + lay->trace_sp_bias + EXIT_SCAN; c += 16) {
+            uint64_t cfa = c + rt->info.vm_cfa_off, L = 0;
+            if (!plausible(rt, m, cfa) || ss_mem_read(m, c + lay->cf_L, &L, 8)) continue;
+            if (!lay->gc64) L = (uint32_t)L;
+            uint8_t lb[128];
+            if (lay->L_cframe + 8 > sizeof(lb) || ss_mem_read(m, L, lb, lay->L_cframe + 8) ||
+                lb[gct] != LJ_GCT_THREAD)
+                continue;
+            /* L's newest cframe, or an older one: lj_trace_exit runs the
+             * snapshot restore under lj_vm_cpcall, whose cframe links to c */
+            uint64_t cf = lj_u64(lb + lay->L_cframe) & ~(uint64_t)3;
+            for (int k = 0; k < 4 && cf && cf <= c; k++) {
+                if (cf == c) return cfa;
+                if (ss_mem_read(m, cf + lay->cf_prev, &cf, 8)) break;
+                cf &= ~(uint64_t)3;
+            }
+        }
+        return 0;
+    }
+    return 0;
+}
+
 const struct ss_lj_tsample *ss_lj_trace_sample(struct ss_lj_runtime *const *rts, uint32_t nrts,
                                                uint32_t token, struct ss_lj_runtime **rt)
 {
