@@ -21,7 +21,10 @@
 struct ss_unwinder;
 struct ss_map_desc; /* process/process.h */
 
-/* Hook for every read of target memory the walkers make (live only). */
+/* Hook for every read of target memory the walkers make (live only). A
+ * call with addr 0, len 0 and err SS_READ_REWALK marks that the walk of the
+ * current sample starts over (the mappings were re-read mid-walk). */
+#define SS_READ_REWALK (-85) /* -ERESTART */
 typedef void (*ss_unwind_record_fn)(void *ctx, uint32_t pid, uint64_t addr, const void *data,
                                     size_t len, int err);
 
@@ -50,6 +53,11 @@ void ss_unwinder_free(struct ss_unwinder *u);
  * ended) or a negative errno when the process cannot be looked at at all
  * (-ESRCH: gone; out then has no frames). */
 int ss_unwind(struct ss_unwinder *u, const struct ss_sample *s, struct ss_stack *out);
+/* Replay of a sample the live walker walked twice (SS_READ_REWALK): a first
+ * walk for its effect on the caches (no result, no statistics), then
+ * between(ctx) (serve the second walk's reads), then ss_unwind. */
+int ss_unwind_twice(struct ss_unwinder *u, const struct ss_sample *s, struct ss_stack *out,
+                    void (*between)(void *ctx), void *ctx);
 
 /* Replay: register process pid from recorded mappings; resolve opens the file
  * behind a mapping (returns an fd or -errno). Replaces a known pid. */

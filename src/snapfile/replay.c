@@ -235,6 +235,11 @@ static int hist_readv(void *ctx, struct ss_iov *iov, int n)
 
 static const struct ss_target_ops hist_target = {.readv = hist_readv};
 
+static void rewalk(void *ctx)
+{
+    ss_snap_replay_rewalk(ctx);
+}
+
 static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
 {
     (void)sb, (void)flag, (void)ftw;
@@ -445,7 +450,9 @@ int ss_replay_run(struct ss_replay *r, ss_replay_stack_fn fn, ss_replay_msg_fn m
             ss_snap_replay_set(&r->target, &rec.sample);
             r->cur_pid = rec.sample.s.pid;
             ss_unwinder_set_target(r->u, rec.sample.s.pid, &hist_target, r);
-            if (ss_unwind(r->u, &rec.sample.s, &st) == 0 && fn) rc = fn(ctx, &st);
+            int urc = r->target.mark ? ss_unwind_twice(r->u, &rec.sample.s, &st, rewalk, &r->target)
+                                     : ss_unwind(r->u, &rec.sample.s, &st);
+            if (urc == 0 && fn) rc = fn(ctx, &st);
             hist_add(r, rec.sample.s.pid, &rec.sample);
             break;
         }

@@ -4,12 +4,23 @@
 #include <string.h>
 
 #include "snapfile/target.h"
+#include "stacksnap/unwind.h"
 
 void ss_snap_replay_set(struct ss_snap_replay *rp, const struct ss_snap_sample *s)
 {
     rp->reads = s->has_reads ? s->reads : NULL;
-    rp->n = s->has_reads ? s->nreads : 0;
-    rp->next = 0;
+    rp->n = rp->total = s->has_reads ? s->nreads : 0;
+    rp->next = rp->mark = 0;
+    for (uint32_t j = 0; j < rp->total; j++)
+        if (!rp->reads[j].addr && !rp->reads[j].len && rp->reads[j].err == SS_READ_REWALK)
+            rp->mark = j + 1;
+    if (rp->mark) rp->n = rp->mark - 1;
+}
+
+void ss_snap_replay_rewalk(struct ss_snap_replay *rp)
+{
+    rp->n = rp->total;
+    rp->next = rp->mark;
 }
 
 static int find(const struct ss_snap_replay *rp, uint64_t addr, size_t len)

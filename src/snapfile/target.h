@@ -13,9 +13,15 @@ struct ss_snap_replay {
     uint32_t n;
     uint32_t next;         /* reads are matched in recorded order from here */
     uint64_t hits, misses; /* misses: a read the live walker did not make */
+    uint32_t total, mark;  /* all reads; 1 + index of the last SS_READ_REWALK, 0 none */
 };
 
+/* Point rp at sample s. When the live walker walked s twice (a rewalk
+ * marker among its reads), only the reads of the first walk are served
+ * until ss_snap_replay_rewalk. */
 void ss_snap_replay_set(struct ss_snap_replay *rp, const struct ss_snap_sample *s);
+/* Serve the second walk: the reads after the marker first, then the rest. */
+void ss_snap_replay_rewalk(struct ss_snap_replay *rp);
 
 /* readv: each element is matched to the next recorded read with the same
  * address and length (then any such read, then a successful read that

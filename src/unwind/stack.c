@@ -199,6 +199,8 @@ void ss_unwinder_stats(const struct ss_unwinder *u, struct ss_unwinder_stats *st
     st->files = ss_elf_cache_count(u->files);
 }
 
+_Static_assert(SS_READ_REWALK == -ERESTART, "the capture format's marker is -ERESTART");
+
 int ss_unwind(struct ss_unwinder *u, const struct ss_sample *s, struct ss_stack *out)
 {
     memset(out, 0, sizeof(*out));
@@ -227,6 +229,7 @@ int ss_unwind(struct ss_unwinder *u, const struct ss_sample *s, struct ss_stack 
          * again on the new view only, which is what the capture records and
          * what replay will use, so live and replay stay identical. */
         why = SS_TRUNC_NONE;
+        if (u->o.record) u->o.record(u->o.record_ctx, s->pid, 0, NULL, 0, SS_READ_REWALK);
         nn = ss_unwind_mixed(u, up, s, &why);
     }
     if (nn == 0 && u->o.max_frames) {
@@ -239,4 +242,17 @@ int ss_unwind(struct ss_unwinder *u, const struct ss_sample *s, struct ss_stack 
     u->st.frames += nn;
     u->st.trunc[why]++;
     return 0;
+}
+
+int ss_unwind_twice(struct ss_unwinder *u, const struct ss_sample *s, struct ss_stack *out,
+                    void (*between)(void *ctx), void *ctx)
+{
+    struct ss_uproc *up = ss_unwinder_proc(u, s->pid, true, NULL);
+    if (up) {
+        enum ss_trunc why = SS_TRUNC_NONE;
+        ss_mem_set_snapshot(&up->mem, s->regs[SS_REG_SP], s->stack, s->stack_len);
+        (void)ss_unwind_mixed(u, up, s, &why);
+    }
+    between(ctx);
+    return ss_unwind(u, s, out);
 }
