@@ -107,6 +107,7 @@ void ss_lj_runtime_stats(const struct ss_lj_runtime *rt, struct ss_lj_stats *st)
 #define SS_LJ_HAVE_RBX 0x1u
 #define SS_LJ_HAVE_R14 0x2u
 #define SS_LJ_HAVE_R15 0x4u
+#define SS_LJ_HAVE_RBP 0x8u
 
 /* One native frame as the native unwinder reports it. For frame 0 (the
  * leaf) the sample's registers are used instead of rbx/r14. */
@@ -114,6 +115,7 @@ struct ss_lj_native {
     uint64_t ip;
     uint64_t cfa;           /* canonical frame address of this frame */
     uint64_t rbx, r14, r15; /* PC, DISPATCH, KBASE inside the VM */
+    uint64_t rbp;           /* RB: BASE, saved there by ASM fast functions calling C */
     uint32_t have;          /* SS_LJ_HAVE_* */
     bool signal;            /* interrupted by a signal (ip is exact, not a return address) */
     uint32_t trace;         /* nonzero: ip is in JIT trace code, the token ss_lj_trace_cfa

@@ -367,6 +367,10 @@ unsigned ss_unwind_mixed(struct ss_unwinder *u, struct ss_uproc *up, const struc
                 n->r15 = v;
                 n->have |= SS_LJ_HAVE_R15;
             }
+            if (ss_nf_reg(&nf[i], SS_REG_BP, &v)) {
+                n->rbp = v;
+                n->have |= SS_LJ_HAVE_RBP;
+            }
         }
         out.items = l->items;
         out.cap = l->cap;

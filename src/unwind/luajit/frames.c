@@ -360,7 +360,7 @@ static int walk_once(struct ss_lj_runtime *rt, struct ss_mem *m, const struct lj
     if ((st->top || st->newest) && (lj_u64(Lb + lay->L_cframe) & ~(uint64_t)3) != st->cframe)
         return -ESTALE;
     uint64_t base = 0;
-    if (st->top && st->base > stack + 8 && st->base < shi && !(st->base & 7))
+    if ((st->top || st->use_base) && st->base > stack + 8 && st->base < shi && !(st->base & 7))
         base = st->base;
     else
         base = lj_u64(Lb + lay->L_base);
@@ -448,6 +448,18 @@ int ss_lj_walk_thread(struct ss_lj_runtime *rt, struct ss_mem *m, const struct l
         w->truncated = false;
         rc = walk_once(rt, m, st, w, &s);
         if (rc != -EAGAIN) break;
+    }
+    /* C called from an ASM fast function (math.sin -> sin): the VM did not
+     * store L->base, but the fast function keeps its BASE in RB (rbp, C
+     * callee-saved) across the call. Walk from there; the top frame must
+     * then be a fast function whose pc is the PC register's (final check). */
+    if ((rc == -ESTALE || rc == -EINVAL) && !st->top && st->rb && st->pc && st->kbase) {
+        struct lj_start alt = *st;
+        alt.base = st->rb;
+        alt.use_base = true;
+        w->truncated = false;
+        rc = walk_once(rt, m, &alt, w, &s);
+        if (!rc && (!w->n || w->f[0].ffid <= 1)) rc = -ESTALE;
     }
     free(s.buf);
     if (rc) {

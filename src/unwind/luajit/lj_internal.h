@@ -259,6 +259,8 @@ struct lj_start {
     uint64_t base, pc; /* rdx/rbx when top; pc = recovered rbx otherwise (0 unknown) */
     uint64_t dispatch; /* r14 (0 unknown) */
     uint64_t kbase;    /* r15 at the VM frame owning the top frame when not top (0 unknown) */
+    uint64_t rb;       /* rbp there: BASE of an ASM fast function that called C (0 unknown) */
+    bool use_base;     /* not top, but walk from base (validated like any non-top start) */
 };
 
 /* Walk all frames of thread st->L. 0 or negative errno (-EINVAL: state

@@ -116,9 +116,9 @@ static bool owns_frames(struct ss_lj_runtime *rt, struct ss_mem *mem, uint64_t c
  * registers. */
 static void top_regs(struct ss_lj_runtime *rt, struct ss_mem *mem, const uint64_t *regs,
                      const struct ss_lj_native *natives, uint32_t n, uint32_t i, uint64_t *pc,
-                     uint64_t *kbase)
+                     uint64_t *kbase, uint64_t *rb)
 {
-    *pc = *kbase = 0;
+    *pc = *kbase = *rb = 0;
     if (!rt->lay) return;
     for (uint32_t j = i; j < n; j++) {
         const struct ss_lj_native *nf = &natives[j];
@@ -133,6 +133,7 @@ static void top_regs(struct ss_lj_runtime *rt, struct ss_mem *mem, const uint64_
         }
         if (nf->have & SS_LJ_HAVE_RBX) *pc = nf->rbx;
         if (nf->have & SS_LJ_HAVE_R15) *kbase = nf->r15;
+        if (nf->have & SS_LJ_HAVE_RBP) *rb = nf->rbp;
         return;
     }
 }
@@ -145,8 +146,8 @@ static int walk_vm(struct ss_lj_runtime *rt, struct ss_mem *mem, const uint64_t 
 {
     const struct ss_lj_native *nf = &natives[i];
     bool top = i == 0 && !nf->signal;
-    uint64_t pc = 0, kbase = 0;
-    if (!top) top_regs(rt, mem, regs, natives, n, i, &pc, &kbase);
+    uint64_t pc = 0, kbase = 0, rb = 0;
+    if (!top) top_regs(rt, mem, regs, natives, n, i, &pc, &kbase, &rb);
     struct lj_start st = {
         .L = L,
         .cframe = cframe,
@@ -155,6 +156,7 @@ static int walk_vm(struct ss_lj_runtime *rt, struct ss_mem *mem, const uint64_t 
         .base = top ? regs[SS_REG_DX] : 0,
         .pc = top ? regs[SS_REG_BX] : pc,
         .kbase = kbase,
+        .rb = rb,
         /* only the live register is trusted for the layout check
          * (DISPATCH == G + G2DISP) */
         .dispatch = top ? regs[SS_REG_R14] : 0,
