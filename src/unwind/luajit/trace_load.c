@@ -219,6 +219,19 @@ static void prof_checks(const uint8_t *mc, uint32_t sz, struct tsnap *snaps, uin
  * the whole trace, its start frame only; bad when the trace moves BASE
  * below its start frame (IR_RETF) or its start pc is not in its start
  * prototype. */
+/* A decoded trace is loaded; a good one takes over the decoded arrays
+ * (the caller frees whatever is left in them). */
+static void finish(struct ss_lj_runtime *rt, struct trace *t, bool bad, uint32_t **map,
+                   struct tsnap **snaps, struct tframe **fr)
+{
+    rt->st.trace_loads++;
+    t->loaded = true;
+    t->bad = bad;
+    if (bad) return;
+    t->map = *map, t->snaps = *snaps, t->fr = *fr;
+    *map = NULL, *snaps = NULL, *fr = NULL;
+}
+
 static void load_nosnap(struct ss_lj_runtime *rt, struct ss_mem *m, struct trace *t)
 {
     const struct lj_layout *lay = rt->lay;
@@ -255,13 +268,7 @@ static void load_nosnap(struct ss_lj_runtime *rt, struct ss_mem *m, struct trace
     t->nosnap = true;
     bad = false;
 done:
-    rt->st.trace_loads++;
-    t->loaded = true;
-    t->bad = bad;
-    if (!bad) {
-        t->map = map, t->snaps = snaps, t->fr = fr;
-        map = NULL, snaps = NULL, fr = NULL;
-    }
+    finish(rt, t, bad, &map, &snaps, &fr);
 fail:
     free(ib);
     free(ps);
@@ -338,13 +345,7 @@ void ss_lj_trace_load(struct ss_lj_runtime *rt, struct ss_mem *m, struct trace *
     if (lay->gc64) prof_checks(mc, t->szmcode, snaps, t->nsnap);
     bad = false;
 done:
-    rt->st.trace_loads++;
-    t->loaded = true;
-    t->bad = bad;
-    if (!bad) {
-        t->map = map, t->snaps = snaps, t->fr = fr;
-        map = NULL, snaps = NULL, fr = NULL;
-    }
+    finish(rt, t, bad, &map, &snaps, &fr);
 fail:
     free(sb);
     free(kb);
