@@ -19,6 +19,8 @@
 #include <unistd.h>
 
 #include "stacksnap/ss_lj_luajit.h"
+#include "unwind/luajit/ehscan.h"
+#include "unwind/luajit/stfn.h"
 #include "util/safeopen.h"
 
 struct det {
@@ -27,28 +29,6 @@ struct det {
     uint64_t sym_pcall, sym_call, sym_resume;
     bool has_setmode, has_openjit;
 };
-
-/* The functions that set G->vmstate (lj_gc.c: lj_gc_step, lj_gc_fullgc,
- * and the wrappers that may inline lj_gc_step; lj_trace.c: trace_state for
- * record/optimise/assemble, lj_trace_exit runs under the exit handler's
- * state). Static ones are only in .symtab: stripped builds have none. */
-static void state_fn(struct ss_lj_elfinfo *info, const char *nm, const GElf_Sym *s)
-{
-    static const struct {
-        const char *name;
-        uint32_t state;
-    } fns[] = {{"lj_gc_step", 2},   {"lj_gc_step_fixtop", 2}, {"lj_gc_step_jit", 2},
-               {"lj_gc_fullgc", 2}, {"lj_trace_exit", 3},     {"trace_state", 4}};
-    for (size_t k = 0; k < sizeof(fns) / sizeof(fns[0]); k++) {
-        if (strcmp(nm, fns[k].name)) continue;
-        for (uint32_t j = 0; j < info->nstfn; j++)
-            if (info->stfn[j].lo == s->st_value) return; /* .dynsym and .symtab */
-        if (info->nstfn < SS_LJ_STFN_MAX)
-            info->stfn[info->nstfn++] = (struct ss_lj_stfn){
-                .lo = s->st_value, .hi = s->st_value + s->st_size, .state = fns[k].state};
-        return;
-    }
-}
 
 static void scan_symtab(struct det *d, Elf_Scn *scn, GElf_Shdr *sh, struct ss_lj_elfinfo *info)
 {
@@ -60,7 +40,8 @@ static void scan_symtab(struct det *d, Elf_Scn *scn, GElf_Shdr *sh, struct ss_lj
         if (!gelf_getsym(data, (int)i, &s) || s.st_shndx == SHN_UNDEF) continue;
         const char *nm = elf_strptr(d->e, sh->sh_link, s.st_name);
         if (!nm) continue;
-        if (ELF64_ST_TYPE(s.st_info) == STT_FUNC && s.st_size) state_fn(info, nm, &s);
+        if (ELF64_ST_TYPE(s.st_info) == STT_FUNC && s.st_size)
+            ss_lj_stfn_symbol(info, nm, s.st_value, s.st_size);
         if (nm[0] != 'l') continue;
         if (!strcmp(nm, "lua_pcall"))
             d->sym_pcall = s.st_value;
@@ -83,145 +64,40 @@ static void scan_symtab(struct det *d, Elf_Scn *scn, GElf_Shdr *sh, struct ss_lj
 
 /* ---- .eh_frame ---- */
 
-static uint64_t uleb(const uint8_t **p, const uint8_t *end)
-{
-    uint64_t v = 0;
-    unsigned sh = 0;
-    while (*p < end) {
-        uint8_t b = *(*p)++;
-        if (sh < 64) v |= (uint64_t)(b & 0x7f) << sh;
-        sh += 7;
-        if (!(b & 0x80)) break;
-    }
-    return v;
-}
-
-/* Size of a DW_EH_PE-encoded value (0 = unsupported). */
-static unsigned enc_size(uint8_t enc)
-{
-    switch (enc & 0x0f) {
-    case 0x00:
-        return 8; /* absptr */
-    case 0x02:
-    case 0x0a:
-        return 2;
-    case 0x03:
-    case 0x0b:
-        return 4;
-    case 0x04:
-    case 0x0c:
-        return 8;
-    default:
-        return 0;
-    }
-}
-
-static int64_t read_enc(const uint8_t *p, uint8_t enc)
-{
-    switch (enc & 0x0f) {
-    case 0x02: {
-        uint16_t v;
-        memcpy(&v, p, 2);
-        return v;
-    }
-    case 0x0a: {
-        int16_t v;
-        memcpy(&v, p, 2);
-        return v;
-    }
-    case 0x03: {
-        uint32_t v;
-        memcpy(&v, p, 4);
-        return v;
-    }
-    case 0x0b: {
-        int32_t v;
-        memcpy(&v, p, 4);
-        return v;
-    }
-    default: {
-        int64_t v;
-        memcpy(&v, p, 8);
-        return v;
-    }
-    }
-}
-
 /* The FDE body buildvm writes after def_cfa_offset N. */
 static const uint8_t vm_fde_regs[] = {0x86, 0x02, 0x83, 0x03, 0x8f, 0x04, 0x8e, 0x05};
 
-/* Scan .eh_frame for CIEs with augmentation "zPR" and their FDEs. Sets the
- * range when exactly one such FDE with the VM's pattern exists. */
+struct vmscan {
+    struct ss_lj_elfinfo *info;
+    unsigned matches;
+};
+
+/* An FDE under a "zPR" CIE (personality lj_err_unwind_dwarf) with the VM's
+ * CFA pattern: def_cfa_offset 80|96, then the saved registers. */
+static bool vm_fde(void *ctx, uint64_t begin, uint64_t range, const char *aug, const uint8_t *p,
+                   const uint8_t *e)
+{
+    struct vmscan *v = ctx;
+    if (strcmp(aug, "zPR") || p + 2 + sizeof(vm_fde_regs) > e || p[0] != 0x0e) return false;
+    p++;
+    uint64_t cfa = ss_eh_uleb(&p, e);
+    if ((cfa == 80 || cfa == 96) && p + sizeof(vm_fde_regs) <= e &&
+        !memcmp(p, vm_fde_regs, sizeof(vm_fde_regs))) {
+        v->matches++;
+        v->info->vm_lo = begin;
+        v->info->vm_hi = begin + range;
+        v->info->vm_cfa_off = (uint32_t)cfa;
+    }
+    return false;
+}
+
+/* The VM range, when exactly one FDE has the VM's pattern. */
 static void scan_eh_frame(const uint8_t *buf, size_t len, uint64_t sh_addr,
                           struct ss_lj_elfinfo *info)
 {
-    size_t off = 0;
-    unsigned matches = 0;
-    /* Up to 8 zPR CIEs remembered with their FDE encoding. */
-    size_t cie_off[8];
-    uint8_t cie_enc[8];
-    unsigned ncie = 0;
-    while (off + 8 <= len) {
-        uint32_t l32;
-        memcpy(&l32, buf + off, 4);
-        if (l32 == 0) break;            /* terminator */
-        if (l32 == 0xffffffffu) return; /* 64-bit DWARF: never emitted for x86-64 .eh_frame */
-        size_t start = off + 4, end = start + l32;
-        if (end > len || l32 < 4) return;
-        uint32_t id;
-        memcpy(&id, buf + start, 4);
-        const uint8_t *p = buf + start + 4, *e = buf + end;
-        if (id == 0) { /* CIE */
-            uint8_t ver = *p++;
-            const char *aug = (const char *)p;
-            size_t al = strnlen(aug, (size_t)(e - p));
-            if (al == 3 && !memcmp(aug, "zPR", 3) && ncie < 8) {
-                p += al + 1;
-                uleb(&p, e); /* code align */
-                uleb(&p, e); /* data align (sleb, skipped the same way) */
-                if (ver == 1)
-                    p++;
-                else
-                    uleb(&p, e);
-                uleb(&p, e);         /* augmentation length */
-                uint8_t penc = *p++; /* P: personality encoding + pointer */
-                unsigned ps = enc_size(penc);
-                if (ps && p + ps < e) {
-                    p += ps;
-                    cie_off[ncie] = off;
-                    cie_enc[ncie] = *p;
-                    ncie++;
-                }
-            }
-        } else { /* FDE: id = distance back to its CIE */
-            size_t cie = start - id;
-            for (unsigned i = 0; i < ncie; i++) {
-                if (cie_off[i] != cie) continue;
-                uint8_t enc = cie_enc[i];
-                unsigned es = enc_size(enc);
-                if (!es || p + 2 * es > e) break;
-                int64_t begin = read_enc(p, enc);
-                if ((enc & 0x70) == 0x10) /* pcrel */
-                    begin += (int64_t)(sh_addr + (uint64_t)(p - buf));
-                int64_t range = read_enc(p + es, enc & 0x0f);
-                p += 2 * es;
-                uleb(&p, e); /* augmentation data length (0) */
-                if (p + 2 + sizeof(vm_fde_regs) > e || p[0] != 0x0e) break;
-                p++;
-                uint64_t cfa = uleb(&p, e);
-                if ((cfa == 80 || cfa == 96) && p + sizeof(vm_fde_regs) <= e &&
-                    !memcmp(p, vm_fde_regs, sizeof(vm_fde_regs)) && range > 0) {
-                    matches++;
-                    info->vm_lo = (uint64_t)begin;
-                    info->vm_hi = (uint64_t)(begin + range);
-                    info->vm_cfa_off = (uint32_t)cfa;
-                }
-                break;
-            }
-        }
-        off = end;
-    }
-    if (matches != 1) info->vm_lo = info->vm_hi = info->vm_cfa_off = 0;
+    struct vmscan v = {.info = info};
+    ss_eh_each_fde(buf, len, sh_addr, vm_fde, &v);
+    if (v.matches != 1) info->vm_lo = info->vm_hi = info->vm_cfa_off = 0;
 }
 
 /* Bytes at ELF vaddr [va, va + len) from a SHF_ALLOC section, or NULL. */
@@ -343,6 +219,9 @@ static void detect_elf(Elf *e, const char *path, struct ss_lj_elfinfo *info)
             info->checks |= SS_LJ_CHECK_RESUME;
         info->vm_found = info->checks != 0;
         info->exit_ret = exit_ret(e, info->vm_lo, info->vm_hi);
+        Elf_Data *data = eh ? elf_getdata(eh, NULL) : NULL;
+        if (info->vm_found && data && data->d_buf)
+            ss_lj_stfn_code(e, info, data->d_buf, data->d_size, ehsh.sh_addr);
     }
 }
 

@@ -4,11 +4,12 @@
  * LuaJIT's own profiler separates (G->vmstate: -3 GC, -4 exit, -5 record,
  * -6 optimise, -7 assemble; >= 0 a trace, -1 interpreter, -2 C).
  *
- * With symbols (ss_lj_elfinfo.stfn: the functions that switch vmstate) the
- * sampled call chain decides alone: the innermost of its C frames inside
- * such a function names the state. Exact, and replayable.
+ * When the functions that switch vmstate are known (ss_lj_elfinfo.stfn:
+ * symbols, or their code in stripped GC64 builds, stfn.c) the sampled call
+ * chain decides alone: the innermost of its C frames inside such a function
+ * names the state. Exact, and replayable.
  *
- * Stripped builds: vmstate is read live, milliseconds after the sample. It
+ * Otherwise vmstate is read live, milliseconds after the sample. It
  * is trusted only when the sampled call chain above the VM frame is still on
  * the stack: the return address of every C frame above it must be unchanged
  * at the same stack slot, read both before and after vmstate in the same
