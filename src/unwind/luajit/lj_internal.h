@@ -162,6 +162,7 @@ struct lj_fnpt {
 };
 
 #define LJ_LSTACK_SLOTS 16
+#define LJ_TBASE_SLOTS 8
 struct lj_lstack {
     uint64_t L, stack; /* last stack start seen for thread L */
 };
@@ -199,6 +200,9 @@ struct ss_lj_runtime {
     struct lj_lstack lstack[LJ_LSTACK_SLOTS];
     struct lj_fnpt *fnpt; /* LJ_FNPT_SLOTS */
     struct lj_tcache *tc; /* known traces (trace.c), NULL until the first trace sample */
+    struct {
+        uint64_t L, base; /* BASE of the last good trace walk of L (trace.c) */
+    } tbase[LJ_TBASE_SLOTS];
     struct ss_lj_stats st;
     /* Frames of a splice point into the prototype cache until the splice
      * ends: a prototype that misses on a slot this splice already uses goes

@@ -529,11 +529,17 @@ int ss_lj_trace_walk(struct ss_lj_runtime *rt, struct ss_mem *m, const struct ss
                      uint64_t L, uint64_t cframe, struct lj_walk *w)
 {
     const struct lj_layout *lay = rt->lay;
-    /* BASE: the sampled register, else jit_base (0 once the trace exited) */
-    uint64_t bases[2] = {cur->base, cur->jit_base != cur->base ? cur->jit_base : 0};
+    /* BASE: the sampled register, else jit_base (read live: 0 once the
+     * trace exited), else the BASE the last good trace walk of L had. A
+     * live or remembered BASE is trusted as far as jit_base ever was: the
+     * frame there must run the trace's start prototype (checked below and
+     * by frames.c), and the callers are read live. */
+    unsigned slot = (unsigned)(L >> 4) % LJ_TBASE_SLOTS;
+    uint64_t last = rt->tbase[slot].L == L ? rt->tbase[slot].base : 0;
+    uint64_t bases[3] = {cur->base, cur->jit_base, last}, used = 0;
     int rc = -ESTALE;
-    for (unsigned b = 0; b < 2 && rc; b++) {
-        if (!bases[b]) continue;
+    for (unsigned b = 0; b < 3 && rc; b++) {
+        if (!bases[b] || (b && (bases[b] == bases[0] || bases[b] == bases[b - 1]))) continue;
         struct lj_start st = {.L = L,
                               .cframe = cframe,
                               .top = true,
@@ -541,14 +547,17 @@ int ss_lj_trace_walk(struct ss_lj_runtime *rt, struct ss_mem *m, const struct ss
                               .base = bases[b],
                               .pc = cur->pc[0]};
         rc = ss_lj_walk_thread(rt, m, &st, w);
+        used = bases[b];
     }
     if (rc) return rc;
-    /* the frame at jit_base must run the snapshot's outermost pc (frames.c
+    /* the frame at BASE must run the snapshot's outermost pc (frames.c
      * checked it against the function found there) */
     if (!w->n || w->f[0].ffid != 0 || w->f[0].pc != cur->pc[0]) {
         w->n = 0;
         return -ESTALE;
     }
+    rt->tbase[slot].L = L;
+    rt->tbase[slot].base = used;
     unsigned k = cur->nframes - 1;
     if (w->n + k > LJ_MAX_FRAMES) {
         w->n = LJ_MAX_FRAMES - k;
