@@ -11,26 +11,7 @@
 
 #include "bench_events.h"
 
-const volatile __u32 wake_bytes = 1 << 20;
-
-struct {
-    __uint(type, BPF_MAP_TYPE_RINGBUF);
-    __uint(max_entries, 8 << 20);
-} events SEC(".maps");
-
-struct {
-    __uint(type, BPF_MAP_TYPE_HASH);
-    __uint(max_entries, 8192);
-    __type(key, __u32);
-    __type(value, __u8);
-} pids SEC(".maps");
-
-struct {
-    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-    __uint(max_entries, 1);
-    __type(key, __u32);
-    __type(value, struct bench_counters);
-} counters SEC(".maps");
+#include "bench_maps.h"
 
 SEC("perf_event")
 int bench_fp(struct bpf_perf_event_data *ctx)

@@ -27,26 +27,7 @@
 #define LJ_FRAME_LUA 0
 #define LJ_FRAME_VARG 3
 
-const volatile __u32 wake_bytes = 1 << 20;
-
-struct {
-    __uint(type, BPF_MAP_TYPE_RINGBUF);
-    __uint(max_entries, 8 << 20);
-} events SEC(".maps");
-
-struct {
-    __uint(type, BPF_MAP_TYPE_HASH);
-    __uint(max_entries, 8192);
-    __type(key, __u32);
-    __type(value, __u8);
-} pids SEC(".maps");
-
-struct {
-    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-    __uint(max_entries, 1);
-    __type(key, __u32);
-    __type(value, struct bench_counters);
-} counters SEC(".maps");
+#include "bench_maps.h"
 
 struct {
     __uint(type, BPF_MAP_TYPE_ARRAY);
