@@ -410,7 +410,11 @@ static void on_exit_sample(void *ctx, const struct ss_stack *st, const char *fol
         const char *nm = st->frames[i].name;
         if (!nm) continue;
         if (!strcmp(nm, "lj_trace_exit")) in_exit = true;
-        if (st->frames[i].kind == SS_FRAME_LUA && !strcmp(nm, "exits")) lua = true;
+        /* the exiting loop's line, under the main chunk's call */
+        if (st->frames[i].kind == SS_FRAME_LUA && !strcmp(nm, "exits") &&
+            st->frames[i].line == 11 && i + 1 < st->nframes && st->frames[i + 1].name &&
+            !strcmp(st->frames[i + 1].name, "main") && st->frames[i + 1].line == 16)
+            lua = true;
         if (!strcmp(nm, "main") && st->frames[i].kind != SS_FRAME_LUA) rooted = true;
     }
     if (!in_exit) return;
@@ -432,9 +436,10 @@ static void trace_exits(const char *variant)
                 variant, r.samples, e.in_exit, e.lua, e.rooted);
     cr_expect(e.in_exit * 20 >= r.samples, "%s: only %u of %u samples in lj_trace_exit", variant,
               e.in_exit, r.samples);
-    /* Measured: 99% reach main; 75-85% keep the Lua frames (the rest were
-     * read after the exit finished and the walk could not prove them). */
-    cr_expect(e.lua * 2 >= e.in_exit && e.rooted * 10 >= e.in_exit * 9,
+    /* Measured: 99% reach main, 98.5-99.5% show main;exits at the right
+     * lines (75-85% before another exit's snapshot restore, running under a
+     * newer lj_vm_cpcall when the stack is read, was accepted). */
+    cr_expect(e.lua * 10 >= e.in_exit * 9 && e.rooted * 10 >= e.in_exit * 9,
               "%s: %u/%u of %u exit samples with Lua frames/main; first without:\n%s", variant,
               e.lua, e.rooted, e.in_exit, e.bad);
 }

@@ -75,6 +75,20 @@ static int read_stack(struct ss_mem *m, struct stackbuf *s, uint64_t lo, uint64_
     return 0;
 }
 
+/* Is cframe `to` reached from `from` through cframes that own no Lua frame
+ * (nres < 0: lj_vm_cpcall's, e.g. the snapshot restore of a trace exit or
+ * the trace compiler, entered again since the sample)? */
+static bool cpcalls_over(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t from, uint64_t to)
+{
+    for (int k = 0; k < 4 && from && from < to; k++) {
+        struct cfr c;
+        read_cframe(rt, m, from, &c);
+        if (!c.ok || c.nres >= 0) return false;
+        from = c.prev;
+    }
+    return from == to;
+}
+
 /* Make cf[seg] available (read lazily along the prev chain). */
 static int next_cf(struct ss_lj_runtime *rt, struct ss_mem *m, struct cfr *cf, unsigned *ncf,
                    unsigned seg)
@@ -283,10 +297,18 @@ static int frame_pcs(struct ss_lj_runtime *rt, const struct lj_start *st, struct
             else
                 return -ESTALE;
         } else if (!c) {
+            /* else SAVE_PC of the cframe this frame runs under (not
+             * cf[0] when newer protected C calls own no frame) */
+            const struct cfr *own = &cf[wf->seg];
+            uint64_t bc = wf->pt + lay->pt_size;
             if (st->pc && pc_in(rt, wf, st->pc))
                 pc = st->pc;
-            else if (cf[0].ok)
-                pc = cf[0].pc;
+            else if (own->ok && pc_in(rt, wf, own->pc))
+                pc = own->pc;
+            else if (own->ok && wf->proto && own->pc == bc) /* entering: PC at FUNCF */
+                pc = bc + 4;
+            else
+                return -ESTALE; /* no PC proves where it runs: no line 0 frames */
         } else if ((c->ftsz & 3) == LJ_FRAME_LUA) {
             pc = lay->gc64 ? (uint64_t)c->ftsz : (uint32_t)c->ftsz;
         } else if ((c->ftsz & 7) == LJ_FRAME_CONT) {
@@ -356,8 +378,11 @@ static int walk_once(struct ss_lj_runtime *rt, struct ss_mem *m, const struct lj
     if (!stack || (stack & 7) || ssize < 8 || ssize > (1u << 20)) return -EINVAL;
     uint64_t shi = stack + ssize * 8;
     rt->lstack[(st->L >> 4) % LJ_LSTACK_SLOTS] = (struct lj_lstack){st->L, stack};
-    /* the sampled VM entry is the thread's newest cframe */
-    if ((st->top || st->newest) && (lj_u64(Lb + lay->L_cframe) & ~(uint64_t)3) != st->cframe)
+    /* the sampled VM entry is the thread's newest cframe, or (not the
+     * leaf) only protected C calls are newer */
+    uint64_t lcf = lj_u64(Lb + lay->L_cframe) & ~(uint64_t)3;
+    if ((st->top || st->newest) && lcf != st->cframe &&
+        (st->top || !cpcalls_over(rt, m, lcf, st->cframe)))
         return -ESTALE;
     uint64_t base = 0;
     if ((st->top || st->use_base) && st->base > stack + 8 && st->base < shi && !(st->base & 7))
