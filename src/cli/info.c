@@ -8,9 +8,10 @@
 
 #include "cli/cli.h"
 #include "stacksnap/snapfile.h"
+#include "stacksnap/unwind.h"
 
 struct info {
-    uint64_t samples, stack_bytes, reads, partial, kernel;
+    uint64_t samples, stack_bytes, reads, partial, kernel, rewalks;
     uint64_t first_ns, last_ns;
     const char *path;
 };
@@ -78,6 +79,13 @@ int ss_cmd_info(const struct ss_cli *c)
             in.last_ns = s->time_ns;
             in.stack_bytes += s->stack_len;
             in.reads += rec.sample.nreads;
+            for (uint32_t k = 0; rec.sample.has_reads && k < rec.sample.nreads; k++) {
+                const struct ss_snap_read *rd = &rec.sample.reads[k];
+                if (!rd->addr && !rd->len && rd->err == SS_READ_REWALK) {
+                    in.rewalks++;
+                    break;
+                }
+            }
             in.partial += (s->flags & SS_SAMPLE_PARTIAL) != 0;
             in.kernel += (s->flags & SS_SAMPLE_KERNEL) != 0;
             break;
@@ -106,6 +114,9 @@ int ss_cmd_info(const struct ss_cli *c)
            in.samples ? (double)(st.bytes[SS_SNAP_SAMPLE] + st.bytes[SS_SNAP_MEMREADS]) /
                             (double)in.samples
                       : 0.0);
+    if (in.rewalks)
+        printf("rewalks      %" PRIu64 " samples walked twice (mappings re-read mid-walk)\n",
+               in.rewalks);
     if (st.corrupt || st.trailing_bytes)
         printf("damage       %" PRIu64 " corrupted regions (%" PRIu64 " bytes), %" PRIu64
                " trailing bytes ignored\n",
