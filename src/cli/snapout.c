@@ -21,6 +21,8 @@
 struct pgen {
     uint32_t pid;
     uint64_t serial, generation; /* of the view last written for pid */
+    char comm[16];               /* and its name: exec renames a process after its maps
+                                    change (the name is re-read at the next exec check) */
 };
 
 struct ss_snapout {
@@ -231,6 +233,7 @@ static struct pgen *known(struct ss_snapout *so, uint32_t pid)
     struct pgen *g = &so->known[so->nknown++];
     g->pid = pid;
     g->serial = g->generation = UINT64_MAX;
+    g->comm[0] = 0;
     return g;
 }
 
@@ -241,7 +244,8 @@ int ss_snapout_sample(struct ss_snapout *so, struct ss_unwinder *u, const struct
     struct pgen *g = known(so, s->pid);
     if (!g) return -ENOMEM;
     if (ss_unwinder_describe(u, s->pid, &pd, NULL, NULL) == 0 &&
-        (pd.serial != g->serial || pd.generation != g->generation)) {
+        (pd.serial != g->serial || pd.generation != g->generation ||
+         strncmp(pd.comm, g->comm, sizeof(g->comm)))) {
         so->nmaps = 0;
         ss_unwinder_describe(u, s->pid, &pd, add_map, so);
         char exe_link[64], exe[4096] = "";
@@ -262,6 +266,7 @@ int ss_snapout_sample(struct ss_snapout *so, struct ss_unwinder *u, const struct
         if (so->failed || ss_snap_write_process(so->w, &p, &err) < 0) goto fail;
         g->serial = pd.serial;
         g->generation = pd.generation;
+        snprintf(g->comm, sizeof(g->comm), "%s", pd.comm);
     }
     if (ss_snap_write_sample(so->w, s, NULL, &err) < 0) goto fail;
     return 0;
