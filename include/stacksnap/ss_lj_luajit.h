@@ -69,6 +69,8 @@ struct ss_lj_elfinfo {
      * vaddr; 0: no JIT, or not found). Found by the handler's byte pattern,
      * so stripped builds have it too. */
     uint64_t exit_ret;
+    uint64_t exit_lo;   /* the handler's first instruction */
+    uint64_t exit_body; /* first instruction after its `sub rsp, 128` (0: not found) */
 };
 
 /* Inspect one ELF file. Returns 0 (info->is_luajit says the verdict) or a
@@ -154,6 +156,11 @@ uint64_t ss_lj_leaf_cfa(struct ss_lj_runtime *rt, struct ss_mem *mem, const uint
  * 0 when ip is no such address or nothing checks out. */
 uint64_t ss_lj_exit_cfa(struct ss_lj_runtime *const *rts, uint32_t nrts, struct ss_mem *mem,
                         uint64_t ip, uint64_t rsp);
+/* The same for a sample whose leaf ip is in vm_exit_handler up to that
+ * call (rsp: the sample's); its registers there are the trace's, not the
+ * interpreter's. */
+uint64_t ss_lj_exit_leaf_cfa(struct ss_lj_runtime *const *rts, uint32_t nrts, struct ss_mem *mem,
+                             uint64_t ip, uint64_t rsp);
 
 /* For a native frame whose ip is in JIT-compiled trace code (an anonymous
  * executable mapping): the CFA of the VM frame the trace runs on

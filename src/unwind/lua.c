@@ -68,6 +68,7 @@ struct ulua {
     unsigned cap;
     uint32_t *tokens; /* per native frame: ss_lj_trace_cfa token, 0 = not a trace */
     unsigned tcap;
+    bool exit_leaf; /* this sample's leaf is in the trace exit handler: not the VM's top */
 };
 
 static void set_id(struct verdict *v, const struct ss_elf *e)
@@ -264,15 +265,18 @@ static uint64_t trace_frame(struct ss_uproc *up, struct ulua *l, struct ss_nativ
 /* The VM frame under a trace that is exiting: nf[k] returns into
  * vm_exit_handler from lj_trace_exit (its rsp: where the ExitState is).
  * rbx and r15 there are the trace's, not the interpreter's PC and KBASE. */
-static uint64_t exit_frame(struct ulua *l, struct ss_uproc *up, struct ss_native_frame *nf)
+static uint64_t exit_frame(struct ulua *l, struct ss_uproc *up, struct ss_native_frame *nf,
+                           bool leaf)
 {
     struct ss_lj_runtime *rts[MAX_RTS];
     uint64_t rsp = 0;
     if (!ss_nf_reg(nf, SS_REG_SP, &rsp)) return 0;
     for (unsigned i = 0; i < l->n; i++)
         rts[i] = l->rts[i].rt;
-    uint64_t cfa = ss_lj_exit_cfa(rts, l->n, &up->mem, ss_nf_ip(nf), rsp);
-    if (cfa) nf->regs.valid &= ~(1u << SS_DR_RBX | 1u << SS_DR_R15);
+    uint64_t ip = ss_nf_ip(nf);
+    uint64_t cfa = leaf ? ss_lj_exit_leaf_cfa(rts, l->n, &up->mem, ip, rsp)
+                        : ss_lj_exit_cfa(rts, l->n, &up->mem, ip, rsp);
+    if (cfa) nf->regs.valid &= ~(1u << SS_DR_RBX | 1u << SS_DR_R15 | 1u << SS_DR_RBP);
     return cfa;
 }
 
@@ -289,8 +293,14 @@ static unsigned native_walk(struct ss_unwinder *u, struct ss_uproc *up, struct u
     }
     bool traces = l && l->n && l->tcap >= max;
     if (traces) memset(l->tokens, 0, max * sizeof(*l->tokens));
+    if (l) l->exit_leaf = false;
     for (unsigned i = 0; l && i < l->n && !cfa; i++) {
         if (!ss_lj_in_vm(l->rts[i].rt, ip)) continue;
+        /* in the trace exit handler: the VM frame is the exiting trace's */
+        if ((cfa = exit_frame(l, up, &nf[0], true))) {
+            l->exit_leaf = true;
+            break;
+        }
         if (!(cfa = ss_lj_leaf_cfa(l->rts[i].rt, &up->mem, s->regs))) break;
     }
     /* leaf in trace code: no CFI there; the trace's stack adjustment
@@ -319,7 +329,7 @@ static unsigned native_walk(struct ss_unwinder *u, struct ss_uproc *up, struct u
             nf[n] = tmp;
             if (!(cfa = trace_frame(up, l, nf, k, false, s->time_ns))) break;
             n++;
-        } else if (!(nf[k].flags & SS_NF_EXACT) && (cfa = exit_frame(l, up, &nf[k]))) {
+        } else if (!(nf[k].flags & SS_NF_EXACT) && (cfa = exit_frame(l, up, &nf[k], false))) {
             /* the trace's VM frame, found from the exit handler's state */
         } else if (!(cfa =
                          trace_frame(up, l, nf, k, (nf[k].flags & SS_NF_EXACT) != 0, s->time_ns))) {
@@ -353,7 +363,8 @@ unsigned ss_unwind_mixed(struct ss_unwinder *u, struct ss_uproc *up, const struc
             memset(n, 0, sizeof(*n));
             n->ip = ss_nf_ip(&nf[i]);
             n->cfa = nf[i].cfa;
-            n->signal = i > 0 && (nf[i].flags & SS_NF_EXACT);
+            /* exact ip; not the live top of the VM for a leaf in the exit handler */
+            n->signal = (i > 0 || l->exit_leaf) && (nf[i].flags & SS_NF_EXACT);
             n->trace = l->tcap > i ? l->tokens[i] : 0;
             if (ss_nf_reg(&nf[i], SS_REG_BX, &v)) {
                 n->rbx = v;

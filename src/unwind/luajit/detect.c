@@ -137,22 +137,31 @@ static bool calls_into(Elf *e, uint64_t va, uint64_t lo, uint64_t hi)
 }
 
 /* vm_exit_handler (vm_x64.dasc and vm_x86.dasc, x64): push r13 .. r8, rdi,
- * rsi, rbp; lea rbp, [rsp+88]; push rbp, rbx, rdx, rcx, rax; later mov rsi,
- * rsp (ExitState *) and call lj_trace_exit. The return address of that call
- * is what a native walk sees in the handler's frame. */
-static uint64_t exit_ret(Elf *e, uint64_t lo, uint64_t hi)
+ * rsi, rbp; lea rbp, [rsp+88]; push rbp, rbx, rdx, rcx, rax; sub rsp, 128
+ * (room for the FPRs); later mov rsi, rsp (ExitState *) and call
+ * lj_trace_exit. The return address of that call is what a native walk
+ * sees in the handler's frame; from the end of the sub to the call, the
+ * handler's own rsp is where that call leaves it. */
+static void exit_handler(Elf *e, struct ss_lj_elfinfo *info)
 {
     static const uint8_t pro[] = {0x41, 0x55, 0x41, 0x54, 0x41, 0x53, 0x41, 0x52, 0x41,
                                   0x51, 0x41, 0x50, 0x57, 0x56, 0x55, 0x48, 0x8d, 0x6c,
                                   0x24, 0x58, 0x55, 0x53, 0x52, 0x51, 0x50};
-    if (hi <= lo || hi - lo > (1u << 20)) return 0;
+    static const uint8_t sub[] = {0x48, 0x81, 0xec, 0x80, 0x00, 0x00, 0x00};
+    uint64_t lo = info->vm_lo, hi = info->vm_hi;
+    if (hi <= lo || hi - lo > (1u << 20)) return;
     const uint8_t *b = vaddr_bytes(e, lo, hi - lo), *p;
-    if (!b || !(p = memmem(b, hi - lo, pro, sizeof(pro)))) return 0;
+    if (!b || !(p = memmem(b, hi - lo, pro, sizeof(pro)))) return;
     const uint8_t *end = p + 512 < b + (hi - lo) ? p + 512 : b + (hi - lo);
+    const uint8_t *sb = memmem(p, (size_t)(end - p), sub, sizeof(sub));
     const uint8_t *mv = memmem(p, (size_t)(end - p), "\x48\x89\xe6", 3); /* mov rsi, rsp */
     for (const uint8_t *q = mv; q && q + 5 <= end; q++)
-        if (*q == 0xe8) return lo + (uint64_t)(q - b) + 5;
-    return 0;
+        if (*q == 0xe8) {
+            info->exit_ret = lo + (uint64_t)(q - b) + 5;
+            info->exit_lo = lo + (uint64_t)(p - b);
+            if (sb && sb < mv) info->exit_body = lo + (uint64_t)(sb - b) + sizeof(sub);
+            return;
+        }
 }
 
 static void scan_rodata(Elf *e, struct ss_lj_elfinfo *info)
@@ -218,7 +227,7 @@ static void detect_elf(Elf *e, const char *path, struct ss_lj_elfinfo *info)
         if (calls_into(e, d.sym_resume, info->vm_lo, info->vm_hi))
             info->checks |= SS_LJ_CHECK_RESUME;
         info->vm_found = info->checks != 0;
-        info->exit_ret = exit_ret(e, info->vm_lo, info->vm_hi);
+        exit_handler(e, info);
         Elf_Data *data = eh ? elf_getdata(eh, NULL) : NULL;
         if (info->vm_found && data && data->d_buf)
             ss_lj_stfn_code(e, info, data->d_buf, data->d_size, ehsh.sh_addr);
