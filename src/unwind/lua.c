@@ -311,6 +311,7 @@ static unsigned native_walk(struct ss_unwinder *u, struct ss_uproc *up, struct u
         n = 1 + ss_native_unwind(up->np, &nf[1], max - 1, why);
     } else {
         if (traces) l->tokens[0] = 0;
+        if (l) l->exit_leaf = false;
         n = ss_native_unwind(up->np, nf, max, why);
     }
     /* C code called from trace code: the native walk cannot step out of the

@@ -490,7 +490,7 @@ static uint64_t exit_leaf_t(const struct ss_lj_elfinfo *in, uint64_t at, uint64_
     if (!in->exit_lo || !in->exit_body || at < in->exit_lo || at > in->exit_ret - 5) return 0;
     uint64_t k = at - in->exit_lo;
     if (k < sizeof(pushes)) return pushes[k] < 0 ? 0 : rsp + 16 + 8 * (uint64_t)pushes[k];
-    if (at < in->exit_body - 7) return rsp + 16 + 8 * 14;
+    if (at <= in->exit_body - 7) return rsp + 16 + 8 * 14; /* up to the sub */
     return at >= in->exit_body ? rsp + EXIT_FRAME : 0;
 }
 
