@@ -296,9 +296,10 @@ void ss_lj_trace_free(struct ss_lj_runtime *rt);
 
 /* Pseudo frame naming G's VM state ([GC], [JIT compiler], [trace exit])
  * for a sample (leaf stack pointer sp) whose natives[0..i) are C frames
- * above VM/trace frame i:
- * only when G->vmstate names such a state and the return addresses of
- * those C frames are still on the live stack (same calls as sampled). */
+ * above VM/trace frame i (or whose VM frame i is the trace exit handler):
+ * from the functions that switch vmstate when known (stfn.c), else only
+ * when G->vmstate names such a state and the return addresses of those C
+ * frames are still on the live stack (same calls as sampled). */
 bool ss_lj_vmstate_frame(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t G, uint64_t sp,
                          const struct ss_lj_native *natives, uint32_t i, struct ss_frame *fr);
 

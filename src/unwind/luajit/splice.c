@@ -238,7 +238,7 @@ int ss_lj_splice(struct ss_lj_runtime *const *rts, uint32_t nrts, struct ss_mem 
             /* C code above it: name the VM state ([GC], [JIT compiler], ...)
              * between that code and the Lua frames */
             struct ss_frame ps;
-            if (i > 0 && newest &&
+            if (newest &&
                 ss_lj_vmstate_frame(rt, mem, t && t->rc == 0 ? t->w->G : 0, regs[SS_REG_SP],
                                     natives, i, &ps) &&
                 (rc = push(out, -1, &ps)))

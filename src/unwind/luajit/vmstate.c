@@ -65,12 +65,11 @@ static bool by_symbols(const struct ss_lj_runtime *rt, const struct ss_lj_native
     return false;
 }
 
-bool ss_lj_vmstate_frame(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t G, uint64_t sp,
-                         const struct ss_lj_native *natives, uint32_t i, struct ss_frame *fr)
+/* The live check of stripped builds whose state functions are unknown. */
+static bool by_live(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t G, uint64_t sp,
+                    const struct ss_lj_native *natives, uint32_t i, struct ss_frame *fr)
 {
     const struct lj_layout *lay = rt->lay;
-    if (!lay || i == 0 || i > MAX_CHECK) return false;
-    if (rt->info.nstfn) return by_symbols(rt, natives, i, fr);
     if (!G || sp < 16) return false;
     /* iov: return slots (i), vmstate, return slots again (i), below, leaf */
     struct ss_iov iov[2 * MAX_CHECK + 3];
@@ -112,4 +111,18 @@ bool ss_lj_vmstate_frame(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t G,
     /* and the leaf's frame must hold what it held at the sample */
     if (iov[2 * i + 2].err || memcmp(live, snap, flen)) return false;
     return pseudo(fr, state_name(st));
+}
+
+bool ss_lj_vmstate_frame(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t G, uint64_t sp,
+                         const struct ss_lj_native *natives, uint32_t i, struct ss_frame *fr)
+{
+    if (!rt->lay || i > MAX_CHECK) return false;
+    if (i > 0 &&
+        (rt->info.nstfn ? by_symbols(rt, natives, i, fr) : by_live(rt, m, G, sp, natives, i, fr)))
+        return true;
+    /* the VM frame itself in the trace exit handler: a leaf there */
+    uint64_t at = natives[i].ip - rt->bias;
+    if (rt->info.exit_lo && at >= rt->info.exit_lo && at < rt->info.exit_ret)
+        return pseudo(fr, state_name(~3));
+    return false;
 }
