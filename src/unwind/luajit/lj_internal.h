@@ -274,6 +274,11 @@ int ss_lj_walk_thread(struct ss_lj_runtime *rt, struct ss_mem *m, const struct l
 
 /* ---- traces (trace.c) ---- */
 
+/* A candidate VM-frame CFA: the snapshot shows a return address outside
+ * the VM below it and a pointer-shaped SAVE_L in its cframe (walks then
+ * check SAVE_L->cframe). Used by trace.c and exit.c. */
+bool ss_lj_trace_plausible(const struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t cfa);
+
 /* The trace whose machine code holds look (ip, or return address - 1) in
  * rt, validated for this sample, with the snapshot's frames. r14 (the
  * frame's r14: DISPATCH on GC64 traces, or 0) and rsp (the trace's stack
