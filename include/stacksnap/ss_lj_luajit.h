@@ -101,6 +101,7 @@ struct ss_lj_stats {
     uint64_t proto_hits, proto_misses;
     uint64_t trace_samples; /* samples attributed to a validated trace snapshot */
     uint64_t trace_loads;   /* traces read and decoded */
+    uint64_t g_rejects;     /* global_State candidates that did not verify */
 };
 void ss_lj_runtime_stats(const struct ss_lj_runtime *rt, struct ss_lj_stats *st);
 

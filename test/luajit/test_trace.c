@@ -105,8 +105,14 @@ static void record(char *const argv[], const char *ldp, double seconds, on_fn fn
     while (ss_capture_poll(c, 0, on_sample, r) > 0)
         ;
     const struct ss_lj_runtime *rts[4];
-    if (ss_unwinder_lua_runtimes(r->u, (uint32_t)pid, rts, 4) > 0)
+    if (ss_unwinder_lua_runtimes(r->u, (uint32_t)pid, rts, 4) > 0) {
         ss_lj_runtime_stats(rts[0], &r->lj);
+        /* a whole run without Lua frames says why here */
+        const char *d = ss_lj_runtime_diag(rts[0]);
+        if (d && d[0]) cr_log_warn("LuaJIT runtime: %s", d);
+        if (r->lj.g_rejects)
+            cr_log_info("%llu G candidates rejected", (unsigned long long)r->lj.g_rejects);
+    }
     struct ss_unwinder_stats us;
     ss_unwinder_stats(r->u, &us);
     r->target_calls = us.target_calls;

@@ -189,10 +189,26 @@ bool ss_lj_check_G(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t G, uint6
                  lay->name);
         rc = -EINVAL;
     }
+    if (rc && dispatch) {
+        /* r14 is DISPATCH in the interpreter only: a leaf in a VM helper
+         * called from a trace, or in the exit handler, has the trace's r14.
+         * A G that verifies without it (check_dispatch still proves G2DISP
+         * from the dispatch table) is fine; this walk just fails. */
+        const struct lj_layout *l2 = NULL;
+        char w2[8];
+        if (ss_lj_layout_verify_vm(&rt->info, rt->vm_lo, rt->vm_hi, m, G, 0, &l2, w2, sizeof(w2)) ==
+            0) {
+            rt->st.g_rejects++;
+            return false;
+        }
+    }
     if (rc) {
-        /* A torn read can fail once; a layout that never fits is reported
-         * once and turns Lua walking off for this runtime. */
-        if (++rt->verify_fail >= 4 || rc == -ENOENT) {
+        /* Once a G verified, a failure is one torn or stale sample (the
+         * runtime stays on). Before that, a layout that never fits is
+         * reported once and turns Lua walking off for this runtime. */
+        rt->st.g_rejects++;
+        if (rt->lay) return false;
+        if (++rt->verify_fail >= 16) {
             rt->disabled = true;
             snprintf(rt->diag, sizeof(rt->diag), "pid %u: LuaJIT frames off: %s", rt->pid, why);
         }
