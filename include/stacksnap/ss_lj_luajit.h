@@ -102,8 +102,16 @@ struct ss_lj_stats {
     uint64_t trace_samples; /* samples attributed to a validated trace snapshot */
     uint64_t trace_loads;   /* traces read and decoded */
     uint64_t g_rejects;     /* global_State candidates that did not verify */
+    /* with ss_lj_runtime_check_guards: trace samples where the snapshot the
+     * guards place (builds without mcofs) was also checked against mcofs,
+     * and how many of them showed the same frames */
+    uint64_t guard_checked, guard_same;
 };
 void ss_lj_runtime_stats(const struct ss_lj_runtime *rt, struct ss_lj_stats *st);
+/* Self-check for builds without SnapShot.mcofs: on x86-64 non-GC64 builds
+ * that have it, also place snapshots by their guards and count agreement
+ * in guard_checked/guard_same (costs one more read per trace load). */
+void ss_lj_runtime_check_guards(struct ss_lj_runtime *rt, bool on);
 
 /* ---- 3. splicing ---- */
 

@@ -36,6 +36,7 @@ struct ss_unwinder_opts {
                                every step; 2 libunwind alone, one cursor per walk */
     ss_unwind_record_fn record;
     void *record_ctx;
+    bool lj_check_guards; /* tests: ss_lj_runtime_check_guards on every LuaJIT runtime */
 };
 
 struct ss_unwinder_stats {

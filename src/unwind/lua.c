@@ -177,8 +177,9 @@ static void scan(struct ss_unwinder *u, struct ss_uproc *up, struct ulua *l)
                 memmove(&d->park[j], &d->park[j + 1], (d->npark - j - 1) * sizeof(d->park[0]));
                 d->npark--;
             }
-        if (!r.rt && ss_lj_runtime_new(&r.rt, &v->info, (uint64_t)r.bias, up->pid, NULL) < 0)
-            continue;
+        if (!r.rt && ss_lj_runtime_new(&r.rt, &v->info, (uint64_t)r.bias, up->pid, NULL) == 0)
+            ss_lj_runtime_check_guards(r.rt, u->o.lj_check_guards);
+        if (!r.rt) continue;
         keep[nk++] = r;
     }
     for (unsigned j = 0; j < l->n; j++)

@@ -27,8 +27,8 @@
 #define TRACE_X64_COMMON .ir_base = 13, .ir_kgc = 24, .ir_knum = 28, .trace_sp_bias = 16
 /* SnapShot.mcofs exists since 2.1 (2020, LJ_UNWIND_JIT); Tarantool 2.6's tree
  * predates it: {mapofs, ref, nslots, topslot, nent, count}. */
-#define SNAP_MCOFS .snap_mcofs = 6, .snap_nent = 10
-#define SNAP_NO_MCOFS .snap_mcofs = 0, .snap_nent = 8
+#define SNAP_MCOFS .snap_ref = 4, .snap_mcofs = 6, .snap_nent = 10
+#define SNAP_NO_MCOFS .snap_ref = 4, .snap_mcofs = 0, .snap_nent = 8
 
 #define GC64_COMMON                                                                                \
     .gc64 = true, .L_glref = 16, .L_base = 32, .L_top = 40, .L_stack = 56, .L_cframe = 80,         \
@@ -38,7 +38,7 @@
     .pt_uvinfo = 88, .pt_varinfo = 96, .pt_size = 104, .uv_v = 32, .cf_prev = 32, .cf_L = 16,      \
     .cf_pc = 24, .cf_nres = 8, .cf_size = 80, .T_nsnap = 10, .T_ir = 32, .T_snap = 48,             \
     .T_snapmap = 56, .T_startpt = 64, .T_startpc = 72, .T_szmcode = 84, .T_mcode = 88,             \
-    .T_spadjust = 102, .T_traceno = 104, .T_root = 108, .T_nins = 12, .T_nk = 40,                  \
+    .T_mcloop = 96, .T_spadjust = 102, .T_traceno = 104, .T_root = 108, .T_nins = 12, .T_nk = 40,  \
     .T_nsnapmap = 44, .T_size = 120, .snap_size = 12, TRACE_X64_COMMON
 
 #define NOGC64_COMMON                                                                              \
@@ -48,9 +48,9 @@
     .pt_chunkname = 40, .pt_firstline = 44, .pt_numline = 48, .pt_lineinfo = 52, .pt_uvinfo = 56,  \
     .pt_varinfo = 60, .pt_size = 64, .uv_v = 16, .cf_prev = 32, .cf_L = 24, .cf_pc = 28,           \
     .cf_nres = 16, .cf_size = 80, .T_nsnap = 6, .T_ir = 16, .T_snap = 32, .T_snapmap = 40,         \
-    .T_startpt = 48, .T_startpc = 52, .T_szmcode = 60, .T_mcode = 64, .T_spadjust = 78,            \
-    .T_traceno = 80, .T_root = 84, .T_nins = 8, .T_nk = 24, .T_nsnapmap = 28, .T_size = 96,        \
-    .snap_size = 12, TRACE_X64_COMMON
+    .T_startpt = 48, .T_startpc = 52, .T_szmcode = 60, .T_mcode = 64, .T_mcloop = 72,              \
+    .T_spadjust = 78, .T_traceno = 80, .T_root = 84, .T_nins = 8, .T_nk = 24, .T_nsnapmap = 28,    \
+    .T_size = 96, .snap_size = 12, TRACE_X64_COMMON
 
 const struct lj_layout ss_lj_layouts[] = {
     {.name = "openresty-luajit2-2.1-20230119",

@@ -37,11 +37,12 @@ struct lj_layout {
     /* cframe (x86-64 POSIX) */
     uint32_t cf_prev, cf_L, cf_pc, cf_nres, cf_size;
     /* GCtrace (issue 5) */
-    uint32_t T_nsnap, T_ir, T_snap, T_snapmap, T_startpt, T_startpc, T_szmcode, T_mcode, T_spadjust,
-        T_traceno, T_root;
+    uint32_t T_nsnap, T_ir, T_snap, T_snapmap, T_startpt, T_startpc, T_szmcode, T_mcode, T_mcloop,
+        T_spadjust, T_traceno, T_root;
     uint32_t T_nins, T_nk, T_nsnapmap, T_size; /* T_size = sizeof(GCtrace) */
-    /* SnapShot: size, mcode offset (0 = the build has no mcofs), entry count */
-    uint32_t snap_size, snap_mcofs, snap_nent;
+    /* SnapShot: size, first IR ref, mcode offset (0 = the build has no
+     * mcofs), entry count */
+    uint32_t snap_size, snap_ref, snap_mcofs, snap_nent;
     /* IR opcodes (lj_ir.h IRDEF) checked on every trace: ir[REF_BASE].o ==
      * ir_base, frame links are ir_knum constants */
     uint8_t ir_base, ir_kgc, ir_knum;
@@ -76,6 +77,32 @@ enum {
     LJ_FRAME_PCALL,
     LJ_FRAME_PCALLH
 };
+
+/* A guard in trace mcode: its offset and the exit (snapshot) it branches
+ * to (guards.c, for builds without SnapShot.mcofs). */
+struct ss_lj_guard {
+    uint32_t ofs, exitno;
+};
+/* Guards of the trace mcode mc (sz bytes at mcode), sorted by offset; exit
+ * stubs are read through m. Returns how many (<= cap), or -1. */
+int ss_lj_guards(struct ss_mem *m, uint64_t mcode, const uint8_t *mc, uint32_t sz, uint32_t nsnap,
+                 struct ss_lj_guard *out, uint32_t cap);
+/* IR opcodes shared by every tree here (lj_ir.h IRDEF) and the ref bias. */
+enum {
+    SS_IR_NOP = 12,
+    SS_IR_LOOP = 17,
+    SS_IR_USE = 18,
+    SS_IR_PHI = 19,
+    SS_IR_RENAME = 20,
+    SS_IR_BIAS = 0x8000
+};
+/* Where each snapshot's code starts (a stand-in for SnapShot.mcofs): the
+ * guards anchor the code of their IR instructions, T->mcloop the LOOP, and
+ * offsets between anchors are spread over the IR instructions that emit
+ * code. ir: the nins - SS_IR_BIAS instructions from REF_BIAS. */
+void ss_lj_guard_starts(const struct ss_lj_guard *g, uint32_t ng, const uint8_t *mc, uint32_t sz,
+                        const uint8_t *ir, uint32_t nins, uint32_t mcloop, const uint32_t *snapref,
+                        uint32_t nsnap, uint32_t *starts);
 
 extern const struct lj_layout ss_lj_layouts[];
 extern const unsigned ss_lj_nlayouts;
@@ -178,7 +205,6 @@ struct ss_lj_tsample {
     uint8_t base_spill; /* BASE's spill slot (4-byte units from the trace's rsp), 0 none */
     int32_t vmstate;
     uint32_t spadjust, traceno, nframes;
-    bool nosnap; /* no SnapShot.mcofs: [0] is the trace's start frame, no inlined frames */
     uint64_t pc[LJ_TRACE_MAXFR];   /* current pc, next-instruction convention */
     uint64_t link[LJ_TRACE_MAXFR]; /* frame link as the snapshot restores it */
     uint64_t pt[LJ_TRACE_MAXFR];
@@ -193,6 +219,7 @@ struct ss_lj_runtime {
     uint64_t gs[LJ_MAX_GS];
     unsigned ngs, verify_fail, bad_states;
     bool disabled;
+    bool check_guards; /* also place snapshots by guards where mcofs exists (tests) */
     char diag[256];
     struct lj_proto *protos; /* LJ_PROTO_SLOTS, direct-mapped */
     struct lj_insent *ins;   /* LJ_INS_SLOTS, direct-mapped */

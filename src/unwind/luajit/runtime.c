@@ -175,6 +175,11 @@ void ss_lj_runtime_stats(const struct ss_lj_runtime *rt, struct ss_lj_stats *st)
     *st = rt->st;
 }
 
+void ss_lj_runtime_check_guards(struct ss_lj_runtime *rt, bool on)
+{
+    rt->check_guards = on;
+}
+
 bool ss_lj_check_G(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t G, uint64_t dispatch)
 {
     if (rt->disabled) return false;

@@ -88,7 +88,6 @@ static int emit_partial(struct ss_lj_runtime *rt, struct ss_mem *m, const uint64
         kbase = nf->r15;
     }
     if (!ts && !kbase) return 0;
-    if (ts && ts->nosnap) return 0; /* the trace's start frame is proven only by the walk */
     if (ss_lj_partial(rt, m, ts, pc, kbase, cframe, w)) return 0;
     int rc = emit_segment(rt, m, w, cframe, out, done);
     if (rc || !*done) return rc;

@@ -28,14 +28,10 @@
  * The frame at jit_base and everything below it is walked live by frames.c,
  * which checks that the function there runs the snapshot's outermost pc.
  *
- * Builds whose SnapShot has no mcofs (Tarantool 2.6) cannot tell which
- * snapshot an ip belongs to: such a trace gets one pseudo snapshot over all
- * its code with one frame, its start prototype at its start pc (the line a
- * sample shows), and no inlined frames. Only when that is certain to be the
- * frame at jit_base: traces that never move BASE below their start frame
- * (no IR_RETF) and whose start pc the function at jit_base runs (frames.c);
- * never a partial stack from them (the frame proves nothing without the
- * walk). */
+ * Builds whose SnapShot has no mcofs (Tarantool 2.6) get each snapshot's
+ * start placed from the guards that branch to its exit stub and the loop
+ * start (guards.c); ss_lj_runtime_check_guards measures that placement
+ * against mcofs where both exist. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -278,6 +274,17 @@ static unsigned gstates(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t r14
     return 0;
 }
 
+/* Do two snapshots show the same frames (prototypes and pcs)? */
+static bool same_frames(const struct trace *t, const struct tsnap *a, const struct tsnap *b)
+{
+    if (a->n != b->n) return false;
+    for (uint32_t q = 0; q < a->n; q++)
+        if (t->fr[a->first + q].pc != t->fr[b->first + q].pc ||
+            t->fr[a->first + q].pt != t->fr[b->first + q].pt)
+            return false;
+    return true;
+}
+
 /* Snapshot index for mcode offset ofs: largest mcofs <= ofs. */
 static int snap_at(const struct trace *t, uint64_t ofs)
 {
@@ -306,6 +313,14 @@ static int validate(struct ss_lj_runtime *rt, struct ss_mem *m, int idx, uint64_
     if (!t->loaded) return -EIO;
     if (t->bad) return -ENOENT; /* kept: known, but no frames from it */
     int si = snap_at(t, look - t->mcode);
+    if (rt->check_guards && t->by_guards && si >= 0) {
+        /* what the guards alone would have said (guards.c) */
+        uint32_t o = (uint32_t)(look - t->mcode), g = 0;
+        for (uint32_t k = 1; k < t->nsnap; k++)
+            if (t->snaps[k].gofs <= o) g = k;
+        rt->st.guard_checked++;
+        rt->st.guard_same += same_frames(t, &t->snaps[si], &t->snaps[g]);
+    }
     if (si >= 0 && t->snaps[si].prof && look - t->mcode >= t->snaps[si].prof &&
         (uint32_t)si + 1 < t->nsnap)
         si++; /* past a profiler check: see prof_checks */
@@ -325,16 +340,13 @@ static int validate(struct ss_lj_runtime *rt, struct ss_mem *m, int idx, uint64_
     iov[nv++] = (struct ss_iov){.addr = jt, .dst = arrp, .len = 8};
     iov[nv++] = (struct ss_iov){.addr = G + lay->G_jit_base, .dst = &jit_base, .len = rs};
     iov[nv++] = (struct ss_iov){.addr = G + lay->G_vmstate, .dst = &vmstate, .len = 4};
-    if (!t->nosnap) {
-        iov[nv++] =
-            (struct ss_iov){.addr = lj_u64(t->hdr + lay->T_snap) + (uint64_t)si * lay->snap_size,
-                            .dst = sn,
-                            .len = lay->snap_size};
-        iov[nv++] =
-            (struct ss_iov){.addr = lj_u64(t->hdr + lay->T_snapmap) + (uint64_t)ts->mapofs * 4,
-                            .dst = map,
-                            .len = (size_t)ts->maplen * 4};
-    }
+    iov[nv++] =
+        (struct ss_iov){.addr = lj_u64(t->hdr + lay->T_snap) + (uint64_t)si * lay->snap_size,
+                        .dst = sn,
+                        .len = lay->snap_size};
+    iov[nv++] = (struct ss_iov){.addr = lj_u64(t->hdr + lay->T_snapmap) + (uint64_t)ts->mapofs * 4,
+                                .dst = map,
+                                .len = (size_t)ts->maplen * 4};
     if (tc->arr)
         iov[nv++] =
             (struct ss_iov){.addr = tc->arr + (uint64_t)t->traceno * rs, .dst = slot, .len = rs};
@@ -363,8 +375,8 @@ static int validate(struct ss_lj_runtime *rt, struct ss_mem *m, int idx, uint64_
         }
     }
     if ((lay->gc64 ? lj_u64(slot) : lj_u32(slot)) != t->T || !same_hdr(lay, hdr, t->hdr)) goto out;
-    if (!t->nosnap && (lj_u32(sn) != ts->mapofs || u16at(sn + lay->snap_mcofs) != ts->mcofs ||
-                       memcmp(map, t->map + ts->mapofs, (size_t)ts->maplen * 4)))
+    if (lj_u32(sn) != ts->mapofs || (lay->snap_mcofs && u16at(sn + lay->snap_mcofs) != ts->mcofs) ||
+        memcmp(map, t->map + ts->mapofs, (size_t)ts->maplen * 4))
         goto out;
     memset(cur, 0, sizeof(*cur));
     cur->G = G;
@@ -375,7 +387,6 @@ static int validate(struct ss_lj_runtime *rt, struct ss_mem *m, int idx, uint64_
     cur->base_reg = t->base_reg;
     cur->base_spill = t->base_spill;
     cur->traceno = t->traceno;
-    cur->nosnap = t->nosnap;
     cur->nframes = ts->n;
     for (uint32_t i = 0; i < ts->n; i++) {
         const struct tframe *f = &t->fr[ts->first + i];

@@ -18,7 +18,7 @@
 #define TC_MAXARR 65536u        /* J->trace entries read on a refresh */
 #define TC_HDR 128
 #define TC_REFRESH_NS 20000000ull /* sample time between two full refreshes */
-#define IR_RETF 11       /* lj_ir.h IRDEF: ABC 10, RETF 11, NOP 12, BASE 13 (every tree here) */
+#define TC_MAXGUARDS 4096u
 #define TC_MAXINS 65536u /* IR instructions read for the RETF check (no-mcofs builds) */
 
 struct tframe {
@@ -30,6 +30,7 @@ struct tframe {
 struct tsnap {
     uint32_t mcofs, mapofs, maplen; /* map slice [mapofs, mapofs + maplen) */
     uint32_t prof;                  /* mcode offset of a profiler check inside, 0 none */
+    uint32_t gofs;                  /* start as placed from the guards (guards.c) */
     uint32_t first, n;              /* frames [first, first + n), outermost first */
 };
 
@@ -39,7 +40,7 @@ struct trace {
     uint8_t base_reg;   /* ss_reg holding BASE all through the trace, 0xff none */
     uint8_t base_spill; /* IR(REF_BASE)->s: BASE's spill slot (4-byte units), 0 none */
     bool loaded, bad;
-    bool nosnap; /* no SnapShot.mcofs: one pseudo snapshot, start frame only */
+    bool by_guards; /* snaps[].gofs set (guards.c) */
     uint8_t hdr[TC_HDR];
     uint32_t nsnap;
     struct tsnap *snaps;

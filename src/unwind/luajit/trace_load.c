@@ -215,10 +215,6 @@ static void prof_checks(const uint8_t *mc, uint32_t sz, struct tsnap *snaps, uin
     }
 }
 
-/* No SnapShot.mcofs (see the top of the file): one pseudo snapshot over
- * the whole trace, its start frame only; bad when the trace moves BASE
- * below its start frame (IR_RETF) or its start pc is not in its start
- * prototype. */
 /* A decoded trace is loaded; a good one takes over the decoded arrays
  * (the caller frees whatever is left in them). */
 static void finish(struct ss_lj_runtime *rt, struct trace *t, bool bad, uint32_t **map,
@@ -232,51 +228,6 @@ static void finish(struct ss_lj_runtime *rt, struct trace *t, bool bad, uint32_t
     *map = NULL, *snaps = NULL, *fr = NULL;
 }
 
-static void load_nosnap(struct ss_lj_runtime *rt, struct ss_mem *m, struct trace *t)
-{
-    const struct lj_layout *lay = rt->lay;
-    const uint8_t *h = t->hdr;
-    uint32_t nins = lj_u32(h + lay->T_nins);
-    uint64_t ir = lj_u64(h + lay->T_ir);
-    uint64_t startpt = lj_ref(lay, h + lay->T_startpt), startpc = lj_ref(lay, h + lay->T_startpc);
-    bool bad = true;
-    uint8_t *ib = NULL;
-    struct tsnap *snaps = NULL;
-    struct tframe *fr = NULL;
-    uint32_t *map = NULL;
-    struct ptset *ps = NULL;
-    if (nins <= REF_BIAS || nins - REF_BIAS > TC_MAXINS || !ir || !startpt || !startpc) goto done;
-    ib = malloc((size_t)(nins - REF_BIAS) * 8);
-    snaps = calloc(1, sizeof(*snaps));
-    fr = calloc(1, sizeof(*fr));
-    map = calloc(1, 4);
-    ps = malloc(sizeof(*ps));
-    if (!ib || !snaps || !fr || !map || !ps) goto fail;
-    rt->st.rounds++;
-    if (ss_mem_read(m, ir + (uint64_t)REF_BIAS * 8, ib, (size_t)(nins - REF_BIAS) * 8)) goto fail;
-    if (ib[5] != lay->ir_base) goto done; /* opcode table check */
-    for (uint32_t i = 1; i < nins - REF_BIAS; i++)
-        if (ib[(size_t)i * 8 + 5] == IR_RETF) goto done;
-    t->base_reg = ib[6] < 16 && ib[6] != 4 ? x86_to_ss[ib[6]] : 0xff;
-    t->base_spill = ib[7];
-    ps->n = 0;
-    if (!pt_add(rt, m, ps, startpt)) goto fail;
-    fr[0] = (struct tframe){.pc = startpc + 4, .pt = startpt};
-    if (ps->n != 1 || pt_of(ps, fr[0].pc) != startpt) goto done;
-    snaps[0] = (struct tsnap){.n = 1};
-    t->nsnap = 1;
-    t->nosnap = true;
-    bad = false;
-done:
-    finish(rt, t, bad, &map, &snaps, &fr);
-fail:
-    free(ib);
-    free(ps);
-    free(map);
-    free(snaps);
-    free(fr);
-}
-
 /* Read and decode snapshots, map and constants of t (header already read).
  * A trace that cannot be decoded is marked bad (known, no frames); when a
  * read fails it stays unloaded and is tried again on a later sample. */
@@ -288,10 +239,6 @@ void ss_lj_trace_load(struct ss_lj_runtime *rt, struct ss_mem *m, struct trace *
     uint32_t nk = lj_u32(h + lay->T_nk);
     uint64_t ir = lj_u64(h + lay->T_ir), snap = lj_u64(h + lay->T_snap);
     uint64_t snapmap = lj_u64(h + lay->T_snapmap);
-    if (!lay->snap_mcofs) {
-        load_nosnap(rt, m, t);
-        return;
-    }
     if (t->nsnap > TC_MAXSNAP || nsnapmap > TC_MAXMAP || nk > REF_BIAS || REF_BIAS - nk > TC_MAXK ||
         !ir || !snap || !snapmap) {
         t->loaded = t->bad = true;
@@ -305,16 +252,44 @@ void ss_lj_trace_load(struct ss_lj_runtime *rt, struct ss_mem *m, struct trace *
     struct tframe *fr = malloc((size_t)t->nsnap * TC_MAXFR * sizeof(*fr));
     struct ptset *ps = malloc(sizeof(*ps));
     uint8_t *mc = malloc(t->szmcode);
+    /* no mcofs: the instructions too, to place the snapshots (guards.c) */
+    bool by_guards = !lay->snap_mcofs || (!lay->gc64 && rt->check_guards);
+    uint32_t nins = lj_u32(h + lay->T_nins);
+    uint8_t *ib = NULL;
+    struct ss_lj_guard *g = NULL;
+    uint32_t *refs = NULL, *starts = NULL;
     bool bad = true;
     if (!sb || !kb || !map || !snaps || !fr || !ps || !mc) goto fail;
-    struct ss_iov iov[4] = {
+    if (by_guards) {
+        if (nins <= REF_BIAS || nins - REF_BIAS > TC_MAXINS) goto done;
+        ib = malloc((size_t)(nins - REF_BIAS) * 8);
+        g = malloc(sizeof(*g) * TC_MAXGUARDS);
+        refs = malloc(sizeof(*refs) * t->nsnap);
+        starts = malloc(sizeof(*starts) * t->nsnap);
+        if (!ib || !g || !refs || !starts) goto fail;
+    }
+    struct ss_iov iov[5] = {
         {.addr = snap, .dst = sb, .len = (size_t)t->nsnap * lay->snap_size},
         {.addr = snapmap, .dst = map, .len = (size_t)nsnapmap * 4},
         {.addr = ir + (uint64_t)nk * 8, .dst = kb, .len = klen},
         {.addr = t->mcode, .dst = mc, .len = t->szmcode},
+        {.addr = ir + (uint64_t)REF_BIAS * 8, .dst = ib, .len = (size_t)(nins - REF_BIAS) * 8},
     };
+    int niov = by_guards ? 5 : 4;
     rt->st.rounds++;
-    if (ss_mem_readv(m, iov, 4) || iov[0].err || iov[1].err || iov[2].err || iov[3].err) goto fail;
+    if (ss_mem_readv(m, iov, niov)) goto fail;
+    for (int i = 0; i < niov; i++)
+        if (iov[i].err) goto fail;
+    if (by_guards) {
+        rt->st.rounds += 2;
+        int ng = ss_lj_guards(m, t->mcode, mc, t->szmcode, t->nsnap, g, TC_MAXGUARDS);
+        if (ng < 0) goto fail;
+        for (uint32_t i = 0; i < t->nsnap; i++)
+            refs[i] = u16at(sb + (size_t)i * lay->snap_size + lay->snap_ref);
+        ss_lj_guard_starts(g, (uint32_t)ng, mc, t->szmcode, ib, nins, lj_u32(h + lay->T_mcloop),
+                           refs, t->nsnap, starts);
+        t->by_guards = true;
+    }
     struct kbuf k = {.ir = kb, .nk = nk};
     const uint8_t *irb = irslot(&k, REF_BIAS);
     if (irb[5] != lay->ir_base) goto done; /* opcode table check */
@@ -330,7 +305,8 @@ void ss_lj_trace_load(struct ss_lj_runtime *rt, struct ss_mem *m, struct trace *
         const uint8_t *sp = sb + (size_t)i * lay->snap_size;
         struct tsnap *ts = &snaps[i];
         ts->mapofs = lj_u32(sp);
-        ts->mcofs = u16at(sp + lay->snap_mcofs);
+        ts->mcofs = lay->snap_mcofs ? u16at(sp + lay->snap_mcofs) : starts[i];
+        if (by_guards) ts->gofs = starts[i];
         uint32_t nent = sp[lay->snap_nent];
         uint32_t end = i + 1 < t->nsnap ? lj_u32(sp + lay->snap_size) : nsnapmap;
         if (ts->mapofs > end || end > nsnapmap || (i && ts->mcofs < snaps[i - 1].mcofs)) goto done;
@@ -354,4 +330,8 @@ fail:
     free(map);
     free(snaps);
     free(fr);
+    free(ib);
+    free(g);
+    free(refs);
+    free(starts);
 }
