@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "ljtest.h"
+#include "unwind/luajit/lj_internal.h"
 
 #define WORDS 4096
 
@@ -94,4 +95,80 @@ Test(luajit_garbage, random_memory_never_crashes)
     }
     cr_log_info("garbage walks produced %u Lua frames in total", lua);
     free(buf);
+}
+
+/* ---- guards.c: exit stubs and snapshot placement (no SnapShot.mcofs) ---- */
+
+/* An exit stub group as lj_asm_x86.h asm_exitstub_gen writes it (the part
+ * guards.c checks: 32 stubs, then "push hi"). */
+static void stub_group(uint8_t *g, unsigned group)
+{
+    unsigned lo = (group * 32) & 0xff;
+    memset(g, 0xcc, 160);
+    g[0] = 0x6a, g[1] = (uint8_t)lo;
+    for (unsigned i = 1; i < 32; i++) {
+        g[4 * i - 2] = 0xeb, g[4 * i - 1] = (uint8_t)(4 * (32 - i) - 2);
+        g[4 * i] = 0x6a, g[4 * i + 1] = (uint8_t)(lo + i);
+    }
+    g[126] = 0x6a, g[127] = (uint8_t)((group * 32) >> 8);
+}
+
+Test(luajit_garbage, guards_found_in_random_code)
+{
+    enum { SZ = 8192, NG = 10, NSNAP = 320 };
+    uint8_t *stubs = malloc(NG * 160), *mc = malloc(SZ);
+    struct ss_target_live tl = {.pid = getpid()};
+    struct ss_mem mem;
+    ss_mem_init(&mem, NULL, &ss_target_live, &tl);
+    for (unsigned g = 0; g < NG; g++)
+        stub_group(stubs + 160 * g, g);
+    stubs[160 * 7 + 50] ^= 1; /* group 7 is damaged: its exits are not stubs */
+    srand(777);
+    for (int round = 0; round < 200; round++) {
+        for (unsigned i = 0; i < SZ; i++)
+            mc[i] = (uint8_t)rand();
+        /* plant guards every ~100 bytes with nondecreasing exit numbers */
+        struct ss_lj_guard want[128];
+        unsigned nw = 0, exitno = 0;
+        uint64_t base = (uint64_t)(uintptr_t)mc;
+        for (uint32_t o = 16; o + 6 < SZ && nw < 64; o += 60 + (uint32_t)(rand() % 80)) {
+            exitno += (unsigned)(rand() % 4);
+            if (exitno >= NG * 32) break;
+            bool jmp = rand() % 8 == 0;
+            uint32_t len = jmp ? 5 : 6;
+            uint64_t t = (uint64_t)(uintptr_t)(stubs + 160 * (exitno / 32) + 4 * (exitno % 32));
+            int32_t rel = (int32_t)(t - (base + o + len));
+            if (jmp)
+                mc[o] = 0xe9;
+            else
+                mc[o] = 0x0f, mc[o + 1] = (uint8_t)(0x80 | (rand() % 16));
+            memcpy(mc + o + len - 4, &rel, 4);
+            if (exitno / 32 != 7 && exitno < NSNAP) want[nw++] = (struct ss_lj_guard){o, exitno};
+        }
+        struct ss_lj_guard got[4096];
+        int n = ss_lj_guards(&mem, base, mc, SZ, NSNAP, got, 4096);
+        cr_assert_eq(n, (int)nw, "round %d: %d guards found, %u planted", round, n, nw);
+        for (unsigned i = 0; i < nw; i++)
+            cr_assert(got[i].ofs == want[i].ofs && got[i].exitno == want[i].exitno,
+                      "guard %u: %u->%u, planted %u->%u", i, got[i].ofs, got[i].exitno, want[i].ofs,
+                      want[i].exitno);
+        /* placement over random IR: starts from 0, nondecreasing, inside */
+        uint32_t nins = SS_IR_BIAS + 1 + (uint32_t)(rand() % 2000), refs[NSNAP], starts[NSNAP];
+        uint8_t *ir = malloc((size_t)(nins - SS_IR_BIAS) * 8);
+        for (size_t i = 0; i < (size_t)(nins - SS_IR_BIAS) * 8; i++)
+            ir[i] = (uint8_t)rand();
+        uint32_t nsnap = 1 + (uint32_t)(rand() % NSNAP);
+        for (uint32_t k = 0; k < nsnap; k++)
+            refs[k] = rand() % 3 ? SS_IR_BIAS + (uint32_t)(rand() % (nins - SS_IR_BIAS + 8))
+                                 : (uint32_t)rand() & 0xffff;
+        ss_lj_guard_starts(got, (uint32_t)n, mc, SZ, ir, nins, (uint32_t)rand() % (SZ + 64), refs,
+                           nsnap, starts);
+        for (uint32_t k = 0; k < nsnap; k++) {
+            cr_assert(starts[k] <= SZ, "start %u of snapshot %u outside %u", starts[k], k, SZ);
+            cr_assert(k ? starts[k] >= starts[k - 1] : starts[0] == 0, "starts not ordered");
+        }
+        free(ir);
+    }
+    free(stubs);
+    free(mc);
 }
