@@ -116,7 +116,8 @@ static void stub_group(uint8_t *g, unsigned group)
 Test(luajit_garbage, guards_found_in_random_code)
 {
     enum { SZ = 8192, NG = 10, NSNAP = 320 };
-    uint8_t *stubs = malloc(NG * 160), *mc = malloc(SZ);
+    /* one block, so that rel32 branches reach the stubs (as in an mcode area) */
+    uint8_t *mc = malloc(SZ + NG * 160), *stubs = mc + SZ;
     struct ss_target_live tl = {.pid = getpid()};
     struct ss_mem mem;
     ss_mem_init(&mem, NULL, &ss_target_live, &tl);
@@ -169,6 +170,5 @@ Test(luajit_garbage, guards_found_in_random_code)
         }
         free(ir);
     }
-    free(stubs);
     free(mc);
 }
