@@ -35,3 +35,19 @@ add_dependencies(native_elf_test native_workload_pie native_workload_nopie)
 ss_add_test(native_perf_test SOURCES ${CMAKE_SOURCE_DIR}/test/native/perf_test.c ${NW_HARNESS}
   LABELS native TIMEOUT 180)
 add_dependencies(native_perf_test native_workload_pie)
+
+# PLT symbols (NAME@plt) against objdump's labels: tarantool, luajit, libc and
+# a small program linked with an IBT PLT (.plt.sec, PIE) and a plain one.
+foreach(v ibt plain)
+  add_executable(native_plt_${v} ${CMAKE_SOURCE_DIR}/test/native/plt_prog.c)
+  target_compile_options(native_plt_${v} PRIVATE -O2 -fno-builtin -fno-sanitize=all)
+  target_link_options(native_plt_${v} PRIVATE -fno-sanitize=all)
+  target_link_libraries(native_plt_${v} PRIVATE m)
+endforeach()
+target_compile_options(native_plt_ibt PRIVATE -fcf-protection=full -fPIE)
+target_link_options(native_plt_ibt PRIVATE -pie -Wl,-z,ibtplt)
+target_compile_options(native_plt_plain PRIVATE -fcf-protection=none -fno-pie)
+target_link_options(native_plt_plain PRIVATE -no-pie)
+ss_add_test(native_plt_test SOURCES ${CMAKE_SOURCE_DIR}/test/native/plt_test.c
+  LABELS native TIMEOUT 120)
+add_dependencies(native_plt_test native_plt_ibt native_plt_plain)

@@ -4,9 +4,10 @@
  * build-id, PT_LOAD segments, the RELRO range, the .eh_frame_hdr search
  * table, and, loaded lazily, the .debug_frame FDE index and a sorted symbol
  * table gathered from .symtab/.dynsym, a separate debug file (build-id path or
- * .gnu_debuglink) and .gnu_debugdata (MiniDebugInfo). Files are shared
- * through an ss_elf_cache keyed by build-id (or dev/inode/size/mtime when a
- * file has no build-id), so every process mapping libc uses one ss_elf. */
+ * .gnu_debuglink) and .gnu_debugdata (MiniDebugInfo), plus NAME@plt for the
+ * PLT entries no real symbol covers. Files are shared through an
+ * ss_elf_cache keyed by build-id (or dev/inode/size/mtime when a file has no
+ * build-id), so every process mapping libc uses one ss_elf. */
 #ifndef SS_ELF_H
 #define SS_ELF_H
 
@@ -102,6 +103,10 @@ const void *ss_elf_section(struct ss_elf *e, const char *name, size_t *size, uin
 /* Symbols (elf/symbols.c). */
 const struct ss_sym *ss_elf_symbol(struct ss_elf *e, uint64_t vaddr);
 size_t ss_elf_symbol_count(struct ss_elf *e);
+/* Synthetic NAME@plt symbols of e's x86-64 PLT entries (elf/plt.c): fn gets
+ * each entry's vaddr, size and a malloc'd name it owns. */
+typedef void (*ss_plt_fn)(void *ctx, uint64_t addr, uint64_t size, char *name);
+void ss_elf_plt_symbols(struct ss_elf *e, ss_plt_fn fn, void *ctx);
 /* Build-id of e as hex (out >= 41 bytes). */
 void ss_elf_build_id_hex(const struct ss_elf *e, char *out);
 

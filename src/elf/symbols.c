@@ -5,7 +5,9 @@
  * MiniDebugInfo (.gnu_debugdata) one. Where several symbols share an
  * address the same one perf picks wins (sized, non-weak, global, fewest
  * leading underscores, longest name); version suffixes ("@@GLIBC_2.34") are
- * dropped. Zero-sized symbols extend to the next symbol. */
+ * dropped. PLT entries get synthetic NAME@plt symbols (elf/plt.c) where no
+ * real sized symbol overlaps them; zero-sized symbols (such as _init right
+ * before .plt) extend to the next symbol, synthetic ones included. */
 #include <errno.h>
 #include <gelf.h>
 #include <libelf.h>
@@ -25,6 +27,7 @@ struct ss_symtab {
 struct cand {
     struct ss_sym s;
     uint8_t bind;
+    bool synth; /* NAME@plt */
 };
 
 struct cands {
@@ -43,21 +46,42 @@ void ss_symtab_free(struct ss_symtab *t)
     free(t);
 }
 
+/* Keep the malloc'd string c with the table; NULL (c freed) on failure. */
+static const char *own(struct ss_symtab *t, char *c)
+{
+    if (!c) return NULL;
+    if (t->nstrs == t->capstrs) {
+        size_t nc = t->capstrs ? 2 * t->capstrs : 64;
+        char **ns = realloc(t->strs, nc * sizeof(*ns));
+        if (!ns) {
+            free(c);
+            return NULL;
+        }
+        t->strs = ns;
+        t->capstrs = nc;
+    }
+    t->strs[t->nstrs++] = c;
+    return c;
+}
+
 static const char *keep_name(struct ss_symtab *t, const char *name)
 {
     const char *at = strchr(name, '@');
     if (!at) return name;
-    if (t->nstrs == t->capstrs) {
-        size_t nc = t->capstrs ? 2 * t->capstrs : 64;
-        char **ns = realloc(t->strs, nc * sizeof(*ns));
-        if (!ns) return name;
-        t->strs = ns;
-        t->capstrs = nc;
+    const char *c = own(t, strndup(name, at - name));
+    return c ? c : name;
+}
+
+static struct cand *cand_add(struct cands *cs)
+{
+    if (cs->n == cs->cap) {
+        size_t nc = cs->cap ? 2 * cs->cap : 1024;
+        struct cand *nv = realloc(cs->v, nc * sizeof(*nv));
+        if (!nv) return NULL;
+        cs->v = nv;
+        cs->cap = nc;
     }
-    char *c = strndup(name, at - name);
-    if (!c) return name;
-    t->strs[t->nstrs++] = c;
-    return c;
+    return &cs->v[cs->n++];
 }
 
 /* Collect function symbols of one symbol table section. */
@@ -78,20 +102,55 @@ static void collect(struct ss_symtab *t, struct cands *cs, Elf *elf, uint32_t ty
             if (sym.st_shndx == SHN_UNDEF || sym.st_value == 0) continue;
             const char *name = elf_strptr(elf, sh.sh_link, sym.st_name);
             if (!name || !*name) continue;
-            if (cs->n == cs->cap) {
-                size_t nc = cs->cap ? 2 * cs->cap : 1024;
-                struct cand *nv = realloc(cs->v, nc * sizeof(*nv));
-                if (!nv) return;
-                cs->v = nv;
-                cs->cap = nc;
-            }
-            struct cand *c = &cs->v[cs->n++];
+            struct cand *c = cand_add(cs);
+            if (!c) return;
             c->s.addr = sym.st_value;
             c->s.size = sym.st_size;
             c->s.name = keep_name(t, name);
             c->bind = GELF_ST_BIND(sym.st_info);
+            c->synth = false;
         }
     }
+}
+
+struct plt_ctx {
+    struct ss_symtab *t;
+    struct cands *cs;
+};
+
+static void add_plt(void *ctx, uint64_t addr, uint64_t size, char *name)
+{
+    struct plt_ctx *p = ctx;
+    const char *n = own(p->t, name);
+    struct cand *c = n ? cand_add(p->cs) : NULL;
+    if (!c) return;
+    *c = (struct cand){.s = {addr, size, n}, .bind = STB_GLOBAL, .synth = true};
+}
+
+/* Drop the synthetic symbols that overlap a real sized one (cs deduplicated
+ * and sorted by address); real symbols always win. */
+static void drop_covered_plt(struct cands *cs)
+{
+    uint64_t reach = 0; /* highest end of the real sized symbols so far */
+    size_t k = 0;
+    for (size_t i = 0; i < cs->n; i++) {
+        const struct cand *c = &cs->v[i];
+        bool keep = true;
+        if (!c->synth) {
+            if (c->s.size) {
+                uint64_t end = c->s.addr + c->s.size;
+                if (end < c->s.addr) end = UINT64_MAX;
+                if (end > reach) reach = end;
+            }
+        } else {
+            keep = reach <= c->s.addr;
+            for (size_t j = i + 1; keep && j < cs->n && cs->v[j].s.addr - c->s.addr < c->s.size;
+                 j++)
+                keep = cs->v[j].synth || !cs->v[j].s.size;
+        }
+        if (keep) cs->v[k++] = *c;
+    }
+    cs->n = k;
 }
 
 static int cand_cmp(const void *a, const void *b)
@@ -112,6 +171,7 @@ static int underscores(const char *s)
 /* 1 if a is a better name for the address than b (perf's choose_best_symbol). */
 static int better(const struct cand *a, const struct cand *b)
 {
+    if (a->synth != b->synth) return !a->synth;
     if ((a->s.size != 0) != (b->s.size != 0)) return a->s.size != 0;
     if ((a->bind == STB_WEAK) != (b->bind == STB_WEAK)) return a->bind != STB_WEAK;
     if ((a->bind == STB_GLOBAL) != (b->bind == STB_GLOBAL)) return a->bind == STB_GLOBAL;
@@ -158,22 +218,29 @@ static struct ss_symtab *load(struct ss_elf *e)
             }
         }
     }
+    struct plt_ctx pc = {t, &cs};
+    ss_elf_plt_symbols(e, add_plt, &pc);
     if (cs.n) qsort(cs.v, cs.n, sizeof(*cs.v), cand_cmp);
-    t->v = malloc((cs.n ? cs.n : 1) * sizeof(*t->v));
-    if (!t->v) {
-        free(cs.v);
-        ss_symtab_free(t);
-        return NULL;
-    }
+    size_t m = 0; /* deduplicate in place: the best candidate per address */
     for (size_t i = 0; i < cs.n;) {
         size_t j = i, best = i;
         while (j < cs.n && cs.v[j].s.addr == cs.v[i].s.addr) {
             if (better(&cs.v[j], &cs.v[best])) best = j;
             j++;
         }
-        t->v[t->n++] = cs.v[best].s;
+        cs.v[m++] = cs.v[best];
         i = j;
     }
+    cs.n = m;
+    drop_covered_plt(&cs);
+    t->v = malloc((cs.n ? cs.n : 1) * sizeof(*t->v));
+    if (!t->v) {
+        free(cs.v);
+        ss_symtab_free(t);
+        return NULL;
+    }
+    for (size_t i = 0; i < cs.n; i++)
+        t->v[t->n++] = cs.v[i].s;
     free(cs.v);
     for (size_t i = 0; i < t->n; i++) /* zero-sized: up to the next symbol */
         if (!t->v[i].size && i + 1 < t->n) t->v[i].size = t->v[i + 1].addr - t->v[i].addr;

@@ -188,6 +188,12 @@ static const char *built(const char *variant)
     return bin;
 }
 
+Test(luajit_trace, inline_built_gc64_jit)
+{
+    inline_chain("built gc64-jit", built("gc64-jit"), NULL,
+                 "debian-luajit-2.1.0-beta3-git20220320");
+}
+
 Test(luajit_trace, inline_built_nogc64_jit)
 {
     inline_chain("built nogc64-jit", built("nogc64-jit"), NULL, "luajit-2.1-git20220320-nogc64");
