@@ -139,77 +139,97 @@ static uint32_t weight(const uint8_t *ins)
                : 1;
 }
 
+static int by_anchor(const void *x, const void *y)
+{
+    const struct anchor *a = x, *b = y;
+    if (a->ofs != b->ofs) return a->ofs < b->ofs ? -1 : 1;
+    return a->ref < b->ref ? -1 : a->ref > b->ref;
+}
+
 void ss_lj_guard_starts(const struct ss_lj_guard *g, uint32_t ng, const uint8_t *mc, uint32_t sz,
                         const uint8_t *ir, uint32_t nins, uint32_t mcloop, const uint32_t *snapref,
                         uint32_t nsnap, uint32_t *starts)
 {
-    /* cumulative weights: cw[r - bias] = weight of instructions bias+1..r */
-    uint32_t n = nins - SS_IR_BIAS, loopref = 0;
-    uint32_t *cw = calloc(n + 1, sizeof(*cw));
+    /* per instruction index i = ref - SS_IR_BIAS (1 <= i < n): cw[i] the
+     * weight of 1..i, nxt[i] the first guard instruction >= i (n: none),
+     * prv[i] the last guard instruction <= i (0: none) */
+    uint32_t n = nins > SS_IR_BIAS ? nins - SS_IR_BIAS : 1, loopref = 0;
+    uint32_t *cw = calloc(3 * ((size_t)n + 1), sizeof(*cw)), *nxt = cw + n + 1, *prv = nxt + n + 1;
     struct anchor *a = malloc(sizeof(*a) * (2 * (size_t)nsnap + 3));
-    if (!cw || !a) {
+    int32_t *gf = malloc(sizeof(*gf) * 2 * (size_t)nsnap), *gl = gf + nsnap;
+    uint32_t na = 0;
+    if (!cw || !a || !gf) {
         for (uint32_t k = 0; k < nsnap; k++)
             starts[k] = k ? sz : 0;
         goto out;
     }
     for (uint32_t i = 1; i < n; i++) {
-        cw[i] = cw[i - 1] + weight(ir + 8 * (size_t)i);
-        if (ir[8 * (size_t)i + 5] == SS_IR_LOOP && !loopref) loopref = SS_IR_BIAS + i;
+        const uint8_t *ins = ir + 8 * (size_t)i;
+        cw[i] = cw[i - 1] + weight(ins);
+        prv[i] = ins[4] & 0x80 ? i : prv[i - 1];
+        if (ins[5] == SS_IR_LOOP && !loopref) loopref = i;
     }
-    cw[n] = cw[n - 1] + 1;
-    uint32_t na = 0;
-    a[na++] = (struct anchor){0, SS_IR_BIAS};
-    /* per exit: its first and last jcc end the code of the first and last
+    cw[n] = cw[n - 1] + 1; /* the trace's tail */
+    nxt[n] = n;
+    for (uint32_t i = n; i-- > 1;)
+        nxt[i] = ir[8 * (size_t)i + 4] & 0x80 ? i : nxt[i + 1];
+    /* first and last guard (in the code) of each exit */
+    for (uint32_t k = 0; k < nsnap; k++)
+        gf[k] = gl[k] = -1;
+    for (uint32_t i = 0; i < ng; i++) {
+        uint32_t e = g[i].exitno;
+        if (e >= nsnap) continue;
+        if (gf[e] < 0) gf[e] = (int32_t)i;
+        gl[e] = (int32_t)i;
+    }
+    a[na++] = (struct anchor){0, 0};
+    /* each exit's first and last jcc end the code of the first and last
      * guard instruction in its snapshot's IR range */
-    for (uint32_t k = 0, i = 0; k < nsnap; k++) {
-        uint32_t lo = snapref[k], hi = k + 1 < nsnap ? snapref[k + 1] : nins, first = 0, last = 0;
-        for (uint32_t r = lo; r < hi && r < nins; r++)
-            if (r > SS_IR_BIAS && ir[8 * (size_t)(r - SS_IR_BIAS) + 4] & 0x80) {
-                if (!first) first = r;
-                last = r;
-            }
-        int fo = -1, lo_ = -1;
-        for (i = 0; i < ng; i++)
-            if (g[i].exitno == k) {
-                if (fo < 0) fo = (int)i;
-                lo_ = (int)i;
-            }
-        if (!first || fo < 0) continue;
-        uint32_t len = mc[g[fo].ofs] == 0x0f ? 6 : 5;
-        a[na++] = (struct anchor){g[fo].ofs + len, first};
-        len = mc[g[lo_].ofs] == 0x0f ? 6 : 5;
-        if (lo_ != fo) a[na++] = (struct anchor){g[lo_].ofs + len, last};
+    for (uint32_t k = 0; k < nsnap; k++) {
+        uint32_t lo = snapref[k] > SS_IR_BIAS ? snapref[k] - SS_IR_BIAS : 1;
+        uint32_t hi =
+            k + 1 < nsnap && snapref[k + 1] > SS_IR_BIAS ? snapref[k + 1] - SS_IR_BIAS : n;
+        if (hi > n) hi = n;
+        if (lo >= hi || gf[k] < 0) continue;
+        uint32_t first = nxt[lo], last = prv[hi - 1];
+        if (first >= hi || last < lo || !last) continue;
+        const struct ss_lj_guard *f = &g[gf[k]], *l = &g[gl[k]];
+        a[na++] = (struct anchor){f->ofs + (mc[f->ofs] == 0x0f ? 6 : 5), first};
+        if (l != f) a[na++] = (struct anchor){l->ofs + (mc[l->ofs] == 0x0f ? 6 : 5), last};
     }
     if (loopref && mcloop && mcloop < sz) a[na++] = (struct anchor){mcloop, loopref};
-    a[na++] = (struct anchor){sz, nins};
-    /* keep the anchors increasing in both offset and ref (insertion sort
-     * by offset, then drop any that go backwards in ref) */
-    for (uint32_t i = 1; i < na; i++)
-        for (uint32_t j = i; j > 0 && a[j - 1].ofs > a[j].ofs; j--) {
-            struct anchor t = a[j];
-            a[j] = a[j - 1];
-            a[j - 1] = t;
-        }
+    a[na++] = (struct anchor){sz, n};
+    /* keep the anchors increasing in both offset and instruction */
+    qsort(a, na, sizeof(*a), by_anchor);
     uint32_t m = 1;
     for (uint32_t i = 1; i < na; i++)
         if (a[i].ref > a[m - 1].ref && a[i].ofs >= a[m - 1].ofs) a[m++] = a[i];
     na = m;
-    /* snapshot k's code starts where the code of ref_k - 1 ends */
+    /* snapshot k's code starts where the code of the instruction before
+     * its ref ends: between the two anchors around it, by weight */
     uint32_t prev = 0;
     for (uint32_t k = 0; k < nsnap; k++) {
-        uint32_t x = snapref[k] > SS_IR_BIAS ? snapref[k] - 1 : SS_IR_BIAS, s = prev;
-        if (x >= nins) x = nins - 1;
-        for (uint32_t i = 0; i + 1 < na; i++) {
-            if (x < a[i].ref || x >= a[i + 1].ref) continue;
-            uint64_t w = cw[a[i + 1].ref - SS_IR_BIAS] - cw[a[i].ref - SS_IR_BIAS];
-            uint64_t d = cw[x - SS_IR_BIAS] - cw[a[i].ref - SS_IR_BIAS];
-            s = a[i].ofs + (uint32_t)(w ? (a[i + 1].ofs - a[i].ofs) * d / w : 0);
-            break;
+        uint32_t x = snapref[k] > SS_IR_BIAS ? snapref[k] - SS_IR_BIAS - 1 : 0, s = prev;
+        if (x >= n) x = n - 1;
+        uint32_t lo = 0, hi = na; /* last anchor with ref <= x */
+        while (hi - lo > 1) {
+            uint32_t mid = (lo + hi) / 2;
+            if (a[mid].ref <= x)
+                lo = mid;
+            else
+                hi = mid;
         }
-        starts[k] = k == 0 ? 0 : s < prev ? prev : s;
+        if (lo + 1 < na) {
+            uint64_t w = cw[a[lo + 1].ref] - cw[a[lo].ref], d = cw[x] - cw[a[lo].ref];
+            s = a[lo].ofs + (uint32_t)(w ? (uint64_t)(a[lo + 1].ofs - a[lo].ofs) * d / w : 0);
+        } else {
+            s = a[lo].ofs;
+        }
+        starts[k] = k == 0 ? 0 : s < prev ? prev : s > sz ? sz : s;
         prev = starts[k];
     }
 out:
+    free(gf);
     free(a);
     free(cw);
 }
