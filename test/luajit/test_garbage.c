@@ -162,8 +162,8 @@ Test(luajit_garbage, guards_found_in_random_code)
         for (uint32_t k = 0; k < nsnap; k++)
             refs[k] = rand() % 3 ? SS_IR_BIAS + (uint32_t)(rand() % (nins - SS_IR_BIAS + 8))
                                  : (uint32_t)rand() & 0xffff;
-        ss_lj_guard_starts(got, (uint32_t)n, mc, SZ, ir, nins, (uint32_t)rand() % (SZ + 64), refs,
-                           nsnap, starts);
+        ss_lj_guard_starts(&ss_lj_layouts[0], got, (uint32_t)n, mc, SZ, ir, nins,
+                           (uint32_t)rand() % (SZ + 64), refs, nsnap, starts);
         for (uint32_t k = 0; k < nsnap; k++) {
             cr_assert(starts[k] <= SZ, "start %u of snapshot %u outside %u", starts[k], k, SZ);
             cr_assert(k ? starts[k] >= starts[k - 1] : starts[0] == 0, "starts not ordered");

@@ -128,13 +128,13 @@ struct anchor {
     uint32_t ofs, ref;
 };
 
-/* Does IR instruction i (8 bytes: op1 op2 t o r s) emit code? Structure
+/* Does IR instruction ins (8 bytes: op1 op2 t o r s) emit code? Structure
  * ops (NOP, LOOP, USE, PHI, RENAME) do not; the rest count one each. */
-static uint32_t weight(const uint8_t *ins)
+static uint32_t weight(const struct lj_layout *lay, const uint8_t *ins)
 {
     uint8_t o = ins[5];
-    return o == SS_IR_NOP || o == SS_IR_LOOP || o == SS_IR_USE || o == SS_IR_PHI ||
-                   o == SS_IR_RENAME
+    return o == lay->ir_nop || o == lay->ir_loop || o == lay->ir_use || o == lay->ir_phi ||
+                   o == lay->ir_rename
                ? 0
                : 1;
 }
@@ -146,9 +146,9 @@ static int by_anchor(const void *x, const void *y)
     return a->ref < b->ref ? -1 : a->ref > b->ref;
 }
 
-void ss_lj_guard_starts(const struct ss_lj_guard *g, uint32_t ng, const uint8_t *mc, uint32_t sz,
-                        const uint8_t *ir, uint32_t nins, uint32_t mcloop, const uint32_t *snapref,
-                        uint32_t nsnap, uint32_t *starts)
+void ss_lj_guard_starts(const struct lj_layout *lay, const struct ss_lj_guard *g, uint32_t ng,
+                        const uint8_t *mc, uint32_t sz, const uint8_t *ir, uint32_t nins,
+                        uint32_t mcloop, const uint32_t *snapref, uint32_t nsnap, uint32_t *starts)
 {
     /* per instruction index i = ref - SS_IR_BIAS (1 <= i < n): cw[i] the
      * weight of 1..i, nxt[i] the first guard instruction >= i (n: none),
@@ -165,9 +165,9 @@ void ss_lj_guard_starts(const struct ss_lj_guard *g, uint32_t ng, const uint8_t 
     }
     for (uint32_t i = 1; i < n; i++) {
         const uint8_t *ins = ir + 8 * (size_t)i;
-        cw[i] = cw[i - 1] + weight(ins);
+        cw[i] = cw[i - 1] + weight(lay, ins);
         prv[i] = ins[4] & 0x80 ? i : prv[i - 1];
-        if (ins[5] == SS_IR_LOOP && !loopref) loopref = i;
+        if (ins[5] == lay->ir_loop && !loopref) loopref = i;
     }
     cw[n] = cw[n - 1] + 1; /* the trace's tail */
     nxt[n] = n;

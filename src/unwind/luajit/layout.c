@@ -22,9 +22,13 @@
 
 #include "unwind/luajit/lj_internal.h"
 
-/* Trace facts shared by every 2.1 tree here (lj_ir.h IRDEF: BASE 13, KGC 24,
- * KNUM 28; vm_x64.dasc/vm_x86.dasc JLOOP: sub rsp, 16 after saving r12/r13). */
-#define TRACE_X64_COMMON .ir_base = 13, .ir_kgc = 24, .ir_knum = 28, .trace_sp_bias = 16
+/* Trace facts shared by every 2.1 tree here (lj_ir.h IRDEF: NOP 12, BASE 13,
+ * LOOP 17, USE 18, PHI 19, RENAME 20, KGC 24, KNUM 28 -- the trees differ
+ * from ABS on; vm_x64.dasc/vm_x86.dasc JLOOP: sub rsp, 16 after saving
+ * r12/r13). */
+#define TRACE_X64_COMMON                                                                           \
+    .ir_base = 13, .ir_kgc = 24, .ir_knum = 28, .ir_nop = 12, .ir_loop = 17, .ir_use = 18,         \
+    .ir_phi = 19, .ir_rename = 20, .trace_sp_bias = 16
 /* SnapShot.mcofs exists since 2.1 (2020, LJ_UNWIND_JIT); Tarantool 2.6's tree
  * predates it: {mapofs, ref, nslots, topslot, nent, count}. */
 #define SNAP_MCOFS .snap_ref = 4, .snap_mcofs = 6, .snap_nent = 10

@@ -44,8 +44,10 @@ struct lj_layout {
      * mcofs), entry count */
     uint32_t snap_size, snap_ref, snap_mcofs, snap_nent;
     /* IR opcodes (lj_ir.h IRDEF) checked on every trace: ir[REF_BASE].o ==
-     * ir_base, frame links are ir_knum constants */
+     * ir_base, frame links are ir_knum constants; the ones that emit no
+     * code (guards.c) */
     uint8_t ir_base, ir_kgc, ir_knum;
+    uint8_t ir_nop, ir_loop, ir_use, ir_phi, ir_rename;
     /* x86-64: bytes JLOOP/JFUNC push below the cframe before entering a
      * trace (r12, r13); trace rsp = cframe - trace_sp_bias - spadjust */
     uint32_t trace_sp_bias;
@@ -87,22 +89,14 @@ struct ss_lj_guard {
  * stubs are read through m. Returns how many (<= cap), or -1. */
 int ss_lj_guards(struct ss_mem *m, uint64_t mcode, const uint8_t *mc, uint32_t sz, uint32_t nsnap,
                  struct ss_lj_guard *out, uint32_t cap);
-/* IR opcodes shared by every tree here (lj_ir.h IRDEF) and the ref bias. */
-enum {
-    SS_IR_NOP = 12,
-    SS_IR_LOOP = 17,
-    SS_IR_USE = 18,
-    SS_IR_PHI = 19,
-    SS_IR_RENAME = 20,
-    SS_IR_BIAS = 0x8000
-};
+#define SS_IR_BIAS 0x8000u /* REF_BIAS: IR instructions from here, constants below */
 /* Where each snapshot's code starts (a stand-in for SnapShot.mcofs): the
  * guards anchor the code of their IR instructions, T->mcloop the LOOP, and
  * offsets between anchors are spread over the IR instructions that emit
  * code. ir: the nins - SS_IR_BIAS instructions from REF_BIAS. */
-void ss_lj_guard_starts(const struct ss_lj_guard *g, uint32_t ng, const uint8_t *mc, uint32_t sz,
-                        const uint8_t *ir, uint32_t nins, uint32_t mcloop, const uint32_t *snapref,
-                        uint32_t nsnap, uint32_t *starts);
+void ss_lj_guard_starts(const struct lj_layout *lay, const struct ss_lj_guard *g, uint32_t ng,
+                        const uint8_t *mc, uint32_t sz, const uint8_t *ir, uint32_t nins,
+                        uint32_t mcloop, const uint32_t *snapref, uint32_t nsnap, uint32_t *starts);
 
 extern const struct lj_layout ss_lj_layouts[];
 extern const unsigned ss_lj_nlayouts;

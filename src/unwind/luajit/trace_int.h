@@ -6,7 +6,7 @@
 
 #include "unwind/luajit/lj_internal.h"
 
-#define REF_BIAS 0x8000u
+#define REF_BIAS SS_IR_BIAS
 #define SNAP_FRAME 0x10000u
 #define SNAP_CONT 0x20000u
 #define TC_MAX 1024             /* traces indexed per runtime */

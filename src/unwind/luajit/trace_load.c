@@ -286,8 +286,8 @@ void ss_lj_trace_load(struct ss_lj_runtime *rt, struct ss_mem *m, struct trace *
         if (ng < 0) goto fail;
         for (uint32_t i = 0; i < t->nsnap; i++)
             refs[i] = u16at(sb + (size_t)i * lay->snap_size + lay->snap_ref);
-        ss_lj_guard_starts(g, (uint32_t)ng, mc, t->szmcode, ib, nins, lj_u32(h + lay->T_mcloop),
-                           refs, t->nsnap, starts);
+        ss_lj_guard_starts(lay, g, (uint32_t)ng, mc, t->szmcode, ib, nins,
+                           lj_u32(h + lay->T_mcloop), refs, t->nsnap, starts);
         t->by_guards = true;
     }
     struct kbuf k = {.ir = kb, .nk = nk};
