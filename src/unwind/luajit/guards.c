@@ -52,7 +52,7 @@ static int by_ofs(const void *a, const void *b)
  * an exit stub group. */
 static int stub_exit(const uint8_t *g, unsigned i)
 {
-    if (g[0] != 0x6a || g[126] != 0x6a) return -1;
+    if (g[0] != 0x6a || g[1] % GROUP || g[126] != 0x6a) return -1;
     for (unsigned s = 1; s < GROUP; s++)
         if (g[4 * s - 2] != 0xeb || g[4 * s - 1] != 4 * (GROUP - s) - 2 || g[4 * s] != 0x6a ||
             g[4 * s + 1] != (uint8_t)(g[1] + s))
