@@ -6,10 +6,10 @@ set(FZ_DIR ${CMAKE_SOURCE_DIR}/test/fuzz)
 
 # ---- fuzzing -------------------------------------------------------------
 # Seed generator for lj_fuzz: samples a live LuaJIT process and records the
-# inputs of every ss_lj_splice call (linker --wrap).
+# inputs of every ss_lj_splice and ss_lj_trace_cfa call (linker --wrap).
 add_executable(rl_lj_mkseed ${FZ_DIR}/lj_mkseed.c)
 target_link_libraries(rl_lj_mkseed PRIVATE stacksnap)
-target_link_options(rl_lj_mkseed PRIVATE -Wl,--wrap=ss_lj_splice)
+target_link_options(rl_lj_mkseed PRIVATE -Wl,--wrap=ss_lj_splice,--wrap=ss_lj_trace_cfa)
 
 # The fuzzers need clang's libFuzzer whatever compiler builds the rest: they
 # are their own CMake project (test/fuzz/CMakeLists.txt), built with clang

@@ -1,12 +1,16 @@
 /* test/fuzz/lj_fuzz.c: libFuzzer target for the LuaJIT walker over arbitrary
  * memory. The input (lj_input.h) gives the VM range, the sample's registers,
- * the native frame list and the target's memory; ss_lj_leaf_cfa and
- * ss_lj_splice run over it with a fresh runtime (layout chosen and verified
- * from the bytes), then once more after some bytes changed (warm caches over
- * torn state). Every Lua frame produced is checked: a name, NUL-terminated
- * strings, and the output never exceeds its capacity. Seeds come from live
- * LuaJIT processes (lj_mkseed.c); see docs/security.md for long runs. */
+ * the native frame list and the target's memory; ss_lj_leaf_cfa, then
+ * ss_lj_trace_cfa for every frame the input marks as trace code (trace
+ * lookup, validation and decoding: trace.c, trace_load.c, guards.c for
+ * builds without SnapShot.mcofs) and ss_lj_splice run over it with a fresh
+ * runtime (layout chosen and verified from the bytes), then once more after
+ * some bytes changed (warm caches over torn state, the trace cache too).
+ * Every Lua frame produced is checked: a name, NUL-terminated strings, and
+ * the output never exceeds its capacity. Seeds come from live LuaJIT
+ * processes (lj_mkseed.c); see docs/security.md for long runs. */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +29,15 @@ struct region {
 struct fmem {
     struct region r[LJF_MAX_REGIONS];
     unsigned n;
+};
+
+struct tframe {
+    uint32_t k;   /* native frame index */
+    uint64_t cfa; /* its CFA as the input gives it */
+    bool exact;
+    uint32_t known;
+    uint64_t time_ns;
+    uint64_t regs[SS_NREGS];
 };
 
 static volatile size_t sink;
@@ -108,17 +121,39 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t off = LJF_HDR_SIZE;
 
     struct ss_lj_native nat[LJF_MAX_NAT];
-    uint32_t nn = 0;
+    struct tframe tf[LJF_MAX_NAT]; /* ss_lj_trace_cfa arguments of trace frames */
+    uint32_t nn = 0, ntf = 0;
+    bool check_guards = false;
     while (nn < nnat && size - off >= LJF_NAT_SIZE) {
         const uint8_t *p = data + off;
+        uint8_t nfl = p[33];
+        size_t need = LJF_NAT_SIZE + (nfl & LJN_EXT ? LJF_EXT_SIZE : 0) +
+                      (nfl & LJN_TRACE ? LJF_TRACE_SIZE : 0);
+        if (size - off < need) break;
         nat[nn] = (struct ss_lj_native){.ip = get64(p),
                                         .cfa = get64(p + 8),
                                         .rbx = get64(p + 16),
                                         .r14 = get64(p + 24),
                                         .have = p[32] & 3u,
-                                        .signal = p[33] & 1u};
+                                        .signal = nfl & LJN_SIGNAL};
+        if (nfl & LJN_EXT) {
+            nat[nn].have = p[32] & 15u;
+            nat[nn].r15 = get64(p + LJF_NAT_SIZE);
+            nat[nn].rbp = get64(p + LJF_NAT_SIZE + 8);
+        }
+        p += LJF_NAT_SIZE + (nfl & LJN_EXT ? LJF_EXT_SIZE : 0);
+        if (nfl & LJN_TRACE) {
+            struct tframe *t = &tf[ntf++];
+            t->k = nn;
+            t->cfa = nat[nn].cfa;
+            t->exact = p[0] & LJT_EXACT;
+            check_guards |= (p[0] & LJT_CHECK_GUARDS) != 0;
+            memcpy(&t->known, p + 1, 4);
+            t->time_ns = get64(p + 5);
+            memcpy(t->regs, p + 13, sizeof(t->regs));
+        }
         nn++;
-        off += LJF_NAT_SIZE;
+        off += need;
     }
 
     static struct fmem fm; /* large; reset for every input */
@@ -143,6 +178,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     struct ss_lj_runtime *rt;
     if (ss_lj_runtime_new(&rt, &info, 0, 4242, NULL) == 0) {
+        ss_lj_runtime_check_guards(rt, check_guards);
         struct ss_mem mem;
         ss_mem_init(&mem, NULL, &fuzz_target, &fm);
         if (snap >= 0) {
@@ -153,14 +189,33 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         sink += ss_lj_leaf_cfa(rt, &mem, regs);
         static struct ss_lj_item items[600];
         for (int pass = 0; pass < 2; pass++) {
+            /* trace frames as unwind/lua.c finds them, leaf first; the
+             * second pass comes 0-255 ms of sample time later (the trace
+             * table rescan is rate-limited on it) */
+            for (uint32_t j = 0; j < ntf; j++) {
+                const struct tframe *t = &tf[j];
+                uint32_t token = 0;
+                uint64_t t_ns = t->time_ns + (pass ? (uint64_t)data[size - 1] * 1000000 : 0);
+                uint64_t cfa = ss_lj_trace_cfa(&rt, 1, &mem, nat[t->k].ip, t->exact, t->regs,
+                                               t->known, t_ns, &token);
+                if (debug)
+                    fprintf(stderr, "trace_cfa frame %u ip 0x%llx: cfa 0x%llx token 0x%x\n", t->k,
+                            (unsigned long long)nat[t->k].ip, (unsigned long long)cfa, token);
+                nat[t->k].cfa = cfa ? cfa : t->cfa;
+                nat[t->k].trace = token;
+            }
             /* the second pass also has a small output (-ENOSPC path) */
             struct ss_lj_out out = {.items = items, .cap = pass ? 4 + size % 61 : 600};
             int rc = ss_lj_splice(&rt, 1, &mem, regs, nat, nn, &out);
             check_out(&out, rc, nn);
             /* torn state: the target moves on between samples; the caches
-             * filled by the first walk must notice, never trust stale bytes */
+             * filled by the first walk must notice, never trust stale bytes.
+             * Bit k % 8 of the input's second last byte keeps region k as
+             * it was (so that a cached trace can still validate). */
+            uint8_t keep = data[size - 2];
             for (unsigned k = 0; k < fm.n; k++)
-                if (fm.r[k].len) fm.r[k].bytes[(k * 7919u + fm.r[k].len / 3) % fm.r[k].len] ^= 0x5a;
+                if (fm.r[k].len && !(keep >> (k & 7) & 1))
+                    fm.r[k].bytes[(k * 7919u + fm.r[k].len / 3) % fm.r[k].len] ^= 0x5a;
         }
         struct ss_lj_stats st;
         ss_lj_runtime_stats(rt, &st);

@@ -4,11 +4,21 @@
  *
  * Runs COMMAND, samples it with the real capture (BPF) and unwinds every
  * sample with ss_unwind, exactly like `stacksnap record`. The program is
- * linked with -Wl,--wrap=ss_lj_splice: every splice call made by the
- * unwinder is intercepted, its inputs (VM range, registers, native frames)
- * kept, and the memory it reads (snapshot, file bytes, target) recorded.
- * Samples whose splice produced Lua frames become lj_input.h files
- * OUTDIR/lj-NNN (at most COUNT, distinct frame counts preferred). */
+ * linked with -Wl,--wrap=ss_lj_splice,--wrap=ss_lj_trace_cfa: every
+ * ss_lj_trace_cfa call the unwinder makes for a sample (frames in JIT trace
+ * code) is noted with its arguments, and at the sample's splice the whole
+ * sequence lj_fuzz replays (ss_lj_leaf_cfa, ss_lj_trace_cfa for each trace
+ * frame in order, ss_lj_splice) runs again on fresh runtimes (as the fuzzer
+ * has: layout chosen and verified, traces found and decoded from the
+ * recorded bytes) over memory that records every read (snapshot, file
+ * bytes, target). Samples whose splice produced Lua frames become lj_input.h
+ * files OUTDIR/lj-NNN (at most COUNT, distinct frame counts preferred, at
+ * most 64 KiB: the CI run's -max_len).
+ *
+ * Environment: LJ_MKSEED_TRACE=1 keeps only samples with a trace frame the
+ * fresh runtime validated; LJ_MKSEED_CHECK_GUARDS=1 turns
+ * ss_lj_runtime_check_guards on (guards.c on builds that have mcofs too).
+ * The live unwinder's own calls are passed through unchanged. */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -40,7 +50,19 @@ struct recmem {
 
 static const char *g_dir;
 static unsigned g_want, g_have;
-static unsigned g_seen_frames[LJ_MAX_FRAMES + 1];
+static unsigned g_seen_frames[2][LJ_MAX_FRAMES + 1]; /* [has a trace frame][Lua frames] */
+static bool g_trace_only, g_check_guards;
+static unsigned g_trace_seeds;
+
+/* The ss_lj_trace_cfa calls of the sample being unwound (on_sample resets). */
+#define MAX_TCALLS 64
+struct tcall {
+    uint64_t ip, time_ns, regs[SS_NREGS];
+    bool exact;
+    uint32_t known, token; /* token: what the live runtime returned */
+};
+static struct tcall g_tc[MAX_TCALLS];
+static unsigned g_ntc;
 
 static int rec_readv(void *ctx, struct ss_iov *iov, int n)
 {
@@ -78,14 +100,16 @@ static void put(FILE *f, const void *p, size_t n)
     fwrite(p, 1, n, f);
 }
 
-/* Merge overlapping/adjacent reads into regions and write the seed. */
-static void write_seed(const struct ss_lj_runtime *rt, const uint64_t *regs,
-                       const struct ss_lj_native *nat, uint32_t nn, struct recmem *r)
+/* Merge overlapping/adjacent reads into regions and write the seed; tc[i]:
+ * the trace call of native frame i, or NULL. */
+static bool write_seed(const struct ss_lj_runtime *rt, const uint64_t *regs,
+                       const struct ss_lj_native *nat, uint32_t nn, const struct tcall *const *tc,
+                       struct recmem *r)
 {
-    char path[4096];
-    snprintf(path, sizeof(path), "%s/lj-%03u", g_dir, g_have);
-    FILE *f = fopen(path, "wb");
-    if (!f) return;
+    char *buf0 = NULL;
+    size_t len0 = 0;
+    FILE *f = open_memstream(&buf0, &len0);
+    if (!f) return false;
     const struct ss_lj_elfinfo *info = ss_lj_runtime_info(rt);
     unsigned hint = info->hints & 7u, ver = 0;
     for (unsigned i = 1; i < 8; i++)
@@ -103,8 +127,19 @@ static void write_seed(const struct ss_lj_runtime *rt, const uint64_t *regs,
         put(f, &nat[i].cfa, 8);
         put(f, &nat[i].rbx, 8);
         put(f, &nat[i].r14, 8);
-        uint8_t b[2] = {(uint8_t)nat[i].have, nat[i].signal};
+        uint8_t b[2] = {(uint8_t)nat[i].have, (uint8_t)((nat[i].signal ? LJN_SIGNAL : 0) | LJN_EXT |
+                                                        (tc[i] ? LJN_TRACE : 0))};
         put(f, b, 2);
+        put(f, &nat[i].r15, 8);
+        put(f, &nat[i].rbp, 8);
+        if (tc[i]) {
+            uint8_t tf =
+                (uint8_t)((tc[i]->exact ? LJT_EXACT : 0) | (g_check_guards ? LJT_CHECK_GUARDS : 0));
+            put(f, &tf, 1);
+            put(f, &tc[i]->known, 4);
+            put(f, &tc[i]->time_ns, 8);
+            put(f, tc[i]->regs, 8 * SS_NREGS);
+        }
     }
     qsort(r->v, r->n, sizeof(*r->v), rd_cmp);
     /* the region holding SP first: the fuzzer makes it the snapshot */
@@ -132,7 +167,39 @@ static void write_seed(const struct ss_lj_runtime *rt, const uint64_t *regs,
         }
     }
     fclose(f);
-    g_have++;
+    bool ok = len0 <= 65536; /* the CI run's -max_len: larger seeds would be cut */
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/lj-%03u", g_dir, g_have);
+    FILE *o = ok ? fopen(path, "wb") : NULL;
+    if (o) {
+        fwrite(buf0, 1, len0, o);
+        fclose(o);
+        g_have++;
+    }
+    free(buf0);
+    return o != NULL;
+}
+
+uint64_t __real_ss_lj_trace_cfa(struct ss_lj_runtime *const *rts, uint32_t nrts, struct ss_mem *mem,
+                                uint64_t ip, bool exact, const uint64_t *regs, uint32_t known,
+                                uint64_t time_ns, uint32_t *token);
+
+/* Note the call's arguments for the fresh replay at the splice. */
+uint64_t __wrap_ss_lj_trace_cfa(struct ss_lj_runtime *const *rts, uint32_t nrts, struct ss_mem *mem,
+                                uint64_t ip, bool exact, const uint64_t *regs, uint32_t known,
+                                uint64_t time_ns, uint32_t *token)
+{
+    uint64_t cfa = __real_ss_lj_trace_cfa(rts, nrts, mem, ip, exact, regs, known, time_ns, token);
+    if (g_ntc < MAX_TCALLS) {
+        struct tcall *c = &g_tc[g_ntc++];
+        c->ip = ip;
+        c->exact = exact;
+        c->known = known;
+        c->time_ns = time_ns;
+        c->token = *token;
+        memcpy(c->regs, regs, sizeof(c->regs));
+    }
+    return cfa;
 }
 
 int __real_ss_lj_splice(struct ss_lj_runtime *const *rts, uint32_t nrts, struct ss_mem *mem,
@@ -143,10 +210,23 @@ int __wrap_ss_lj_splice(struct ss_lj_runtime *const *rts, uint32_t nrts, struct 
                         const uint64_t *regs, const struct ss_lj_native *natives, uint32_t n,
                         struct ss_lj_out *out)
 {
-    if (g_have >= g_want || nrts > 8)
+    if (g_have >= g_want || nrts > 8 || n > LJF_MAX_NAT)
         return __real_ss_lj_splice(rts, nrts, mem, regs, natives, n, out);
-    /* first a splice with fresh runtimes (as the fuzzer has: the layout is
-     * chosen and verified from the recorded bytes), reads recorded */
+    /* which native frame each trace call was for: the frame holding the
+     * token it returned, else (no trace found) the next frame with its ip;
+     * calls for frames the walk then dropped have none */
+    const struct tcall *tc[LJF_MAX_NAT] = {0};
+    uint32_t next = 0;
+    for (unsigned c = 0; c < g_ntc && nrts == 1; c++) {
+        for (uint32_t i = next; i < n; i++)
+            if (g_tc[c].token ? natives[i].trace == g_tc[c].token
+                              : !natives[i].trace && natives[i].ip == g_tc[c].ip) {
+                tc[i] = &g_tc[c];
+                next = i + 1;
+                break;
+            }
+    }
+    /* the sequence lj_fuzz runs, with fresh runtimes, reads recorded */
     struct recmem r = {.inner = mem};
     struct ss_mem rm;
     ss_mem_init(&rm, NULL, &rec_ops, &r);
@@ -154,20 +234,44 @@ int __wrap_ss_lj_splice(struct ss_lj_runtime *const *rts, uint32_t nrts, struct 
     uint32_t nf = 0;
     for (uint32_t k = 0; k < nrts; k++)
         if (ss_lj_runtime_new(&fresh[nf], ss_lj_runtime_info(rts[k]), rts[k]->bias, rts[k]->pid,
-                              NULL) == 0)
+                              NULL) == 0) {
+            ss_lj_runtime_check_guards(fresh[nf], g_check_guards);
             nf++;
-    int rc = __real_ss_lj_splice(fresh, nf, &rm, regs, natives, n, out);
-    /* one seed per distinct Lua frame count, the runtime that ran them */
-    if (out->lua_frames && out->lua_frames <= LJ_MAX_FRAMES && !g_seen_frames[out->lua_frames]) {
+        }
+    struct ss_lj_native nat[LJF_MAX_NAT];
+    memcpy(nat, natives, n * sizeof(nat[0]));
+    bool traced = false;
+    for (uint32_t k = 0; k < nf; k++)
+        (void)ss_lj_leaf_cfa(fresh[k], &rm, regs);
+    for (uint32_t i = 0; i < n; i++) {
+        nat[i].trace = 0;
+        if (!tc[i]) continue;
+        uint32_t token = 0;
+        uint64_t cfa = __real_ss_lj_trace_cfa(fresh, nf, &rm, tc[i]->ip, tc[i]->exact, tc[i]->regs,
+                                              tc[i]->known, tc[i]->time_ns, &token);
+        if (cfa) nat[i].cfa = cfa;
+        nat[i].trace = token;
+        traced |= token != 0;
+    }
+    int rc = __real_ss_lj_splice(fresh, nf, &rm, regs, nat, n, out);
+    /* one seed per distinct Lua frame count (trace samples and the others
+     * apart), for the runtime that ran them */
+    unsigned *seen = &g_seen_frames[traced][out->lua_frames <= LJ_MAX_FRAMES ? out->lua_frames : 0];
+    if (rc == 0 && out->lua_frames && out->lua_frames <= LJ_MAX_FRAMES && !*seen &&
+        (traced || !g_trace_only)) {
         for (uint32_t i = 0; i < n; i++) {
             const struct ss_lj_runtime *rt = NULL;
             for (uint32_t k = 0; k < nf && !rt; k++)
                 if (ss_lj_in_vm(fresh[k], natives[i].ip) ||
-                    ss_lj_in_vm(fresh[k], natives[i].ip - 1))
+                    ss_lj_in_vm(fresh[k], natives[i].ip - 1) || (traced && nat[i].trace))
                     rt = fresh[k];
             if (rt) {
-                g_seen_frames[out->lua_frames] = 1;
-                write_seed(rt, regs, natives, n, &r);
+                /* the input keeps the live cfa of a frame the fresh run
+                 * found no trace for, and lj_fuzz stores what it finds */
+                if (write_seed(rt, regs, natives, n, tc, &r)) {
+                    *seen = 1;
+                    g_trace_seeds += traced;
+                }
                 break;
             }
         }
@@ -177,7 +281,6 @@ int __wrap_ss_lj_splice(struct ss_lj_runtime *const *rts, uint32_t nrts, struct 
     free(r.v);
     for (uint32_t k = 0; k < nf; k++)
         ss_lj_runtime_free(fresh[k]);
-    (void)rc;
     /* then the real splice for the unwinder */
     return __real_ss_lj_splice(rts, nrts, mem, regs, natives, n, out);
 }
@@ -190,6 +293,7 @@ static void on_sample(void *ctx, const struct ss_sample *s)
 {
     struct run *run = ctx;
     struct ss_stack st;
+    g_ntc = 0; /* the trace calls of this sample's unwinding */
     ss_unwind(run->u, s, &st);
 }
 
@@ -201,6 +305,8 @@ int main(int argc, char **argv)
     }
     g_dir = argv[1];
     g_want = (unsigned)atoi(argv[2]);
+    g_trace_only = getenv("LJ_MKSEED_TRACE") && atoi(getenv("LJ_MKSEED_TRACE"));
+    g_check_guards = getenv("LJ_MKSEED_CHECK_GUARDS") && atoi(getenv("LJ_MKSEED_CHECK_GUARDS"));
     mkdir(g_dir, 0755);
     pid_t pid = fork();
     if (pid == 0) {
@@ -229,6 +335,6 @@ int main(int argc, char **argv)
     ss_unwinder_free(run.u);
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
-    printf("lj_mkseed: %u seeds in %s\n", g_have, g_dir);
+    printf("lj_mkseed: %u seeds (%u with trace frames) in %s\n", g_have, g_trace_seeds, g_dir);
     return g_have ? 0 : 1;
 }
