@@ -192,13 +192,17 @@ static bool at_return(struct ss_lj_runtime *rt, struct ss_mem *m, const struct t
 /* Traces compiled while LuaJIT's own profiler runs (-jp, jit.profile) check
  * for a pending profiler hook where the recorded code enters or leaves a
  * function (lj_record.c rec_profile_ins/ret, lj_asm_x86.h asm_prof: GC64
- * "test byte [DISPATCH+hookmask], HOOK_PROFILE; jnz exit"). Where the
+ * "test byte [DISPATCH+hookmask], HOOK_PROFILE; jnz exit", non-GC64 the
+ * same on the absolute address of G->hookmask). Where the
  * loop optimisation dropped the snapshot that followed such a check (a
  * return), the code after the check belongs to the next snapshot's frames.
  * Marks, per snapshot, the first check inside its code. */
-static void prof_checks(const uint8_t *mc, uint32_t sz, struct tsnap *snaps, uint32_t nsnap)
+static void prof_checks(bool gc64, const uint8_t *mc, uint32_t sz, struct tsnap *snaps,
+                        uint32_t nsnap)
 {
-    static const uint8_t pat[3] = {0x41, 0xf6, 0x86}; /* test byte [r14+disp32], imm8 */
+    /* test byte [r14+disp32], imm8 / test byte [disp32], imm8 */
+    static const uint8_t pat64[3] = {0x41, 0xf6, 0x86}, pat32[3] = {0xf6, 0x04, 0x25};
+    const uint8_t *pat = gc64 ? pat64 : pat32;
     for (uint32_t o = 0; o + 14 <= sz; o++) {
         if (memcmp(mc + o, pat, 3) || mc[o + 7] != 0x80 || mc[o + 8] != 0x0f || mc[o + 9] != 0x85)
             continue;
@@ -318,7 +322,7 @@ void ss_lj_trace_load(struct ss_lj_runtime *rt, struct ss_mem *m, struct trace *
         if (ts->n > 1 && at_return(rt, m, &fr[used + ts->n - 1])) ts->n--;
         used += ts->n;
     }
-    if (lay->gc64) prof_checks(mc, t->szmcode, snaps, t->nsnap);
+    prof_checks(lay->gc64, mc, t->szmcode, snaps, t->nsnap);
     bad = false;
 done:
     finish(rt, t, bad, &map, &snaps, &fr);
