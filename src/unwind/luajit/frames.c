@@ -369,7 +369,7 @@ static int walk_once(struct ss_lj_runtime *rt, struct ss_mem *m, const struct lj
     unsigned gct = rt->info.gc64 ? 9 : 5;
     if (Lb[gct] != LJ_GCT_THREAD) return -EINVAL;
     uint64_t G = rt->info.gc64 ? lj_u64(Lb + 16) : lj_u32(Lb + 8);
-    if (!ss_lj_check_G(rt, m, G, st->dispatch)) return -ENOENT;
+    if (!ss_lj_check_G(rt, m, G)) return -ENOENT;
     lay = rt->lay;
     w->L = st->L;
     w->G = G;

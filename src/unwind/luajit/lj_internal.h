@@ -237,7 +237,7 @@ struct ss_lj_runtime {
 /* Intern a string (len bytes, need not be NUL-terminated); NULL on ENOMEM. */
 const char *ss_lj_intern(struct ss_lj_runtime *rt, const char *s, size_t len);
 /* Make sure G is verified (layout chosen); false if Lua walking is off. */
-bool ss_lj_check_G(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t G, uint64_t dispatch);
+bool ss_lj_check_G(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t G);
 /* A walk found no lua_State where one must be. While no layout has ever
  * verified, 32 such failures turn Lua walking off with one diagnostic. */
 void ss_lj_note_bad_state(struct ss_lj_runtime *rt, uint64_t L, unsigned type_byte);
@@ -282,7 +282,6 @@ struct lj_start {
     bool top;          /* VM frame is the sampled leaf: base/pc are live registers */
     bool newest;       /* newest VM entry of this thread on the sampled stack */
     uint64_t base, pc; /* rdx/rbx when top; pc = recovered rbx otherwise (0 unknown) */
-    uint64_t dispatch; /* r14 (0 unknown) */
     uint64_t kbase;    /* r15 at the VM frame owning the top frame when not top (0 unknown) */
     uint64_t rb;       /* rbp there: BASE of an ASM fast function that called C (0 unknown) */
     bool use_base;     /* not top, but walk from base (validated like any non-top start) */

@@ -180,32 +180,22 @@ void ss_lj_runtime_check_guards(struct ss_lj_runtime *rt, bool on)
     rt->check_guards = on;
 }
 
-bool ss_lj_check_G(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t G, uint64_t dispatch)
+bool ss_lj_check_G(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t G)
 {
     if (rt->disabled) return false;
     for (unsigned i = 0; i < rt->ngs; i++)
         if (rt->gs[i] == G) return true;
     const struct lj_layout *lay = NULL;
     char why[200];
-    int rc = ss_lj_layout_verify_vm(&rt->info, rt->vm_lo, rt->vm_hi, m, G, dispatch, &lay, why,
-                                    sizeof(why));
+    /* No DISPATCH register here: it is DISPATCH in the interpreter only (a
+     * leaf in a VM helper called from a trace has the trace's r14), and
+     * the dispatch table check proves G2DISP without it. */
+    int rc =
+        ss_lj_layout_verify_vm(&rt->info, rt->vm_lo, rt->vm_hi, m, G, 0, &lay, why, sizeof(why));
     if (rc == 0 && rt->lay && lay != rt->lay) {
         snprintf(why, sizeof(why), "global states disagree on the layout (%s vs %s)", rt->lay->name,
                  lay->name);
         rc = -EINVAL;
-    }
-    if (rc && dispatch) {
-        /* r14 is DISPATCH in the interpreter only: a leaf in a VM helper
-         * called from a trace, or in the exit handler, has the trace's r14.
-         * A G that verifies without it (check_dispatch still proves G2DISP
-         * from the dispatch table) is fine; this walk just fails. */
-        const struct lj_layout *l2 = NULL;
-        char w2[8];
-        if (ss_lj_layout_verify_vm(&rt->info, rt->vm_lo, rt->vm_hi, m, G, 0, &l2, w2, sizeof(w2)) ==
-            0) {
-            rt->st.g_rejects++;
-            return false;
-        }
     }
     if (rc) {
         /* Once a G verified, a failure is one torn or stale sample (the

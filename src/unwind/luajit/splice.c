@@ -156,9 +156,6 @@ static int walk_vm(struct ss_lj_runtime *rt, struct ss_mem *mem, const uint64_t 
         .pc = top ? regs[SS_REG_BX] : pc,
         .kbase = kbase,
         .rb = rb,
-        /* only the live register is trusted for the layout check
-         * (DISPATCH == G + G2DISP) */
-        .dispatch = top ? regs[SS_REG_R14] : 0,
     };
     return ss_lj_walk_thread(rt, mem, &st, w);
 }

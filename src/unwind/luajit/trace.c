@@ -236,7 +236,7 @@ static bool try_G(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t G, uint64
     char why[160];
     return G > 4096 && !(G & 7) &&
            ss_lj_layout_verify(&rt->info, m, G, dispatch, &got, why, sizeof(why)) == 0 &&
-           ss_lj_check_G(rt, m, G, dispatch);
+           ss_lj_check_G(rt, m, G);
 }
 
 /* Global states to search: the verified ones; before any walk verified one
