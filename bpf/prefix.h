@@ -8,7 +8,13 @@
  * pages (8, 4, 2, 1: enough for SS_EV_STACK_MAX) where each step copies the
  * next chunk in place and keeps it when the copy succeeded. Copying the
  * chunk (not probing one byte of it) keeps this right when an unreadable
- * page sits between readable ones (a guard page, then the next mapping). */
+ * page sits between readable ones (a guard page, then the next mapping).
+ *
+ * Bounds: each step also checks len against the includer's constant
+ * SS_PREFIX_MAX (the most dst holds). "len < size - chunk" alone compares two
+ * variables when size comes from a map (compat), and verifiers before 6.12
+ * learn no bound from that (5.10 and 6.1 rejected the copy); barrier_var
+ * keeps clang from folding the constant check into the other one. */
 #ifndef STACKSNAP_BPF_PREFIX_H
 #define STACKSNAP_BPF_PREFIX_H
 
@@ -22,10 +28,12 @@ static __always_inline __u64 copy_prefix(__u8 *dst, __u64 sp, __u64 size)
 
     if (len >= size || SS_PROBE_READ(dst, len, (void *)sp)) return 0;
 #pragma unroll
-    for (__u64 chunk = 8 * SS_PAGE; chunk >= SS_PAGE; chunk /= 2)
-        if (size > chunk && len < size - chunk &&
+    for (__u64 chunk = 8 * SS_PAGE; chunk >= SS_PAGE; chunk /= 2) {
+        barrier_var(len);
+        if (len <= SS_PREFIX_MAX - chunk && size > chunk && len < size - chunk &&
             !SS_PROBE_READ(dst + len, chunk, (void *)(sp + len)))
             len += chunk;
+    }
     return len;
 }
 

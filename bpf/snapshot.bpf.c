@@ -18,6 +18,7 @@
 
 #include "snapshot.h"
 #define SS_PROBE_READ bpf_probe_read_user
+#define SS_PREFIX_MAX SS_EV_STACK_MAX
 #include "prefix.h"
 
 _Static_assert(sizeof(struct pt_regs) == SS_PT_NREGS * 8, "x86-64 pt_regs layout");
@@ -65,9 +66,14 @@ struct {
     __type(value, struct ss_counters);
 } counters SEC(".maps");
 
+/* The context is declared as the kernel's struct bpf_perf_event_data: the
+ * verifiers of 6.1 and 6.12 accept a main program's context argument only
+ * under that name ("reg type unsupported for arg#0"; 7.2 takes any). It is
+ * read through snapshot.h's uapi copy, with no CO-RE relocation. */
 SEC("perf_event")
-int snapshot(struct ss_perf_ctx *ctx)
+int snapshot(struct bpf_perf_event_data *pctx)
 {
+    struct ss_perf_ctx *ctx = (void *)pctx;
     __u64 id = bpf_get_current_pid_tgid(), size = stack_size, len, sp;
     __u32 tgid = id >> 32, zero = 0;
     struct ss_counters *c;
@@ -113,8 +119,15 @@ int snapshot(struct ss_perf_ctx *ctx)
     t = bpf_get_current_task_btf();
     if (bpf_core_field_exists(t->mm->mm_lock_seq.sequence)) seq = t->mm->mm_lock_seq.sequence;
     end = bpf_task_storage_get(&stack_ends, t, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-    if (end && end->end - sp - 1 < size - 1) {
-        len = end->end - sp;
+    len = end ? end->end - sp : 0;
+    /* 0 < len < size, tested on len itself: folded into "len - 1 < size - 1"
+     * the bound is lost on 6.1 ("R2 min value is negative"); barrier_var
+     * keeps clang from folding the two tests. */
+    if (len < size)
+        barrier_var(len);
+    else
+        len = 0;
+    if (len) {
         if (!bpf_probe_read_user(e->stack, len, (void *)sp) &&
             ((!(seq & 1) && end->seq == seq) ||
              bpf_probe_read_user(&e->stack_len, 1, (void *)end->end))) {

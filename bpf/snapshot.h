@@ -71,9 +71,10 @@ struct ss_config {
     __u32 follow;     /* add forked children of selected processes */
 };
 
-/* The perf_event program context as the uapi defines it (struct pt_regs
- * of <asm/ptrace.h>, all longs). Declared here instead of taken from
- * vmlinux.h so ctx loads need no CO-RE and stay 8 bytes wide. */
+/* The perf_event program context as the uapi defines it (struct
+ * bpf_perf_event_data: struct pt_regs of <asm/ptrace.h>, all longs). The
+ * programs take the kernel's type by name and read it through this copy,
+ * so ctx loads need no CO-RE and stay 8 bytes wide. */
 struct ss_uapi_regs {
     unsigned long r15, r14, r13, r12, bp, bx, r11, r10, r9, r8;
     unsigned long ax, cx, dx, si, di, orig_ax, ip, cs, flags, sp, ss;

@@ -14,6 +14,7 @@
 
 #include "snapshot.h"
 #define SS_PROBE_READ bpf_probe_read
+#define SS_PREFIX_MAX SS_EV_COMPAT_STACK_MAX
 #include "prefix.h"
 
 struct {
@@ -55,8 +56,9 @@ struct {
 } scratch SEC(".maps");
 
 SEC("perf_event")
-int snapshot_compat(struct ss_perf_ctx *ctx)
+int snapshot_compat(struct bpf_perf_event_data *pctx) /* see snapshot.bpf.c */
 {
+    struct ss_perf_ctx *ctx = (void *)pctx;
     __u64 id = bpf_get_current_pid_tgid(), size, len;
     __u32 tgid = id >> 32, zero = 0, cpu;
     struct ss_counters *c;
@@ -118,7 +120,7 @@ int snapshot_compat(struct ss_perf_ctx *ctx)
             c->copy_failed++;
     }
     e->stack_len = len;
-    if (bpf_perf_event_output(ctx, &events, BPF_F_CURRENT_CPU, e, sizeof(*e) + len))
+    if (bpf_perf_event_output(pctx, &events, BPF_F_CURRENT_CPU, e, sizeof(*e) + len))
         c->dropped++;
     else
         c->emitted++;

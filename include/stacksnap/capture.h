@@ -28,6 +28,10 @@ struct ss_capture_opts {
     bool bpf_stats;         /* enable BPF run-time stats (BPF_ENABLE_STATS, the same
                                switch as kernel.bpf_stats_enabled) while open, for
                                ss_capture_prog_info's run_time_ns/run_cnt */
+    /* Called with the whole verifier log of each program the kernel rejects
+     * (also when the compat program then loads); record -v prints it. */
+    void (*verifier_log)(void *arg, const char *prog, const char *log);
+    void *verifier_log_arg;
 };
 
 /* Counters summed over CPUs. */
@@ -51,9 +55,11 @@ struct ss_bpf_prog_info {
 
 typedef void (*ss_sample_fn)(void *ctx, const struct ss_sample *s);
 
-/* Load the program (compat when forced or when the ring buffer, the
- * bpf_task_pt_regs helper or kernel BTF is missing); with follow_children the
- * fork tracepoint is attached here already. Nothing is sampled until start. */
+/* Load the program: compat when forced, when the ring buffer, the
+ * bpf_task_pt_regs helper or kernel BTF is missing, or when the kernel
+ * rejects the ring buffer program; with follow_children the fork tracepoint
+ * is attached here already. Nothing is sampled until start. A rejection's
+ * message names the verifier's reason. */
 int ss_capture_open(struct ss_capture **out, const struct ss_capture_opts *o, struct ss_err *err);
 /* Select a process (tgid) before or after ss_capture_start. */
 int ss_capture_add_pid(struct ss_capture *c, pid_t pid, struct ss_err *err);
@@ -77,6 +83,9 @@ void ss_capture_stop(struct ss_capture *c);
 int ss_capture_poll(struct ss_capture *c, int timeout_ms, ss_sample_fn fn, void *ctx);
 void ss_capture_stats(struct ss_capture *c, struct ss_capture_stats *st);
 bool ss_capture_is_compat(const struct ss_capture *c);
+/* Why the compat program is in use although not forced (a missing kernel
+ * feature, or the ring buffer program's rejection); "" otherwise. */
+const char *ss_capture_fallback_reason(const struct ss_capture *c);
 /* Snapshot size in effect: opts.stack_size, capped at 65312 in compat
  * (a perf record must stay below 64 KiB). */
 unsigned ss_capture_stack_size(const struct ss_capture *c);

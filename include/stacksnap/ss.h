@@ -12,7 +12,7 @@
 /* Error message buffer: filled by the function that fails first. */
 struct ss_err {
     int code; /* negative errno, 0 = none */
-    char msg[256];
+    char msg[512];
 };
 void ss_err_set(struct ss_err *e, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

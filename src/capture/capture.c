@@ -29,13 +29,15 @@ int ss_capture_libbpf_silent(enum libbpf_print_level l, const char *f, va_list a
 }
 
 /* The ring buffer variant needs the ring buffer map, bpf_task_pt_regs and
- * kernel BTF (tp_btf, CO-RE on pt_regs). */
-static bool need_compat(void)
+ * kernel BTF (tp_btf, CO-RE on pt_regs). Returns why not, or NULL. */
+static const char *need_compat(void)
 {
-    if (libbpf_probe_bpf_map_type(BPF_MAP_TYPE_RINGBUF, NULL) <= 0) return true;
+    if (libbpf_probe_bpf_map_type(BPF_MAP_TYPE_RINGBUF, NULL) <= 0)
+        return "the kernel has no BPF ring buffer (5.8+)";
     if (libbpf_probe_bpf_helper(BPF_PROG_TYPE_PERF_EVENT, BPF_FUNC_task_pt_regs, NULL) <= 0)
-        return true;
-    return access("/sys/kernel/btf/vmlinux", R_OK) != 0;
+        return "the kernel has no bpf_task_pt_regs helper (5.15+)";
+    if (access("/sys/kernel/btf/vmlinux", R_OK) != 0) return "the kernel has no BTF";
+    return NULL;
 }
 
 static unsigned pow2_at_least(unsigned v, unsigned min)
@@ -46,88 +48,142 @@ static unsigned pow2_at_least(unsigned v, unsigned min)
     return p;
 }
 
-/* Last non-empty line of a verifier log: usually the reason. */
-static const char *log_tail(char *log)
+/* The verifier's reason in its log: the last non-empty line before the
+ * statistics line ("processed N insns (limit ...) ..."), else the last
+ * non-empty line. Cuts the log there. */
+const char *ss_capture_log_reason(char *log)
 {
-    size_t n = strlen(log);
+    char *stats = strstr(log, "\nprocessed ");
+    size_t n = stats ? (size_t)(stats - log) : strlen(log);
+    if (!stats && !strncmp(log, "processed ", 10)) n = 0;
     while (n && (log[n - 1] == '\n' || log[n - 1] == ' '))
-        log[--n] = 0;
+        n--;
+    log[n] = 0;
     char *nl = strrchr(log, '\n');
     return nl ? nl + 1 : log;
 }
 
-static int load(struct ss_capture *c, char *log, struct ss_err *err)
+/* A program the kernel refused: the whole log to the caller's hook, the
+ * reason (or what to do about it) into err. */
+static void rejected(struct ss_capture *c, const char *what, int r, char *log, struct ss_err *err)
+{
+    char miss[64];
+
+    if (*log && c->o.verifier_log) c->o.verifier_log(c->o.verifier_log_arg, what, log);
+    const char *why = *log ? ss_capture_log_reason(log) : "";
+    ss_caps_missing(SS_CAPBIT(SS_CAP_BPF) | SS_CAPBIT(SS_CAP_PERFMON), miss, sizeof(miss));
+    if ((r == -EPERM || r == -EACCES) && miss[0])
+        ss_err_set(err, r,
+                   "load BPF program %s: %s: missing %s (needs CAP_BPF, CAP_PERFMON and "
+                   "CAP_SYS_PTRACE, or root)",
+                   what, strerror(-r), miss);
+    else if (r == -EPERM && !*why)
+        ss_err_set(err, r,
+                   "load BPF program %s: %s (kernels before 5.11 charge BPF maps to "
+                   "RLIMIT_MEMLOCK: raise it, ulimit -l, or add CAP_SYS_RESOURCE)",
+                   what, strerror(-r));
+    else
+        ss_err_set(err, r, "load BPF program %s: %s%s%s", what, strerror(-r), *why ? ": " : "",
+                   why);
+}
+
+static int load_ringbuf(struct ss_capture *c, char *log, struct ss_err *err)
 {
     LIBBPF_OPTS(bpf_object_open_opts, oo, .kernel_log_buf = log, .kernel_log_size = LOG_SIZE);
-    const char *what;
     int r;
 
-    if (!c->compat) {
-        what = "snapshot";
-        c->skel = snapshot_bpf__open_opts(&oo);
-        if (!c->skel) goto open_failed;
-        c->skel->rodata->stack_size = c->stack_size;
-        c->skel->rodata->self_tgid = getpid();
-        c->skel->rodata->system_wide = c->o.system_wide;
-        /* a power of two, and room for one record at least */
-        unsigned ring = pow2_at_least(
-            c->o.ringbuf_bytes, pow2_at_least(8 + sizeof(struct ss_event) + c->stack_size, 4096));
-        bpf_map__set_max_entries(c->skel->maps.events, ring);
-        c->skel->rodata->wake_bytes = ring / 4;
-        bpf_program__set_autoload(c->skel->progs.follow_fork, c->o.follow_children);
-        r = snapshot_bpf__load(c->skel);
-        c->prog = c->skel->progs.snapshot;
-        c->follow_prog = c->skel->progs.follow_fork;
-        c->pids_fd = bpf_map__fd(c->skel->maps.pids);
-        c->counters_fd = bpf_map__fd(c->skel->maps.counters);
-        c->events_fd = bpf_map__fd(c->skel->maps.events);
-    } else {
-        what = "snapshot_compat";
-        c->cskel = snapshot_compat_bpf__open_opts(&oo);
-        if (!c->cskel) goto open_failed;
-        r = libbpf_num_possible_cpus();
-        if (r < 0) {
-            ss_err_set(err, r, "number of possible CPUs: %s", strerror(-r));
-            return r;
-        }
-        bpf_map__set_max_entries(c->cskel->maps.scratch, r);
-        bpf_program__set_autoload(c->cskel->progs.follow_newtask, c->o.follow_children);
-        r = snapshot_compat_bpf__load(c->cskel);
-        c->prog = c->cskel->progs.snapshot_compat;
-        c->follow_prog = c->cskel->progs.follow_newtask;
-        c->pids_fd = bpf_map__fd(c->cskel->maps.pids);
-        c->counters_fd = bpf_map__fd(c->cskel->maps.counters);
-        c->events_fd = bpf_map__fd(c->cskel->maps.events);
-    }
-    if (r) {
-        char miss[64];
-        ss_caps_missing(SS_CAPBIT(SS_CAP_BPF) | SS_CAPBIT(SS_CAP_PERFMON), miss, sizeof(miss));
-        if ((r == -EPERM || r == -EACCES) && miss[0])
-            ss_err_set(err, r,
-                       "load BPF program %s: %s: missing %s (needs CAP_BPF, CAP_PERFMON and "
-                       "CAP_SYS_PTRACE, or root)",
-                       what, strerror(-r), miss);
-        else if (r == -EPERM)
-            ss_err_set(err, r,
-                       "load BPF program %s: %s (kernels before 5.11 charge BPF maps to "
-                       "RLIMIT_MEMLOCK: raise it, ulimit -l, or add CAP_SYS_RESOURCE)%s%s",
-                       what, strerror(-r), *log ? ": " : "", log_tail(log));
-        else
-            ss_err_set(err, r, "load BPF program %s: %s%s%s", what, strerror(-r), *log ? ": " : "",
-                       log_tail(log));
+    c->skel = snapshot_bpf__open_opts(&oo);
+    if (!c->skel) {
+        r = -errno;
+        ss_err_set(err, r, "open BPF object snapshot: %s", strerror(-r));
         return r;
     }
-    if (c->compat) {
-        struct ss_config cfg = {
-            .stack_size = c->stack_size, .self_tgid = getpid(), .all = c->o.system_wide};
-        __u32 zero = 0;
-        r = bpf_map_update_elem(bpf_map__fd(c->cskel->maps.settings), &zero, &cfg, BPF_ANY);
-        if (r) ss_err_set(err, r, "BPF map settings of %s: %s", what, strerror(-r));
+    c->skel->rodata->stack_size = c->stack_size;
+    c->skel->rodata->self_tgid = getpid();
+    c->skel->rodata->system_wide = c->o.system_wide;
+    /* a power of two, and room for one record at least */
+    unsigned ring = pow2_at_least(c->o.ringbuf_bytes,
+                                  pow2_at_least(8 + sizeof(struct ss_event) + c->stack_size, 4096));
+    bpf_map__set_max_entries(c->skel->maps.events, ring);
+    c->skel->rodata->wake_bytes = ring / 4;
+    bpf_program__set_autoload(c->skel->progs.follow_fork, c->o.follow_children);
+    r = snapshot_bpf__load(c->skel);
+    if (r) {
+        rejected(c, "snapshot", r, log, err);
+        snapshot_bpf__destroy(c->skel);
+        c->skel = NULL;
+        return r;
     }
+    c->prog = c->skel->progs.snapshot;
+    c->follow_prog = c->skel->progs.follow_fork;
+    c->pids_fd = bpf_map__fd(c->skel->maps.pids);
+    c->counters_fd = bpf_map__fd(c->skel->maps.counters);
+    c->events_fd = bpf_map__fd(c->skel->maps.events);
+    return 0;
+}
+
+static int load_compat(struct ss_capture *c, char *log, struct ss_err *err)
+{
+    LIBBPF_OPTS(bpf_object_open_opts, oo, .kernel_log_buf = log, .kernel_log_size = LOG_SIZE);
+    int r;
+
+    if (c->stack_size > SS_EV_COMPAT_STACK_MAX)
+        c->stack_size = SS_EV_COMPAT_STACK_MAX; /* perf records are < 64 KiB */
+    c->cskel = snapshot_compat_bpf__open_opts(&oo);
+    if (!c->cskel) {
+        r = -errno;
+        ss_err_set(err, r, "open BPF object snapshot_compat: %s", strerror(-r));
+        return r;
+    }
+    r = libbpf_num_possible_cpus();
+    if (r < 0) {
+        ss_err_set(err, r, "number of possible CPUs: %s", strerror(-r));
+        return r;
+    }
+    bpf_map__set_max_entries(c->cskel->maps.scratch, r);
+    bpf_program__set_autoload(c->cskel->progs.follow_newtask, c->o.follow_children);
+    r = snapshot_compat_bpf__load(c->cskel);
+    if (r) {
+        rejected(c, "snapshot_compat", r, log, err);
+        return r;
+    }
+    c->prog = c->cskel->progs.snapshot_compat;
+    c->follow_prog = c->cskel->progs.follow_newtask;
+    c->pids_fd = bpf_map__fd(c->cskel->maps.pids);
+    c->counters_fd = bpf_map__fd(c->cskel->maps.counters);
+    c->events_fd = bpf_map__fd(c->cskel->maps.events);
+    struct ss_config cfg = {
+        .stack_size = c->stack_size, .self_tgid = getpid(), .all = c->o.system_wide};
+    __u32 zero = 0;
+    r = bpf_map_update_elem(bpf_map__fd(c->cskel->maps.settings), &zero, &cfg, BPF_ANY);
+    if (r) ss_err_set(err, r, "BPF map settings of snapshot_compat: %s", strerror(-r));
     return r;
-open_failed:
-    r = -errno;
-    ss_err_set(err, r, "open BPF object %s: %s", what, strerror(-r));
+}
+
+/* The ring buffer program unless compat is forced or the kernel lacks what
+ * it needs; when the kernel rejects it anyway, the compat one. c->why says
+ * why compat is in use when it was not asked for. */
+static int load(struct ss_capture *c, char *log, struct ss_err *err)
+{
+    const char *lack = c->o.compat ? NULL : need_compat();
+    int r;
+
+    c->compat = c->o.compat || lack;
+    if (lack) snprintf(c->why, sizeof(c->why), "%s", lack);
+    if (!c->compat) {
+        r = load_ringbuf(c, log, err);
+        if (!r) return 0;
+        snprintf(c->why, sizeof(c->why), "the ring buffer program was rejected (%.400s)", err->msg);
+        *err = (struct ss_err){0};
+        c->compat = true;
+        memset(log, 0, LOG_SIZE);
+    }
+    r = load_compat(c, log, err);
+    if (r && c->why[0]) { /* both failed: say both */
+        char first[sizeof(err->msg)];
+        snprintf(first, sizeof(first), "%s", err->msg);
+        snprintf(err->msg, sizeof(err->msg), "%.250s; %.250s", first, c->why);
+    }
     return r;
 }
 
@@ -155,10 +211,6 @@ int ss_capture_open(struct ss_capture **out, const struct ss_capture_opts *o, st
         r = -EINVAL;
         goto fail;
     }
-    c->compat = c->o.compat || need_compat();
-    if (c->compat && c->stack_size > SS_EV_COMPAT_STACK_MAX)
-        c->stack_size = SS_EV_COMPAT_STACK_MAX; /* perf records are < 64 KiB */
-
     old = libbpf_set_print(ss_capture_libbpf_silent);
     r = load(c, log, err);
     libbpf_set_print(old);
@@ -246,6 +298,11 @@ void ss_capture_stats(struct ss_capture *c, struct ss_capture_stats *st)
 bool ss_capture_is_compat(const struct ss_capture *c)
 {
     return c->compat;
+}
+
+const char *ss_capture_fallback_reason(const struct ss_capture *c)
+{
+    return c->why;
 }
 
 unsigned ss_capture_stack_size(const struct ss_capture *c)

@@ -16,6 +16,7 @@ struct snapshot_compat_bpf;
 struct ss_capture {
     struct ss_capture_opts o;
     bool compat;
+    char why[512];                     /* why compat when not forced, or "" */
     unsigned stack_size;               /* effective snapshot size */
     struct snapshot_bpf *skel;         /* ring buffer variant, or */
     struct snapshot_compat_bpf *cskel; /* the compat variant */
@@ -42,6 +43,10 @@ struct ss_capture {
 /* capture.c: a libbpf print callback that drops everything (the library
  * never prints; errors come back through struct ss_err). */
 int ss_capture_libbpf_silent(enum libbpf_print_level l, const char *f, va_list ap);
+
+/* capture.c: the verifier's reason in its log (the last line before the
+ * statistics line); cuts the log there. */
+const char *ss_capture_log_reason(char *log);
 
 /* buffer.c */
 int ss_capture_buffer_open(struct ss_capture *c, struct ss_err *err);

@@ -141,24 +141,45 @@ static int print_prog_info(struct ss_capture *cap, FILE *f)
         fprintf(stderr, "stacksnap: %s\n", err.msg);
         return 1;
     }
-    fprintf(f,
-            "stacksnap: BPF program %s (%s): %u xlated instructions, %u verified, %u "
-            "bytes JITed\n",
+    char verified[48] = "verified count n/a (kernel before 5.16)";
+    if (pi.verified_insns) snprintf(verified, sizeof(verified), "%u verified", pi.verified_insns);
+    fprintf(f, "stacksnap: BPF program %s (%s): %u xlated instructions, %s, %u bytes JITed\n",
             pi.name, ss_capture_is_compat(cap) ? "compat, perf buffer" : "ring buffer",
-            pi.xlated_insns, pi.verified_insns, pi.jited_bytes);
+            pi.xlated_insns, verified, pi.jited_bytes);
+    return 0;
+}
+
+/* -v: the whole log of a program the kernel rejected. */
+static void print_verifier_log(void *arg, const char *prog, const char *log)
+{
+    (void)arg;
+    fprintf(stderr, "stacksnap: verifier log of BPF program %s:\n%s%s", prog, log,
+            *log && log[strlen(log) - 1] == '\n' ? "" : "\n");
+}
+
+/* Open the capture with the CLI's settings; says on stderr which program
+ * is in use when it is compat without --compat, and why. */
+static int open_capture(const struct ss_cli *c, struct ss_capture_opts *o, struct ss_capture **cap)
+{
+    struct ss_err err = {0};
+    o->freq_hz = c->freq;
+    o->stack_size = c->stack_size;
+    o->compat = c->compat;
+    if (c->verbose) o->verifier_log = print_verifier_log;
+    if (ss_capture_open(cap, o, &err) < 0) {
+        fprintf(stderr, "stacksnap: %s\n", err.msg);
+        return 1;
+    }
+    const char *why = ss_capture_fallback_reason(*cap);
+    if (*why) fprintf(stderr, "stacksnap: using the compat BPF program: %s\n", why);
     return 0;
 }
 
 int ss_cmd_bpf_info(const struct ss_cli *c)
 {
     struct ss_capture *cap;
-    struct ss_err err = {0};
-    struct ss_capture_opts o = {
-        .freq_hz = c->freq, .stack_size = c->stack_size, .compat = c->compat};
-    if (ss_capture_open(&cap, &o, &err) < 0) {
-        fprintf(stderr, "stacksnap: %s\n", err.msg);
-        return 1;
-    }
+    struct ss_capture_opts o = {0};
+    if (open_capture(c, &o, &cap)) return 1;
     int rc = print_prog_info(cap, stdout);
     ss_capture_close(cap);
     return rc;
@@ -184,15 +205,8 @@ static int setup(struct rec *r, pid_t *child, int *release_fd)
         fprintf(stderr, "stacksnap: %s\n", err.msg);
         return 1;
     }
-    struct ss_capture_opts co = {.freq_hz = c->freq,
-                                 .stack_size = c->stack_size,
-                                 .system_wide = c->all,
-                                 .compat = c->compat,
-                                 .follow_children = c->command != NULL};
-    if (ss_capture_open(&r->cap, &co, &err) < 0) {
-        fprintf(stderr, "stacksnap: %s\n", err.msg);
-        return 1;
-    }
+    struct ss_capture_opts co = {.system_wide = c->all, .follow_children = c->command != NULL};
+    if (open_capture(c, &co, &r->cap)) return 1;
     if (c->verbose) print_prog_info(r->cap, stderr);
     char miss[64];
     if (c->all && ss_caps_missing(SS_CAPBIT(SS_CAP_SYS_PTRACE), miss, sizeof(miss))[0])

@@ -41,7 +41,7 @@ struct ss_snap_reader {
     uint64_t pos; /* offset of the next record */
     bool done;    /* end reached (clean, truncated or corrupt to the end) */
     int late_err; /* I/O error met while looking ahead */
-    char late_msg[256];
+    char late_msg[sizeof(((struct ss_err *)0)->msg)];
     struct slot slots[2];
     int pend; /* slot holding an undelivered lookahead record, or -1 */
     int last; /* slot of the record delivered last, or -1 */

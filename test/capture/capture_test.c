@@ -7,6 +7,8 @@
 #include <criterion/logging.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -98,14 +100,32 @@ static void run(struct ss_capture *c, int ms, struct tally *t)
         ;
 }
 
+/* The ring buffer program where the kernel has what it needs (5.15+), else
+ * a loud skip (the kernel matrix boots 5.10); a rejection fails. */
 static struct ss_capture *open_capture(struct ss_capture_opts o)
 {
     struct ss_capture *c;
     struct ss_err err = {0};
     int r = ss_capture_open(&c, &o, &err);
     cr_assert_eq(r, 0, "ss_capture_open: %s", err.msg);
+    if (!o.compat && ss_capture_is_compat(c)) {
+        char why[512];
+        snprintf(why, sizeof(why), "%s", ss_capture_fallback_reason(c));
+        ss_capture_close(c);
+        if (!strncmp(why, "the kernel has no", 17))
+            cr_skip_test("SKIP: the ring buffer program needs more than this kernel has: %s", why);
+        cr_assert_fail("the ring buffer program did not load: %s", why);
+    }
     cr_assert_eq(ss_capture_is_compat(c), o.compat);
     return c;
+}
+
+/* Share of a spinning workload's samples that interrupt user mode, in
+ * percent: under emulation (the kernel matrix sets SS_VM_GUEST) timer and
+ * fault handling take a large part of the guest's time. */
+static long user_share_min(void)
+{
+    return getenv("SS_VM_GUEST") ? 50 : 90;
 }
 
 static void start(struct ss_capture *c, pid_t pid)
@@ -152,7 +172,8 @@ static void filter_and_pattern(bool compat, unsigned stack_size)
     cr_expect_eq(t.total, t.target, "samples of other tasks: %ld", t.total - t.target);
     cr_expect_eq(t.other_n, 0, "samples of the unselected busy workload: %ld", t.other_n);
     cr_expect_eq(t.ip_out, 0, "user-mode samples with ip outside ss_spin: %ld", t.ip_out);
-    cr_expect_geq(t.ip_in, t.target * 9 / 10);
+    cr_expect_geq(t.ip_in, t.target * user_share_min() / 100, "user-mode samples %ld of %ld",
+                  t.ip_in, t.target);
     cr_expect_eq(t.pat_bad, 0, "samples without the pattern at pat - sp: %ld", t.pat_bad);
     cr_expect_eq(t.full, t.target, "full copies %ld of %ld", t.full, t.target);
     cr_expect_eq(t.max_len, ss_capture_stack_size(c));

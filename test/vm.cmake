@@ -1,0 +1,13 @@
+# Kernel matrix (issue 13): Debian's stock kernels (bullseye 5.10, bookworm
+# 6.1, trixie 6.12, sid) booted under qemu with software emulation, the built
+# programs and workloads in an initramfs; test/vm/matrix.sh boots one and
+# judges what test/vm/guest.sh reports. Kernels are cached outside the build
+# (${SS_CACHE:-/var/cache/stacksnap}/kernels). Normal build only: the guest
+# runs the normal binaries, an ASan copy would double the ~5 minutes.
+if(NOT SS_SANITIZE)
+  foreach(suite bullseye bookworm trixie sid)
+    add_test(NAME vm_${suite}
+      COMMAND ${CMAKE_SOURCE_DIR}/test/vm/matrix.sh ${suite} ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR})
+    set_tests_properties(vm_${suite} PROPERTIES TIMEOUT 700 LABELS vm RESOURCE_LOCK vm)
+  endforeach()
+endif()

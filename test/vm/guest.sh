@@ -1,0 +1,74 @@
+#!/bin/sh
+# test/vm/guest.sh: /init of the kernel-matrix guest (test/vm/initramfs.sh).
+# Mounts what stacksnap needs, runs every check on this kernel and prints one
+# "SSVM key value..." line per result on the serial console, then powers off.
+# test/vm/matrix.sh reads those lines on the host and decides.
+export PATH=/bin:/usr/bin SS_VM_GUEST=1
+mount -t proc proc /proc
+mount -t sysfs sys /sys
+mount -t devtmpfs dev /dev
+mount -t tmpfs tmp /tmp
+mkdir -p /dev/shm && mount -t tmpfs shm /dev/shm # criterion's arena
+mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null
+mount -t tracefs tracefs /sys/kernel/tracing 2>/dev/null
+mount -t bpf bpf /sys/fs/bpf 2>/dev/null
+ulimit -l unlimited # kernels before 5.11 charge BPF maps to RLIMIT_MEMLOCK
+exec </dev/null
+src=$(cat /etc-src)
+build=$(dirname "$(ls /*/*/stacksnap /*/*/*/stacksnap /*/*/*/*/stacksnap 2>/dev/null | head -n 1)")
+ss=$build/stacksnap
+say() { echo "SSVM $*"; }
+
+say kernel "$(uname -r)"
+say btf "$([ -r /sys/kernel/btf/vmlinux ] && echo yes || echo no)"
+
+# Which program loads by default, its size, and the forced compat one.
+for mode in default compat; do
+    flag=; [ $mode = compat ] && flag=--compat
+    out=$($ss info --bpf $flag -v 2>/tmp/bpf.err); rc=$?
+    say "bpf_$mode" "rc=$rc" "$out" "$(grep '^stacksnap: ' /tmp/bpf.err | grep -v 'verifier log' | tr '\n' ' ')"
+    grep -v '^stacksnap: ' /tmp/bpf.err | tail -n 40 | sed "s/^/SSVM-LOG verifier: /"
+done
+
+# Capture tests (pattern in the snapshot, partial copies, drops, children,
+# the compat program forced) and program-size / run-time-stats tests.
+for t in capture_test capture_prog_test; do
+    $build/$t --jobs 1 >/tmp/$t.log 2>&1; rc=$?
+    [ $rc = 0 ] || tail -n 30 /tmp/$t.log | sed "s/^/SSVM-LOG $t: /"
+    say "$t" "rc=$rc" "$(grep -E 'Synthesis' /tmp/$t.log | tail -n 1)"
+done
+
+# share FILE LEAFRE WHOLERE: "whole=N total=M" over a folded file: samples
+# whose stack matches LEAFRE (awk ERE), and those of them matching WHOLERE.
+share() {
+    awk -v l="$2" -v w="$3" '{ n = $NF; $NF = ""; sub(/ $/, "")
+            if ($0 ~ l) { t += n; if ($0 ~ w) k += n } }
+        END { printf "whole=%d total=%d", k, t }' "$1"
+}
+# A native chain and a Lua chain, with the default program and with compat.
+# The Lua shares count the samples taken once the script runs (lua_pcall):
+# startup under emulation is a tenth of the run.
+for mode in default compat; do
+    flag=; [ $mode = compat ] && flag=--compat
+    $ss record $flag -F 499 -o /tmp/n.folded -- $build/cli_native 2 >/dev/null 2>/tmp/rec.err
+    say "native_$mode" "rc=$?" \
+        "$(share /tmp/n.folded ';cli_leaf$' '^cli_native;_start;.*;main;cli_outer;(cli_mid;cli_leaf|cli_sort;.*;cli_cmp;cli_leaf)$')" \
+        "$(tail -n 1 /tmp/rec.err)"
+    grep ';cli_leaf ' /tmp/n.folded | grep -v '^cli_native;_start;.*;main;cli_outer;' |
+        head -n 3 | sed 's/^/SSVM-LOG native: /'
+    for jit in joff jon; do
+        jflag=; [ $jit = joff ] && jflag=-joff
+        (cd "$src/test/vm" && $ss record $flag -F 499 -o /tmp/l.folded -- luajit $jflag chain.lua 2 \
+            >/dev/null 2>/tmp/rec.err)
+        say "lua_${jit}_$mode" "rc=$?" \
+            "$(share /tmp/l.folded ';lua_pcall;' '^luajit;_start;.*;main [(]chain[.]lua:[0-9]+[)];outer [(]chain[.]lua:12[)];mid [(]chain[.]lua:11[)];leaf [(]chain[.]lua:[0-9]+[)](;|$)')" \
+            "lua_$(share /tmp/l.folded ';lua_pcall;' '[(]chain[.]lua:[0-9]+[)]')" "$(tail -n 1 /tmp/rec.err)"
+        grep -v ';mid (chain[.]lua:11);leaf (chain' /tmp/l.folded | awk '$NF > 2' | head -n 3 |
+            sed 's/^/SSVM-LOG lua: /'
+    done
+    # Kernel cost per sample (emulated: compare kernels, not hosts).
+    say "cost_$mode" "$($build/capture_cost $flag --seconds 1 2>&1 | tr '\n' ' ')"
+done
+say end
+sync
+poweroff -f

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# test/vm/kernel.sh SUITE: print the path of the newest stock Debian amd64
+# kernel (vmlinuz) of SUITE (bullseye, bookworm, trixie, sid, ...), fetched
+# from the Debian mirror this machine's apt uses and cached under
+# ${SS_CACHE:-/var/cache/stacksnap}/kernels/SUITE/. A cached kernel is reused
+# without asking the network; delete the folder to take a newer one.
+#
+# The image package holds vmlinuz (bullseye..trixie); since 2026 sid's
+# linux-image-* is a stub depending on linux-binary-*, which holds it under
+# /usr/lib/modules/VERSION/.
+set -euo pipefail
+suite=${1:?usage: kernel.sh SUITE}
+cache=${SS_CACHE:-/var/cache/stacksnap}/kernels/$suite
+found=$(ls "$cache"/vmlinuz-* 2>/dev/null | head -n 1 || true)
+if [ -n "$found" ]; then echo "$found"; exit 0; fi
+
+mirror() { # the first Debian archive URI in apt's sources
+    { grep -hE '^URIs:' /etc/apt/sources.list.d/*.sources 2>/dev/null | awk '{print $2}'
+      grep -hE '^deb ' /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null |
+          sed -E 's/^deb (\[[^]]*\] )?//' | awk '{print $1}'; } |
+        grep -E '/debian/?$' | head -n 1 | sed 's,/$,,' || true
+}
+m=$(mirror)
+[ -n "$m" ] || { echo "kernel.sh: no Debian mirror in apt's sources" >&2; exit 1; }
+mkdir -p "${cache%/*}"
+tmp=$(mktemp -d "${cache%/*}/.$suite.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+curl -fsS "$m/dists/$suite/main/binary-amd64/Packages.xz" | xz -dc >"$tmp/Packages"
+# Newest flavourless amd64 image: Package/Version/Filename of each stanza.
+pick() { # name-regex -> "version filename" lines
+    awk -v RS= -v re="$1" '{
+        p = v = f = ""
+        n = split($0, l, "\n")
+        for (i = 1; i <= n; i++) {
+            if (l[i] ~ /^Package: /) p = substr(l[i], 10)
+            else if (l[i] ~ /^Version: /) v = substr(l[i], 10)
+            else if (l[i] ~ /^Filename: /) f = substr(l[i], 11)
+        }
+        if (p ~ re) print v, p, f
+    }' "$tmp/Packages"
+}
+line=$(pick '^linux-image-[0-9][^ ]*-amd64$' | grep -Ev -- '-(cloud|rt)-amd64' | sort -V | tail -n 1)
+[ -n "$line" ] || { echo "kernel.sh: no linux-image for $suite" >&2; exit 1; }
+read -r ver pkg file <<<"$line"
+bin=$(pick '^linux-binary-' | awk -v v="$ver" -v p="linux-binary-${pkg#linux-image-}" \
+    '$1 == v && $2 == p {print $3}' | head -n 1)
+[ -n "$bin" ] && file=$bin
+echo "kernel.sh: $suite: fetching $pkg $ver" >&2
+curl -fsS -o "$tmp/k.deb" "$m/$file"
+# /boot/vmlinuz-VERSION, or (sid's linux-binary) /usr/lib/modules/VERSION/vmlinuz
+dpkg-deb --fsys-tarfile "$tmp/k.deb" | tar -x -C "$tmp" --wildcards './boot/vmlinuz-*' \
+    './usr/lib/modules/*/vmlinuz' 2>/dev/null || true
+mkdir -p "$cache"
+if k=$(ls "$tmp"/boot/vmlinuz-* 2>/dev/null | head -n 1) && [ -n "$k" ]; then
+    mv "$k" "$cache/"
+else
+    k=$(ls "$tmp"/usr/lib/modules/*/vmlinuz | head -n 1)
+    [ -n "$k" ] || { echo "kernel.sh: no vmlinuz in $file" >&2; exit 1; }
+    v=${k%/vmlinuz}
+    mv "$k" "$cache/vmlinuz-${v##*/}"
+fi
+echo "$ver" >"$cache/version"
+ls "$cache"/vmlinuz-*

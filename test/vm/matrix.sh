@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# test/vm/matrix.sh SUITE SRC BUILD: boot Debian SUITE's stock kernel under
+# qemu (software emulation: guests hung under KVM on these machines) with the
+# initramfs of test/vm/initramfs.sh, let test/vm/guest.sh run the checks, and
+# judge the "SSVM" lines it prints on the serial console. Exit 0 when every
+# check passes on that kernel; the console log stays in BUILD/vm/SUITE.log.
+set -euo pipefail
+suite=${1:?usage: matrix.sh SUITE SRC BUILD}
+src=${2:?}
+build=${3:?}
+here=$(cd "$(dirname "$0")" && pwd)
+command -v qemu-system-x86_64 >/dev/null || { echo "matrix.sh: qemu-system-x86_64 missing (scripts/dev installs qemu-system-x86)" >&2; exit 1; }
+kernel=$("$here/kernel.sh" "$suite")
+mkdir -p "$build/vm"
+img=$build/vm/initramfs-$suite.cpio.gz
+log=$build/vm/$suite.log
+"$here/initramfs.sh" "$src" "$build" "$img"
+t0=$(date +%s)
+# -cpu max: the guest sees the host's instruction set; 2 vCPUs (MTTCG).
+timeout 600 qemu-system-x86_64 -accel tcg,thread=multi -cpu max -smp 2 -m 2048 \
+    -display none -monitor none -serial stdio -no-reboot \
+    -kernel "$kernel" -initrd "$img" \
+    -append "console=ttyS0 panic=-1 loglevel=3 rdinit=/init" </dev/null >"$log" 2>&1 || true
+secs=$(($(date +%s) - t0))
+tr -d '\r' <"$log" >"$log.txt"
+val() { grep -m1 "^SSVM $1 " "$log.txt" | sed "s/^SSVM $1 //"; }
+fails=0
+check() { # name condition-text ok(0/1)
+    if [ "$3" = 1 ]; then echo "ok   $suite $1: $2"; else echo "FAIL $suite $1: $2"; fails=$((fails + 1)); fi
+}
+kver=$(val kernel)
+echo "== $suite: kernel ${kver:-?}, ${secs}s (console log: $log)"
+if ! grep -q '^SSVM end' "$log.txt"; then
+    tail -n 40 "$log.txt"
+    check boot "the guest did not finish its checks" 0
+    exit 1
+fi
+grep '^SSVM-LOG' "$log.txt" | head -n 300 || true
+major=${kver%%.*}; rest=${kver#*.}; minor=${rest%%.*}
+for m in default compat; do
+    line=$(val "bpf_$m")
+    ok=0; [[ $line == rc=0* ]] && ok=1
+    # 5.15 added bpf_task_pt_regs: from there on the ring buffer program must load
+    if [ $m = default ] && [ $ok = 1 ] && { [ "$major" -gt 5 ] || { [ "$major" = 5 ] && [ "$minor" -ge 15 ]; }; }; then
+        [[ $line == *"(ring buffer)"* ]] || ok=0
+    fi
+    check "bpf_$m" "$line" $ok
+done
+for t in capture_test capture_prog_test; do
+    line=$(val $t); ok=0; [[ $line == rc=0* ]] && ok=1
+    check "$t" "$line" $ok
+done
+ratio() { # line bar -> 1 when whole/total >= bar and total >= 100
+    local w t
+    w=$(sed -nE 's/.*whole=([0-9]+).*/\1/p' <<<"$1"); t=$(sed -nE 's/.*total=([0-9]+).*/\1/p' <<<"$1")
+    awk -v w="${w:-0}" -v t="${t:-0}" -v b="$2" 'BEGIN { print (t >= 100 && w / t >= b) ? 1 : 0 }'
+}
+for m in default compat; do
+    line=$(val "native_$m"); check "native_$m" "$line" "$(ratio "$line" 0.95)"
+    for j in joff jon; do
+        line=$(val "lua_${j}_$m"); check "lua_${j}_$m" "$line" "$(ratio "$line" 0.95)"
+    done
+    echo "cost $suite $m: $(val "cost_$m")"
+done
+[ $fails = 0 ] || { echo "$suite: $fails checks failed"; exit 1; }
+echo "$suite: all checks passed"
