@@ -8,7 +8,8 @@
  * still gets them. When the full copy fails, the largest readable prefix is
  * copied instead (prefix.h), and its end is kept per thread (stack_ends) so
  * the next sample copies just that much at once. No unwinding, no loops, no
- * tail calls.
+ * tail calls. For a process with a window plan (windows.h), the windows
+ * are copied after the stack area.
  * A tp_btf program on sched_process_fork follows children (loaded only when
  * asked for). */
 #include "vmlinux.h"
@@ -20,6 +21,7 @@
 #define SS_PROBE_READ bpf_probe_read_user
 #define SS_PREFIX_MAX SS_EV_STACK_MAX
 #include "prefix.h"
+#include "windows.h"
 
 _Static_assert(sizeof(struct pt_regs) == SS_PT_NREGS * 8, "x86-64 pt_regs layout");
 
@@ -27,6 +29,7 @@ const volatile __u32 stack_size = 16384; /* 1..SS_EV_STACK_MAX, set by the loade
 const volatile __u32 self_tgid = 0;
 const volatile bool system_wide = false;
 const volatile __u32 wake_bytes = 1 << 20; /* wake the reader at this much data */
+const volatile bool windows = true;        /* apply the plans map (--no-lua-window: no) */
 
 struct {
     __uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -78,6 +81,7 @@ int snapshot(struct bpf_perf_event_data *pctx)
     __u32 tgid = id >> 32, zero = 0;
     struct ss_counters *c;
     struct ss_event *e;
+    struct ss_plan *plan = NULL;
     struct stack_end *end;
     struct task_struct *t;
     struct pt_regs *r;
@@ -98,7 +102,10 @@ int snapshot(struct bpf_perf_event_data *pctx)
         c->skipped++;
         return 0;
     }
-    e = bpf_ringbuf_reserve(&events, sizeof(*e) + size, 0);
+    /* With the window area for a process with a plan, without it for the
+     * others: a constant size on each path (the ring buffer takes no other). */
+    if (windows) plan = bpf_map_lookup_elem(&plans, &tgid);
+    e = bpf_ringbuf_reserve(&events, sizeof(*e) + size + (plan ? SS_EV_WIN_BYTES : 0), 0);
     if (!e) {
         c->dropped++;
         return 0;
@@ -108,6 +115,9 @@ int snapshot(struct bpf_perf_event_data *pctx)
     e->flags = ~ctx->regs.cs & SS_EV_KERNEL; /* cs RPL 0: interrupted the kernel */
     e->time_ns = bpf_ktime_get_ns();
     bpf_probe_read_kernel(e->regs, sizeof(e->regs), r);
+    e->stack_room = size;
+    e->nwin = 0;
+    if (plan) apply_plan(plan, e, e->stack + size);
 
     sp = r->sp;
     /* The known end of this thread's readable stack is within reach: copy

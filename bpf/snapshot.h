@@ -35,20 +35,69 @@ enum ss_ev_reg {
 #define SS_EV_STACK_MAX 65528u /* == SS_STACK_MAX */
 #define SS_EV_KERNEL 0x2u      /* == SS_SAMPLE_KERNEL */
 
-/* perf raw records carry a u16 size: 8 (header) + 4 (raw size) + event must
- * stay <= 65535 after 8-byte padding, so the compat variant copies less. */
-#define SS_EV_COMPAT_STACK_MAX 65312u
+/* Memory windows: per process, user space may describe up to SS_EV_WIN_MAX
+ * windows to copy at every sample (struct ss_plan in the plans map). Each
+ * starts from an anchor (a user register, or a fixed address), goes through
+ * at most two dependent 8-byte loads (offset added before each, mask ANDed
+ * after; a zero result skips the window), adds a last offset and copies len
+ * bytes there into the record's window area at dst. The programs know
+ * nothing of what the windows hold. */
+#define SS_EV_WIN_MAX 8
+#define SS_EV_WIN_BYTES 16384u  /* window area of a sample with a plan */
+#define SS_EV_WIN_LEN_MAX 8192u /* one window */
+#define SS_WIN_ABS 0xffu        /* anchor: ss_win.addr, not a register */
+#define SS_WIN_IF_IP 0x1u       /* only when ip_lo <= the sample's ip < ip_hi */
+#define SS_WIN_UNLESS_PREV 0x2u /* only when the window before copied nothing */
+struct ss_win {
+    __u8 reg;   /* enum ss_ev_reg, or SS_WIN_ABS */
+    __u8 nload; /* dependent loads: 0, 1 or 2 */
+    __u8 flags; /* SS_WIN_* */
+    __u8 pad;
+    __u16 len;   /* bytes to copy, <= SS_EV_WIN_LEN_MAX */
+    __u16 clamp; /* when the copy fails: copy the last clamp bytes instead (0: no) */
+    __u16 dst;   /* offset in the window area, <= SS_EV_WIN_BYTES - SS_EV_WIN_LEN_MAX */
+    __u16 pad2[3];
+    __u64 addr;    /* the anchor with SS_WIN_ABS */
+    __s64 off[3];  /* added before load 1, before load 2, before the copy */
+    __u64 mask[2]; /* ANDed with the value of load 1, load 2 */
+    __u64 ip_lo, ip_hi;
+};
+struct ss_plan {
+    __u32 nwin, pad;
+    struct ss_win win[SS_EV_WIN_MAX];
+};
+/* Per window of a sample: where its bytes came from; err 0, SS_WERR_SKIP
+ * (condition not met, zero pointer, no such window) or SS_WERR_FAULT (a
+ * load or the copy failed). */
+#define SS_WERR_SKIP (-2)   /* -ENOENT */
+#define SS_WERR_FAULT (-14) /* -EFAULT */
+struct ss_ev_win {
+    __u64 addr;
+    __u32 len;
+    __u16 dst; /* the plan's: offset in the window area */
+    __s16 err;
+};
 
-/* One sample: this header, then stack_len bytes starting at regs[SS_PT_SP].
- * tid and tgid are in bpf_get_current_pid_tgid()'s order (one store). The
- * snapshot size asked for is the loader's setting, so a record is partial
- * when stack_len is below it. */
+/* perf raw records carry a u16 size: 8 (header) + 4 (raw size) + event must
+ * stay <= 65535 after 8-byte padding, so the compat variant copies less
+ * (and less again for a process with windows: SS_EV_WIN_BYTES). */
+#define SS_EV_COMPAT_STACK_MAX 65176u
+
+/* One sample: this header, then stack_room bytes of which the first
+ * stack_len were copied starting at regs[SS_PT_SP], then, when nwin > 0,
+ * the SS_EV_WIN_BYTES window area (win[0..nwin) say what is where). tid and tgid are in
+ * bpf_get_current_pid_tgid()'s order (one store). The snapshot size asked
+ * for is the loader's setting, so a record is partial when stack_len is
+ * below it. */
 struct ss_event {
     __u32 tid, tgid;
     __u32 cpu, flags;        /* flags: SS_EV_KERNEL */
     __u64 time_ns;           /* bpf_ktime_get_ns() */
     __u64 stack_len;         /* bytes copied (a readable prefix) */
     __u64 regs[SS_PT_NREGS]; /* enum ss_ev_reg; cs, ss: low 16 bits */
+    __u32 stack_room;        /* ring buffer: the snapshot size; compat: stack_len */
+    __u32 nwin;              /* windows of the plan applied; 0: no window area */
+    struct ss_ev_win win[SS_EV_WIN_MAX];
     __u8 stack[];
 };
 
@@ -69,6 +118,8 @@ struct ss_config {
     __u32 self_tgid;  /* never sampled in system-wide mode */
     __u32 all;        /* system-wide */
     __u32 follow;     /* add forked children of selected processes */
+    __u32 windows;    /* apply the plans map (0: --no-lua-window) */
+    __u32 pad;
 };
 
 /* The perf_event program context as the uapi defines it (struct

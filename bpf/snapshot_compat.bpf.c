@@ -8,7 +8,8 @@
  * CO-RE: every struct read here is declared in snapshot.h (vmlinux.h only
  * provides types and enum values). User registers come from the sample's
  * own regs, so a sample that interrupted kernel mode is counted as skipped.
- * Children are followed through the task/task_newtask tracepoint. */
+ * Window plans as in the main variant, the windows right after the copied
+ * stack. Children are followed through the task/task_newtask tracepoint. */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 
@@ -16,6 +17,7 @@
 #define SS_PROBE_READ bpf_probe_read
 #define SS_PREFIX_MAX SS_EV_COMPAT_STACK_MAX
 #include "prefix.h"
+#include "windows.h"
 
 struct {
     __uint(type, BPF_MAP_TYPE_PERF_EVENT_ARRAY);
@@ -59,10 +61,11 @@ SEC("perf_event")
 int snapshot_compat(struct bpf_perf_event_data *pctx) /* see snapshot.bpf.c */
 {
     struct ss_perf_ctx *ctx = (void *)pctx;
-    __u64 id = bpf_get_current_pid_tgid(), size, len;
+    __u64 id = bpf_get_current_pid_tgid(), size, len, wb = 0;
     __u32 tgid = id >> 32, zero = 0, cpu;
     struct ss_counters *c;
     struct ss_config *cfg;
+    struct ss_plan *plan = NULL;
     struct ss_event *e;
 
     cfg = bpf_map_lookup_elem(&settings, &zero);
@@ -84,6 +87,10 @@ int snapshot_compat(struct bpf_perf_event_data *pctx) /* see snapshot.bpf.c */
     if (!e) return 0;
     size = cfg->stack_size;
     if (size > SS_EV_COMPAT_STACK_MAX) size = SS_EV_COMPAT_STACK_MAX;
+    /* the windows follow the copied stack in a record below 64 KiB */
+    if (cfg->windows) plan = bpf_map_lookup_elem(&plans, &tgid);
+    if (plan && size > SS_EV_COMPAT_STACK_MAX - SS_EV_WIN_BYTES)
+        size = SS_EV_COMPAT_STACK_MAX - SS_EV_WIN_BYTES;
     *(__u64 *)e = id; /* tid, tgid */
     e->cpu = cpu;
     e->flags = 0;
@@ -120,7 +127,14 @@ int snapshot_compat(struct bpf_perf_event_data *pctx) /* see snapshot.bpf.c */
             c->copy_failed++;
     }
     e->stack_len = len;
-    if (bpf_perf_event_output(pctx, &events, BPF_F_CURRENT_CPU, e, sizeof(*e) + len))
+    e->stack_room = len;
+    e->nwin = 0;
+    barrier_var(len);
+    if (plan && len <= SS_EV_COMPAT_STACK_MAX - SS_EV_WIN_BYTES) {
+        wb = SS_EV_WIN_BYTES;
+        apply_plan(plan, e, e->stack + len);
+    }
+    if (bpf_perf_event_output(pctx, &events, BPF_F_CURRENT_CPU, e, sizeof(*e) + len + wb))
         c->dropped++;
     else
         c->emitted++;

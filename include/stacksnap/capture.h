@@ -25,6 +25,7 @@ struct ss_capture_opts {
     unsigned ringbuf_bytes; /* 0 = default (8 MiB); tests shrink it to force drops.
                                Compat: split over the online CPUs (power of two
                                pages per CPU, at least one) */
+    bool no_windows;        /* --no-lua-window: registers and stack only, no plans */
     bool bpf_stats;         /* enable BPF run-time stats (BPF_ENABLE_STATS, the same
                                switch as kernel.bpf_stats_enabled) while open, for
                                ss_capture_prog_info's run_time_ns/run_cnt */
@@ -43,6 +44,7 @@ struct ss_capture_stats {
     uint64_t copy_failed;  /* no stack bytes at all */
     uint64_t copy_partial; /* shorter prefix copied */
     uint64_t skipped;      /* no user registers available */
+    uint64_t win_failed;   /* windows of delivered samples whose load or copy failed */
 };
 
 struct ss_bpf_prog_info {
@@ -64,6 +66,11 @@ int ss_capture_open(struct ss_capture **out, const struct ss_capture_opts *o, st
 /* Select a process (tgid) before or after ss_capture_start. */
 int ss_capture_add_pid(struct ss_capture *c, pid_t pid, struct ss_err *err);
 int ss_capture_remove_pid(struct ss_capture *c, pid_t pid);
+/* The memory windows to copy at every sample of pid from now on (ss.h:
+ * struct ss_win_plan); NULL or an empty plan: none. A no-op with
+ * opts.no_windows. Negative errno (-EINVAL: a window out of bounds). */
+int ss_capture_set_plan(struct ss_capture *c, pid_t pid, const struct ss_win_plan *p,
+                        struct ss_err *err);
 /* The selected tgids (including followed children): fills up to max, returns
  * how many there are, or negative errno. */
 int ss_capture_pids(struct ss_capture *c, pid_t *out, size_t max);
@@ -86,8 +93,8 @@ bool ss_capture_is_compat(const struct ss_capture *c);
 /* Why the compat program is in use although not forced (a missing kernel
  * feature, or the ring buffer program's rejection); "" otherwise. */
 const char *ss_capture_fallback_reason(const struct ss_capture *c);
-/* Snapshot size in effect: opts.stack_size, capped at 65312 in compat
- * (a perf record must stay below 64 KiB). */
+/* Snapshot size in effect: opts.stack_size, capped at 65176 in compat (48792 for a process with
+ * windows) (a perf record must stay below 64 KiB). */
 unsigned ss_capture_stack_size(const struct ss_capture *c);
 int ss_capture_prog_info(struct ss_capture *c, struct ss_bpf_prog_info *info, struct ss_err *err);
 void ss_capture_close(struct ss_capture *c);

@@ -51,6 +51,43 @@ enum ss_reg {
 
 /* One sample as delivered by capture/ (live) or snapfile/ (replay).
  * stack[0] is the byte at regs[SS_REG_SP]; stack_len bytes were copied. */
+/* Memory windows: what a runtime walker asks the BPF program to copy at
+ * every sample of a process besides the stack (capture.h applies a plan).
+ * Each window starts at an anchor (a register, or addr), goes through nload
+ * (0-2) dependent 8-byte loads: p = *(p + off[i]) & mask[i], a zero p skips
+ * the window; then copies len bytes at p + off[2]. SS_WIN_IF_IP: only when
+ * ip_lo <= ip < ip_hi; SS_WIN_UNLESS_PREV: only when the window before (and
+ * the chain of such windows it ends) copied nothing. clamp: when the copy
+ * fails, copy its last clamp bytes instead (0: no). dst places it in the
+ * sample's window area (dst <= SS_WIN_AREA - SS_WIN_LEN_MAX). */
+#define SS_WIN_MAX 8
+#define SS_WIN_AREA 16384u
+#define SS_WIN_LEN_MAX 8192u
+#define SS_WIN_ABS 0xffu /* reg: anchored at addr */
+#define SS_WIN_IF_IP 0x1u
+#define SS_WIN_UNLESS_PREV 0x2u
+struct ss_win_spec {
+    uint8_t reg; /* enum ss_reg, or SS_WIN_ABS */
+    uint8_t nload, flags;
+    uint16_t len, clamp, dst;
+    uint64_t addr;
+    int64_t off[3];
+    uint64_t mask[2];
+    uint64_t ip_lo, ip_hi;
+};
+struct ss_win_plan {
+    uint32_t n;
+    struct ss_win_spec w[SS_WIN_MAX];
+};
+
+/* One window as copied with a sample. */
+struct ss_window {
+    uint64_t addr; /* target address of data[0] */
+    uint32_t len;  /* bytes copied; 0 when not */
+    int32_t err;   /* 0, -ENOENT (skipped by its conditions), -EFAULT (read failed) */
+    const uint8_t *data;
+};
+
 struct ss_sample {
     uint32_t pid, tid, cpu;
     uint32_t flags;   /* SS_SAMPLE_* */
@@ -59,6 +96,8 @@ struct ss_sample {
     uint32_t stack_len; /* bytes actually copied */
     uint32_t stack_req; /* bytes requested */
     const uint8_t *stack;
+    uint32_t nwin; /* windows of the process's plan, 0 without */
+    struct ss_window win[SS_WIN_MAX];
 };
 #define SS_SAMPLE_PARTIAL 0x1u /* stack copy shorter than requested */
 #define SS_SAMPLE_KERNEL 0x2u  /* interrupted kernel mode; regs are the user regs */

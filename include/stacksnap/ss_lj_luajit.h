@@ -112,6 +112,9 @@ void ss_lj_runtime_stats(const struct ss_lj_runtime *rt, struct ss_lj_stats *st)
  * that have it, also place snapshots by their guards and count agreement
  * in guard_checked/guard_same (costs one more read per trace load). */
 void ss_lj_runtime_check_guards(struct ss_lj_runtime *rt, bool on);
+/* The memory windows this runtime wants copied at every sample (plan.c):
+ * false until a global state verified (or when Lua walking is off). */
+bool ss_lj_runtime_plan(const struct ss_lj_runtime *rt, struct ss_win_plan *p);
 
 /* ---- 3. splicing ---- */
 

@@ -66,6 +66,10 @@ int ss_unwinder_add_process(struct ss_unwinder *u, uint32_t pid, const char *com
                             const struct ss_map_desc *maps, size_t n,
                             int (*resolve)(void *ctx, const struct ss_map_desc *m), void *ctx,
                             struct ss_err *err);
+/* Memory windows the walkers want the BPF program to copy at every sample
+ * of pid (ss.h; capture.h's ss_capture_set_plan): true, with p filled, once
+ * each time the plan changes (a LuaJIT runtime's global state verified). */
+bool ss_unwinder_take_plan(struct ss_unwinder *u, uint32_t pid, struct ss_win_plan *p);
 /* Drop a process's state (it exited). */
 void ss_unwinder_forget(struct ss_unwinder *u, uint32_t pid);
 /* Drop live processes that are gone and close files nothing maps any more. */

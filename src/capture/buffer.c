@@ -48,9 +48,29 @@ static void deliver(struct ss_capture *c, const void *data, size_t size)
         return;
     }
     memcpy(&e, data, sizeof(e));
-    if (e.stack_len > size - sizeof(e) || e.stack_len > c->stack_size) {
+    if (e.stack_len > e.stack_room || e.stack_room > c->stack_size || e.nwin > SS_EV_WIN_MAX ||
+        (uint64_t)e.stack_room + (e.nwin ? SS_EV_WIN_BYTES : 0) > size - sizeof(e)) {
         c->bad++;
         return;
+    }
+    s.nwin = 0;
+    if (e.nwin) { /* a window outside the area is dropped */
+        const uint8_t *area = (const uint8_t *)data + sizeof(e) + e.stack_room;
+        for (unsigned i = 0; i < e.nwin; i++) {
+            const struct ss_ev_win *w = &e.win[i];
+            struct ss_window *o = &s.win[i];
+            o->addr = w->addr;
+            o->err = w->err;
+            o->len = w->err ? 0 : w->len;
+            o->data = NULL;
+            if (o->len > SS_EV_WIN_LEN_MAX || w->dst > SS_EV_WIN_BYTES - o->len) {
+                o->len = 0;
+                o->err = -EFAULT;
+            }
+            if (o->len) o->data = area + w->dst;
+            c->win_failed += o->err == SS_WERR_FAULT;
+        }
+        s.nwin = e.nwin;
     }
     s.pid = e.tgid;
     s.tid = e.tid;
@@ -101,7 +121,7 @@ static size_t perf_pages(const struct ss_capture *c)
 {
     long cpus = sysconf(_SC_NPROCESSORS_ONLN), page = sysconf(_SC_PAGESIZE);
     size_t want = c->o.ringbuf_bytes / (size_t)(cpus > 0 ? cpus : 1) / (size_t)page, n = 1;
-    size_t record = 16 + sizeof(struct ss_event) + c->stack_size;
+    size_t record = 16 + sizeof(struct ss_event) + c->stack_size + SS_EV_WIN_BYTES;
 
     while (n * 2 <= want || n * (size_t)page < record)
         n *= 2;

@@ -19,6 +19,10 @@
 
 _Static_assert(SS_EV_STACK_MAX == SS_STACK_MAX, "stack max");
 _Static_assert(SS_EV_KERNEL == SS_SAMPLE_KERNEL, "flags");
+_Static_assert(SS_EV_WIN_MAX == SS_WIN_MAX && SS_EV_WIN_BYTES == SS_WIN_AREA &&
+                   SS_EV_WIN_LEN_MAX == SS_WIN_LEN_MAX && SS_WIN_ABS == 0xff &&
+                   SS_WIN_IF_IP == 0x1 && SS_WIN_UNLESS_PREV == 0x2,
+               "window plans");
 
 #define LOG_SIZE (256 * 1024)
 
@@ -101,9 +105,11 @@ static int load_ringbuf(struct ss_capture *c, char *log, struct ss_err *err)
     c->skel->rodata->stack_size = c->stack_size;
     c->skel->rodata->self_tgid = getpid();
     c->skel->rodata->system_wide = c->o.system_wide;
+    c->skel->rodata->windows = !c->o.no_windows;
     /* a power of two, and room for one record at least */
-    unsigned ring = pow2_at_least(c->o.ringbuf_bytes,
-                                  pow2_at_least(8 + sizeof(struct ss_event) + c->stack_size, 4096));
+    unsigned ring = pow2_at_least(
+        c->o.ringbuf_bytes,
+        pow2_at_least(8 + sizeof(struct ss_event) + c->stack_size + SS_EV_WIN_BYTES, 4096));
     bpf_map__set_max_entries(c->skel->maps.events, ring);
     c->skel->rodata->wake_bytes = ring / 4;
     bpf_program__set_autoload(c->skel->progs.follow_fork, c->o.follow_children);
@@ -117,6 +123,7 @@ static int load_ringbuf(struct ss_capture *c, char *log, struct ss_err *err)
     c->prog = c->skel->progs.snapshot;
     c->follow_prog = c->skel->progs.follow_fork;
     c->pids_fd = bpf_map__fd(c->skel->maps.pids);
+    c->plans_fd = bpf_map__fd(c->skel->maps.plans);
     c->counters_fd = bpf_map__fd(c->skel->maps.counters);
     c->events_fd = bpf_map__fd(c->skel->maps.events);
     return 0;
@@ -150,10 +157,13 @@ static int load_compat(struct ss_capture *c, char *log, struct ss_err *err)
     c->prog = c->cskel->progs.snapshot_compat;
     c->follow_prog = c->cskel->progs.follow_newtask;
     c->pids_fd = bpf_map__fd(c->cskel->maps.pids);
+    c->plans_fd = bpf_map__fd(c->cskel->maps.plans);
     c->counters_fd = bpf_map__fd(c->cskel->maps.counters);
     c->events_fd = bpf_map__fd(c->cskel->maps.events);
-    struct ss_config cfg = {
-        .stack_size = c->stack_size, .self_tgid = getpid(), .all = c->o.system_wide};
+    struct ss_config cfg = {.stack_size = c->stack_size,
+                            .self_tgid = getpid(),
+                            .all = c->o.system_wide,
+                            .windows = !c->o.no_windows};
     __u32 zero = 0;
     r = bpf_map_update_elem(bpf_map__fd(c->cskel->maps.settings), &zero, &cfg, BPF_ANY);
     if (r) ss_err_set(err, r, "BPF map settings of snapshot_compat: %s", strerror(-r));
@@ -251,7 +261,71 @@ int ss_capture_add_pid(struct ss_capture *c, pid_t pid, struct ss_err *err)
 int ss_capture_remove_pid(struct ss_capture *c, pid_t pid)
 {
     __u32 key = pid;
+    bpf_map_delete_elem(c->plans_fd, &key);
     return bpf_map_delete_elem(c->pids_fd, &key);
+}
+
+/* enum ss_reg (perf's order) to the programs' pt_regs order, -1: none. */
+static int pt_reg(unsigned r)
+{
+    static const signed char to[SS_NREGS] = {
+        [SS_REG_AX] = SS_PT_AX,   [SS_REG_BX] = SS_PT_BX,
+        [SS_REG_CX] = SS_PT_CX,   [SS_REG_DX] = SS_PT_DX,
+        [SS_REG_SI] = SS_PT_SI,   [SS_REG_DI] = SS_PT_DI,
+        [SS_REG_BP] = SS_PT_BP,   [SS_REG_SP] = SS_PT_SP,
+        [SS_REG_IP] = SS_PT_IP,   [SS_REG_FLAGS] = SS_PT_FLAGS,
+        [SS_REG_CS] = -1,         [SS_REG_SS] = -1,
+        [SS_REG_DS] = -1,         [SS_REG_ES] = -1,
+        [SS_REG_FS] = -1,         [SS_REG_GS] = -1,
+        [SS_REG_R8] = SS_PT_R8,   [SS_REG_R9] = SS_PT_R9,
+        [SS_REG_R10] = SS_PT_R10, [SS_REG_R11] = SS_PT_R11,
+        [SS_REG_R12] = SS_PT_R12, [SS_REG_R13] = SS_PT_R13,
+        [SS_REG_R14] = SS_PT_R14, [SS_REG_R15] = SS_PT_R15,
+    };
+    return r < SS_NREGS ? to[r] : -1;
+}
+
+int ss_capture_set_plan(struct ss_capture *c, pid_t pid, const struct ss_win_plan *p,
+                        struct ss_err *err)
+{
+    struct ss_plan v;
+    __u32 key = pid;
+    int r;
+
+    if (c->o.no_windows) return 0;
+    if (!p || !p->n) {
+        r = bpf_map_delete_elem(c->plans_fd, &key);
+        return r == -ENOENT ? 0 : r;
+    }
+    memset(&v, 0, sizeof(v));
+    if (p->n > SS_WIN_MAX) goto bad;
+    v.nwin = p->n;
+    for (unsigned i = 0; i < p->n; i++) {
+        const struct ss_win_spec *w = &p->w[i];
+        struct ss_win *o = &v.win[i];
+        int reg = w->reg == SS_WIN_ABS ? (int)SS_WIN_ABS : pt_reg(w->reg);
+        if (reg < 0 || w->nload > 2 || !w->len || w->len > SS_WIN_LEN_MAX ||
+            w->dst > SS_WIN_AREA - SS_WIN_LEN_MAX || w->clamp >= w->len ||
+            (w->flags & ~(SS_WIN_IF_IP | SS_WIN_UNLESS_PREV)))
+            goto bad;
+        o->reg = (__u8)reg;
+        o->nload = w->nload;
+        o->flags = w->flags;
+        o->len = w->len;
+        o->clamp = w->clamp;
+        o->dst = w->dst;
+        o->addr = w->addr;
+        memcpy(o->off, w->off, sizeof(o->off));
+        memcpy(o->mask, w->mask, sizeof(o->mask));
+        o->ip_lo = w->ip_lo;
+        o->ip_hi = w->ip_hi;
+    }
+    r = bpf_map_update_elem(c->plans_fd, &key, &v, BPF_ANY);
+    if (r < 0) ss_err_set(err, r, "window plan of pid %d: %s", (int)pid, strerror(-r));
+    return r;
+bad:
+    ss_err_set(err, -EINVAL, "window plan of pid %d: window out of bounds", (int)pid);
+    return -EINVAL;
 }
 
 int ss_capture_pids(struct ss_capture *c, pid_t *out, size_t max)
@@ -277,6 +351,7 @@ void ss_capture_stats(struct ss_capture *c, struct ss_capture_stats *st)
 
     memset(st, 0, sizeof(*st));
     st->dropped = c->lost;
+    st->win_failed = c->win_failed;
     if (ncpu <= 0 || !(v = calloc(ncpu, sizeof(*v)))) return;
     if (bpf_map_lookup_elem(c->counters_fd, &zero, v) == 0) {
         uint64_t bpf_dropped = 0;

@@ -23,7 +23,7 @@ struct ss_capture {
     struct bpf_program *prog;          /* the perf_event program */
     struct bpf_program *follow_prog;   /* fork tracepoint program */
     struct bpf_link *follow_link;      /* attached when following */
-    int pids_fd, counters_fd, events_fd;
+    int pids_fd, plans_fd, counters_fd, events_fd;
     int stats_fd; /* BPF_ENABLE_STATS, or -1 */
 
     int nperf; /* perf events opened by start */
@@ -32,8 +32,9 @@ struct ss_capture {
 
     struct ring_buffer *rb;
     struct perf_buffer *pb;
-    uint64_t lost; /* perf buffer lost records */
-    uint64_t bad;  /* malformed records skipped */
+    uint64_t lost;       /* perf buffer lost records */
+    uint64_t bad;        /* malformed records skipped */
+    uint64_t win_failed; /* windows of delivered samples whose read failed */
 
     ss_sample_fn fn; /* set during ss_capture_poll */
     void *fn_ctx;

@@ -13,7 +13,7 @@ static const char *usage_text =
     "usage:\n"
     "  stacksnap record [-p PID[,PID...] | -a | -- COMMAND [ARGS...]] [-F HZ] [-d SECONDS]\n"
     "                   [--stack-size BYTES] [-o FILE]... [--format FMT] [--bundle] [--kernel]\n"
-    "                   [--compat] [-v]\n"
+    "                   [--compat] [--no-lua-window] [-v]\n"
     "  stacksnap replay CAPTURE.snap [-o FILE]... [--format FMT] [--symfs DIR]\n"
     "  stacksnap report CAPTURE.snap [--top N]\n"
     "  stacksnap info   CAPTURE.snap | --bpf\n"
@@ -32,6 +32,7 @@ static const char *usage_text =
     "  --bundle           put the unwind/symbol data of mapped files into the capture\n"
     "  --kernel           include kernel frames\n"
     "  --compat           use the perf-buffer BPF program for old kernels\n"
+    "  --no-lua-window    copy registers and stack only (no Lua state at sample time)\n"
     "  --symfs DIR        look for ELF files under DIR when replaying\n"
     "  --top N            rows of the top table (default 20)\n"
     "  -v                 verbose: BPF program size and per-process diagnostics\n"
@@ -94,6 +95,7 @@ enum {
     OPT_BUNDLE,
     OPT_KERNEL,
     OPT_COMPAT,
+    OPT_NO_LUA_WINDOW,
     OPT_SYMFS,
     OPT_TOP,
     OPT_BPF
@@ -122,6 +124,7 @@ int ss_cli_parse(struct ss_cli *c, int argc, char **argv)
         {"bundle", no_argument, 0, OPT_BUNDLE},
         {"kernel", no_argument, 0, OPT_KERNEL},
         {"compat", no_argument, 0, OPT_COMPAT},
+        {"no-lua-window", no_argument, 0, OPT_NO_LUA_WINDOW},
         {"symfs", required_argument, 0, OPT_SYMFS},
         {"top", required_argument, 0, OPT_TOP},
         {"bpf", no_argument, 0, OPT_BPF},
@@ -188,6 +191,9 @@ int ss_cli_parse(struct ss_cli *c, int argc, char **argv)
             break;
         case OPT_COMPAT:
             c->compat = true;
+            break;
+        case OPT_NO_LUA_WINDOW:
+            c->no_lua_window = true;
             break;
         case OPT_SYMFS:
             c->symfs = optarg;

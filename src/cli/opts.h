@@ -26,7 +26,7 @@ struct ss_cli {
     unsigned freq;
     double duration; /* seconds, 0 = until done */
     unsigned stack_size;
-    bool bundle, kernel, compat, verbose, bpf_info;
+    bool bundle, kernel, compat, verbose, bpf_info, no_lua_window;
     /* replay / report / info */
     const char *capture;
     const char *symfs;

@@ -61,6 +61,11 @@ static void on_sample(void *ctx, const struct ss_sample *s)
     }
     if (r->snap && ss_snapout_sample(r->snap, r->u, s) < 0) r->failed = 1;
     if (ss_outputs_add(&r->out, &st) < 0) r->failed = 1;
+    struct ss_win_plan plan; /* a LuaJIT runtime verified: its windows from now on */
+    struct ss_err err = {0};
+    if (ss_unwinder_take_plan(r->u, s->pid, &plan) &&
+        ss_capture_set_plan(r->cap, (pid_t)s->pid, &plan, &err) < 0 && r->c->verbose)
+        fprintf(stderr, "stacksnap: %s\n", err.msg);
 }
 
 /* Start COMMAND stopped at a pipe read, so it is selected before it runs. */
@@ -165,6 +170,7 @@ static int open_capture(const struct ss_cli *c, struct ss_capture_opts *o, struc
     o->freq_hz = c->freq;
     o->stack_size = c->stack_size;
     o->compat = c->compat;
+    o->no_windows = c->no_lua_window;
     if (c->verbose) o->verifier_log = print_verifier_log;
     if (ss_capture_open(cap, o, &err) < 0) {
         fprintf(stderr, "stacksnap: %s\n", err.msg);

@@ -23,10 +23,21 @@ void ss_mem_set_snapshot(struct ss_mem *m, uint64_t sp, const uint8_t *bytes, si
     m->snap_len = bytes ? len : 0;
 }
 
+void ss_mem_set_windows(struct ss_mem *m, const struct ss_window *win, unsigned nwin)
+{
+    m->win = win;
+    m->nwin = win ? nwin : 0;
+}
+
 const void *ss_mem_peek(struct ss_mem *m, uint64_t addr, size_t len)
 {
     const void *p = ss_mem_peek_snap(m, addr, len);
     if (p) return p;
+    for (unsigned i = 0; i < m->nwin; i++) {
+        const struct ss_window *w = &m->win[i];
+        uint64_t off = addr - w->addr;
+        if (w->len && off < w->len && len <= w->len - off) return w->data + off;
+    }
     if (!m->proc || addr + len < addr) return NULL;
     uint64_t gen = ss_proc_generation(m->proc);
     if (addr >= m->last_lo && addr + len <= m->last_hi && m->last_gen == gen)

@@ -1,7 +1,8 @@
 /* memory/: the one read interface every walker uses.
  *
  * Layers, tried in order for each read:
- *   1. the sample's stack snapshot   [sp, sp + stack_len)
+ *   1. the sample's stack snapshot   [sp, sp + stack_len), then the memory
+ *      windows copied with it (a read must fit in one of them)
  *   2. bytes of a file-backed, non-writable mapping (mmap'd file, O(1))
  *   3. the target: live = process_vm_readv (batched), replay = recorded reads
  * Every target read the live walker makes can be handed to a recorder hook so
@@ -12,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+
+#include "stacksnap/ss.h"
 
 struct ss_proc; /* process/: mappings of one process */
 
@@ -38,6 +41,8 @@ struct ss_mem {
     uint64_t snap_base;
     const uint8_t *snap;
     size_t snap_len;
+    const struct ss_window *win; /* the sample's windows (ss.h), nwin of them */
+    unsigned nwin;
     /* layer 2: files of mapped modules (may be NULL) */
     struct ss_proc *proc;
     /* layer 3: target */
@@ -57,8 +62,9 @@ struct ss_mem {
 void ss_mem_init(struct ss_mem *m, struct ss_proc *proc, const struct ss_target_ops *target,
                  void *target_ctx);
 
-/* Reset layer 1 for a new sample. */
+/* Reset layer 1 for a new sample: its stack snapshot and windows. */
 void ss_mem_set_snapshot(struct ss_mem *m, uint64_t sp, const uint8_t *bytes, size_t len);
+void ss_mem_set_windows(struct ss_mem *m, const struct ss_window *win, unsigned nwin);
 
 /* Pointer to len bytes at addr from layers 1-2 only (no syscall), or NULL.
  * Layer-2 pointers stay valid while the process view is not refreshed. */

@@ -223,10 +223,28 @@ void snap_enc_sample(struct snap_buf *b, const struct ss_sample *s, uint64_t seq
         snap_put_u64(b, s->regs[i]);
     snap_put_u32(b, s->stack_req);
     snap_put_u32(b, s->stack_len);
-    /* the stack bytes follow: the writer appends them without a copy */
+    /* the stack bytes follow: the writer appends them without a copy, then
+     * snap_enc_windows */
 }
 
-int snap_dec_sample(struct snap_cur *c, struct ss_snap_sample *x, const char **why)
+/* Version 2: after the stack bytes, u32 nwin, then per window u64 addr,
+ * u32 len, i32 err, data[len]. */
+void snap_enc_windows(struct snap_buf *b, const struct ss_sample *s)
+{
+    unsigned n = s->nwin <= SS_WIN_MAX ? s->nwin : SS_WIN_MAX;
+    snap_put_u32(b, n);
+    for (unsigned i = 0; i < n; i++) {
+        const struct ss_window *w = &s->win[i];
+        uint32_t len = w->data ? w->len : 0;
+        snap_put_u64(b, w->addr);
+        snap_put_u32(b, len);
+        snap_put_u32(b, (uint32_t)w->err);
+        if (len) snap_put(b, w->data, len);
+    }
+}
+
+int snap_dec_sample(struct snap_cur *c, uint32_t version, struct ss_snap_sample *x,
+                    const char **why)
 {
     struct ss_sample *s = &x->s;
     memset(x, 0, sizeof(*x));
@@ -251,6 +269,23 @@ int snap_dec_sample(struct snap_cur *c, struct ss_snap_sample *x, const char **w
     if (c->bad) {
         *why = "sample record: stack bytes missing";
         return -EBADMSG;
+    }
+    if (version < 2) return 0; /* no windows before version 2 */
+    s->nwin = snap_get_u32(c);
+    if (c->bad || s->nwin > SS_WIN_MAX) {
+        *why = "sample record: bad window count";
+        return -EBADMSG;
+    }
+    for (uint32_t i = 0; i < s->nwin; i++) {
+        struct ss_window *w = &s->win[i];
+        w->addr = snap_get_u64(c);
+        w->len = snap_get_u32(c);
+        w->err = (int32_t)snap_get_u32(c);
+        w->data = w->len ? snap_get(c, w->len) : NULL;
+        if (c->bad || w->len > SS_WIN_LEN_MAX) {
+            *why = "sample record: window bytes missing";
+            return -EBADMSG;
+        }
     }
     return 0;
 }

@@ -261,7 +261,7 @@ static int decode(struct ss_snap_reader *r, struct slot *s, uint16_t type, uint1
     case SS_SNAP_PROCESS:
         return snap_dec_process(&c, &s->arr, &rec->process, why);
     case SS_SNAP_SAMPLE:
-        return snap_dec_sample(&c, &rec->sample, why);
+        return snap_dec_sample(&c, r->version, &rec->sample, why);
     case SS_SNAP_MEMREADS:
         return snap_dec_memreads(&c, &s->arr, &rec->memreads, why);
     case SS_SNAP_COUNTERS:

@@ -277,15 +277,18 @@ int ss_snap_write_sample(struct ss_snap_writer *w, const struct ss_sample *s, ui
     uint64_t seq = w->next_seq;
     w->pay.len = 0;
     snap_enc_sample(&w->pay, s, seq);
+    size_t head = w->pay.len;
+    snap_enc_windows(&w->pay, s);
     int rc = -ENOMEM;
     if (!w->pay.oom) {
-        struct snap_part parts[2] = {{w->pay.p, w->pay.len},
-                                     {s->stack, s->stack ? s->stack_len : 0}};
+        struct snap_part parts[3] = {{w->pay.p, head},
+                                     {s->stack, s->stack ? s->stack_len : 0},
+                                     {w->pay.p + head, w->pay.len - head}};
         if (!s->stack && s->stack_len) {
             ss_err_set(err, -EINVAL, "capture %s: sample without stack bytes", w->path);
             rc = -EINVAL;
         } else {
-            rc = snap_emit(w, SS_SNAP_SAMPLE, SNAP_Z_FAST, parts, 2, err);
+            rc = snap_emit(w, SS_SNAP_SAMPLE, SNAP_Z_FAST, parts, 3, err);
         }
     } else {
         w->pay.oom = false;

@@ -68,7 +68,8 @@ struct ulua {
     unsigned cap;
     uint32_t *tokens; /* per native frame: ss_lj_trace_cfa token, 0 = not a trace */
     unsigned tcap;
-    bool exit_leaf; /* this sample's leaf is in the trace exit handler: not the VM's top */
+    bool exit_leaf;  /* this sample's leaf is in the trace exit handler: not the VM's top */
+    uint64_t plan_G; /* the global state of the window plan last handed out, 0: none */
 };
 
 static void set_id(struct verdict *v, const struct ss_elf *e)
@@ -420,4 +421,19 @@ unsigned ss_unwinder_lua_runtimes(struct ss_unwinder *u, uint32_t pid,
     for (unsigned i = 0; l && i < l->n && n < max; i++)
         out[n++] = l->rts[i].rt;
     return n;
+}
+
+bool ss_unwinder_take_plan(struct ss_unwinder *u, uint32_t pid, struct ss_win_plan *p)
+{
+    struct ss_uproc *up = ss_unwinder_proc(u, pid, false, NULL);
+    struct ulua *l = up ? up->luajit : NULL;
+    for (unsigned i = 0; l && i < l->n; i++) {
+        const struct ss_lj_runtime *rt = l->rts[i].rt;
+        if (!rt || !ss_lj_runtime_plan(rt, p)) continue;
+        uint64_t G = p->w[0].addr; /* window 0 is the global state */
+        if (G == l->plan_G) return false;
+        l->plan_G = G;
+        return true;
+    }
+    return false;
 }

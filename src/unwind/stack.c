@@ -220,6 +220,7 @@ int ss_unwind(struct ss_unwinder *u, const struct ss_sample *s, struct ss_stack 
     if (ss_proc_is_live(up->proc)) ss_proc_check_exec(up->proc, now_ns());
     snprintf(out->comm, sizeof(out->comm), "%s", ss_proc_comm(up->proc));
     ss_mem_set_snapshot(&up->mem, s->regs[SS_REG_SP], s->stack, s->stack_len);
+    ss_mem_set_windows(&up->mem, s->win, s->nwin);
 
     enum ss_trunc why = SS_TRUNC_NONE;
     uint64_t gen = ss_proc_generation(up->proc);
@@ -251,6 +252,7 @@ int ss_unwind_twice(struct ss_unwinder *u, const struct ss_sample *s, struct ss_
     if (up) {
         enum ss_trunc why = SS_TRUNC_NONE;
         ss_mem_set_snapshot(&up->mem, s->regs[SS_REG_SP], s->stack, s->stack_len);
+        ss_mem_set_windows(&up->mem, s->win, s->nwin);
         (void)ss_unwind_mixed(u, up, s, &why);
     }
     between(ctx);

@@ -1,5 +1,7 @@
 /* test/capture/prog_test.c: the loaded programs stay small (xlated
- * instructions <= 300 for both variants and both filter modes), run-time
+ * instructions <= 520 for both variants and both filter modes: ~230 for the
+ * registers and stack, the rest the eight window steps and the window
+ * subprogram), run-time
  * stats count runs while asked for and leave kernel.bpf_stats_enabled as it
  * was, and errors name their cause. */
 #include <criterion/criterion.h>
@@ -14,7 +16,7 @@
 #include "stacksnap/capture.h"
 #include "proc.h"
 
-#define MAX_XLATED 300
+#define MAX_XLATED 520
 
 static bool kernel_at_least(int major, int minor)
 {

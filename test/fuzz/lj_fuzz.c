@@ -157,6 +157,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
 
     static struct fmem fm; /* large; reset for every input */
+    struct ss_window win[SS_WIN_MAX];
+    unsigned nwin = 0;
     fm.n = 0;
     int snap = -1;
     while (fm.n < LJF_MAX_REGIONS && size - off >= 12) {
@@ -165,7 +167,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         uint32_t len;
         memcpy(&len, data + off + 8, 4);
         off += 12;
+        bool is_win = len & LJF_WINDOW;
+        len &= ~LJF_WINDOW;
         if (len > size - off) len = (uint32_t)(size - off);
+        if (is_win && nwin < SS_WIN_MAX) /* the sample's copy: never torn */
+            win[nwin++] =
+                (struct ss_window){.addr = r->addr, .len = len, .data = data + off, .err = 0};
         r->len = len;
         r->bytes = malloc(len ? len : 1);
         if (!r->bytes) break;
@@ -186,6 +193,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             uint64_t sp = regs[SS_REG_SP];
             ss_mem_set_snapshot(&mem, sp, r->bytes + (sp - r->addr), r->len - (sp - r->addr));
         }
+        ss_mem_set_windows(&mem, win, nwin);
         sink += ss_lj_leaf_cfa(rt, &mem, regs);
         static struct ss_lj_item items[600];
         for (int pass = 0; pass < 2; pass++) {

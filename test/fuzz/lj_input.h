@@ -11,6 +11,9 @@
  *            [LJN_TRACE: u8 tflags; u32 known; u64 time_ns; u64 regs[SS_NREGS]] }
  *   then memory regions until the end of the input:
  *       { u64 addr; u32 len; u8 bytes[len] }   (len is cut to what is left)
+ *   A region whose len has LJF_WINDOW set is also one of the sample's memory
+ *   windows (the first 8 such: memory layer 1, as the BPF program copied
+ *   them; the torn pass changes only the target's copy).
  * have: SS_LJ_HAVE_RBX/R14, and with LJN_EXT also R15/RBP. nflags: LJN_*.
  * A LJN_TRACE frame is in JIT trace code: before each splice lj_fuzz calls
  * ss_lj_trace_cfa for it as unwind/lua.c does (ip, exact, the frame's
@@ -37,6 +40,7 @@
 #define LJT_EXACT 0x01u        /* ip is the interrupted instruction */
 #define LJT_CHECK_GUARDS 0x02u /* ss_lj_runtime_check_guards(rt, true) */
 
+#define LJF_WINDOW 0x80000000u /* region len flag: also a memory window */
 #define LJF_MAX_NAT 64
 #define LJF_MAX_REGIONS 1024
 #define LJF_HDR_SIZE (2 + 16 + 8 * SS_NREGS)

@@ -104,7 +104,7 @@ static void put(FILE *f, const void *p, size_t n)
  * the trace call of native frame i, or NULL. */
 static bool write_seed(const struct ss_lj_runtime *rt, const uint64_t *regs,
                        const struct ss_lj_native *nat, uint32_t nn, const struct tcall *const *tc,
-                       struct recmem *r)
+                       struct recmem *r, const struct ss_mem *mem)
 {
     char *buf0 = NULL;
     size_t len0 = 0;
@@ -165,6 +165,15 @@ static bool write_seed(const struct ss_lj_runtime *rt, const uint64_t *regs,
             }
             i = j;
         }
+    }
+    /* the sample's memory windows, as the BPF program copied them */
+    for (unsigned i = 0; i < mem->nwin; i++) {
+        const struct ss_window *w = &mem->win[i];
+        if (!w->len) continue;
+        uint32_t len = w->len | LJF_WINDOW;
+        put(f, &w->addr, 8);
+        put(f, &len, 4);
+        put(f, w->data, w->len);
     }
     fclose(f);
     bool ok = len0 <= 65536; /* the CI run's -max_len: larger seeds would be cut */
@@ -268,7 +277,7 @@ int __wrap_ss_lj_splice(struct ss_lj_runtime *const *rts, uint32_t nrts, struct 
             if (rt) {
                 /* the input keeps the live cfa of a frame the fresh run
                  * found no trace for, and lj_fuzz stores what it finds */
-                if (write_seed(rt, regs, natives, n, tc, &r)) {
+                if (write_seed(rt, regs, natives, n, tc, &r, mem)) {
                     *seen = 1;
                     g_trace_seeds += traced;
                 }
@@ -287,14 +296,18 @@ int __wrap_ss_lj_splice(struct ss_lj_runtime *const *rts, uint32_t nrts, struct 
 
 struct run {
     struct ss_unwinder *u;
+    struct ss_capture *cap;
 };
 
 static void on_sample(void *ctx, const struct ss_sample *s)
 {
     struct run *run = ctx;
     struct ss_stack st;
+    struct ss_win_plan plan;
     g_ntc = 0; /* the trace calls of this sample's unwinding */
     ss_unwind(run->u, s, &st);
+    if (ss_unwinder_take_plan(run->u, s->pid, &plan)) /* as record does */
+        ss_capture_set_plan(run->cap, (pid_t)s->pid, &plan, NULL);
 }
 
 int main(int argc, char **argv)
@@ -325,6 +338,7 @@ int main(int argc, char **argv)
         kill(pid, SIGKILL);
         return 1;
     }
+    run.cap = cap;
     struct timespec t0, t;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     do {

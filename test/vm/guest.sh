@@ -66,8 +66,16 @@ for mode in default compat; do
         grep -v ';mid (chain[.]lua:11);leaf (chain' /tmp/l.folded | awk '$NF > 2' | head -n 3 |
             sed 's/^/SSVM-LOG lua: /'
     done
+    # Sample-time Lua state (memory windows): many short calls, interpreter.
+    F=' [(][^;()]*short[.]lua:[0-9]+[)]'
+    (cd "$src/test/cli" && $ss record $flag -F 499 -o /tmp/s.folded -- luajit -joff short.lua 2 \
+        >/dev/null 2>/tmp/rec.err)
+    say "short_$mode" "rc=$?" \
+        "$(share /tmp/s.folded "(spin|parse|route|render)$F" ";main$F;run$F;recurse$F;handler$F;(parse|route|render)$F(;spin$F)?(;[^(;]+)*\$")" \
+        "$(tail -n 1 /tmp/rec.err)"
     # Kernel cost per sample (emulated: compare kernels, not hosts).
     say "cost_$mode" "$($build/capture_cost $flag --seconds 1 2>&1 | tr '\n' ' ')"
+    say "costwin_$mode" "$($build/capture_cost $flag --windows --seconds 1 2>&1 | tr '\n' ' ')"
 done
 say end
 sync

@@ -29,6 +29,7 @@ done
 # The dynamic loader at its canonical path, whatever ldd printed.
 add /lib64/ld-linux-x86-64.so.2
 add "$src/test/vm/chain.lua"
+add "$src/test/cli/short.lua"
 mkdir -p "$root/bin" "$root/proc" "$root/sys" "$root/dev" "$root/tmp" "$root/run"
 cp /bin/busybox "$root/bin/busybox"
 for a in sh mount umount mkdir cat echo grep awk sed sort head tail wc tr cut sleep poweroff \

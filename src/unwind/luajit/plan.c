@@ -1,0 +1,84 @@
+/* unwind/luajit/plan.c: the memory windows a LuaJIT runtime asks the BPF
+ * program to copy at every sample (ss.h: struct ss_win_plan), so that the
+ * Lua state the walker reads is the sample's, not what it became a few
+ * milliseconds later. Chosen from the verified layout of the runtime's
+ * global state; the kernel side learns nothing about LuaJIT.
+ *
+ *   0  global_State (and the head of jit_State up to J->sizetrace):
+ *      vmstate, cur_L, jit_base, the trace array; fixed address
+ *   1  the running lua_State's header: *(G + cur_L), one load
+ *   2  the Lua stack below BASE, the first of these that applies:
+ *      a  BASE register (rdx) when the ip is in the VM's code
+ *      b  G->jit_base when it is set (a trace, or C code called from one)
+ *      c  cur_L->base (C code called from the interpreter), two loads
+ *
+ * Stack windows cover LJ_WIN_BELOW bytes below BASE (the callers' frames:
+ * 40 frames of 20 slots) and LJ_WIN_ABOVE above; one whose start is not
+ * readable keeps its last LJ_WIN_CLAMP bytes. Slots beyond it are read live
+ * and validated as before. Prototypes, strings and traces do not change
+ * while alive and stay live reads with their caches. */
+#include <string.h>
+
+#include "unwind/luajit/lj_internal.h"
+
+#define LJ_WIN_ABOVE 512u
+#define LJ_WIN_BELOW (SS_WIN_LEN_MAX - LJ_WIN_ABOVE)
+#define LJ_WIN_CLAMP 2048u
+
+static struct ss_win_spec *add(struct ss_win_plan *p, uint16_t dst, uint16_t len)
+{
+    struct ss_win_spec *w = &p->w[p->n++];
+    memset(w, 0, sizeof(*w));
+    w->reg = SS_WIN_ABS;
+    w->dst = dst;
+    w->len = len;
+    w->mask[0] = w->mask[1] = ~0ull;
+    return w;
+}
+
+bool ss_lj_runtime_plan(const struct ss_lj_runtime *rt, struct ss_win_plan *p)
+{
+    const struct lj_layout *lay = rt->lay;
+    memset(p, 0, sizeof(*p));
+    if (rt->disabled || !lay || !rt->ngs) return false;
+    uint64_t G = rt->gs[0];
+    /* GC64: 64-bit pointers; otherwise GCRef/MRef are 32 bits. */
+    uint64_t ref = lay->gc64 ? ~0ull : 0xffffffffull;
+    uint32_t glen = lay->nojit ? lay->G_size : (uint32_t)lay->g2j + lay->J_sizetrace + 4;
+    if (glen > 4096 || lay->sizeof_L > 512) return false;
+
+    struct ss_win_spec *w = add(p, 0, (uint16_t)glen);
+    w->addr = G;
+
+    w = add(p, 4096, (uint16_t)lay->sizeof_L);
+    w->addr = G + lay->G_cur_L;
+    w->nload = 1;
+    w->mask[0] = ref;
+
+    uint16_t dst = SS_WIN_AREA - SS_WIN_LEN_MAX;
+    w = add(p, dst, SS_WIN_LEN_MAX); /* a: BASE in the VM */
+    w->reg = SS_REG_DX;
+    w->flags = SS_WIN_IF_IP;
+    w->ip_lo = rt->vm_lo;
+    w->ip_hi = rt->vm_hi;
+    w->off[2] = -(int64_t)LJ_WIN_BELOW;
+    w->clamp = LJ_WIN_CLAMP;
+    if (!lay->nojit) { /* b: G->jit_base */
+        w = add(p, dst, SS_WIN_LEN_MAX);
+        w->flags = SS_WIN_UNLESS_PREV;
+        w->addr = G + lay->G_jit_base;
+        w->nload = 1;
+        w->mask[0] = ref;
+        w->off[2] = -(int64_t)LJ_WIN_BELOW;
+        w->clamp = LJ_WIN_CLAMP;
+    }
+    w = add(p, dst, SS_WIN_LEN_MAX); /* c: cur_L->base */
+    w->flags = SS_WIN_UNLESS_PREV;
+    w->addr = G + lay->G_cur_L;
+    w->nload = 2;
+    w->mask[0] = w->mask[1] = ref;
+    w->off[1] = lay->L_base;
+    w->off[2] = -(int64_t)LJ_WIN_BELOW;
+    w->clamp = LJ_WIN_CLAMP;
+    return true;
+}
