@@ -11,8 +11,9 @@
  * pointer (ip condition met), two alternatives skipped; all inside the deep
  * workload's stack. Prints per window how often it was copied or failed.
  *
- *   capture_cost [--compat] [--windows] [--mode deep|main|top] [--size BYTES] [--freq HZ]
- *                [--seconds S] */
+ *   capture_cost [--compat] [--windows [--win-len BYTES]] [--mode deep|main|top]
+ *                [--size BYTES] [--freq HZ] [--seconds S]
+ * (--win-len: the stack-like window's length, default 8192) */
 #include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -36,7 +37,8 @@ static void count(void *ctx, const struct ss_sample *s)
     (*(long *)ctx)++;
 }
 
-static int set_plan(struct ss_capture *c, const struct wl_ready *r, struct ss_err *err)
+static int set_plan(struct ss_capture *c, const struct wl_ready *r, unsigned stack_len,
+                    struct ss_err *err)
 {
     struct ss_win_plan p = {.n = 5};
     for (unsigned i = 0; i < p.n; i++) {
@@ -56,6 +58,7 @@ static int set_plan(struct ss_capture *c, const struct wl_ready *r, struct ss_er
                                   .off = {0, 0, (int64_t)(r->pat + 64)},
                                   .dst = 4096,
                                   .len = 112};
+    p.w[2].len = (uint16_t)stack_len;
     p.w[2].flags = SS_WIN_IF_IP;
     p.w[2].ip_hi = ~0ull;
     p.w[3].flags = p.w[4].flags = SS_WIN_UNLESS_PREV;
@@ -75,12 +78,15 @@ int main(int argc, char **argv)
     struct wl w;
     long n = 0;
     bool windows = false;
+    unsigned win_len = SS_WIN_LEN_MAX;
 
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--compat"))
             o.compat = true;
         else if (!strcmp(argv[i], "--windows"))
             windows = true;
+        else if (!strcmp(argv[i], "--win-len") && i + 1 < argc)
+            win_len = (unsigned)atoi(argv[++i]);
         else if (!strcmp(argv[i], "--mode") && i + 1 < argc)
             mode = argv[++i];
         else if (!strcmp(argv[i], "--size") && i + 1 < argc)
@@ -90,8 +96,8 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--seconds") && i + 1 < argc)
             seconds = atof(argv[++i]);
         else {
-            fprintf(stderr, "usage: capture_cost [--compat] [--windows] [--mode deep|main|top] "
-                            "[--size BYTES] [--freq HZ] [--seconds S]\n");
+            fprintf(stderr, "usage: capture_cost [--compat] [--windows [--win-len BYTES]] "
+                            "[--mode deep|main|top] [--size BYTES] [--freq HZ] [--seconds S]\n");
             return 2;
         }
     }
@@ -102,7 +108,7 @@ int main(int argc, char **argv)
     struct ss_bpf_prog_info base;
     if (ss_capture_open(&c, &o, &err) || ss_capture_start(c, &err) ||
         (usleep(1000 * 1000), ss_capture_prog_info(c, &base, &err)) ||
-        ss_capture_add_pid(c, r.pid, &err) || (windows && set_plan(c, &r, &err))) {
+        ss_capture_add_pid(c, r.pid, &err) || (windows && set_plan(c, &r, win_len, &err))) {
         fprintf(stderr, "capture_cost: %s\n", err.msg);
         wl_stop(&w);
         return 1;
