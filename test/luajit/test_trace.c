@@ -52,6 +52,7 @@ struct rec {
     uint64_t target_calls;
     bool exited;
     int status;
+    char layout[64]; /* layout of the first LuaJIT runtime */
     char buf[16384];
 };
 
@@ -82,7 +83,7 @@ static void on_sample(void *p, const struct ss_sample *s)
  * check_guards: place trace snapshots by their guards too (guards.c);
  * freq: sampling rate (0: 499 Hz). */
 static void record_ex(char *const argv[], const char *ldp, double seconds, on_fn fn, void *ctx,
-                      struct rec *r, bool check_guards, unsigned freq)
+                      struct rec *r, bool check_guards, unsigned freq, const char *root)
 {
     struct ss_err err = {0};
     struct ss_capture *c = NULL;
@@ -93,13 +94,17 @@ static void record_ex(char *const argv[], const char *ldp, double seconds, on_fn
     r->ctx = ctx;
     cr_assert_eq(ss_unwinder_new(&r->u, &uo, &err), 0, "%s", err.msg);
     cr_assert_eq(ss_capture_open(&c, &o, &err), 0, "%s", err.msg);
-    pid_t pid = ljt_spawn(argv, ldp);
-    cr_assert(pid > 0);
+    /* in a container: record the process inside, wait for unshare */
+    pid_t outer = 0;
+    pid_t pid = root ? ljt_spawn_root(root, SS_SOURCE_DIR "/test/luajit", argv, &outer)
+                     : ljt_spawn(argv, ldp);
+    cr_assert(pid > 0, "cannot start %s%s%s", argv[0], root ? " in " : "", root ? root : "");
+    pid_t child = root ? outer : pid;
     cr_assert_eq(ss_capture_add_pid(c, pid, &err), 0, "%s", err.msg);
     cr_assert_eq(ss_capture_start(c, &err), 0, "%s", err.msg);
     double end = now_ns() + seconds * 1e9;
     while (now_ns() < end) {
-        if (waitpid(pid, &r->status, WNOHANG) == pid) {
+        if (waitpid(child, &r->status, WNOHANG) == child) {
             r->exited = true;
             break;
         }
@@ -111,6 +116,8 @@ static void record_ex(char *const argv[], const char *ldp, double seconds, on_fn
     const struct ss_lj_runtime *rts[4];
     if (ss_unwinder_lua_runtimes(r->u, (uint32_t)pid, rts, 4) > 0) {
         ss_lj_runtime_stats(rts[0], &r->lj);
+        const char *lay = ss_lj_runtime_layout(rts[0]);
+        snprintf(r->layout, sizeof(r->layout), "%s", lay ? lay : "");
         /* a whole run without Lua frames says why here */
         const char *d = ss_lj_runtime_diag(rts[0]);
         if (d && d[0]) cr_log_warn("LuaJIT runtime: %s", d);
@@ -120,7 +127,7 @@ static void record_ex(char *const argv[], const char *ldp, double seconds, on_fn
     struct ss_unwinder_stats us;
     ss_unwinder_stats(r->u, &us);
     r->target_calls = us.target_calls;
-    if (!r->exited) ljt_kill(pid);
+    if (!r->exited) ljt_kill(child);
     ss_capture_close(c);
     ss_unwinder_free(r->u);
 }
@@ -128,22 +135,24 @@ static void record_ex(char *const argv[], const char *ldp, double seconds, on_fn
 static void record(char *const argv[], const char *ldp, double seconds, on_fn fn, void *ctx,
                    struct rec *r)
 {
-    record_ex(argv, ldp, seconds, fn, ctx, r, false, 0);
+    record_ex(argv, ldp, seconds, fn, ctx, r, false, 0, NULL);
 }
 
 /* ---- inlined frames ---- */
 
-static void inline_chain(const char *label, const char *bin, const char *ldp, const char *layout)
+static void inline_chain_in(const char *label, const char *bin, const char *ldp, const char *layout,
+                            const char *root)
 {
     static struct ljc c;
     static struct rec r;
     memset(&c, 0, sizeof(c));
+    const char *script = root ? "/mnt/jit_inline.lua" : INLINE;
     snprintf(c.wbuf[0], sizeof(c.wbuf[0]), "main (%s:23);outer (%s:15);mid (%s:9);leaf (%s:5)",
-             INLINE, INLINE, INLINE, INLINE);
+             script, script, script, script);
     c.want[0] = c.wbuf[0];
     c.below = "lua_pcall";
-    char *argv[] = {(char *)bin, INLINE, NULL};
-    record(argv, ldp, 4, ljc_on, &c, &r);
+    char *argv[] = {(char *)bin, (char *)script, NULL};
+    record_ex(argv, ldp, 4, ljc_on, &c, &r, false, 0, root);
     double us = r.samples ? r.unwind_ns / r.samples / 1000 : 0;
     cr_log_info("%s: %u samples, %u with Lua frames (%.1f%%), %u judged, %u exact (%.1f%%); "
                 "%lu trace samples, %lu traces decoded; %.1f us/sample, %.2f reads/sample",
@@ -160,7 +169,15 @@ static void inline_chain(const char *label, const char *bin, const char *ldp, co
               (unsigned long)r.lj.trace_samples, c.samples);
     cr_expect(c.lua * 100 >= c.samples * 90, "%s: %u of %u samples have Lua frames", label, c.lua,
               c.samples);
-    (void)layout;
+    if (layout) {
+        const char *got = r.layout[0] ? r.layout : "-";
+        cr_expect_str_eq(got, layout, "%s: layout %s, want %s", label, got, layout);
+    }
+}
+
+static void inline_chain(const char *label, const char *bin, const char *ldp, const char *layout)
+{
+    inline_chain_in(label, bin, ldp, layout, NULL);
 }
 
 Test(luajit_trace, inline_debian_luajit)
@@ -187,6 +204,37 @@ static const char *built(const char *variant)
     snprintf(bin, sizeof(bin), "%s/ext/lj-%s/luajit", SS_BINARY_DIR, variant);
     cr_assert_eq(access(bin, X_OK), 0, "%s missing", bin);
     return bin;
+}
+
+/* Debian 13's luajit source, built by build-luajit.sh into ${SS_CACHE}. */
+static const char *built_trixie(const char *variant)
+{
+    static char bin[600];
+    char cmd[1024], dir[512];
+    ljt_cache("luajit", dir, sizeof(dir));
+    snprintf(cmd, sizeof(cmd), "%s/test/luajit/build-luajit.sh %s trixie", SS_SOURCE_DIR, dir);
+    cr_assert_eq(system(cmd), 0, "building Debian 13's LuaJIT source failed (%s)", cmd);
+    snprintf(bin, sizeof(bin), "%s/lj-trixie-%s/luajit", dir, variant);
+    cr_assert_eq(access(bin, X_OK), 0, "%s missing", bin);
+    return bin;
+}
+
+Test(luajit_trace, inline_trixie_built_gc64_jit)
+{
+    inline_chain("trixie built gc64-jit", built_trixie("gc64-jit"), NULL, "derived-gc64-jit");
+}
+
+Test(luajit_trace, inline_trixie_built_nogc64_jit)
+{
+    inline_chain("trixie built nogc64-jit", built_trixie("nogc64-jit"), NULL, "derived-nogc64-jit");
+}
+
+/* Debian 13's own luajit in mount+pid namespaces chrooted into its root. */
+Test(luajit_trace, inline_trixie_luajit_container)
+{
+    char root[512];
+    ljt_trixie_root(root, sizeof(root));
+    inline_chain_in("trixie luajit (container)", "/usr/bin/luajit", NULL, "derived-gc64-jit", root);
 }
 
 Test(luajit_trace, inline_built_gc64_jit)
@@ -228,7 +276,7 @@ Test(luajit_trace, guard_placement_matches_mcofs)
         char script[512];
         snprintf(script, sizeof(script), "%s%s", DIR, scripts[i]);
         char *argv[] = {(char *)built("nogc64-jit"), script, NULL};
-        record_ex(argv, NULL, 3, count_any, &n, &r, true, 0);
+        record_ex(argv, NULL, 3, count_any, &n, &r, true, 0, NULL);
         cr_log_info("%s: %u samples, %llu trace samples checked, %llu with the same frames "
                     "(%.1f%%)",
                     scripts[i], n, (unsigned long long)r.lj.guard_checked,
@@ -294,7 +342,7 @@ static void witness(const char *label, char *const argv[], const char *out)
     memset(&w, 0, sizeof(w));
     /* 20 s at 999 Hz: jit.p's own sampling noise (about 5,000 samples) and
      * its charging to the next profile check already cost 1-2 points */
-    record_ex(argv, NULL, 60, on_wit, &w, &r, false, 999);
+    record_ex(argv, NULL, 60, on_wit, &w, &r, false, 999, NULL);
     cr_assert(r.exited && WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0,
               "%s: witness_jit.lua did not finish cleanly (status 0x%x)", label, r.status);
     FILE *f = fopen(out, "r");
@@ -521,8 +569,10 @@ static void trace_exits(const char *variant)
     static struct rec r;
     memset(&e, 0, sizeof(e));
     e.by_label = !strcmp(variant, "debian");
-    char *argv[] = {e.by_label ? "/usr/bin/luajit" : (char *)built(variant), DIR "jit_exits.lua",
-                    NULL};
+    const char *bin = e.by_label                        ? "/usr/bin/luajit"
+                      : !strncmp(variant, "trixie-", 7) ? built_trixie(variant + 7)
+                                                        : built(variant);
+    char *argv[] = {(char *)bin, DIR "jit_exits.lua", NULL};
     record(argv, NULL, 4, on_exit_sample, &e, &r);
     cr_log_info("trace exits (%s): %u samples, %u in the exit handler, %u of them with the Lua "
                 "frame, %u reaching main",
@@ -544,6 +594,14 @@ Test(luajit_trace, trace_exits_gc64)
 Test(luajit_trace, trace_exits_nogc64)
 {
     trace_exits("nogc64-jit");
+}
+Test(luajit_trace, trace_exits_trixie_gc64)
+{
+    trace_exits("trixie-gc64-jit");
+}
+Test(luajit_trace, trace_exits_trixie_nogc64)
+{
+    trace_exits("trixie-nogc64-jit");
 }
 /* Debian's stripped luajit: the handler and lj_trace_exit are found by their
  * code; measured: every [trace exit] sample reaches main with main;exits. */
