@@ -680,3 +680,50 @@ Test(luajit_trace, replay_identical)
     replay_same("inlined trace", INLINE, "60");
     replay_same("gc + compiler", DIR "jit_states.lua", "60");
 }
+
+/* A process in a container (mount + pid namespaces, chroot into the
+ * trixie root), recorded from the host with --bundle: the capture replays
+ * on the host to the live output, and again with the root's files gone (a
+ * tmpfs over the root in a private mount namespace: only the bundle has
+ * them, as on another machine). The live output has the container's chunk
+ * names and its libc's symbols. */
+Test(luajit_trace, replay_container_bundle)
+{
+    char root[512], dir[256], cmd[4096];
+    ljt_trixie_root(root, sizeof(root));
+    snprintf(dir, sizeof(dir), "%s/trace-ctr-replay-%d", SS_BINARY_DIR, (int)getpid());
+    snprintf(cmd, sizeof(cmd), "rm -rf %s && mkdir -p %s", dir, dir);
+    cr_assert_eq(system(cmd), 0);
+    char *argv[] = {"/usr/bin/luajit", "/mnt/jit_inline.lua", NULL};
+    pid_t outer;
+    pid_t pid = ljt_spawn_root(root, SS_SOURCE_DIR "/test/luajit", argv, &outer);
+    cr_assert(pid > 0, "cannot start luajit in %s", root);
+    snprintf(cmd, sizeof(cmd),
+             "%s/stacksnap record -F 999 -d 3 -p %d --bundle -o %s/live.folded -o %s/c.snap "
+             ">/dev/null 2>&1",
+             SS_BINARY_DIR, (int)pid, dir, dir);
+    int rc = system(cmd);
+    ljt_kill(outer);
+    cr_assert_eq(rc, 0, "record failed: %s", cmd);
+    snprintf(cmd, sizeof(cmd),
+             "grep -q 'leaf (/mnt/jit_inline.lua:5)' %s/live.folded && grep -q "
+             "'__libc_start_main;' %s/live.folded",
+             dir, dir);
+    cr_expect_eq(system(cmd), 0, "live output lacks the container's chunk names or libc symbols");
+    snprintf(cmd, sizeof(cmd),
+             "%s/stacksnap replay %s/c.snap -o %s/host.folded >/dev/null 2>&1 && cmp -s "
+             "%s/live.folded %s/host.folded",
+             SS_BINARY_DIR, dir, dir, dir, dir);
+    cr_expect_eq(system(cmd), 0, "replay on the host differs from live: %s", cmd);
+    snprintf(cmd, sizeof(cmd),
+             "unshare --mount sh -c 'mount -t tmpfs none %s && test ! -e %s/usr/bin/luajit && "
+             "%s/stacksnap replay %s/c.snap -o %s/gone.folded' >/dev/null 2>&1 && cmp -s "
+             "%s/live.folded %s/gone.folded",
+             root, root, SS_BINARY_DIR, dir, dir, dir, dir);
+    rc = system(cmd);
+    cr_expect_eq(rc, 0, "replay with the root's files gone differs from live: %s", cmd);
+    if (rc == 0) {
+        snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+        cr_expect_eq(system(cmd), 0);
+    }
+}
