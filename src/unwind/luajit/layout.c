@@ -2,6 +2,16 @@
  * run-time self-checks that choose and verify a descriptor for a live
  * global_State.
  *
+ * The descriptor tried first is the one built from the facts derived from
+ * the binary's code (derive.c, layout_derive.c); these rows are its
+ * templates for the facts the code does not show, the fallback when
+ * derivation fails, and the record the derived facts are tested against
+ * (test_derive.c). Debian 13's 2.1.0+openresty20250117 has no row on
+ * purpose: it runs on derived layouts only (measured by offsetof() on its
+ * tree: GC64 sizeof L 112, G2DISP 4016, G2J 744; non-GC64 sizeof L 80,
+ * G2DISP 3216, G2J 496; everything else as OpenResty 20230119 / the
+ * Debian 12 non-GC64 row).
+ *
  * Every offset below was measured, not guessed:
  *  - Debian 2.1.0-beta3+git20220320 (GC64) and the same tree with
  *    -DLUAJIT_DISABLE_GC64: offsetof() on the tree from `apt-get source
