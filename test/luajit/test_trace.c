@@ -212,12 +212,12 @@ static void on_state(void *ctx, const struct ss_stack *st, const char *folded)
     }
 }
 
-Test(luajit_trace, vm_state_frames)
+static void vm_state_frames(const char *bin)
 {
     static struct states s;
     static struct rec r;
     memset(&s, 0, sizeof(s));
-    char *argv[] = {(char *)ljt_built("gc64-jit"), DIR "jit_states.lua", NULL};
+    char *argv[] = {(char *)bin, DIR "jit_states.lua", NULL};
     ljt_record(argv, NULL, 5, on_state, &s, &r);
     cr_log_info("vm states: %u samples, [GC] %u (%u unconfirmed), [JIT compiler] %u (%u)",
                 r.samples, s.gc, s.gc_bad, s.jit, s.jit_bad);
@@ -231,23 +231,46 @@ Test(luajit_trace, vm_state_frames)
     cr_expect(s.gc_bad == 0 && s.jit_bad == 0, "a state frame not under GC/JIT code:\n%s", s.bad);
 }
 
+Test(luajit_trace, vm_state_frames)
+{
+    vm_state_frames(ljt_built("gc64-jit"));
+}
+
+Test(luajit_trace, vm_state_frames_trixie_built)
+{
+    vm_state_frames(ljt_built_trixie("gc64-jit"));
+}
+
 /* Debian's stripped luajit: the state functions come from its code
  * (stfn.c, checked against symbols by state_functions_stripped below).
  * Measured: [GC] ~40%, [JIT compiler] ~7% of samples (0.1-0.7% and ~0 when
  * only the live vmstate read could confirm a label). */
-Test(luajit_trace, vm_state_frames_stripped)
+static void vm_state_frames_stripped(const char *root)
 {
     static struct states s;
     static struct rec r;
     memset(&s, 0, sizeof(s));
     s.stripped = true;
-    char *argv[] = {"/usr/bin/luajit", DIR "jit_states.lua", NULL};
-    ljt_record(argv, NULL, 5, on_state, &s, &r);
+    char *argv[] = {"/usr/bin/luajit", root ? "/mnt/jit_states.lua" : DIR "jit_states.lua", NULL};
+    ljt_record_ex(argv, NULL, 5, on_state, &s, &r, false, 0, root);
     cr_log_info("vm states (stripped): %u samples, [GC] %u, [JIT compiler] %u", r.samples, s.gc,
                 s.jit);
     cr_expect(s.gc * 10 >= r.samples, "only %u [GC] frames in %u samples", s.gc, r.samples);
     cr_expect(s.jit * 100 >= r.samples, "only %u [JIT compiler] frames in %u samples", s.jit,
               r.samples);
+}
+
+Test(luajit_trace, vm_state_frames_stripped)
+{
+    vm_state_frames_stripped(NULL);
+}
+
+/* Debian 13's stripped luajit in a container. */
+Test(luajit_trace, vm_state_frames_stripped_trixie_container)
+{
+    char root[512];
+    ljt_trixie_root(root, sizeof(root));
+    vm_state_frames_stripped(root);
 }
 
 /* ---- VM-state functions of a stripped build ---- */
@@ -256,9 +279,8 @@ Test(luajit_trace, vm_state_frames_stripped)
  * G->vmstate from their code. The matrix build has symbols: strip a copy
  * and every function found must be one its symbols name, state for state
  * (GC: lj_gc_step, lj_gc_fullgc; compiler: trace_state; lj_trace_exit). */
-Test(luajit_trace, state_functions_stripped)
+static void state_functions_stripped(const char *bin)
 {
-    const char *bin = ljt_built("gc64-jit");
     char strip[700], cmd[1600];
     snprintf(strip, sizeof(strip), "%s/stripped-luajit-%d", SS_BINARY_DIR, (int)getpid());
     snprintf(cmd, sizeof(cmd), "objcopy --strip-all %s %s", bin, strip);
@@ -282,6 +304,16 @@ Test(luajit_trace, state_functions_stripped)
         states |= 1u << c->state;
     }
     cr_expect_eq(states, 1u << 2 | 1u << 3 | 1u << 4, "states found without symbols: %#x", states);
+}
+
+Test(luajit_trace, state_functions_stripped)
+{
+    state_functions_stripped(ljt_built("gc64-jit"));
+}
+
+Test(luajit_trace, state_functions_stripped_trixie)
+{
+    state_functions_stripped(ljt_built_trixie("gc64-jit"));
 }
 
 /* ---- trace exits ---- */
