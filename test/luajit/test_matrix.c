@@ -132,6 +132,26 @@ Test(luajit_matrix, trixie_luajit_container)
                  ALL, root, true);
 }
 
+/* A C host (lj_host.c) linking Debian 13's libluajit-5.1.so.2, compiled
+ * here (the Lua C API headers are the same) into the root's /tmp and run in
+ * the container against that library and glibc. */
+Test(luajit_matrix, trixie_libluajit_host_container)
+{
+    char root[512], cmd[2048], bin[64];
+    ljt_trixie_root(root, sizeof(root));
+    snprintf(bin, sizeof(bin), "/tmp/lj_host-%d", (int)getpid());
+    snprintf(cmd, sizeof(cmd),
+             "cc -O1 -I/usr/include/luajit-2.1 %s/test/luajit/lj_host.c -o %s%s "
+             "%s/usr/lib/x86_64-linux-gnu/libluajit-5.1.so.2 -Wl,--allow-shlib-undefined",
+             SS_SOURCE_DIR, root, bin, root);
+    cr_assert_eq(system(cmd), 0, "could not build the trixie C host (%s)", cmd);
+    run_cases_in("lj_host+trixie libluajit (container)", bin, NULL, NULL, "derived-gc64-jit", ALL,
+                 root, true);
+    char host[600];
+    snprintf(host, sizeof(host), "%s%s", root, bin);
+    unlink(host);
+}
+
 Test(luajit_matrix, built_gc64_jit)
 {
     built("gc64-jit", "debian-luajit-2.1.0-beta3-git20220320");
