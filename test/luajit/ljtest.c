@@ -14,14 +14,21 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 pid_t ljt_spawn(char *const argv[], const char *ldp)
 {
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid == 0) {
+        /* dies with the test (a failed assertion ends the test's process
+         * before it can kill its children; unshare --kill-child then takes
+         * a container's process with it) */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent) _exit(127);
         if (ldp) setenv("LD_LIBRARY_PATH", ldp, 1);
         int fd = open("/dev/null", O_WRONLY);
         if (fd >= 0) dup2(fd, 1);
@@ -153,8 +160,17 @@ int ljt_find_module(pid_t pid, const char *needle, char *path, size_t cap, uint6
             p++;
         p[strcspn(p, "\n")] = 0;
         if (*p != '/' || !strstr(p, needle) || off != 0) continue;
-        snprintf(path, cap, "%s", p);
-        *bias = lo - first_load_vaddr(p);
+        /* maps shows paths relative to the reader's root; where that path
+         * is not there, under the process's root as seen from here */
+        char rl[64], root[512];
+        snprintf(rl, sizeof(rl), "/proc/%d/root", (int)pid);
+        ssize_t k = readlink(rl, root, sizeof(root) - 1);
+        root[k > 0 ? k : 0] = 0;
+        if (!access(p, R_OK) || !strcmp(root, "/"))
+            snprintf(path, cap, "%s", p);
+        else
+            snprintf(path, cap, "%s%s", root, p);
+        *bias = lo - first_load_vaddr(path);
         rc = 0;
         break;
     }

@@ -25,7 +25,8 @@ void ljt_trixie_root(char *buf, size_t cap);
  * failure; *outer is the unshare process to wait for / ljt_kill. */
 pid_t ljt_spawn_root(const char *root, const char *bind, char *const argv[], pid_t *outer);
 /* Path of the mapped file in pid whose name ends with suffix (or contains
- * it), and its load bias. 0 or -ENOENT. */
+ * it), as seen from here (else under the process's root), and its load
+ * bias. 0 or -ENOENT. */
 int ljt_find_module(pid_t pid, const char *needle, char *path, size_t cap, uint64_t *bias);
 /* Detect + runtime for the module matching needle in pid. */
 int ljt_runtime(pid_t pid, const char *needle, struct ss_lj_runtime **rt,
