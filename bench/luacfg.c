@@ -49,13 +49,24 @@ int bn_lua_cfg(pid_t pid, const uint64_t *r14, size_t nr14, struct bench_lua_cfg
     struct ss_mem m;
     ss_mem_init(&m, NULL, &ss_target_live, &live);
     const struct lj_layout *lay = NULL;
+    struct lj_layout dlay;
+    bool derived;
     uint64_t G = 0;
     char why[256] = "no sample with a DISPATCH register";
+    /* candidate G2DISP: the one derived from the code (index -1), then the rows' */
     for (size_t i = 0; i < nr14 && !lay; i++)
-        for (unsigned k = 0; k < ss_lj_nlayouts && !lay; k++) {
-            if (ss_lj_layouts[k].gc64 != info.gc64) continue;
-            G = r14[i] - (uint64_t)(int64_t)ss_lj_layouts[k].g2disp;
-            if (ss_lj_layout_verify(&info, &m, G, r14[i], &lay, why, sizeof(why))) lay = NULL;
+        for (int k = -1; k < (int)ss_lj_nlayouts && !lay; k++) {
+            int32_t g2disp;
+            if (k < 0) {
+                if (!(info.derived.have & SS_LJ_D_ENTRY)) continue;
+                g2disp = info.derived.g2disp;
+            } else {
+                if (ss_lj_layouts[k].gc64 != info.gc64) continue;
+                g2disp = ss_lj_layouts[k].g2disp;
+            }
+            G = r14[i] - (uint64_t)(int64_t)g2disp;
+            if (ss_lj_layout_verify(&info, &m, G, r14[i], &dlay, &lay, &derived, why, sizeof(why)))
+                lay = NULL;
         }
     if (!lay) {
         snprintf(msg, len, "pid %d: no LuaJIT layout verified: %s", (int)pid, why);

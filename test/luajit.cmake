@@ -13,3 +13,8 @@ target_link_libraries(lj_host PRIVATE PkgConfig::LUAJIT)
 ss_add_test(luajit_host SOURCES ${LJT_DIR}/test_host.c ${LJT_DIR}/ljtest.c LABELS luajit TIMEOUT 120)
 target_include_directories(luajit_host PRIVATE ${LJT_DIR})
 add_dependencies(luajit_host lj_host)
+# Layout facts derived from the code vs the table rows and vs offsetof() on
+# Debian 13's source (needs the builds: luajit_builds fixture).
+ss_add_test(luajit_derive SOURCES ${LJT_DIR}/test_derive.c ${LJT_DIR}/ljtest.c LABELS luajit TIMEOUT 300)
+target_include_directories(luajit_derive PRIVATE ${LJT_DIR})
+set_tests_properties(luajit_derive PROPERTIES FIXTURES_REQUIRED luajit_builds)

@@ -19,3 +19,10 @@ ss_add_test(luajit_servers SOURCES ${LJC_DIR}/test_servers.c ${LJC_COMMON} LABEL
 target_include_directories(luajit_servers PRIVATE ${LJC_DIR})
 ss_add_test(luajit_witness SOURCES ${LJC_DIR}/test_witness.c ${LJC_COMMON} LABELS luajit TIMEOUT 180)
 target_include_directories(luajit_witness PRIVATE ${LJC_DIR})
+# Debian 13 (trixie): its luajit source built four ways and a debootstrap
+# root with its luajit, nginx and lua module, both cached outside the build
+# folder in ${SS_CACHE:-/var/cache/stacksnap} (luajit/, roots/trixie).
+add_test(NAME luajit_trixie_setup COMMAND sh -c
+  "${LJC_DIR}/build-luajit.sh \"\${SS_CACHE:-/var/cache/stacksnap}/luajit\" trixie && ${CMAKE_SOURCE_DIR}/test/roots/mkroot.sh trixie luajit,libluajit-5.1-2,nginx,libnginx-mod-http-lua,lua-resty-core >/dev/null")
+set_tests_properties(luajit_trixie_setup PROPERTIES FIXTURES_SETUP luajit_builds TIMEOUT 900
+  LABELS luajit)

@@ -48,6 +48,22 @@ struct ss_mem;
 
 #define SS_LJ_STFN_MAX 8
 
+/* Layout facts read from the binary's own machine code (derive.c), in
+ * groups: a group's bit is set only when every fact in it was found and the
+ * functions it was read from agree. Offsets in bytes. */
+#define SS_LJ_D_ENTRY 0x1u /* VM entries: L_glref..L_status, g2disp, G_vmstate, G_cur_L, cf_* */
+#define SS_LJ_D_EXIT 0x2u  /* vm_exit_handler: G_jit_base, g2j */
+#define SS_LJ_D_JLOOP 0x4u /* BC_JLOOP: J_trace, T_mcode */
+struct ss_lj_derived {
+    uint32_t have; /* SS_LJ_D_* */
+    int32_t g2disp, g2j;
+    uint32_t L_glref, L_base, L_top, L_cframe, L_status;
+    uint32_t G_vmstate, G_cur_L, G_jit_base;
+    uint32_t J_trace, T_mcode;
+    uint32_t cf_size, cf_L, cf_pc, cf_prev, cf_nres;
+    uint32_t nentries; /* VM entry functions decoded that agreed (>= 2) */
+};
+
 struct ss_lj_elfinfo {
     bool is_luajit;        /* Lua C API + luaJIT_setmode/luaopen_jit defined */
     bool vm_found;         /* single "zPR" FDE found AND cross-checked */
@@ -71,6 +87,7 @@ struct ss_lj_elfinfo {
     uint64_t exit_ret;
     uint64_t exit_lo;   /* the handler's first instruction */
     uint64_t exit_body; /* first instruction after its `sub rsp, 128` (0: not found) */
+    struct ss_lj_derived derived;
 };
 
 /* Inspect one ELF file. Returns 0 (info->is_luajit says the verdict) or a
@@ -93,6 +110,9 @@ const struct ss_lj_elfinfo *ss_lj_runtime_info(const struct ss_lj_runtime *rt);
 bool ss_lj_in_vm(const struct ss_lj_runtime *rt, uint64_t ip);
 /* Name of the verified layout descriptor, or NULL while none is chosen. */
 const char *ss_lj_runtime_layout(const struct ss_lj_runtime *rt);
+/* Whether the chosen layout was built from facts derived from the binary's
+ * code (its name is then the table row it equals, or "derived-..."). */
+bool ss_lj_runtime_layout_derived(const struct ss_lj_runtime *rt);
 /* The one diagnostic for this runtime ("" when all is well). */
 const char *ss_lj_runtime_diag(const struct ss_lj_runtime *rt);
 

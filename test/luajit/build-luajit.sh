@@ -2,13 +2,21 @@
 # Build Debian's LuaJIT source (apt-get source luajit) as the four variants
 # of the build matrix, cached under DEST (the build folder's ext/):
 #   DEST/lj-gc64-jit  DEST/lj-gc64-nojit  DEST/lj-nogc64-jit  DEST/lj-nogc64-nojit
+# With a SUITE (build-luajit.sh DEST SUITE, e.g. trixie): that suite's luajit
+# source (fetch-src.sh, cached in ${SS_CACHE:-/var/cache/stacksnap}/src), built
+# into DEST/SUITE-VERSION-VARIANT (keyed by source version and flags) with
+# DEST/lj-SUITE-VARIANT a symlink to the current one; DEST is then meant to be
+# a cache outside the clone (${SS_CACHE}/luajit).
 # each holding `luajit` (static, unstripped) and `jit/` (its Lua modules, for
 # -jp / jit.p). A variant is rebuilt only when its binary is missing. Needs
 # root for apt (adds a deb-src entry for Debian if none exists), dpkg-dev,
 # build-essential. ~1 min per variant on 2 cores.
 set -euo pipefail
 dest=$(mkdir -p "$1" && cd "$1" && pwd)
+suite=${2:-}
+here=$(cd "$(dirname "$0")" && pwd)
 jobs=$(nproc)
+[ "$jobs" -gt 2 ] && jobs=2
 variants=(gc64-jit gc64-nojit nogc64-jit nogc64-nojit)
 flags() {
     case $1 in
@@ -18,6 +26,43 @@ flags() {
     nogc64-nojit) echo "-DLUAJIT_DISABLE_GC64 -DLUAJIT_DISABLE_JIT" ;;
     esac
 }
+if [ -n "$suite" ]; then
+    exec 9>"$dest/.lj-build-$suite.lock"
+    flock 9
+    log=$dest/lj-build-$suite.log
+    src=$("$here/fetch-src.sh" "$suite" luajit "${SS_CACHE:-/var/cache/stacksnap}/src" 2>>"$log") ||
+        { echo "build-luajit: no $suite luajit source (see $log)" >&2; exit 1; }
+    ver=$(basename "$src")
+    ver=${ver#luajit-}
+    for v in "${variants[@]}"; do
+        out=$dest/$suite-$ver-$v
+        if [ ! -x "$out/luajit" ]; then
+            b=$dest/.build-$suite-$v
+            rm -rf "$b" "$out.tmp"
+            cp -a "$src" "$b"
+            t0=$(date +%s)
+            xf=$(flags "$v")
+            # OpenResty's lj_init.c (CPU detection for its string hash) uses
+            # the JIT_F_* CPU flags, which lj_jit.h defines only with the
+            # JIT: give the nojit builds the same values (lj_jit.h, x86).
+            if [ -f "$b/src/lj_init.c" ] && [[ $v == *nojit ]]; then
+                xf="$xf -DJIT_F_SSE3=0x10 -DJIT_F_SSE4_1=0x20 -DJIT_F_BMI2=0x40 -DJIT_F_SSE4_2=0x80"
+            fi
+            make -C "$b" -j"$jobs" BUILDMODE=static XCFLAGS="$xf" Q= E=@: >>"$log" 2>&1 ||
+                { echo "build-luajit: make failed for $suite $v (see $log)" >&2; exit 1; }
+            mkdir -p "$out.tmp"
+            cp "$b/src/luajit" "$out.tmp/luajit"
+            cp -a "$b/src/jit" "$out.tmp/jit"
+            cp "$src/.stacksnap-src" "$out.tmp/SOURCE" 2>/dev/null || true
+            rm -rf "$b"
+            mv "$out.tmp" "$out"
+            echo "build-luajit: $suite $ver $v built in $(($(date +%s) - t0)) s" >>"$log"
+        fi
+        ln -sfn "$suite-$ver-$v" "$dest/lj-$suite-$v"
+    done
+    exit 0
+fi
+
 missing=()
 for v in "${variants[@]}"; do
     [ -x "$dest/lj-$v/luajit" ] || missing+=("$v")

@@ -25,6 +25,8 @@ struct ljc {
     unsigned coverage_pct;        /* samples with Lua frames, default 85 */
     unsigned each_pct;            /* every chain gets >= this % of judged, default 5 */
     const char *layout;           /* expected layout name (NULL: any) */
+    const char *root;             /* run in a namespaced chroot of this root (NULL: host) */
+    bool derived;                 /* the layout must come from facts derived from the code */
     char wbuf[LJC_MAXWANT][1024]; /* storage for want[] built by the ljc_case_* */
     /* results */
     unsigned hits[LJC_MAXWANT];

@@ -143,6 +143,7 @@ int ljr_record(pid_t pid, unsigned freq, double seconds, ljr_fn fn, void *ctx, s
     if (ss_unwinder_lua_runtimes(r.u, (uint32_t)pid, rts, 4) > 0) {
         const char *lay = ss_lj_runtime_layout(rts[0]);
         snprintf(st->layout, sizeof(st->layout), "%s", lay ? lay : "");
+        st->derived = ss_lj_runtime_layout_derived(rts[0]);
         snprintf(st->diag, sizeof(st->diag), "%s", ss_lj_runtime_diag(rts[0]));
     }
     struct ss_unwinder_stats us;
@@ -152,6 +153,22 @@ int ljr_record(pid_t pid, unsigned freq, double seconds, ljr_fn fn, void *ctx, s
     ss_unwinder_free(r.u);
     msg[0] = 0;
     return 0;
+}
+
+int ljr_run_root(const char *root, char *const argv[], unsigned settle_ms, unsigned freq,
+                 double seconds, ljr_fn fn, void *ctx, struct ljr_stats *st, char *msg,
+                 size_t msglen)
+{
+    pid_t outer;
+    pid_t pid = ljt_spawn_root(root, SS_SOURCE_DIR "/test/luajit", argv, &outer);
+    if (pid < 0) {
+        snprintf(msg, msglen, "cannot start %s in a namespaced chroot of %s", argv[0], root);
+        return -ECHILD;
+    }
+    usleep(settle_ms * 1000u);
+    int rc = ljr_record(pid, freq, seconds, fn, ctx, st, msg, msglen);
+    ljt_kill(outer);
+    return rc;
 }
 
 int ljr_run(char *const argv[], const char *ldp, unsigned settle_ms, unsigned freq, double seconds,

@@ -22,6 +22,7 @@ struct ljr_stats {
     double unwind_ns;      /* total time in ss_unwind */
     uint64_t target_reads; /* process_vm_readv calls of the unwinder */
     char layout[64];       /* layout of the first LuaJIT runtime ("" none) */
+    bool derived;          /* that layout was built from facts derived from the code */
     char diag[256];        /* its diagnostic ("" when all is well) */
     bool exited;           /* the process exited (and was reaped) while recorded */
     int status;            /* its wait status then */
@@ -40,6 +41,12 @@ int ljr_record(pid_t pid, unsigned freq, double seconds, ljr_fn fn, void *ctx, s
  * start for settle_ms, record it as ljr_record does, then SIGKILL it. */
 int ljr_run(char *const argv[], const char *ldp, unsigned settle_ms, unsigned freq, double seconds,
             ljr_fn fn, void *ctx, struct ljr_stats *st, char *msg, size_t msglen);
+
+/* The same for argv run in a namespaced chroot of root (ljt_spawn_root:
+ * test/luajit is /mnt inside), recording the process that runs argv. */
+int ljr_run_root(const char *root, char *const argv[], unsigned settle_ms, unsigned freq,
+                 double seconds, ljr_fn fn, void *ctx, struct ljr_stats *st, char *msg,
+                 size_t msglen);
 
 /* Folded text of a stack, root first (see above). */
 void ljr_fold(const struct ss_stack *st, char *buf, size_t cap);

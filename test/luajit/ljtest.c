@@ -1,6 +1,7 @@
 /* test/luajit/ljtest.c: see ljtest.h. */
 #include "ljtest.h"
 
+#include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <gelf.h>
@@ -13,14 +14,21 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 pid_t ljt_spawn(char *const argv[], const char *ldp)
 {
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid == 0) {
+        /* dies with the test (a failed assertion ends the test's process
+         * before it can kill its children; unshare --kill-child then takes
+         * a container's process with it) */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent) _exit(127);
         if (ldp) setenv("LD_LIBRARY_PATH", ldp, 1);
         int fd = open("/dev/null", O_WRONLY);
         if (fd >= 0) dup2(fd, 1);
@@ -28,6 +36,81 @@ pid_t ljt_spawn(char *const argv[], const char *ldp)
         _exit(127);
     }
     return pid;
+}
+
+const char *ljt_cache(const char *sub, char *buf, size_t cap)
+{
+    const char *c = getenv("SS_CACHE");
+    snprintf(buf, cap, "%s/%s", c && c[0] ? c : "/var/cache/stacksnap", sub);
+    return buf;
+}
+
+void ljt_trixie_root(char *buf, size_t cap)
+{
+    char cmd[1024], cache[400];
+    ljt_cache("", cache, sizeof(cache));
+    snprintf(cmd, sizeof(cmd), "SS_CACHE=%s %s/test/roots/mkroot.sh trixie %s >/dev/null", cache,
+             SS_SOURCE_DIR, LJT_TRIXIE_PKGS);
+    cr_assert_eq(system(cmd), 0, "could not make the Debian 13 root (%s)", cmd);
+    ljt_cache("roots/trixie", buf, cap);
+    cr_assert_eq(access(buf, F_OK), 0, "%s missing", buf);
+}
+
+/* The first child of pid (from /proc/PID/task/PID/children), or 0. */
+static pid_t first_child(pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)pid, (int)pid);
+    FILE *f = fopen(path, "r");
+    int c = 0;
+    if (!f) return 0;
+    if (fscanf(f, "%d", &c) != 1) c = 0;
+    fclose(f);
+    return (pid_t)c;
+}
+
+pid_t ljt_spawn_root(const char *root, const char *bind, char *const argv[], pid_t *outer)
+{
+    /* unshare forks pid 1 of the new pid namespace, which bind-mounts the
+     * test folder at /mnt (private mount namespace: the host sees
+     * nothing), chroots and execs argv; --kill-child ends it with unshare */
+    static const char sh[] = "mount --bind \"$1\" \"$2/mnt\" && r=$2 && shift 2 && "
+                             "exec chroot \"$r\" \"$@\"";
+    char *av[64];
+    unsigned n = 0;
+    av[n++] = "/usr/bin/unshare";
+    av[n++] = "--mount";
+    av[n++] = "--pid";
+    av[n++] = "--fork";
+    av[n++] = "--kill-child";
+    av[n++] = "--";
+    av[n++] = "/bin/sh";
+    av[n++] = "-c";
+    av[n++] = (char *)sh;
+    av[n++] = "sh";
+    av[n++] = (char *)bind;
+    av[n++] = (char *)root;
+    for (unsigned i = 0; argv[i] && n < 63; i++)
+        av[n++] = argv[i];
+    av[n] = NULL;
+    *outer = ljt_spawn(av, NULL);
+    if (*outer <= 0) return -1;
+    /* wait until the namespace's first process runs argv[0] inside root */
+    for (int i = 0; i < 400; i++) {
+        pid_t c = first_child(*outer);
+        char lnk[128], tgt[600];
+        if (c > 0) {
+            snprintf(lnk, sizeof(lnk), "/proc/%d/root", (int)c);
+            ssize_t k = readlink(lnk, tgt, sizeof(tgt) - 1);
+            if (k > 0) {
+                tgt[k] = 0;
+                if (strcmp(tgt, "/")) return c;
+            }
+        }
+        usleep(5000);
+    }
+    ljt_kill(*outer);
+    return -1;
 }
 
 void ljt_kill(pid_t pid)
@@ -77,8 +160,17 @@ int ljt_find_module(pid_t pid, const char *needle, char *path, size_t cap, uint6
             p++;
         p[strcspn(p, "\n")] = 0;
         if (*p != '/' || !strstr(p, needle) || off != 0) continue;
-        snprintf(path, cap, "%s", p);
-        *bias = lo - first_load_vaddr(p);
+        /* maps shows paths relative to the reader's root; where that path
+         * is not there, under the process's root as seen from here */
+        char rl[64], root[512];
+        snprintf(rl, sizeof(rl), "/proc/%d/root", (int)pid);
+        ssize_t k = readlink(rl, root, sizeof(root) - 1);
+        root[k > 0 ? k : 0] = 0;
+        if (!access(p, R_OK) || !strcmp(root, "/"))
+            snprintf(path, cap, "%s", p);
+        else
+            snprintf(path, cap, "%s%s", root, p);
+        *bias = lo - first_load_vaddr(path);
         rc = 0;
         break;
     }

@@ -14,8 +14,19 @@
 
 pid_t ljt_spawn(char *const argv[], const char *ld_library_path);
 void ljt_kill(pid_t pid);
+/* ${SS_CACHE:-/var/cache/stacksnap}/sub into buf. */
+const char *ljt_cache(const char *sub, char *buf, size_t cap);
+/* The Debian 13 root (made and cached by test/roots/mkroot.sh; asserts). */
+#define LJT_TRIXIE_PKGS "luajit,libluajit-5.1-2,nginx,libnginx-mod-http-lua,lua-resty-core"
+void ljt_trixie_root(char *buf, size_t cap);
+/* Run argv the way a container does: own mount + pid namespaces (unshare),
+ * chrooted into root, with the host folder bind mounted at /mnt inside.
+ * Returns the host pid of the process running argv (pid 1 inside), -1 on
+ * failure; *outer is the unshare process to wait for / ljt_kill. */
+pid_t ljt_spawn_root(const char *root, const char *bind, char *const argv[], pid_t *outer);
 /* Path of the mapped file in pid whose name ends with suffix (or contains
- * it), and its load bias. 0 or -ENOENT. */
+ * it), as seen from here (else under the process's root), and its load
+ * bias. 0 or -ENOENT. */
 int ljt_find_module(pid_t pid, const char *needle, char *path, size_t cap, uint64_t *bias);
 /* Detect + runtime for the module matching needle in pid. */
 int ljt_runtime(pid_t pid, const char *needle, struct ss_lj_runtime **rt,

@@ -158,9 +158,11 @@ static void on_sample(void *ctx, const struct ljt_sample *s)
     }
 }
 
-static void load_syms(struct hrun *r)
+static void load_syms(struct hrun *r, const char *host)
 {
-    FILE *f = popen("nm -S --defined-only " HOST, "r");
+    char cmd[700];
+    snprintf(cmd, sizeof(cmd), "nm -S --defined-only %s", host);
+    FILE *f = popen(cmd, "r");
     cr_assert_not_null(f);
     char line[256];
     while (fgets(line, sizeof(line), f) && r->nsyms < 64) {
@@ -178,10 +180,16 @@ static void load_syms(struct hrun *r)
     cr_assert_eq(r->nsyms, 3u, "host symbols not found");
 }
 
-static void run_host(const char *script, struct expect *exp, unsigned nexp)
+/* root: run in a namespaced chroot of root (host: the host binary's path
+ * seen from here, its path inside is given by bin) */
+static void run_host_in(const char *script, struct expect *exp, unsigned nexp, const char *root,
+                        const char *bin, const char *host)
 {
-    char *argv[] = {HOST, (char *)script, NULL};
-    pid_t pid = ljt_spawn(argv, NULL);
+    char *argv[] = {(char *)bin, (char *)script, NULL};
+    pid_t outer = 0;
+    pid_t pid = root ? ljt_spawn_root(root, SS_SOURCE_DIR "/test/luajit", argv, &outer)
+                     : (outer = ljt_spawn(argv, NULL));
+    cr_assert(pid > 0, "cannot start %s", bin);
     usleep(300 * 1000);
     struct hrun r = {.exp = exp, .nexp = nexp};
     struct ss_lj_elfinfo info;
@@ -193,7 +201,7 @@ static void run_host(const char *script, struct expect *exp, unsigned nexp)
     r.lj_lo = bias;
     r.lj_hi = bias + 0x200000;
     cr_assert_eq(ljt_find_module(pid, "lj_host", path, sizeof(path), &r.host_bias), 0);
-    load_syms(&r);
+    load_syms(&r, host);
     struct ss_elf_cache *ec;
     struct ss_proc *proc;
     cr_assert_eq(ss_elf_cache_new(&ec, NULL), 0);
@@ -212,7 +220,7 @@ static void run_host(const char *script, struct expect *exp, unsigned nexp)
         clock_gettime(CLOCK_MONOTONIC, &t);
     } while ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < 2000);
     ljt_perf_close(perf);
-    ljt_kill(pid);
+    ljt_kill(outer);
     for (unsigned e = 0; e < nexp; e++) {
         struct expect *x = &exp[e];
         cr_log_info("%s: %u/%u exact (VM frames left native: %u)", x->key, x->ok, x->n,
@@ -227,20 +235,48 @@ static void run_host(const char *script, struct expect *exp, unsigned nexp)
     ss_lj_runtime_free(r.rt);
 }
 
+static void run_host(const char *script, struct expect *exp, unsigned nexp)
+{
+    run_host_in(script, exp, nexp, NULL, HOST, HOST);
+}
+
+static void nested(const char *root, const char *bin, const char *host)
+{
+    char S[64] = SS_SOURCE_DIR "/test/luajit/h.lua", w0[1024], w1[1024];
+    if (root) snprintf(S, sizeof(S), "/mnt/h.lua");
+    /* lua_call tail-jumps to lj_vm_call: no lua_call frame between */
+    snprintf(w0, sizeof(w0),
+             "host:main;libluajit;main (%s:6);outer (%s:5);pcall ([builtin]:0);viac (%s:3);"
+             "host:l_ccall;anonymous (%s:2);leaf (%s:1)",
+             S, S, S, S, S);
+    snprintf(w1, sizeof(w1),
+             "host:main;libluajit;main (%s:6);outer (%s:5);spin (%s:4);host:l_cspin", S, S, S);
+    struct expect exp[] = {{.key = "leaf", .lua_top = true, .want = w0},
+                           {.key = "host:l_cspin", .want = w1}};
+    run_host_in(S, exp, 2, root, bin, host);
+}
+
+/* The same host linking Debian 13's libluajit-5.1.so.2, built into the
+ * root's /tmp and run in the container (test_matrix.c builds it the same
+ * way). */
+Test(luajit_host, nested_entries_trixie_container)
+{
+    char root[512], cmd[2048], bin[64], host[700];
+    ljt_trixie_root(root, sizeof(root));
+    snprintf(bin, sizeof(bin), "/tmp/lj_host-h-%d", (int)getpid());
+    snprintf(host, sizeof(host), "%s%s", root, bin);
+    snprintf(cmd, sizeof(cmd),
+             "cc -O1 -g -I/usr/include/luajit-2.1 %s/test/luajit/lj_host.c -o %s "
+             "%s/usr/lib/x86_64-linux-gnu/libluajit-5.1.so.2 -Wl,--allow-shlib-undefined",
+             SS_SOURCE_DIR, host, root);
+    cr_assert_eq(system(cmd), 0, "could not build the trixie C host (%s)", cmd);
+    nested(root, bin, host);
+    unlink(host);
+}
+
 Test(luajit_host, nested_entries_and_c_leaf)
 {
-#define S SS_SOURCE_DIR "/test/luajit/h.lua"
-    /* lua_call tail-jumps to lj_vm_call: no lua_call frame between */
-    struct expect exp[] = {
-        {.key = "leaf",
-         .lua_top = true,
-         .want = "host:main;libluajit;main (" S ":6);outer (" S ":5);pcall ([builtin]:0);viac (" S
-                 ":3);host:l_ccall;anonymous (" S ":2);leaf (" S ":1)"},
-        {.key = "host:l_cspin",
-         .want = "host:main;libluajit;main (" S ":6);outer (" S ":5);spin (" S ":4);host:l_cspin"},
-    };
-    run_host(S, exp, 2);
-#undef S
+    nested(NULL, HOST, HOST);
 }
 
 Test(luajit_host, names_fields_methods_builtins)

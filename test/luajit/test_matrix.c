@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "ljcheck.h"
+#include "ljtest.h"
 
 #define DIR SS_SOURCE_DIR "/test/luajit/"
 #define SECS 1.5
@@ -22,16 +23,18 @@
 enum { CHAIN, NAMES, CORO, FFI, NCASES };
 static const char *const scripts[NCASES] = {"w.lua", "n.lua", "co.lua", "ffi_cb.lua"};
 
-/* Run the cases in mask on a luajit-like command: argv0 [pre...] script. */
-static void run_cases(const char *label, const char *bin, const char *pre, const char *ldp,
-                      const char *layout, unsigned mask)
+/* Run the cases in mask on a luajit-like command: argv0 [pre...] script;
+ * in a namespaced chroot of root when set (the scripts are /mnt/... there,
+ * and so are the chunk names); derived: the layout must be derived. */
+static void run_cases_in(const char *label, const char *bin, const char *pre, const char *ldp,
+                         const char *layout, unsigned mask, const char *root, bool derived)
 {
     for (unsigned k = 0; k < NCASES; k++) {
         if (!(mask & (1u << k))) continue;
         static struct ljc c;
         memset(&c, 0, sizeof(c));
         char script[512], name[600];
-        snprintf(script, sizeof(script), "%s%s", DIR, scripts[k]);
+        snprintf(script, sizeof(script), "%s%s", root ? "/mnt/" : DIR, scripts[k]);
         snprintf(name, sizeof(name), "%s %s", label, scripts[k]);
         switch (k) {
         case CHAIN:
@@ -48,6 +51,8 @@ static void run_cases(const char *label, const char *bin, const char *pre, const
             break;
         }
         c.layout = layout;
+        c.root = root;
+        c.derived = derived;
         c.min_judged = 40;
         char *argv[5];
         unsigned n = 0;
@@ -58,6 +63,12 @@ static void run_cases(const char *label, const char *bin, const char *pre, const
         argv[n] = NULL;
         ljc_run(name, argv, ldp, SECS, &c);
     }
+}
+
+static void run_cases(const char *label, const char *bin, const char *pre, const char *ldp,
+                      const char *layout, unsigned mask)
+{
+    run_cases_in(label, bin, pre, ldp, layout, mask, NULL, true);
 }
 
 #define ALL ((1u << NCASES) - 1)
@@ -74,6 +85,71 @@ static void built(const char *variant, const char *layout)
     char label[64];
     snprintf(label, sizeof(label), "built %s", variant);
     run_cases(label, bin, "-joff", NULL, layout, ALL);
+}
+
+/* Debian 13's luajit source (2.1.0+openresty20250117) built the same four
+ * ways, cached in ${SS_CACHE}/luajit: no table row describes it, the layout
+ * is derived from each binary's code. */
+static void built_trixie(const char *variant, const char *layout)
+{
+    char cmd[1024], bin[600], dir[512];
+    ljt_cache("luajit", dir, sizeof(dir));
+    snprintf(cmd, sizeof(cmd), "%s/test/luajit/build-luajit.sh %s trixie", SS_SOURCE_DIR, dir);
+    cr_assert_eq(system(cmd), 0, "building Debian 13's LuaJIT source failed (%s)", cmd);
+    snprintf(bin, sizeof(bin), "%s/lj-trixie-%s/luajit", dir, variant);
+    cr_assert_eq(access(bin, X_OK), 0, "%s missing", bin);
+    char label[64];
+    snprintf(label, sizeof(label), "trixie built %s", variant);
+    run_cases(label, bin, "-joff", NULL, layout, ALL);
+}
+
+Test(luajit_matrix, trixie_built_gc64_jit)
+{
+    built_trixie("gc64-jit", "derived-gc64-jit");
+}
+Test(luajit_matrix, trixie_built_gc64_nojit)
+{
+    built_trixie("gc64-nojit", "derived-gc64-nojit");
+}
+Test(luajit_matrix, trixie_built_nogc64_jit)
+{
+    built_trixie("nogc64-jit", "derived-nogc64-jit");
+}
+Test(luajit_matrix, trixie_built_nogc64_nojit)
+{
+    built_trixie("nogc64-nojit", "derived-nogc64-nojit");
+}
+
+/* Debian 13's own luajit binary (PIE, stripped, its glibc) run the way a
+ * container runs it: own mount and pid namespaces, chrooted into a trixie
+ * root (test/roots/mkroot.sh), profiled from the host. Chunk names are the
+ * paths the container sees (/mnt/...). */
+Test(luajit_matrix, trixie_luajit_container)
+{
+    char root[512];
+    ljt_trixie_root(root, sizeof(root));
+    run_cases_in("trixie luajit (container)", "/usr/bin/luajit", "-joff", NULL, "derived-gc64-jit",
+                 ALL, root, true);
+}
+
+/* A C host (lj_host.c) linking Debian 13's libluajit-5.1.so.2, compiled
+ * here (the Lua C API headers are the same) into the root's /tmp and run in
+ * the container against that library and glibc. */
+Test(luajit_matrix, trixie_libluajit_host_container)
+{
+    char root[512], cmd[2048], bin[64];
+    ljt_trixie_root(root, sizeof(root));
+    snprintf(bin, sizeof(bin), "/tmp/lj_host-%d", (int)getpid());
+    snprintf(cmd, sizeof(cmd),
+             "cc -O1 -I/usr/include/luajit-2.1 %s/test/luajit/lj_host.c -o %s%s "
+             "%s/usr/lib/x86_64-linux-gnu/libluajit-5.1.so.2 -Wl,--allow-shlib-undefined",
+             SS_SOURCE_DIR, root, bin, root);
+    cr_assert_eq(system(cmd), 0, "could not build the trixie C host (%s)", cmd);
+    run_cases_in("lj_host+trixie libluajit (container)", bin, NULL, NULL, "derived-gc64-jit", ALL,
+                 root, true);
+    char host[600];
+    snprintf(host, sizeof(host), "%s%s", root, bin);
+    unlink(host);
 }
 
 Test(luajit_matrix, built_gc64_jit)

@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "ljcheck.h"
+#include "ljtest.h"
 
 #define DIR SS_SOURCE_DIR "/test/luajit/"
 
@@ -57,8 +58,8 @@ static bool port_open(int port)
     return ok;
 }
 
-/* Copy the template, replacing @ROOT@, @PREFIX@ and @PORT@. */
-static void write_conf(const char *path, const char *root, const char *prefix, int port)
+/* Copy the template, replacing @ROOT@, @PREFIX@, @PORT@ and @JIT@. */
+static void write_conf(const char *path, const char *root, const char *prefix, int port, bool jit)
 {
     FILE *in = fopen(DIR "nginx.conf.in", "r"), *out = fopen(path, "w");
     cr_assert(in && out, "nginx.conf: %s", strerror(errno));
@@ -71,6 +72,9 @@ static void write_conf(const char *path, const char *root, const char *prefix, i
             } else if (!strncmp(p, "@PREFIX@", 8)) {
                 fputs(prefix, out);
                 p += 7;
+            } else if (!strncmp(p, "@JIT@", 5)) {
+                fputs(jit ? "jit.on()" : "jit.off()", out);
+                p += 4;
             } else if (!strncmp(p, "@PORT@", 6)) {
                 fprintf(out, "%d", port);
                 p += 5;
@@ -111,45 +115,63 @@ static bool run_thread_below(const struct ss_stack *st, const char *folded)
     return strstr(folded, ";ngx_http_lua_run_thread;") != NULL;
 }
 
-Test(luajit_servers, openresty_requests_and_timer_under_wrk)
+/* nginx with the lua module under two wrk clients. root: the unpacked
+ * Debian 12 packages (host) or, with ctr, a Debian 13 root whose nginx runs
+ * in its own mount + pid namespaces chrooted there (ljt_spawn_root); the
+ * prefix then lives in the root's /tmp and every path in nginx.conf is the
+ * container's. jit: the handlers' loops run as traces. */
+static void nginx_case(const char *label, const char *root, bool ctr, bool jit, const char *layout)
 {
     if (access("/usr/bin/wrk", X_OK)) cr_skip_test("wrk not installed (scripts/dev installs it)");
-    char cmd[2048], root[512], prefix[512], conf[600], ldp[600], bin[600];
-    snprintf(cmd, sizeof(cmd), "%s/test/luajit/fetch-nginx.sh %s/ext", SS_SOURCE_DIR,
-             SS_BINARY_DIR);
-    cr_assert_eq(system(cmd), 0, "could not unpack nginx + lua module (%s)", cmd);
-    snprintf(root, sizeof(root), "%s/ext/nginx", SS_BINARY_DIR);
-    snprintf(prefix, sizeof(prefix), "%s/ngx-XXXXXX", SS_BINARY_DIR);
-    cr_assert_not_null(mkdtemp(prefix));
-    snprintf(cmd, sizeof(cmd), "mkdir -p %s/conf %s/logs %s/tmp", prefix, prefix, prefix);
+    char cmd[4096], prefix[512], conf[1200], ldp[600], bin[600];
+    const char *inside = ctr ? "" : root; /* paths as nginx sees them */
+    snprintf(prefix, sizeof(prefix), "%s/ngx-XXXXXX", ctr ? "/tmp" : SS_BINARY_DIR);
+    char host_prefix[1100];
+    if (ctr) {
+        snprintf(host_prefix, sizeof(host_prefix), "%s/tmp/ngx-XXXXXX", root);
+        cr_assert_not_null(mkdtemp(host_prefix));
+        snprintf(prefix, sizeof(prefix), "/tmp/%s", strrchr(host_prefix, '/') + 1);
+    } else {
+        cr_assert_not_null(mkdtemp(prefix));
+        snprintf(host_prefix, sizeof(host_prefix), "%s", prefix);
+    }
+    snprintf(cmd, sizeof(cmd), "mkdir -p %s/conf %s/logs %s/tmp", host_prefix, host_prefix,
+             host_prefix);
     cr_assert_eq(system(cmd), 0);
     int port = free_port();
     cr_assert(port > 0);
-    snprintf(conf, sizeof(conf), "%s/conf/nginx.conf", prefix);
-    write_conf(conf, root, prefix, port);
+    snprintf(conf, sizeof(conf), "%s/conf/nginx.conf", host_prefix);
+    write_conf(conf, inside, prefix, port, jit);
     snprintf(ldp, sizeof(ldp), "%s/usr/lib/x86_64-linux-gnu", root);
-    snprintf(bin, sizeof(bin), "%s/usr/sbin/nginx", root);
+    snprintf(bin, sizeof(bin), "%s/usr/sbin/nginx", inside);
     char elog[600];
     snprintf(elog, sizeof(elog), "%s/logs/error.log", prefix);
     char *nargv[] = {bin, "-p", prefix, "-c", "conf/nginx.conf", "-e", elog, NULL};
-    pid_t ngx = spawn_quiet(nargv, ldp, NULL);
+    pid_t outer = 0, ngx;
+    if (ctr)
+        ngx = ljt_spawn_root(root, SS_SOURCE_DIR "/test/luajit", nargv, &outer);
+    else
+        ngx = outer = spawn_quiet(nargv, ldp, NULL);
+    cr_assert(ngx > 0, "%s: nginx did not start", label);
     for (int i = 0; i < 100 && !port_open(port); i++)
         usleep(50 * 1000);
     if (!port_open(port)) {
-        stop(ngx);
-        cr_assert_fail("nginx did not listen on 127.0.0.1:%d (see %s)", port, elog);
+        stop(outer);
+        cr_assert_fail("%s: nginx did not listen on 127.0.0.1:%d (see %s%s)", label, port,
+                       ctr ? root : "", elog);
     }
-    char ua[128], ub[128], wa[600], wb[600];
+    char ua[128], ub[128], wa[1200], wb[1200];
     snprintf(ua, sizeof(ua), "http://127.0.0.1:%d/a", port);
     snprintf(ub, sizeof(ub), "http://127.0.0.1:%d/b", port);
-    snprintf(wa, sizeof(wa), "%s/wrk-a.txt", prefix);
-    snprintf(wb, sizeof(wb), "%s/wrk-b.txt", prefix);
+    snprintf(wa, sizeof(wa), "%s/wrk-a.txt", host_prefix);
+    snprintf(wb, sizeof(wb), "%s/wrk-b.txt", host_prefix);
     char *wargv_a[] = {"/usr/bin/wrk", "-t1", "-c1", "-d6s", "--timeout", "5s", ua, NULL};
     char *wargv_b[] = {"/usr/bin/wrk", "-t1", "-c1", "-d6s", "--timeout", "5s", ub, NULL};
     pid_t w1 = spawn_quiet(wargv_a, NULL, wa), w2 = spawn_quiet(wargv_b, NULL, wb);
     usleep(300 * 1000);
 
     static struct ljc c;
+    memset(&c, 0, sizeof(c));
     const char *A = "content_by_lua(nginx.conf:30)", *B = "content_by_lua(nginx.conf:42)",
                *T = "init_worker_by_lua(nginx.conf:18)";
     snprintf(c.wbuf[0], sizeof(c.wbuf[0]), "main (%s:9);handle_a (%s:6);work_a (%s:3);spin (%s:2)",
@@ -161,7 +183,7 @@ Test(luajit_servers, openresty_requests_and_timer_under_wrk)
         c.want[k] = c.wbuf[k];
     c.below = "ngx_http_lua_run_thread";
     c.extra = run_thread_below;
-    c.layout = "openresty-luajit2-2.1-20230119";
+    c.layout = layout;
     c.coverage_pct = 60; /* the worker also parses, writes, waits */
     c.min_judged = 60;
     struct ljr_stats *st = &c.st;
@@ -169,23 +191,53 @@ Test(luajit_servers, openresty_requests_and_timer_under_wrk)
     int rc = ljr_record(ngx, 499, 3.0, ljc_on, &c, st, msg, sizeof(msg));
     stop(w1);
     stop(w2);
-    stop(ngx);
-    cr_assert_eq(rc, 0, "recording nginx failed: %s", msg);
-    cr_log_info("nginx: %u samples, %u with Lua frames, %u judged, %u exact; per chain a %u b %u "
-                "timer %u; %.1f us/sample; layout %s",
-                c.samples, c.lua, c.judged, c.exact, c.hits[0], c.hits[1], c.hits[2],
-                st->samples ? st->unwind_ns / st->samples / 1000 : 0, st->layout);
-    cr_expect_str_eq(st->layout, c.layout, "layout %s (diag '%s')", st->layout, st->diag);
-    cr_expect(c.judged >= c.min_judged, "only %u judged samples of %u", c.judged, c.samples);
-    cr_expect(c.exact * 100 >= c.judged * 98, "%u of %u exact; first wrong:\n%s", c.exact, c.judged,
-              c.bad);
-    cr_expect(c.lua * 100 >= c.samples * c.coverage_pct, "%u of %u samples with Lua frames", c.lua,
+    stop(outer);
+    cr_assert_eq(rc, 0, "%s: recording nginx failed: %s", label, msg);
+    cr_log_info("%s: %u samples, %u with Lua frames, %u judged, %u exact; per chain a %u b %u "
+                "timer %u; %.1f us/sample; layout %s%s",
+                label, c.samples, c.lua, c.judged, c.exact, c.hits[0], c.hits[1], c.hits[2],
+                st->samples ? st->unwind_ns / st->samples / 1000 : 0, st->layout,
+                st->derived ? " (derived)" : "");
+    cr_expect_str_eq(st->layout, c.layout, "%s: layout %s (diag '%s')", label, st->layout,
+                     st->diag);
+    cr_expect(st->derived, "%s: layout not derived from the code", label);
+    cr_expect(c.judged >= c.min_judged, "%s: only %u judged samples of %u", label, c.judged,
               c.samples);
+    cr_expect(c.exact * 100 >= c.judged * 98, "%s: %u of %u exact; first wrong:\n%s", label,
+              c.exact, c.judged, c.bad);
+    cr_expect(c.lua * 100 >= c.samples * c.coverage_pct, "%s: %u of %u samples with Lua frames",
+              label, c.lua, c.samples);
     for (int k = 0; k < 3; k++)
-        cr_expect(c.hits[k] * 100 >= c.judged * 5, "chain %d seen %u/%u: %s", k, c.hits[k],
-                  c.judged, c.want[k]);
-    snprintf(cmd, sizeof(cmd), "rm -rf %s", prefix);
+        cr_expect(c.hits[k] * 100 >= c.judged * 5, "%s: chain %d seen %u/%u: %s", label, k,
+                  c.hits[k], c.judged, c.want[k]);
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", host_prefix);
     cr_expect_eq(system(cmd), 0);
+}
+
+Test(luajit_servers, openresty_requests_and_timer_under_wrk)
+{
+    char cmd[1024], root[512];
+    snprintf(cmd, sizeof(cmd), "%s/test/luajit/fetch-nginx.sh %s/ext", SS_SOURCE_DIR,
+             SS_BINARY_DIR);
+    cr_assert_eq(system(cmd), 0, "could not unpack nginx + lua module (%s)", cmd);
+    snprintf(root, sizeof(root), "%s/ext/nginx", SS_BINARY_DIR);
+    nginx_case("nginx (Debian 12, luajit2)", root, false, false, "openresty-luajit2-2.1-20230119");
+}
+
+/* Debian 13: nginx 1.26 + lua module 0.10.28 on libluajit 2.1.1737090214,
+ * in a container; with the JIT off and on. */
+Test(luajit_servers, trixie_nginx_container_under_wrk)
+{
+    char root[512];
+    ljt_trixie_root(root, sizeof(root));
+    nginx_case("nginx (Debian 13, container, JIT off)", root, true, false, "derived-gc64-jit");
+}
+
+Test(luajit_servers, trixie_nginx_container_jit_under_wrk)
+{
+    char root[512];
+    ljt_trixie_root(root, sizeof(root));
+    nginx_case("nginx (Debian 13, container, JIT on)", root, true, true, "derived-gc64-jit");
 }
 
 /* Fiber samples run on the fiber's own stack, rooted in coro_init. */

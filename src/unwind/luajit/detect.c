@@ -10,7 +10,8 @@
  *  - the range is cross-checked: a direct call/jmp in lua_pcall, lua_call or
  *    lua_resume must land inside it (they enter lj_vm_pcall/call/resume);
  *  - GC64: read-only data holds "\x02le\x04gc64" (the ffi.abi table);
- *  - version: the "LuaJIT 2.x..." string in read-only data. */
+ *  - version: the "LuaJIT 2.x..." string in read-only data;
+ *  - layout facts from the code of the VM entries (derive.c). */
 #include <errno.h>
 #include <fcntl.h>
 #include <gelf.h>
@@ -19,6 +20,7 @@
 #include <unistd.h>
 
 #include "stacksnap/ss_lj_luajit.h"
+#include "unwind/luajit/derive.h"
 #include "unwind/luajit/ehscan.h"
 #include "unwind/luajit/stfn.h"
 #include "util/safeopen.h"
@@ -100,8 +102,7 @@ static void scan_eh_frame(const uint8_t *buf, size_t len, uint64_t sh_addr,
     if (v.matches != 1) info->vm_lo = info->vm_hi = info->vm_cfa_off = 0;
 }
 
-/* Bytes at ELF vaddr [va, va + len) from a SHF_ALLOC section, or NULL. */
-static const uint8_t *vaddr_bytes(Elf *e, uint64_t va, size_t len)
+const uint8_t *ss_lj_vaddr_bytes(Elf *e, uint64_t va, size_t len)
 {
     Elf_Scn *scn = NULL;
     while ((scn = elf_nextscn(e, scn))) {
@@ -123,7 +124,7 @@ static bool calls_into(Elf *e, uint64_t va, uint64_t lo, uint64_t hi)
     if (!va) return false;
     size_t n = 512;
     const uint8_t *b = NULL;
-    while (n >= 64 && !(b = vaddr_bytes(e, va, n)))
+    while (n >= 64 && !(b = ss_lj_vaddr_bytes(e, va, n)))
         n /= 2;
     if (!b) return false;
     for (size_t i = 0; i + 5 <= n; i++) {
@@ -150,7 +151,7 @@ static void exit_handler(Elf *e, struct ss_lj_elfinfo *info)
     static const uint8_t sub[] = {0x48, 0x81, 0xec, 0x80, 0x00, 0x00, 0x00};
     uint64_t lo = info->vm_lo, hi = info->vm_hi;
     if (hi <= lo || hi - lo > (1u << 20)) return;
-    const uint8_t *b = vaddr_bytes(e, lo, hi - lo), *p;
+    const uint8_t *b = ss_lj_vaddr_bytes(e, lo, hi - lo), *p;
     if (!b || !(p = memmem(b, hi - lo, pro, sizeof(pro)))) return;
     const uint8_t *end = p + 512 < b + (hi - lo) ? p + 512 : b + (hi - lo);
     const uint8_t *sb = memmem(p, (size_t)(end - p), sub, sizeof(sub));
@@ -228,6 +229,8 @@ static void detect_elf(Elf *e, const char *path, struct ss_lj_elfinfo *info)
             info->checks |= SS_LJ_CHECK_RESUME;
         info->vm_found = info->checks != 0;
         exit_handler(e, info);
+        const uint64_t api[] = {d.sym_resume, d.sym_pcall, d.sym_call};
+        if (info->vm_found) ss_lj_derive(e, info, api, 3);
         Elf_Data *data = eh ? elf_getdata(eh, NULL) : NULL;
         if (info->vm_found && data && data->d_buf)
             ss_lj_stfn_code(e, info, data->d_buf, data->d_size, ehsh.sh_addr);

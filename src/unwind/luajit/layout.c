@@ -2,6 +2,16 @@
  * run-time self-checks that choose and verify a descriptor for a live
  * global_State.
  *
+ * The descriptor tried first is the one built from the facts derived from
+ * the binary's code (derive.c, layout_derive.c); these rows are its
+ * templates for the facts the code does not show, the fallback when
+ * derivation fails, and the record the derived facts are tested against
+ * (test_derive.c). Debian 13's 2.1.0+openresty20250117 has no row on
+ * purpose: it runs on derived layouts only (measured by offsetof() on its
+ * tree: GC64 sizeof L 112, G2DISP 4016, G2J 744; non-GC64 sizeof L 80,
+ * G2DISP 3216, G2J 496; everything else as OpenResty 20230119 / the
+ * Debian 12 non-GC64 row).
+ *
  * Every offset below was measured, not guessed:
  *  - Debian 2.1.0-beta3+git20220320 (GC64) and the same tree with
  *    -DLUAJIT_DISABLE_GC64: offsetof() on the tree from `apt-get source
@@ -228,16 +238,60 @@ static const char *check_one(const struct lj_layout *lay, const uint8_t *buf, ui
 }
 
 int ss_lj_layout_verify(const struct ss_lj_elfinfo *info, struct ss_mem *m, uint64_t G,
-                        uint64_t dispatch, const struct lj_layout **out, char *why, size_t whylen)
+                        uint64_t dispatch, struct lj_layout *scratch, const struct lj_layout **out,
+                        bool *derived, char *why, size_t whylen)
 {
-    return ss_lj_layout_verify_vm(info, 0, 0, m, G, dispatch, out, why, whylen);
+    return ss_lj_layout_verify_vm(info, 0, 0, m, G, dispatch, scratch, out, derived, why, whylen);
+}
+
+static bool hinted_row(const struct ss_lj_elfinfo *info, const struct lj_layout *lay)
+{
+    return (info->hints & lay->hints_req) == lay->hints_req && !(info->hints & lay->hints_forbid);
+}
+
+/* The layout from the derived facts over each compatible row as template
+ * (layout_derive.c), first the rows the static hints point at; a derived
+ * layout equal to a row is reported as that row. */
+static const char *try_derived(const struct ss_lj_elfinfo *info, const uint8_t *buf, uint64_t G,
+                               uint64_t dispatch, struct ss_mem *m, uint64_t vm_lo, uint64_t vm_hi,
+                               struct lj_layout *d, const struct lj_layout **out)
+{
+    const char *first = NULL;
+    bool nojit = info->exit_lo == 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (unsigned i = 0; i < ss_lj_nlayouts; i++) {
+            const struct lj_layout *t = &ss_lj_layouts[i];
+            if (t->gc64 != info->gc64 || t->nojit != nojit || hinted_row(info, t) != (pass == 0))
+                continue;
+            ss_lj_layout_apply(info, t, 0, d);
+            /* sizeof(lua_State): the main thread sits just below G */
+            uint64_t mainL = lj_ref(d, buf + 128 + d->G_mainthref);
+            if (mainL >= G || G - mainL < 32 || G - mainL > 128 || ((G - mainL) & 7)) {
+                if (!first) first = "G->mainthref is not just below G";
+                continue;
+            }
+            d->sizeof_L = (uint32_t)(G - mainL);
+            const char *bad = check_one(d, buf, G, dispatch);
+            if (!bad && vm_hi) bad = check_dispatch(d, m, G, vm_lo, vm_hi);
+            if (bad) {
+                if (!first) first = bad;
+                continue;
+            }
+            *out = d;
+            for (unsigned k = 0; k < ss_lj_nlayouts; k++)
+                if (ss_lj_layout_same(d, &ss_lj_layouts[k])) *out = &ss_lj_layouts[k];
+            return NULL;
+        }
+    return first ? first : "no template row for this mode";
 }
 
 int ss_lj_layout_verify_vm(const struct ss_lj_elfinfo *info, uint64_t vm_lo, uint64_t vm_hi,
                            struct ss_mem *m, uint64_t G, uint64_t dispatch,
-                           const struct lj_layout **out, char *why, size_t whylen)
+                           struct lj_layout *scratch, const struct lj_layout **out, bool *derived,
+                           char *why, size_t whylen)
 {
     uint8_t buf[128 + 896];
+    *derived = false;
     if (G < 4096 || (G & 7)) {
         snprintf(why, whylen, "global_State pointer 0x%llx is not plausible",
                  (unsigned long long)G);
@@ -248,15 +302,21 @@ int ss_lj_layout_verify_vm(const struct ss_lj_elfinfo *info, uint64_t vm_lo, uin
         snprintf(why, whylen, "cannot read global_State at 0x%llx (%d)", (unsigned long long)G, rc);
         return rc;
     }
+    const char *dbad = NULL;
+    if (scratch && ss_lj_layout_derivable(info)) {
+        dbad = try_derived(info, buf, G, dispatch, m, vm_lo, vm_hi, scratch, out);
+        if (!dbad) {
+            *derived = true;
+            return 0;
+        }
+    }
     const char *first = NULL, *firstname = NULL;
     for (int pass = 0; pass < 2; pass++) {
         /* pass 0: layouts whose static hints match; pass 1: the others */
         for (unsigned i = 0; i < ss_lj_nlayouts; i++) {
             const struct lj_layout *lay = &ss_lj_layouts[i];
             if (lay->gc64 != info->gc64) continue;
-            bool hinted = (info->hints & lay->hints_req) == lay->hints_req &&
-                          !(info->hints & lay->hints_forbid);
-            if (hinted != (pass == 0)) continue;
+            if (hinted_row(info, lay) != (pass == 0)) continue;
             const char *bad = check_one(lay, buf, G, dispatch);
             if (!bad && vm_hi) bad = check_dispatch(lay, m, G, vm_lo, vm_hi);
             if (!bad) {
@@ -269,8 +329,9 @@ int ss_lj_layout_verify_vm(const struct ss_lj_elfinfo *info, uint64_t vm_lo, uin
             }
         }
     }
-    snprintf(why, whylen, "no known LuaJIT layout fits (%s%s, %s): %s",
+    snprintf(why, whylen, "no known LuaJIT layout fits (%s%s, %s): %s%s%s",
              info->version[0] ? info->version : "unknown version", info->gc64 ? " GC64" : "",
-             firstname ? firstname : "no candidate", first ? first : "no layout for this mode");
+             firstname ? firstname : "no candidate", first ? first : "no layout for this mode",
+             dbad ? "; derived layout: " : "", dbad ? dbad : "");
     return -ENOENT;
 }

@@ -103,8 +103,8 @@ extern const unsigned ss_lj_nlayouts;
 extern const char *const ss_lj_ff_debian[], *const ss_lj_ff_openresty[],
                                                 *const ss_lj_ff_tarantool[];
 extern const unsigned ss_lj_ff_debian_n, ss_lj_ff_openresty_n, ss_lj_ff_tarantool_n;
-extern const char *const ss_lj_ff_debian_nojit[];
-extern const unsigned ss_lj_ff_debian_nojit_n;
+extern const char *const ss_lj_ff_debian_nojit[], *const ss_lj_ff_openresty_nojit[];
+extern const unsigned ss_lj_ff_debian_nojit_n, ss_lj_ff_openresty_nojit_n;
 
 /* Read a GCRef/MRef field (64-bit GC64, 32-bit otherwise) from a buffer. */
 static inline uint64_t lj_ref(const struct lj_layout *lay, const uint8_t *p)
@@ -131,16 +131,27 @@ static inline uint32_t lj_u32(const uint8_t *p)
     return v;
 }
 
-/* Verify a global state G against the layouts compatible with info; on
- * success *out is the layout. dispatch: DISPATCH register value or 0. L: a
- * lua_State pointing at G (its header is in Lbuf). 0 or negative errno. */
+/* Verify a global state G: first the layout built from the facts derived
+ * from the binary's code (into *scratch, or the table row it equals; then
+ * *derived = true), else the table rows compatible with info. dispatch:
+ * DISPATCH register value or 0. 0 or negative errno. */
 int ss_lj_layout_verify(const struct ss_lj_elfinfo *info, struct ss_mem *m, uint64_t G,
-                        uint64_t dispatch, const struct lj_layout **out, char *why, size_t whylen);
+                        uint64_t dispatch, struct lj_layout *scratch, const struct lj_layout **out,
+                        bool *derived, char *why, size_t whylen);
 /* The same, and (vm_hi != 0) the dispatch table at G + G2DISP must hold
  * addresses inside the VM code [vm_lo, vm_hi) (run-time addresses). */
 int ss_lj_layout_verify_vm(const struct ss_lj_elfinfo *info, uint64_t vm_lo, uint64_t vm_hi,
                            struct ss_mem *m, uint64_t G, uint64_t dispatch,
-                           const struct lj_layout **out, char *why, size_t whylen);
+                           struct lj_layout *scratch, const struct lj_layout **out, bool *derived,
+                           char *why, size_t whylen);
+
+/* Derived layouts (layout_derive.c): whether info's derived facts suffice;
+ * the layout from them over template row t (sizeof_L: from the live state);
+ * whether two layouts have the same facts (names and hints aside). */
+bool ss_lj_layout_derivable(const struct ss_lj_elfinfo *info);
+void ss_lj_layout_apply(const struct ss_lj_elfinfo *info, const struct lj_layout *t,
+                        uint32_t sizeof_L, struct lj_layout *o);
+bool ss_lj_layout_same(const struct lj_layout *a, const struct lj_layout *b);
 
 /* ---- runtime and caches (runtime.c) ---- */
 
@@ -209,7 +220,9 @@ struct ss_lj_runtime {
     struct ss_lj_elfinfo info;
     uint64_t bias, vm_lo, vm_hi;
     uint32_t pid;
-    const struct lj_layout *lay;
+    const struct lj_layout *lay; /* a table row, or &dlay */
+    struct lj_layout dlay;       /* the derived layout when no row equals it */
+    bool lay_derived;            /* lay was built from facts derived from the code */
     uint64_t gs[LJ_MAX_GS];
     unsigned ngs, verify_fail, bad_states;
     bool disabled;

@@ -165,6 +165,11 @@ const char *ss_lj_runtime_layout(const struct ss_lj_runtime *rt)
     return rt->lay ? rt->lay->name : NULL;
 }
 
+bool ss_lj_runtime_layout_derived(const struct ss_lj_runtime *rt)
+{
+    return rt->lay && rt->lay_derived;
+}
+
 const char *ss_lj_runtime_diag(const struct ss_lj_runtime *rt)
 {
     return rt->diag;
@@ -186,12 +191,16 @@ bool ss_lj_check_G(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t G)
     for (unsigned i = 0; i < rt->ngs; i++)
         if (rt->gs[i] == G) return true;
     const struct lj_layout *lay = NULL;
+    struct lj_layout d;
+    bool derived = false;
     char why[200];
     /* No DISPATCH register here: it is DISPATCH in the interpreter only (a
      * leaf in a VM helper called from a trace has the trace's r14), and
      * the dispatch table check proves G2DISP without it. */
-    int rc =
-        ss_lj_layout_verify_vm(&rt->info, rt->vm_lo, rt->vm_hi, m, G, 0, &lay, why, sizeof(why));
+    int rc = ss_lj_layout_verify_vm(&rt->info, rt->vm_lo, rt->vm_hi, m, G, 0, &d, &lay, &derived,
+                                    why, sizeof(why));
+    if (rc == 0 && lay == &d)
+        lay = rt->lay == &rt->dlay && ss_lj_layout_same(&d, &rt->dlay) ? &rt->dlay : &d;
     if (rc == 0 && rt->lay && lay != rt->lay) {
         snprintf(why, sizeof(why), "global states disagree on the layout (%s vs %s)", rt->lay->name,
                  lay->name);
@@ -209,7 +218,12 @@ bool ss_lj_check_G(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t G)
         }
         return false;
     }
+    if (lay == &d) {
+        rt->dlay = d;
+        lay = &rt->dlay;
+    }
     rt->lay = lay;
+    rt->lay_derived = derived;
     if (rt->ngs < LJ_MAX_GS)
         rt->gs[rt->ngs++] = G;
     else

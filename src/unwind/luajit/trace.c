@@ -233,9 +233,12 @@ static int discover(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t G, uint
 static bool try_G(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t G, uint64_t dispatch)
 {
     const struct lj_layout *got = NULL;
+    struct lj_layout tmp;
+    bool derived;
     char why[160];
     return G > 4096 && !(G & 7) &&
-           ss_lj_layout_verify(&rt->info, m, G, dispatch, &got, why, sizeof(why)) == 0 &&
+           ss_lj_layout_verify(&rt->info, m, G, dispatch, &tmp, &got, &derived, why, sizeof(why)) ==
+               0 &&
            ss_lj_check_G(rt, m, G);
 }
 
@@ -250,6 +253,10 @@ static unsigned gstates(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t r14
     for (unsigned i = 0; i < rt->ngs; i++)
         gs[n++] = rt->gs[i];
     if (n || rt->disabled) return n;
+    const struct ss_lj_derived *dv = &rt->info.derived;
+    if (r14 && rt->info.gc64 && ss_lj_layout_derivable(&rt->info) && rt->info.exit_lo &&
+        try_G(rt, m, r14 - (uint64_t)(int64_t)dv->g2disp, r14))
+        return gs[0] = r14 - (uint64_t)(int64_t)dv->g2disp, 1;
     for (unsigned i = 0; r14 && rt->info.gc64 && i < ss_lj_nlayouts; i++) {
         const struct lj_layout *lay = &ss_lj_layouts[i];
         uint64_t G = r14 - (uint64_t)(int64_t)lay->g2disp;
@@ -257,6 +264,7 @@ static unsigned gstates(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t r14
     }
     unsigned gct = rt->info.gc64 ? 9 : 5, glref = rt->info.gc64 ? 16 : 8;
     unsigned cfl = rt->info.gc64 ? 16 : 24, tries = 0; /* cframe SAVE_L (layout.c cf_L) */
+    if (dv->have & SS_LJ_D_ENTRY) glref = dv->L_glref, cfl = dv->cf_L;
     for (uint64_t c = rsp + 16; c < rsp + 16 + 4096 && tries < 4; c += 16) {
         uint64_t ret = 0, L = 0;
         const uint64_t cfa = c + rt->info.vm_cfa_off;

@@ -1,0 +1,400 @@
+/* unwind/luajit/derive.c: LuaJIT layout facts read from the binary's own
+ * machine code, decoded with capstone (Debian libcapstone), so that a build
+ * nobody has listed still gets its offsets.
+ *
+ * Where the facts come from (vm_x64.dasc / vm_x86.dasc, every 2.1 tree):
+ *  - the VM entries lj_vm_resume and lj_vm_pcall/lj_vm_call (the targets of
+ *    the calls in the exported lua_resume, lua_pcall, lua_call): saveregs
+ *    (pushes + sub rsp = the cframe size), `mov [rsp+SAVE_L], rdi`,
+ *    `mov DISPATCH, L:RB->glref; add DISPATCH, GG_G2DISP`,
+ *    `mov L:RB->cframe, ...`, `cmp byte L:RB->status, ...`,
+ *    `mov [DISPATCH+cur_L], L:RB`, `mov dword [DISPATCH+vmstate], -1`,
+ *    `mov BASE, L:RB->base`, `mov RD, L:RB->top`, and in the pcall path
+ *    SAVE_NRES (CARG3d), SAVE_CFRAME (KBASE), SAVE_PC (L:RB);
+ *    resume and pcall/call are decoded separately and must agree;
+ *  - vm_exit_handler: `mov BASE, [DISPATCH+jit_base]`, `lea CARG1,
+ *    [DISPATCH+GG_DISP2J]` (g2j), `mov [DISPATCH+jit_base], 0`, and after
+ *    the call SAVE_L / SAVE_PC through the cframe (must agree with the
+ *    entries);
+ *  - BC_JLOOP: `mov RA, [DISPATCH+J.trace]; mov TRACE:RD, [RA+RD*8];
+ *    mov RD, TRACE:RD->mcode; ...; mov [DISPATCH+jit_base], BASE`, found
+ *    by a sweep of the VM code; exactly one match.
+ * Registers (both .dasc files on x64): RB = rbp holds L, BASE = rdx,
+ * RD = rax, KBASE = r15, DISPATCH = r14, CARG1..4 = rdi, rsi, rdx, rcx.
+ * Everything is range- and alignment-checked here and verified again at
+ * run time against the live global state (layout.c). */
+#include <capstone/capstone.h>
+#include <string.h>
+#ifdef SS_DERIVE_DEBUG
+#include <stdio.h>
+#endif
+
+#include "unwind/luajit/derive.h"
+
+#define MAXINS 96
+#define UNSET 0x7fffffff
+
+struct ins {
+    unsigned id;
+    uint64_t addr, size;
+    unsigned nops;
+    struct op {
+        uint8_t type, size;
+        int reg;                /* REG: 64-bit family */
+        int base, index, scale; /* MEM (base/index: 64-bit family, 0 none) */
+        int64_t disp, imm;
+    } op[2];
+};
+
+/* The 64-bit register of the family r belongs to (eax -> rax, r14d -> r14). */
+static int reg64(int r)
+{
+    static const int fam[][4] = {
+        {X86_REG_RAX, X86_REG_EAX, X86_REG_AX, X86_REG_AL},
+        {X86_REG_RCX, X86_REG_ECX, X86_REG_CX, X86_REG_CL},
+        {X86_REG_RDX, X86_REG_EDX, X86_REG_DX, X86_REG_DL},
+        {X86_REG_RBX, X86_REG_EBX, X86_REG_BX, X86_REG_BL},
+        {X86_REG_RSP, X86_REG_ESP, X86_REG_SP, X86_REG_SPL},
+        {X86_REG_RBP, X86_REG_EBP, X86_REG_BP, X86_REG_BPL},
+        {X86_REG_RSI, X86_REG_ESI, X86_REG_SI, X86_REG_SIL},
+        {X86_REG_RDI, X86_REG_EDI, X86_REG_DI, X86_REG_DIL},
+        {X86_REG_R8, X86_REG_R8D, X86_REG_R8W, X86_REG_R8B},
+        {X86_REG_R9, X86_REG_R9D, X86_REG_R9W, X86_REG_R9B},
+        {X86_REG_R10, X86_REG_R10D, X86_REG_R10W, X86_REG_R10B},
+        {X86_REG_R11, X86_REG_R11D, X86_REG_R11W, X86_REG_R11B},
+        {X86_REG_R12, X86_REG_R12D, X86_REG_R12W, X86_REG_R12B},
+        {X86_REG_R13, X86_REG_R13D, X86_REG_R13W, X86_REG_R13B},
+        {X86_REG_R14, X86_REG_R14D, X86_REG_R14W, X86_REG_R14B},
+        {X86_REG_R15, X86_REG_R15D, X86_REG_R15W, X86_REG_R15B},
+    };
+    if (r == X86_REG_INVALID) return 0;
+    for (unsigned i = 0; i < sizeof(fam) / sizeof(fam[0]); i++)
+        for (unsigned j = 0; j < 4; j++)
+            if (fam[i][j] == r) return fam[i][0];
+    return r;
+}
+
+static void conv(const cs_insn *ci, struct ins *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->id = ci->id;
+    o->addr = ci->address;
+    o->size = ci->size;
+    const cs_x86 *x = &ci->detail->x86;
+    o->nops = x->op_count > 2 ? 2 : x->op_count;
+    for (unsigned i = 0; i < o->nops; i++) {
+        const cs_x86_op *s = &x->operands[i];
+        struct op *d = &o->op[i];
+        d->type = (uint8_t)s->type;
+        d->size = s->size;
+        if (s->type == X86_OP_REG) d->reg = reg64(s->reg);
+        if (s->type == X86_OP_IMM) d->imm = s->imm;
+        if (s->type == X86_OP_MEM) {
+            d->base = reg64(s->mem.base);
+            d->index = reg64(s->mem.index);
+            d->scale = s->mem.scale;
+            d->disp = s->mem.disp;
+        }
+    }
+}
+
+/* Decode up to cap instructions from va (stops after ret, an indirect jmp,
+ * or a jmp that leaves [lo, hi); follows one direct jmp inside it when
+ * follow). Returns the count. */
+static unsigned decode(csh h, Elf *e, uint64_t va, uint64_t lo, uint64_t hi, bool follow,
+                       struct ins *out, unsigned cap)
+{
+    unsigned n = 0;
+    cs_insn *ci = cs_malloc(h);
+    if (!ci) return 0;
+    for (int hop = 0; hop < 2 && n < cap; hop++) {
+        size_t len = 512;
+        const uint8_t *b = NULL;
+        while (len >= 64 && !(b = ss_lj_vaddr_bytes(e, va, len)))
+            len /= 2;
+        if (!b) break;
+        uint64_t addr = va, next = 0;
+        while (n < cap && cs_disasm_iter(h, &b, &len, &addr, ci)) {
+            conv(ci, &out[n++]);
+            const struct ins *l = &out[n - 1];
+            if (l->id == X86_INS_RET) goto done;
+            if (l->id == X86_INS_JMP) {
+                if (l->nops == 1 && l->op[0].type == X86_OP_IMM && follow && !hop &&
+                    (uint64_t)l->op[0].imm >= lo && (uint64_t)l->op[0].imm < hi)
+                    next = (uint64_t)l->op[0].imm;
+                break;
+            }
+        }
+        if (!next) break;
+        va = next;
+    }
+done:
+    cs_free(ci, 1);
+    return n;
+}
+
+static bool is_mem(const struct op *o, int base)
+{
+    return o->type == X86_OP_MEM && o->base == base && o->index == 0;
+}
+static bool is_reg(const struct op *o, int reg)
+{
+    return o->type == X86_OP_REG && o->reg == reg;
+}
+
+/* Facts of one VM entry path (UNSET where not seen). */
+struct entry {
+    int32_t cf_size, cf_L, cf_pc, cf_prev, cf_nres;
+    int32_t glref, g2disp, cframe, status, cur_L, vmstate, base, top;
+};
+
+static void set1(int32_t *f, int64_t v)
+{
+    if (*f == UNSET && v >= -65536 && v < 65536) *f = (int32_t)v;
+}
+
+static void entry_facts(const struct ins *d, unsigned n, struct entry *f)
+{
+    for (int32_t *p = &f->cf_size; p <= &f->top; p++)
+        *p = UNSET;
+    unsigned pushes = 0;
+    bool sub = false;
+    const int L = X86_REG_RBP, DISP = X86_REG_R14, SP = X86_REG_RSP;
+    for (unsigned i = 0; i < n; i++) {
+        const struct ins *x = &d[i];
+        const struct op *a = &x->op[0], *b = &x->op[1];
+        if (!sub && x->id == X86_INS_PUSH) {
+            pushes++;
+            continue;
+        }
+        if (!sub && x->id == X86_INS_SUB && is_reg(a, SP) && b->type == X86_OP_IMM) {
+            sub = true;
+            set1(&f->cf_size, 8 + 8 * (int64_t)pushes + b->imm);
+            continue;
+        }
+        if (x->nops != 2) continue;
+        if (x->id == X86_INS_ADD && is_reg(a, DISP) && b->type == X86_OP_IMM)
+            set1(&f->g2disp, b->imm);
+        if (x->id == X86_INS_CMP && is_mem(a, L) && a->size == 1) set1(&f->status, a->disp);
+        if (x->id != X86_INS_MOV) continue;
+        if (is_mem(a, SP) && b->type == X86_OP_REG) { /* cframe slots */
+            if (b->reg == X86_REG_RDI) set1(&f->cf_L, a->disp);
+            if (b->reg == X86_REG_RDX && b->size == 4) set1(&f->cf_nres, a->disp);
+            if (b->reg == X86_REG_R15) set1(&f->cf_prev, a->disp);
+            if (b->reg == L) set1(&f->cf_pc, a->disp);
+        }
+        if (a->type == X86_OP_REG && is_mem(b, L)) { /* loads from L */
+            if (a->reg == DISP) set1(&f->glref, b->disp);
+            if (a->reg == X86_REG_R15) set1(&f->cframe, b->disp);
+            if (a->reg == X86_REG_RDX) set1(&f->base, b->disp);
+            if (a->reg == X86_REG_RAX) set1(&f->top, b->disp);
+        }
+        if (is_mem(a, L) && (is_reg(b, X86_REG_R15) || is_reg(b, SP))) set1(&f->cframe, a->disp);
+        if (is_mem(a, DISP) && is_reg(b, L)) set1(&f->cur_L, a->disp);
+        if (is_mem(a, DISP) && a->size == 4 && b->type == X86_OP_IMM &&
+            (b->imm == -1 || b->imm == 0xffffffff))
+            set1(&f->vmstate, a->disp);
+    }
+}
+
+/* The VM entry that API function va calls, or 0. */
+static uint64_t vm_target(csh h, Elf *e, uint64_t va, uint64_t lo, uint64_t hi)
+{
+    struct ins d[MAXINS];
+    unsigned n = decode(h, e, va, 0, 0, false, d, MAXINS);
+    for (unsigned i = 0; i < n; i++)
+        if ((d[i].id == X86_INS_CALL || d[i].id == X86_INS_JMP) && d[i].nops == 1 &&
+            d[i].op[0].type == X86_OP_IMM && (uint64_t)d[i].op[0].imm >= lo &&
+            (uint64_t)d[i].op[0].imm < hi)
+            return (uint64_t)d[i].op[0].imm;
+    return 0;
+}
+
+static bool plausible(int32_t v, uint32_t align, int32_t max)
+{
+    return v != UNSET && v >= 0 && v < max && (v % (int32_t)align) == 0;
+}
+
+/* The entry facts every path shows must agree; the cframe slots the resume
+ * path does not store come from the pcall/call path. */
+static bool merge_entries(const struct ss_lj_elfinfo *info, const struct entry *e, unsigned n,
+                          struct ss_lj_derived *dv)
+{
+    struct entry m = e[0];
+    for (unsigned k = 1; k < n; k++) {
+        const int32_t *a = &m.cf_size, *b = &e[k].cf_size;
+        int32_t *w = &m.cf_size;
+        for (unsigned i = 0; &a[i] <= &m.top; i++) {
+            if (b[i] == UNSET) continue;
+            if (a[i] == UNSET)
+                w[i] = b[i];
+            else if (a[i] != b[i])
+                return false;
+        }
+    }
+    uint32_t ra = info->gc64 ? 8 : 4; /* GCRef/MRef size */
+    if (m.cf_size != (int32_t)info->vm_cfa_off || !plausible(m.cf_L, 4, m.cf_size) ||
+        !plausible(m.cf_pc, 4, m.cf_size) || !plausible(m.cf_prev, 8, m.cf_size) ||
+        !plausible(m.cf_nres, 4, m.cf_size) || !plausible(m.glref, ra, 64) ||
+        !plausible(m.base, ra, 128) || !plausible(m.top, ra, 128) ||
+        !plausible(m.cframe, ra, 128) || m.g2disp == UNSET || m.g2disp < 256 || m.g2disp > 65536 ||
+        m.vmstate == UNSET || m.cur_L == UNSET)
+        return false;
+    int32_t vms = m.g2disp + m.vmstate, cur = m.g2disp + m.cur_L;
+    if (!plausible(vms, 4, m.g2disp) || !plausible(cur, ra, m.g2disp)) return false;
+    dv->cf_size = (uint32_t)m.cf_size;
+    dv->cf_L = (uint32_t)m.cf_L;
+    dv->cf_pc = (uint32_t)m.cf_pc;
+    dv->cf_prev = (uint32_t)m.cf_prev;
+    dv->cf_nres = (uint32_t)m.cf_nres;
+    dv->L_glref = (uint32_t)m.glref;
+    dv->L_base = (uint32_t)m.base;
+    dv->L_top = (uint32_t)m.top;
+    dv->L_cframe = (uint32_t)m.cframe;
+    dv->L_status = m.status == UNSET ? 0 : (uint32_t)m.status; /* resume path only */
+    dv->g2disp = m.g2disp;
+    dv->G_vmstate = (uint32_t)vms;
+    dv->G_cur_L = (uint32_t)cur;
+    return true;
+}
+
+/* vm_exit_handler from its first instruction to the two cframe accesses
+ * after `call lj_trace_exit`. */
+static bool exit_facts(csh h, Elf *e, const struct ss_lj_elfinfo *info, struct ss_lj_derived *dv)
+{
+    struct ins d[MAXINS];
+    if (!info->exit_lo || !info->exit_ret) return false;
+    unsigned n = decode(h, e, info->exit_lo, 0, 0, false, d, MAXINS);
+    const int DISP = X86_REG_R14;
+    int32_t jb = UNSET, jb0 = UNSET, disp2j = UNSET, savel = UNSET, savepc = UNSET;
+    bool cur = false, vms = false, after = false;
+    int ra = 0;
+    for (unsigned i = 0; i < n; i++) {
+        const struct ins *x = &d[i];
+        const struct op *a = &x->op[0], *b = &x->op[1];
+        if (x->addr == info->exit_ret) after = true;
+        if (x->nops != 2) continue;
+        if (!after) {
+            if (x->id == X86_INS_MOV && is_reg(a, X86_REG_RDX) && is_mem(b, DISP))
+                set1(&jb, b->disp);
+            if (x->id == X86_INS_MOV && is_mem(a, DISP) && b->type == X86_OP_IMM && b->imm == 0)
+                set1(&jb0, a->disp);
+            if (x->id == X86_INS_LEA && is_reg(a, X86_REG_RDI) && is_mem(b, DISP))
+                set1(&disp2j, b->disp);
+            if (x->id == X86_INS_MOV && is_reg(a, X86_REG_RBP) && is_mem(b, DISP) &&
+                b->disp + dv->g2disp == (int64_t)dv->G_cur_L)
+                cur = true;
+            if (x->id == X86_INS_MOV && a->type == X86_OP_REG && is_mem(b, DISP) &&
+                b->disp + dv->g2disp == (int64_t)dv->G_vmstate)
+                vms = true;
+            continue;
+        }
+        /* mov RA, L:RB->cframe; and RA, mask; mov [RA+SAVE_L], L:RB; mov PC, [RA+SAVE_PC] */
+        if (x->id == X86_INS_MOV && a->type == X86_OP_REG && is_mem(b, X86_REG_RBP) &&
+            b->disp == (int64_t)dv->L_cframe)
+            ra = a->reg;
+        if (ra && x->id == X86_INS_MOV && is_mem(a, ra) && is_reg(b, X86_REG_RBP))
+            set1(&savel, a->disp);
+        if (ra && x->id == X86_INS_MOV && is_reg(a, X86_REG_RBX) && is_mem(b, ra))
+            set1(&savepc, b->disp);
+    }
+    if (jb == UNSET || jb != jb0 || disp2j == UNSET || !cur || !vms) return false;
+    if (savel != (int32_t)dv->cf_L || savepc != (int32_t)dv->cf_pc) return false;
+    int32_t g2j = dv->g2disp + disp2j, jbase = dv->g2disp + jb;
+    if (g2j <= 0 || g2j >= dv->g2disp || (g2j & 7) || !plausible(jbase, info->gc64 ? 8 : 4, g2j))
+        return false;
+    dv->G_jit_base = (uint32_t)jbase;
+    dv->g2j = g2j;
+    return true;
+}
+
+/* BC_JLOOP: the one store of BASE to jit_base, after the trace lookup. */
+static bool jloop_facts(csh h, Elf *e, const struct ss_lj_elfinfo *info, struct ss_lj_derived *dv)
+{
+    uint64_t lo = info->vm_lo, hi = info->vm_hi;
+    if (hi <= lo || hi - lo > (1u << 20)) return false;
+    const uint8_t *b = ss_lj_vaddr_bytes(e, lo, hi - lo);
+    if (!b) return false;
+    cs_insn *ci = cs_malloc(h);
+    if (!ci) return false;
+    struct ins win[8];
+    unsigned nw = 0, found = 0;
+    int32_t jt = UNSET, mc = UNSET;
+    size_t len = hi - lo;
+    uint64_t addr = lo;
+    const int DISP = X86_REG_R14;
+    int64_t want = (int64_t)dv->G_jit_base - dv->g2disp;
+    while (cs_disasm_iter(h, &b, &len, &addr, ci)) {
+        memmove(win, win + 1, sizeof(win) - sizeof(win[0]));
+        conv(ci, &win[7]);
+        if (nw < 8) nw++;
+        const struct ins *x = &win[7];
+        if (x->id != X86_INS_MOV || !is_mem(&x->op[0], DISP) || x->op[0].disp != want ||
+            !is_reg(&x->op[1], X86_REG_RDX))
+            continue;
+        /* look back for trace = [DISP+J.trace]; T = [trace+n*s]; mcode = [T+ofs] */
+        for (unsigned i = 8 - nw; i + 2 < 7; i++) {
+            const struct ins *p = &win[i], *q = &win[i + 1], *r = &win[i + 2];
+            if (p->id != X86_INS_MOV || q->id != X86_INS_MOV || r->id != X86_INS_MOV) continue;
+            if (p->op[0].type != X86_OP_REG || !is_mem(&p->op[1], DISP)) continue;
+            const struct op *qm = &q->op[1];
+            if (q->op[0].type != X86_OP_REG || qm->type != X86_OP_MEM || qm->base != p->op[0].reg ||
+                qm->disp != 0 || (qm->scale != 8 && qm->scale != 4))
+                continue;
+            if (r->op[0].type != X86_OP_REG || !is_mem(&r->op[1], q->op[0].reg)) continue;
+            found++;
+            jt = (int32_t)(p->op[1].disp + dv->g2disp - dv->g2j);
+            mc = (int32_t)r->op[1].disp;
+            break;
+        }
+    }
+    cs_free(ci, 1);
+    if (found != 1 || !plausible(jt, 8, 4096) || !plausible(mc, 8, 256)) return false;
+    dv->J_trace = (uint32_t)jt;
+    dv->T_mcode = (uint32_t)mc;
+    return true;
+}
+
+void ss_lj_derive(Elf *e, struct ss_lj_elfinfo *info, const uint64_t *api, unsigned napi)
+{
+    struct ss_lj_derived *dv = &info->derived;
+    memset(dv, 0, sizeof(*dv));
+    csh h;
+    if (cs_open(CS_ARCH_X86, CS_MODE_64, &h) != CS_ERR_OK) return;
+    cs_option(h, CS_OPT_DETAIL, CS_OPT_ON);
+    struct entry ent[3];
+    unsigned ne = 0;
+    uint64_t seen[3] = {0};
+    for (unsigned i = 0; i < napi && i < 3; i++) {
+        if (!api[i]) continue;
+        uint64_t t = vm_target(h, e, api[i], info->vm_lo, info->vm_hi);
+        bool dup = false;
+        for (unsigned k = 0; k < ne; k++)
+            dup |= seen[k] == t;
+        if (!t || dup) continue;
+        struct ins d[MAXINS];
+        unsigned n = decode(h, e, t, info->vm_lo, info->vm_hi, true, d, MAXINS);
+        seen[ne] = t;
+        entry_facts(d, n, &ent[ne++]);
+#ifdef SS_DERIVE_DEBUG
+        {
+            const struct entry *q = &ent[ne - 1];
+            fprintf(stderr,
+                    "entry %llx n=%u: cf %d L %d pc %d prev %d nres %d glref %d g2disp %d cframe "
+                    "%d status %d cur %d vms %d base %d top %d\n",
+                    (unsigned long long)t, n, q->cf_size, q->cf_L, q->cf_pc, q->cf_prev, q->cf_nres,
+                    q->glref, q->g2disp, q->cframe, q->status, q->cur_L, q->vmstate, q->base,
+                    q->top);
+        }
+#endif
+    }
+    if (ne >= 2 && merge_entries(info, ent, ne, dv)) {
+        dv->have |= SS_LJ_D_ENTRY;
+        dv->nentries = ne;
+        if (exit_facts(h, e, info, dv)) {
+            dv->have |= SS_LJ_D_EXIT;
+            if (jloop_facts(h, e, info, dv)) dv->have |= SS_LJ_D_JLOOP;
+        }
+    }
+    cs_close(&h);
+}
