@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../luajit/ljtest.h" /* LJT_TRIXIE_PKGS: the Debian 13 root's packages */
 #include "cli.h"
 
 struct share {
@@ -82,15 +83,16 @@ static void stop_load(pid_t *pids, int n)
     }
 }
 
-static struct share record(const char *mode, const char *prog, const char *jit, int depth,
+/* cmd: the program and its options before the script (NULL-terminated);
+ * lua: the script's path as that program sees it. */
+static struct share record(const char *mode, const char *const *cmd, const char *lua, int depth,
                            bool windows)
 {
     char *dir = cli_tmpdir("short");
     char *out = cli_path(dir, "s.folded");
-    char *lua = cli_src("test/cli/short.lua");
     char d[16];
     snprintf(d, sizeof(d), "%d", depth);
-    char *argv[16];
+    char *argv[24];
     int a = 0;
     argv[a++] = (char *)cli_ss();
     argv[a++] = "record";
@@ -100,9 +102,9 @@ static struct share record(const char *mode, const char *prog, const char *jit, 
     argv[a++] = "-o";
     argv[a++] = out;
     argv[a++] = "--";
-    argv[a++] = (char *)prog;
-    if (jit) argv[a++] = (char *)jit;
-    argv[a++] = lua;
+    for (int i = 0; cmd[i] && a < 18; i++)
+        argv[a++] = (char *)cmd[i];
+    argv[a++] = (char *)lua;
     argv[a++] = "3";
     argv[a++] = d;
     argv[a] = NULL;
@@ -112,26 +114,27 @@ static struct share record(const char *mode, const char *prog, const char *jit, 
     char *text = cli_load(out, NULL);
     cr_assert(text, "no folded output");
     struct share s = measure(text, depth);
-    cr_log_info("%s %s %s depth %d %s: %lld of %lld callee samples whole (%.1f%%), %lld "
-                "samples, %.1f s",
-                mode, prog, jit ? jit : "(JIT)", depth, windows ? "windows" : "--no-lua-window",
-                s.whole, s.callee, s.callee ? 100.0 * (double)s.whole / (double)s.callee : 0.0,
-                s.total, r.secs);
+    char what[128] = "";
+    for (int i = 0; cmd[i]; i++)
+        snprintf(what + strlen(what), sizeof(what) - strlen(what), "%s%s", i ? " " : "", cmd[i]);
+    cr_log_info("%s %s depth %d %s: %lld of %lld callee samples whole (%.1f%%), %lld samples, "
+                "%.1f s",
+                mode, what, depth, windows ? "windows" : "--no-lua-window", s.whole, s.callee,
+                s.callee ? 100.0 * (double)s.whole / (double)s.callee : 0.0, s.total, r.secs);
     free(text);
     cli_res_free(&r);
     cli_rmtree(dir);
     free(out);
-    free(lua);
     free(dir);
     return s;
 }
 
-static void check_prog(const char *prog, const char *jit, int depth, int load, double bar)
+static void check_cmd(const char *const *cmd, const char *lua, int depth, int load, double bar)
 {
     pid_t busy[4];
     if (load) start_load(busy, load);
-    struct share with = record(load ? "load 4" : "idle", prog, jit, depth, true);
-    struct share without = record(load ? "load 4" : "idle", prog, jit, depth, false);
+    struct share with = record(load ? "load 4" : "idle", cmd, lua, depth, true);
+    struct share without = record(load ? "load 4" : "idle", cmd, lua, depth, false);
     if (load) stop_load(busy, load);
     (void)without;
     cr_assert_geq(with.callee, with.total / 2, "callee samples %lld of %lld", with.callee,
@@ -142,7 +145,10 @@ static void check_prog(const char *prog, const char *jit, int depth, int load, d
 
 static void check(const char *jit, int depth, int load, double bar)
 {
-    check_prog("luajit", jit, depth, load, bar);
+    const char *cmd[] = {"luajit", jit, NULL};
+    char *lua = cli_src("test/cli/short.lua");
+    check_cmd(cmd, lua, depth, load, bar);
+    free(lua);
 }
 
 Test(cli_shortcalls, interpreter_idle, .timeout = 120)
@@ -165,9 +171,43 @@ Test(cli_shortcalls, deep_recursion_200, .timeout = 120)
 {
     check("-joff", 200, 0, 0.99);
 }
+
+/* Debian 13's luajit (2.1 rolling, layouts derived from its code) in its own
+ * mount and pid namespaces, chrooted into a debootstrap root (as the
+ * LuaJIT tests make it: test/roots/mkroot.sh, cached). */
+static void trixie(const char *jit)
+{
+    char cmd[1024], root[512], dst[600];
+    const char *cache = getenv("SS_CACHE");
+    snprintf(root, sizeof(root), "%s/roots/trixie",
+             cache && *cache ? cache : "/var/cache/stacksnap");
+    snprintf(cmd, sizeof(cmd), "%s/test/roots/mkroot.sh trixie %s >/dev/null", SS_SOURCE_DIR,
+             LJT_TRIXIE_PKGS);
+    cr_assert_eq(system(cmd), 0, "could not make the Debian 13 root (%s)", cmd);
+    snprintf(dst, sizeof(dst), "%s/tmp/ss-short.lua", root);
+    char *lua = cli_src("test/cli/short.lua");
+    cr_assert_eq(cli_copy(lua, dst, 0644), 0, "%s", dst);
+    const char *argv[] = {"unshare", "--mount", "--pid",  "--fork", "--kill-child",
+                          "chroot",  root,      "luajit", jit,      NULL};
+    check_cmd(argv, "/tmp/ss-short.lua", 0, 0, 0.99);
+    free(lua);
+}
+
+Test(cli_shortcalls, trixie_container_interpreter, .timeout = 300)
+{
+    trixie("-joff");
+}
+Test(cli_shortcalls, trixie_container_jit, .timeout = 300)
+{
+    trixie(NULL);
+}
+
 /* Tarantool 2.6: non-GC64 (32-bit references in the windows' loads), Lua
  * on a fiber stack, JIT on. */
 Test(cli_shortcalls, tarantool_fiber, .timeout = 120)
 {
-    check_prog("tarantool", NULL, 0, 0, 0.99);
+    const char *cmd[] = {"tarantool", NULL};
+    char *lua = cli_src("test/cli/short.lua");
+    check_cmd(cmd, lua, 0, 0, 0.99);
+    free(lua);
 }
