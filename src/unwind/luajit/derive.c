@@ -25,9 +25,6 @@
  * run time against the live global state (layout.c). */
 #include <capstone/capstone.h>
 #include <string.h>
-#ifdef SS_DERIVE_DEBUG
-#include <stdio.h>
-#endif
 
 #include "unwind/luajit/derive.h"
 
@@ -376,17 +373,6 @@ void ss_lj_derive(Elf *e, struct ss_lj_elfinfo *info, const uint64_t *api, unsig
         unsigned n = decode(h, e, t, info->vm_lo, info->vm_hi, true, d, MAXINS);
         seen[ne] = t;
         entry_facts(d, n, &ent[ne++]);
-#ifdef SS_DERIVE_DEBUG
-        {
-            const struct entry *q = &ent[ne - 1];
-            fprintf(stderr,
-                    "entry %llx n=%u: cf %d L %d pc %d prev %d nres %d glref %d g2disp %d cframe "
-                    "%d status %d cur %d vms %d base %d top %d\n",
-                    (unsigned long long)t, n, q->cf_size, q->cf_L, q->cf_pc, q->cf_prev, q->cf_nres,
-                    q->glref, q->g2disp, q->cframe, q->status, q->cur_L, q->vmstate, q->base,
-                    q->top);
-        }
-#endif
     }
     if (ne >= 2 && merge_entries(info, ent, ne, dv)) {
         dv->have |= SS_LJ_D_ENTRY;
