@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # test/vm/initramfs.sh SRC BUILD OUT: the guest's root for the kernel matrix,
-# a gzipped cpio of this Debian 12 userland's files: busybox (static) for the
-# shell, the built stacksnap, the capture tests and workloads, Debian's
-# luajit, each with the shared libraries it loads (ldd), at the same absolute
-# paths as here (the tests have their build folder compiled in), and
-# test/vm/guest.sh as /init. Only files, so it stays a few MiB: the kernel
-# unpacks it in well under a second even under emulation.
+# a gzipped cpio taken from a Debian 12 root (test/roots/mkroot.sh bookworm,
+# cached) that holds the packages of every library the built programs load:
+# busybox (static) for the shell, Debian's luajit, and for the built
+# stacksnap, capture tests and workloads the shared libraries they load (as
+# ldd lists them here), at the same absolute paths (the tests have their
+# build folder compiled in), and test/vm/guest.sh as /init. Only those files,
+# so it stays ~10 MiB: the kernel unpacks it in well under a second even
+# under emulation.
 set -euo pipefail
 src=${1:?usage: initramfs.sh SRC BUILD OUT}
 build=${2:?}
@@ -14,24 +16,35 @@ root=$(mktemp -d)
 trap 'rm -rf "$root"' EXIT
 
 bins=("$build/stacksnap" "$build/capture_test" "$build/capture_prog_test"
-      "$build/capture_workload" "$build/capture_cost" "$build/cli_native" /usr/bin/luajit)
-add() { # file: copy it (following links) to the same path in the root
+      "$build/capture_workload" "$build/capture_cost" "$build/cli_native")
+for b in "${bins[@]}"; do
+    [ -x "$b" ] || { echo "initramfs.sh: missing $b (build it first)" >&2; exit 1; }
+done
+libs=$(for b in "${bins[@]}" /usr/bin/luajit; do
+    ldd "$b" | awk '/=> \//{print $3} /^\t\/[^ ]*ld-linux/{print $1}'
+done | sort -u)
+# The Debian packages of those libraries (dpkg knows them by either path of
+# the merged /usr), plus luajit and busybox.
+pkgs=$(for l in $libs; do
+    dpkg -S "$l" 2>/dev/null || dpkg -S "$(readlink -f "$l")" 2>/dev/null || dpkg -S "/usr$l" 2>/dev/null ||
+        { echo "initramfs.sh: no package has $l" >&2; exit 1; }
+done | sed -E 's/:.*//; s/:amd64//' | tr ', ' '\n\n' | grep -v '^$' | sort -u | tr '\n' ',')
+deb=$("$src/test/roots/mkroot.sh" bookworm "${pkgs}luajit,busybox-static")
+from() { # path: copy it from the Debian 12 root (following its links) to the same path
+    [ -e "$deb$1" ] || { echo "initramfs.sh: $1 is not in $deb" >&2; exit 1; }
+    mkdir -p "$root$(dirname "$1")"
+    cp -L "$deb$1" "$root$1"
+}
+add() { # file of the build: to the same path
     mkdir -p "$root$(dirname "$1")"
     cp -L "$1" "$root$1"
 }
-for b in "${bins[@]}"; do
-    [ -x "$b" ] || { echo "initramfs.sh: missing $b (build it first)" >&2; exit 1; }
-    add "$b"
-    ldd "$b" | awk '/=> \//{print $3} /^\t\/[^ ]*ld-linux/{print $1}' | while read -r lib; do
-        [ -e "$root$lib" ] || add "$lib"
-    done
-done
-# The dynamic loader at its canonical path, whatever ldd printed.
-add /lib64/ld-linux-x86-64.so.2
+for b in "${bins[@]}"; do add "$b"; done
+for l in $libs /lib64/ld-linux-x86-64.so.2 /usr/bin/luajit; do from "$l"; done
 add "$src/test/vm/chain.lua"
 add "$src/test/cli/short.lua"
 mkdir -p "$root/bin" "$root/proc" "$root/sys" "$root/dev" "$root/tmp" "$root/run"
-cp /bin/busybox "$root/bin/busybox"
+cp "$deb/bin/busybox" "$root/bin/busybox"
 for a in sh mount umount mkdir cat echo grep awk sed sort head tail wc tr cut sleep poweroff \
          uname ls rm timeout seq date printf test dmesg sync kill; do
     ln -sf busybox "$root/bin/$a"
