@@ -73,9 +73,12 @@ for mode in default compat; do
     say "short_$mode" "rc=$?" \
         "$(share /tmp/s.folded "(spin|parse|route|render)$F" ";main$F;run$F;recurse$F;handler$F;(parse|route|render)$F(;spin$F)?(;[^(;]+)*\$")" \
         "$(tail -n 1 /tmp/rec.err)"
-    # Kernel cost per sample (emulated: compare kernels, not hosts).
-    say "cost_$mode" "$($build/capture_cost $flag --seconds 1 2>&1 | tr '\n' ' ')"
-    say "costwin_$mode" "$($build/capture_cost $flag --windows --seconds 1 2>&1 | tr '\n' ' ')"
+    # Kernel cost per sample (emulated: compare kernels, not hosts), for
+    # bench/kernels only (kernel command line ssvm.bench).
+    if grep -q ssvm.bench /proc/cmdline; then
+        say "cost_$mode" "$($build/capture_cost $flag --seconds 2 2>&1 | tr '\n' ' ')"
+        say "costwin_$mode" "$($build/capture_cost $flag --windows --seconds 2 2>&1 | tr '\n' ' ')"
+    fi
 done
 say end
 sync

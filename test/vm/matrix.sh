@@ -20,7 +20,8 @@ t0=$(date +%s)
 timeout 600 qemu-system-x86_64 -accel tcg,thread=multi -cpu max -smp 2 -m 2048 \
     -display none -monitor none -serial stdio -no-reboot \
     -kernel "$kernel" -initrd "$img" \
-    -append "console=ttyS0 panic=-1 loglevel=3 rdinit=/init" </dev/null >"$log" 2>&1 || true
+    -append "console=ttyS0 panic=-1 loglevel=3 rdinit=/init${SS_VM_BENCH:+ ssvm.bench}" </dev/null \
+    >"$log" 2>&1 || true
 secs=$(($(date +%s) - t0))
 tr -d '\r' <"$log" >"$log.txt"
 val() { grep -m1 "^SSVM $1 " "$log.txt" | sed "s/^SSVM $1 //"; }
