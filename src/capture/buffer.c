@@ -11,26 +11,33 @@
 #include "capture/capture_int.h"
 #include "snapshot.h" /* bpf/: shared with the BPF side */
 
-/* perf's register order (enum ss_reg) from the kernel's pt_regs order;
- * ds, es, fs, gs are not saved on x86-64 (perf reports 0 too). */
+/* For each register in perf's order (enum ss_reg) its index in the
+ * kernel's pt_regs order, -1 for ds, es, fs, gs (not saved on x86-64; perf
+ * reports 0 too). */
+static const signed char pt_of[SS_NREGS] = {
+    [SS_REG_AX] = SS_PT_AX,   [SS_REG_BX] = SS_PT_BX,
+    [SS_REG_CX] = SS_PT_CX,   [SS_REG_DX] = SS_PT_DX,
+    [SS_REG_SI] = SS_PT_SI,   [SS_REG_DI] = SS_PT_DI,
+    [SS_REG_BP] = SS_PT_BP,   [SS_REG_SP] = SS_PT_SP,
+    [SS_REG_IP] = SS_PT_IP,   [SS_REG_FLAGS] = SS_PT_FLAGS,
+    [SS_REG_CS] = SS_PT_CS,   [SS_REG_SS] = SS_PT_SS,
+    [SS_REG_DS] = -1,         [SS_REG_ES] = -1,
+    [SS_REG_FS] = -1,         [SS_REG_GS] = -1,
+    [SS_REG_R8] = SS_PT_R8,   [SS_REG_R9] = SS_PT_R9,
+    [SS_REG_R10] = SS_PT_R10, [SS_REG_R11] = SS_PT_R11,
+    [SS_REG_R12] = SS_PT_R12, [SS_REG_R13] = SS_PT_R13,
+    [SS_REG_R14] = SS_PT_R14, [SS_REG_R15] = SS_PT_R15,
+};
+
+int ss_capture_pt_reg(unsigned r)
+{
+    return r < SS_NREGS ? pt_of[r] : -1;
+}
+
 static void perf_regs(uint64_t out[SS_NREGS], const __u64 in[SS_PT_NREGS])
 {
-    static const signed char from[SS_NREGS] = {
-        [SS_REG_AX] = SS_PT_AX,   [SS_REG_BX] = SS_PT_BX,
-        [SS_REG_CX] = SS_PT_CX,   [SS_REG_DX] = SS_PT_DX,
-        [SS_REG_SI] = SS_PT_SI,   [SS_REG_DI] = SS_PT_DI,
-        [SS_REG_BP] = SS_PT_BP,   [SS_REG_SP] = SS_PT_SP,
-        [SS_REG_IP] = SS_PT_IP,   [SS_REG_FLAGS] = SS_PT_FLAGS,
-        [SS_REG_CS] = SS_PT_CS,   [SS_REG_SS] = SS_PT_SS,
-        [SS_REG_DS] = -1,         [SS_REG_ES] = -1,
-        [SS_REG_FS] = -1,         [SS_REG_GS] = -1,
-        [SS_REG_R8] = SS_PT_R8,   [SS_REG_R9] = SS_PT_R9,
-        [SS_REG_R10] = SS_PT_R10, [SS_REG_R11] = SS_PT_R11,
-        [SS_REG_R12] = SS_PT_R12, [SS_REG_R13] = SS_PT_R13,
-        [SS_REG_R14] = SS_PT_R14, [SS_REG_R15] = SS_PT_R15,
-    };
     for (int i = 0; i < SS_NREGS; i++)
-        out[i] = from[i] < 0 ? 0 : in[(int)from[i]];
+        out[i] = pt_of[i] < 0 ? 0 : in[(int)pt_of[i]];
     out[SS_REG_CS] &= 0xffff; /* FRED keeps more state above the selector */
     out[SS_REG_SS] &= 0xffff;
 }

@@ -265,26 +265,6 @@ int ss_capture_remove_pid(struct ss_capture *c, pid_t pid)
     return bpf_map_delete_elem(c->pids_fd, &key);
 }
 
-/* enum ss_reg (perf's order) to the programs' pt_regs order, -1: none. */
-static int pt_reg(unsigned r)
-{
-    static const signed char to[SS_NREGS] = {
-        [SS_REG_AX] = SS_PT_AX,   [SS_REG_BX] = SS_PT_BX,
-        [SS_REG_CX] = SS_PT_CX,   [SS_REG_DX] = SS_PT_DX,
-        [SS_REG_SI] = SS_PT_SI,   [SS_REG_DI] = SS_PT_DI,
-        [SS_REG_BP] = SS_PT_BP,   [SS_REG_SP] = SS_PT_SP,
-        [SS_REG_IP] = SS_PT_IP,   [SS_REG_FLAGS] = SS_PT_FLAGS,
-        [SS_REG_CS] = -1,         [SS_REG_SS] = -1,
-        [SS_REG_DS] = -1,         [SS_REG_ES] = -1,
-        [SS_REG_FS] = -1,         [SS_REG_GS] = -1,
-        [SS_REG_R8] = SS_PT_R8,   [SS_REG_R9] = SS_PT_R9,
-        [SS_REG_R10] = SS_PT_R10, [SS_REG_R11] = SS_PT_R11,
-        [SS_REG_R12] = SS_PT_R12, [SS_REG_R13] = SS_PT_R13,
-        [SS_REG_R14] = SS_PT_R14, [SS_REG_R15] = SS_PT_R15,
-    };
-    return r < SS_NREGS ? to[r] : -1;
-}
-
 int ss_capture_set_plan(struct ss_capture *c, pid_t pid, const struct ss_win_plan *p,
                         struct ss_err *err)
 {
@@ -303,10 +283,10 @@ int ss_capture_set_plan(struct ss_capture *c, pid_t pid, const struct ss_win_pla
     for (unsigned i = 0; i < p->n; i++) {
         const struct ss_win_spec *w = &p->w[i];
         struct ss_win *o = &v.win[i];
-        int reg = w->reg == SS_WIN_ABS ? (int)SS_WIN_ABS : pt_reg(w->reg);
-        if (reg < 0 || w->nload > 2 || !w->len || w->len > SS_WIN_LEN_MAX ||
-            w->dst > SS_WIN_AREA - SS_WIN_LEN_MAX || w->clamp >= w->len ||
-            (w->flags & ~(SS_WIN_IF_IP | SS_WIN_UNLESS_PREV)))
+        int reg = w->reg == SS_WIN_ABS ? (int)SS_WIN_ABS : ss_capture_pt_reg(w->reg);
+        if (reg < 0 || reg == SS_PT_CS || reg == SS_PT_SS || w->nload > 2 || !w->len ||
+            w->len > SS_WIN_LEN_MAX || w->dst > SS_WIN_AREA - SS_WIN_LEN_MAX ||
+            w->clamp >= w->len || (w->flags & ~(SS_WIN_IF_IP | SS_WIN_UNLESS_PREV)))
             goto bad;
         o->reg = (__u8)reg;
         o->nload = w->nload;

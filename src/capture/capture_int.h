@@ -49,7 +49,9 @@ int ss_capture_libbpf_silent(enum libbpf_print_level l, const char *f, va_list a
  * statistics line); cuts the log there. */
 const char *ss_capture_log_reason(char *log);
 
-/* buffer.c */
+/* buffer.c. ss_capture_pt_reg: a register of enum ss_reg (perf's order)
+ * as the programs index it (enum ss_ev_reg), -1 when they have none. */
+int ss_capture_pt_reg(unsigned r);
 int ss_capture_buffer_open(struct ss_capture *c, struct ss_err *err);
 void ss_capture_buffer_close(struct ss_capture *c);
 

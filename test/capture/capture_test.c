@@ -16,6 +16,7 @@
 #include "stacksnap/capture.h"
 #include "pattern.h"
 #include "proc.h"
+#include "ringbuf.h"
 
 /* What one run saw, checked sample by sample in the callback (the stack
  * bytes are only valid there). */
@@ -108,14 +109,7 @@ static struct ss_capture *open_capture(struct ss_capture_opts o)
     struct ss_err err = {0};
     int r = ss_capture_open(&c, &o, &err);
     cr_assert_eq(r, 0, "ss_capture_open: %s", err.msg);
-    if (!o.compat && ss_capture_is_compat(c)) {
-        char why[512];
-        snprintf(why, sizeof(why), "%s", ss_capture_fallback_reason(c));
-        ss_capture_close(c);
-        if (!strncmp(why, "the kernel has no", 17))
-            cr_skip_test("SKIP: the ring buffer program needs more than this kernel has: %s", why);
-        cr_assert_fail("the ring buffer program did not load: %s", why);
-    }
+    if (!o.compat && ss_capture_is_compat(c)) need_ringbuf(c);
     cr_assert_eq(ss_capture_is_compat(c), o.compat);
     return c;
 }

@@ -15,6 +15,7 @@
 #include "capture/capture_int.h"
 #include "stacksnap/capture.h"
 #include "proc.h"
+#include "ringbuf.h"
 
 #define MAX_XLATED 520
 
@@ -36,14 +37,7 @@ static void size_of(bool compat, bool all, unsigned stack_size)
     struct ss_err err = {0};
 
     cr_assert_eq(ss_capture_open(&c, &o, &err), 0, "%s", err.msg);
-    if (!compat && ss_capture_is_compat(c)) {
-        char why[512];
-        snprintf(why, sizeof(why), "%s", ss_capture_fallback_reason(c));
-        ss_capture_close(c);
-        if (!strncmp(why, "the kernel has no", 17))
-            cr_skip_test("SKIP: the ring buffer program needs more than this kernel has: %s", why);
-        cr_assert_fail("the ring buffer program did not load: %s", why);
-    }
+    if (!compat && ss_capture_is_compat(c)) need_ringbuf(c);
     cr_assert_eq(ss_capture_prog_info(c, &pi, &err), 0, "%s", err.msg);
     cr_log_info("%s (%s, %u-byte stack): %u xlated insns, %u verified insns, %u JIT bytes", pi.name,
                 all ? "system-wide" : "pid filter", ss_capture_stack_size(c), pi.xlated_insns,
