@@ -7,7 +7,7 @@ export PATH=/bin:/usr/bin SS_VM_GUEST=1
 mount -t proc proc /proc
 mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev
-mount -t tmpfs tmp /tmp
+# (/tmp stays the initramfs's own: the build folder may be under /tmp)
 mkdir -p /dev/shm && mount -t tmpfs shm /dev/shm # criterion's arena
 mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null
 mount -t tracefs tracefs /sys/kernel/tracing 2>/dev/null
@@ -15,7 +15,7 @@ mount -t bpf bpf /sys/fs/bpf 2>/dev/null
 ulimit -l unlimited # kernels before 5.11 charge BPF maps to RLIMIT_MEMLOCK
 exec </dev/null
 src=$(cat /etc-src)
-build=$(dirname "$(ls /*/*/stacksnap /*/*/*/stacksnap /*/*/*/*/stacksnap 2>/dev/null | head -n 1)")
+build=$(cat /etc-build)
 ss=$build/stacksnap
 say() { echo "SSVM $*"; }
 

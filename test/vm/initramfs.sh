@@ -51,6 +51,7 @@ for a in sh mount umount mkdir cat echo grep awk sed sort head tail wc tr cut sl
 done
 ln -sf bin "$root/sbin"
 install -m 755 "$src/test/vm/guest.sh" "$root/init"
-printf '%s\n' "$src" >"$root/etc-src" # where SRC is inside, for the checks
+printf '%s\n' "$src" >"$root/etc-src"     # where SRC and BUILD are, for the checks
+printf '%s\n' "$build" >"$root/etc-build"
 (cd "$root" && find . | cpio -o -H newc --quiet) | gzip -1 >"$out.tmp"
 mv "$out.tmp" "$out"
