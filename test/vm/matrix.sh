@@ -58,7 +58,9 @@ ratio() { # line bar -> 1 when whole/total >= bar and total >= 100
 }
 for m in default compat; do
     line=$(val "native_$m"); check "native_$m" "$line" "$(ratio "$line" 0.95)"
-    for j in joff jon; do
+    js="joff jon"
+    [ $m = compat ] && js=joff
+    for j in $js; do
         line=$(val "lua_${j}_$m"); check "lua_${j}_$m" "$line" "$(ratio "$line" 0.95)"
     done
     # windows copied at sample time: short calls whole even under emulation
