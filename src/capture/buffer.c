@@ -66,13 +66,14 @@ static void deliver(struct ss_capture *c, const void *data, size_t size)
         for (unsigned i = 0; i < e.nwin; i++) {
             const struct ss_ev_win *w = &e.win[i];
             struct ss_window *o = &s.win[i];
-            o->addr = w->addr;
-            o->err = w->err;
-            o->len = w->err ? 0 : w->len;
+            /* addr and dst are written only for a window that was copied */
+            o->err = w->err == SS_WERR_FAULT ? SS_WERR_FAULT : w->err ? SS_WERR_SKIP : 0;
+            o->len = o->err ? 0 : w->len;
+            o->addr = o->err ? 0 : w->addr;
             o->data = NULL;
-            if (o->len > SS_EV_WIN_LEN_MAX || w->dst > SS_EV_WIN_BYTES - o->len) {
+            if (!o->err && (o->len > SS_EV_WIN_LEN_MAX || w->dst > SS_EV_WIN_BYTES - o->len)) {
                 o->len = 0;
-                o->err = -EFAULT;
+                o->err = SS_WERR_FAULT;
             }
             if (o->len) o->data = area + w->dst;
             c->win_failed += o->err == SS_WERR_FAULT;
