@@ -132,9 +132,11 @@ void ss_lj_runtime_stats(const struct ss_lj_runtime *rt, struct ss_lj_stats *st)
  * that have it, also place snapshots by their guards and count agreement
  * in guard_checked/guard_same (costs one more read per trace load). */
 void ss_lj_runtime_check_guards(struct ss_lj_runtime *rt, bool on);
-/* The memory windows this runtime wants copied at every sample (plan.c):
- * false until a global state verified (or when Lua walking is off). */
-bool ss_lj_runtime_plan(const struct ss_lj_runtime *rt, struct ss_win_plan *p);
+/* The memory windows this runtime wants copied at every sample (plan.c),
+ * window 0 at its global state: 1 with p filled; 0 when that global state
+ * is have_G (the caller has this plan; p untouched); -1 until a global
+ * state verified (or when Lua walking is off). Cheap when 0 (per sample). */
+int ss_lj_runtime_plan(const struct ss_lj_runtime *rt, uint64_t have_G, struct ss_win_plan *p);
 
 /* ---- 3. splicing ---- */
 

@@ -36,16 +36,17 @@ static struct ss_win_spec *add(struct ss_win_plan *p, uint16_t dst, uint16_t len
     return w;
 }
 
-bool ss_lj_runtime_plan(const struct ss_lj_runtime *rt, struct ss_win_plan *p)
+int ss_lj_runtime_plan(const struct ss_lj_runtime *rt, uint64_t have_G, struct ss_win_plan *p)
 {
     const struct lj_layout *lay = rt->lay;
-    memset(p, 0, sizeof(*p));
-    if (rt->disabled || !lay || !rt->ngs) return false;
+    if (rt->disabled || !lay || !rt->ngs) return -1;
     uint64_t G = rt->gs[0];
+    if (G == have_G) return 0; /* the plan the caller has: nothing to build */
+    memset(p, 0, sizeof(*p));
     /* GC64: 64-bit pointers; otherwise GCRef/MRef are 32 bits. */
     uint64_t ref = lay->gc64 ? ~0ull : 0xffffffffull;
     uint32_t glen = lay->nojit ? lay->G_size : (uint32_t)lay->g2j + lay->J_sizetrace + 4;
-    if (glen > 4096 || lay->sizeof_L > 512) return false;
+    if (glen > 4096 || lay->sizeof_L > 512) return -1;
 
     struct ss_win_spec *w = add(p, 0, (uint16_t)glen);
     w->addr = G;
@@ -80,5 +81,5 @@ bool ss_lj_runtime_plan(const struct ss_lj_runtime *rt, struct ss_win_plan *p)
     w->off[1] = lay->L_base;
     w->off[2] = -(int64_t)LJ_WIN_BELOW;
     w->clamp = LJ_WIN_CLAMP;
-    return true;
+    return 1;
 }
