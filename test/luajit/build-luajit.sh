@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Build Debian's LuaJIT source (apt-get source luajit) as the four variants
-# of the build matrix, cached under DEST (the build folder's ext/):
+# of the build matrix, cached outside the clone (below) and linked from DEST
+# (the build folder's ext/):
 #   DEST/lj-gc64-jit  DEST/lj-gc64-nojit  DEST/lj-nogc64-jit  DEST/lj-nogc64-nojit
 # With a SUITE (build-luajit.sh DEST SUITE, e.g. trixie): that suite's luajit
 # source (fetch-src.sh, cached in ${SS_CACHE:-/var/cache/stacksnap}/src), built
@@ -59,6 +60,22 @@ if [ -n "$suite" ]; then
             echo "build-luajit: $suite $ver $v built in $(($(date +%s) - t0)) s" >>"$log"
         fi
         ln -sfn "$suite-$ver-$v" "$dest/lj-$suite-$v"
+    done
+    exit 0
+fi
+
+# Debian's own luajit source (the host's release): built once per source
+# version in ${SS_CACHE:-/var/cache/stacksnap}/luajit/host-VERSION, which
+# outlives build folders; DEST/lj-VARIANT are symlinks to it.
+cache=${SS_CACHE:-/var/cache/stacksnap}/luajit
+if [[ $dest != "$cache"/host-* ]]; then
+    ver=$(dpkg-query -W -f='${source:Version}' luajit 2>/dev/null || true)
+    [ -n "$ver" ] || { echo "build-luajit: Debian's luajit package is not installed" >&2; exit 1; }
+    hd=$cache/host-$ver
+    "$0" "$hd" || exit 1
+    for v in "${variants[@]}"; do
+        [ -L "$dest/lj-$v" ] || rm -rf "$dest/lj-$v"
+        ln -sfn "$hd/lj-$v" "$dest/lj-$v"
     done
     exit 0
 fi
