@@ -37,9 +37,12 @@ static int find(const struct ss_snap_replay *rp, uint64_t addr, size_t len)
     return -1;
 }
 
+/* Like the live backend: a read that found the process gone (ESRCH) makes
+ * the whole call fail, as process_vm_readv did (callers tell the two apart). */
 static int replay_readv(void *ctx, struct ss_iov *iov, int n)
 {
     struct ss_snap_replay *rp = ctx;
+    int ret = 0;
     for (int i = 0; i < n; i++) {
         int j = find(rp, iov[i].addr, iov[i].len);
         if (j < 0) {
@@ -52,10 +55,11 @@ static int replay_readv(void *ctx, struct ss_iov *iov, int n)
         if (r->addr == iov[i].addr && r->len == iov[i].len && (uint32_t)j >= rp->next)
             rp->next = (uint32_t)j + 1;
         iov[i].err = r->err;
+        if (r->err == -ESRCH) ret = -ESRCH;
         if (!r->err && iov[i].len)
             memcpy(iov[i].dst, r->data + (iov[i].addr - r->addr), iov[i].len);
     }
-    return 0;
+    return ret;
 }
 
 const struct ss_target_ops ss_snap_target_replay = {.readv = replay_readv};
