@@ -1,6 +1,7 @@
 /* symbolize/symbolize.c: native frame names through the process view and
  * the files' symbol tables and a per-process address cache. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -49,7 +50,21 @@ static void resolve(struct ss_strpool *pool, struct ss_proc *proc, uint64_t ip, 
     if (s) {
         out->name = ss_strpool_intern(pool, s->name);
         out->sym_offset = ip - (s->addr + (uint64_t)mp->bias);
+        return;
     }
+    /* no symbol: one name per function, MODULE+0xSTART (file offset of the
+     * start of its FDE), so that the samples of one function aggregate */
+    uint64_t lo, hi;
+    if (!out->module || !ss_elf_fde_range(mp->elf, look - mp->bias, &lo, &hi)) return;
+    uint64_t start = lo + (uint64_t)mp->bias;
+    if (start > ip || ip - start > out->offset) return;
+    const char *base = strrchr(out->module, '/');
+    base = base && base[1] ? base + 1 : out->module;
+    char buf[320];
+    snprintf(buf, sizeof(buf), "%.280s+0x%llx", base,
+             (unsigned long long)(out->offset - (ip - start)));
+    out->name = ss_strpool_intern(pool, buf);
+    out->sym_offset = ip - start;
 }
 
 void ss_symbolize_native(struct ss_symcache *c, struct ss_strpool *pool, struct ss_proc *proc,

@@ -13,6 +13,7 @@
 #include "process/process.h"
 #include "symbolize/symbolize.h"
 #include "unwind/lua.h"
+#include "unwind/luajit/vmsyms.h"
 #include "unwind/unwinder.h"
 
 static uint64_t now_ns(void)
@@ -36,6 +37,7 @@ int ss_unwinder_new(struct ss_unwinder **out, const struct ss_unwinder_opts *o, 
     if (o) u->o = *o;
     if (!u->o.max_frames) u->o.max_frames = 512;
     int r = ss_elf_cache_new(&u->files, u->o.debug_root);
+    if (r == 0) ss_elf_cache_set_synth(u->files, ss_lj_internal_syms);
     if (r == 0) r = ss_strpool_new(&u->strs);
     if (r == 0) {
         u->nf = calloc(u->o.max_frames, sizeof(*u->nf));
