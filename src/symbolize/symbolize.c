@@ -48,7 +48,9 @@ static void resolve(struct ss_strpool *pool, struct ss_proc *proc, uint64_t ip, 
     if (!mp->elf) return;
     const struct ss_sym *s = ss_elf_symbol(mp->elf, look - mp->bias);
     if (s) {
-        out->name = ss_strpool_intern(pool, s->name);
+        const char *d = ss_demangle(pool, s->name);
+        out->name = d ? d : ss_strpool_intern(pool, s->name);
+        if (d) out->system_name = ss_strpool_intern(pool, s->name);
         out->sym_offset = ip - (s->addr + (uint64_t)mp->bias);
         return;
     }

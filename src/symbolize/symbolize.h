@@ -27,6 +27,10 @@ const char *ss_strpool_intern(struct ss_strpool *p, const char *s);
 const char *ss_strpool_intern_n(struct ss_strpool *p, const char *s, size_t len);
 size_t ss_strpool_count(const struct ss_strpool *p);
 
+/* The demangled form of a C++ or Rust symbol name, interned in pool; NULL
+ * when name is not mangled (or on allocation failure). */
+const char *ss_demangle(struct ss_strpool *pool, const char *name);
+
 int ss_symcache_new(struct ss_symcache **out);
 void ss_symcache_free(struct ss_symcache *c);
 
