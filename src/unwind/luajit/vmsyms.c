@@ -7,7 +7,9 @@
  *    from lj_vm_asm_begin) is the same array exactly when buildvm emitted the
  *    same VM, so a build whose array equals one of the tables' (vmsyms_tab.c,
  *    generated from unstripped builds of the same trees) has that build's
- *    labels at vm_lo + offset;
+ *    labels at vm_lo + offset, once verified: every call site of the table
+ *    holds a `call rel32` and vm_exit_handler, found by its own pattern
+ *    (detect.c), is at the table's offset;
  *  - C functions the VM calls: the target of the `call rel32` at a known
  *    offset of the VM (checked to be a call);
  *  - IR-call targets: lj_ir_callinfo[] ({function, flags} per IRCALLDEF
@@ -97,6 +99,23 @@ static void ircalls(Elf *e, const struct ss_lj_ircall *ir, unsigned n, uint64_t 
     }
 }
 
+/* The VM code is that build's: it fits, every call site of the table is a
+ * `call rel32` and vm_exit_handler (found by its own pattern) is where the
+ * table has it. */
+static bool same_code(Elf *e, const struct ss_lj_vmbuild *b, const struct ss_lj_elfinfo *info)
+{
+    if (b->vm_end < info->vm_hi - info->vm_lo) return false;
+    for (unsigned i = 0; i < b->ncall; i++) {
+        const uint8_t *p = ss_lj_vaddr_bytes(e, info->vm_lo + b->call[i].off, 5);
+        if (!p || p[0] != 0xe8) return false;
+    }
+    for (unsigned i = 0; info->exit_lo && i < b->nlab; i++)
+        if (!strcmp(b->lab[i].name, "lj_vm_exit_handler") &&
+            info->vm_lo + b->lab[i].off != info->exit_lo)
+            return false;
+    return true;
+}
+
 void ss_lj_internal_syms(struct ss_elf *ef, ss_elf_synth_add fn, void *ctx)
 {
     struct ss_lj_elfinfo info;
@@ -106,7 +125,8 @@ void ss_lj_internal_syms(struct ss_elf *ef, ss_elf_synth_add fn, void *ctx)
     Elf *e = ef->elf;
     const struct ss_lj_vmbuild *b = match_build(e);
     uint64_t lo = info.vm_lo, hi = info.vm_hi;
-    if (b && b->vm_end >= hi - lo) {
+    if (b && !same_code(e, b, &info)) b = NULL;
+    if (b) {
         hi = lo + b->vm_end;
         for (unsigned i = 0; i < b->nlab; i++) {
             const struct ss_lj_vmlabel *l = &b->lab[i];
@@ -116,7 +136,7 @@ void ss_lj_internal_syms(struct ss_elf *ef, ss_elf_synth_add fn, void *ctx)
         for (unsigned i = 0; i < b->ncall; i++) {
             uint64_t at = lo + b->call[i].off;
             const uint8_t *p = ss_lj_vaddr_bytes(e, at, 5);
-            if (!p || p[0] != 0xe8) continue;
+            if (!p) continue;
             int32_t rel;
             memcpy(&rel, p + 1, 4);
             uint64_t to = at + 5 + (int64_t)rel;
