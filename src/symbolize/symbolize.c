@@ -47,6 +47,7 @@ static void resolve(struct ss_strpool *pool, struct ss_proc *proc, uint64_t ip, 
     memcpy(out->build_id, mp->d.build_id, mp->d.build_id_len);
     if (!mp->elf) return;
     const struct ss_sym *s = ss_elf_symbol(mp->elf, look - mp->bias);
+    if (s && !s->name[0]) return; /* a range that must stay MODULE+0xOFFSET */
     if (s) {
         const char *d = ss_demangle(pool, s->name);
         out->name = d ? d : ss_strpool_intern(pool, s->name);

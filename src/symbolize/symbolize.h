@@ -1,8 +1,11 @@
 /* symbolize/: native frame names.
  *
  * A native frame gets the name of the function symbol that contains it, or
- * none (the text is then MODULE+0xOFFSET: module basename and file offset,
- * DESIGN.md "Frame text"). Strings are interned in an ss_strpool so frames
+ * none. Without a symbol the name is MODULE+0xSTART, the file offset where
+ * the .eh_frame FDE of the function starts (one frame per function), else
+ * the frame text is MODULE+0xOFFSET (module basename and file offset,
+ * DESIGN.md "Frame text"). C++ and Rust names are demangled (demangle.c;
+ * system_name keeps the symbol). Strings are interned in an ss_strpool so frames
  * stay valid after the files and processes they came from are gone (the
  * frame text itself is report/'s ss_frame_text). A
  * per-process direct-mapped cache keyed by address makes repeated addresses

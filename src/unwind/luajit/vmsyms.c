@@ -143,6 +143,9 @@ void ss_lj_internal_syms(struct ss_elf *ef, ss_elf_synth_add fn, void *ctx)
             if ((to < lo || to >= hi) && exec_va(e, to)) fn(ctx, to, 0, b->call[i].name);
         }
     }
+    /* a build the tables do not know: the VM stays MODULE+0xOFFSET per
+     * address (an empty name), not one frame for its single FDE */
+    if (!b) fn(ctx, lo, hi - lo, "");
     /* the IR-call targets: the matched build's tree first, then every other */
     const struct ss_lj_ircall *done[8];
     unsigned nd = 0;

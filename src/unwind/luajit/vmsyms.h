@@ -41,7 +41,9 @@ extern const unsigned ss_lj_nvmbuilds;
 /* Synthetic symbols for a file without a full symbol table: when e embeds
  * LuaJIT, fn gets the VM's labels (lj_vm_*, lj_BC_*, lj_ff_*, ...), the C
  * functions the VM calls and the IR-call targets of lj_ir_callinfo
- * (size 0 = unknown; names are static strings). Nothing for other files. */
+ * (size 0 = unknown; names are static strings). For a build the tables do
+ * not list, the VM's range with the name "": no name, and not one frame per
+ * FDE either (symbolize/). Nothing for files without LuaJIT. */
 void ss_lj_internal_syms(struct ss_elf *e, ss_elf_synth_add fn, void *ctx);
 
 #endif
