@@ -110,6 +110,10 @@ void ss_elf_plt_symbols(struct ss_elf *e, ss_plt_fn fn, void *ctx);
 /* The code range [lo, hi) of the .eh_frame FDE that covers vaddr, through
  * the .eh_frame_hdr table (elf/fde.c); false when none does. */
 bool ss_elf_fde_range(const struct ss_elf *e, uint64_t vaddr, uint64_t *lo, uint64_t *hi);
+/* DWARF helpers (elf/fde.c): read a ULEB128 (also skips an SLEB128) within
+ * [*p, end); the size of a DW_EH_PE-encoded value (0 = unsupported). */
+uint64_t ss_elf_uleb(const uint8_t **p, const uint8_t *end);
+unsigned ss_elf_enc_size(uint8_t enc);
 /* Synthetic symbols for files without a full symbol table (the LuaJIT
  * internals, unwind/luajit/vmsyms.c): set once per cache by its owner; fn
  * calls add for each symbol (size 0 = up to the end of its FDE; names must

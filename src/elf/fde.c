@@ -6,7 +6,7 @@
 
 #include "elf/elf.h"
 
-static uint64_t uleb(const uint8_t **p, const uint8_t *end)
+uint64_t ss_elf_uleb(const uint8_t **p, const uint8_t *end)
 {
     uint64_t v = 0;
     unsigned sh = 0;
@@ -19,7 +19,7 @@ static uint64_t uleb(const uint8_t **p, const uint8_t *end)
     return v;
 }
 
-static unsigned enc_size(uint8_t enc)
+unsigned ss_elf_enc_size(uint8_t enc)
 {
     switch (enc & 0x0f) {
     case 0x00:
@@ -54,19 +54,19 @@ static uint8_t cie_encoding(const struct ss_elf *e, uint64_t cie)
     const uint8_t *z = memchr(p, 0, end - p);
     if (!z || aug[0] != 'z') return aug[0] ? 0xff : 0x00;
     p = z + 1;
-    uleb(&p, end); /* code alignment */
-    uleb(&p, end); /* data alignment (sleb; only skipped) */
+    ss_elf_uleb(&p, end); /* code alignment */
+    ss_elf_uleb(&p, end); /* data alignment (sleb; only skipped) */
     if (version == 1)
         p++;
     else
-        uleb(&p, end);
-    uleb(&p, end); /* augmentation length */
+        ss_elf_uleb(&p, end);
+    ss_elf_uleb(&p, end); /* augmentation length */
     for (const char *a = aug + 1; *a && p < end; a++) {
         if (*a == 'R') return *p;
         if (*a == 'L') {
             p++;
         } else if (*a == 'P') {
-            unsigned n = enc_size(*p);
+            unsigned n = ss_elf_enc_size(*p);
             if (!n) return 0xff;
             p += 1 + n;
         } else if (*a != 'S') {
@@ -103,7 +103,7 @@ bool ss_elf_fde_range(const struct ss_elf *e, uint64_t vaddr, uint64_t *lo, uint
     memcpy(&cid, h + 4, 4);
     if (len == 0xffffffffu || len < 8 || !cid) return false;
     uint8_t enc = cie_encoding(e, fde + 4 - cid);
-    unsigned n = enc == 0xff ? 0 : enc_size(enc);
+    unsigned n = enc == 0xff ? 0 : ss_elf_enc_size(enc);
     if (!n || 8 + 2 * (uint64_t)n > 4 + (uint64_t)len) return false;
     const uint8_t *r = ss_elf_vaddr_ptr(e, fde + 8 + n, n);
     if (!r) return false;
