@@ -54,3 +54,12 @@ add_custom_target(demangle_progs DEPENDS ${DEMANGLE_PROGS})
 ss_add_test(cli_demangle SOURCES ${CLI_T}/demangle.c LABELS cli TIMEOUT 120)
 target_link_libraries(cli_demangle PRIVATE cli_helpers)
 add_dependencies(cli_demangle stacksnap_cli demangle_progs)
+
+# Perf maps (issue 16): a JIT-like program names its anonymous code in
+# /tmp/perf-PID.map; live and replayed names.
+add_executable(cli_jitmap ${CLI_T}/jitmap.c)
+target_compile_options(cli_jitmap PRIVATE -O2 -fno-sanitize=all)
+target_link_options(cli_jitmap PRIVATE -fno-sanitize=all)
+ss_add_test(cli_perfmap SOURCES ${CLI_T}/perfmap.c LABELS cli TIMEOUT 120)
+target_link_libraries(cli_perfmap PRIVATE cli_helpers)
+add_dependencies(cli_perfmap stacksnap_cli cli_jitmap)
