@@ -32,3 +32,34 @@ add_dependencies(cli_session stacksnap_cli cli_native)
 add_executable(cli_fixtool ${CMAKE_SOURCE_DIR}/test/fixtures/fixtool.c)
 target_include_directories(cli_fixtool PRIVATE ${CLI_T})
 target_link_libraries(cli_fixtool PRIVATE cli_helpers PkgConfig::ZLIB PkgConfig::ZSTD)
+
+# Demangled names (issue 16): a g++ program with namespaces and templates and
+# a program built by Debian's rustc (PKGS), both with their symbol tables.
+find_program(SS_GXX g++ REQUIRED)
+find_program(SS_RUSTC rustc PATHS /usr/bin NO_DEFAULT_PATH)
+find_program(SS_RUSTC rustc)
+add_custom_command(OUTPUT ${CMAKE_BINARY_DIR}/demangle_cxx
+  COMMAND ${SS_GXX} -O2 -g -o ${CMAKE_BINARY_DIR}/demangle_cxx ${CLI_T}/demangle_cxx.cpp
+  DEPENDS ${CLI_T}/demangle_cxx.cpp COMMENT "g++ demangle_cxx")
+set(DEMANGLE_PROGS ${CMAKE_BINARY_DIR}/demangle_cxx)
+if(SS_RUSTC)
+  add_custom_command(OUTPUT ${CMAKE_BINARY_DIR}/demangle_rs
+    COMMAND ${SS_RUSTC} -O -g -o ${CMAKE_BINARY_DIR}/demangle_rs ${CLI_T}/demangle_rs.rs
+    DEPENDS ${CLI_T}/demangle_rs.rs COMMENT "rustc demangle_rs")
+  list(APPEND DEMANGLE_PROGS ${CMAKE_BINARY_DIR}/demangle_rs)
+else()
+  message(WARNING "rustc not found (Debian package rustc): cli_demangle's Rust case will fail")
+endif()
+add_custom_target(demangle_progs DEPENDS ${DEMANGLE_PROGS})
+ss_add_test(cli_demangle SOURCES ${CLI_T}/demangle.c LABELS cli TIMEOUT 120)
+target_link_libraries(cli_demangle PRIVATE cli_helpers)
+add_dependencies(cli_demangle stacksnap_cli demangle_progs)
+
+# Perf maps (issue 16): a JIT-like program names its anonymous code in
+# /tmp/perf-PID.map; live and replayed names.
+add_executable(cli_jitmap ${CLI_T}/jitmap.c)
+target_compile_options(cli_jitmap PRIVATE -O2 -fno-sanitize=all)
+target_link_options(cli_jitmap PRIVATE -fno-sanitize=all)
+ss_add_test(cli_perfmap SOURCES ${CLI_T}/perfmap.c LABELS cli TIMEOUT 120)
+target_link_libraries(cli_perfmap PRIVATE cli_helpers)
+add_dependencies(cli_perfmap stacksnap_cli cli_jitmap)

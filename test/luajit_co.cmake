@@ -26,3 +26,8 @@ add_test(NAME luajit_trixie_setup COMMAND sh -c
   "${LJC_DIR}/build-luajit.sh \"\${SS_CACHE:-/var/cache/stacksnap}/luajit\" trixie && ${CMAKE_SOURCE_DIR}/test/roots/mkroot.sh trixie luajit,libluajit-5.1-2,nginx,libnginx-mod-http-lua,lua-resty-core >/dev/null")
 set_tests_properties(luajit_trixie_setup PROPERTIES FIXTURES_SETUP luajit_builds TIMEOUT 900
   LABELS luajit)
+# Stripped builds of the matrix named as their own symbol tables name them
+# (issue 16: LuaJIT internals without symbols).
+ss_add_test(luajit_stripped SOURCES ${LJC_DIR}/test_stripped.c ${LJC_COMMON} LABELS luajit TIMEOUT 300)
+target_include_directories(luajit_stripped PRIVATE ${LJC_DIR})
+set_tests_properties(luajit_stripped PROPERTIES FIXTURES_REQUIRED luajit_builds)

@@ -33,7 +33,8 @@ enum ss_snap_type {
     SS_SNAP_COUNTERS = 5,
     SS_SNAP_BUNDLE = 6,
     SS_SNAP_TRAILER = 7,
-    SS_SNAP_NTYPES = 8,
+    SS_SNAP_PERFMAP = 8, /* a process's perf map as the live walker used it */
+    SS_SNAP_NTYPES = 9,
     /* Reader events (never on disk). */
     SS_SNAP_CORRUPT = 0x100,   /* a damaged region was skipped */
     SS_SNAP_TRUNCATED = 0x101, /* the file ends inside a record: last event */
@@ -144,6 +145,15 @@ struct ss_snap_bundle {
     const uint8_t *data; /* size bytes: the file's contents */
 };
 
+/* ---- perf map: the text of pid's perf-PID.map, written before the first
+ * sample that used it (and again after each process record of pid) ---- */
+struct ss_snap_perfmap {
+    uint32_t pid;
+    uint64_t time_ns; /* CLOCK_MONOTONIC of the sample it precedes */
+    uint64_t len;
+    const char *text; /* len bytes, not NUL-terminated */
+};
+
 /* ---- trailer: totals written by ss_snap_close (optional) ---- */
 struct ss_snap_trailer {
     uint64_t end_real_ns, end_mono_ns;
@@ -177,6 +187,7 @@ struct ss_snap_record {
         struct ss_snap_counters counters;
         struct ss_snap_bundle bundle;
         struct ss_snap_trailer trailer;
+        struct ss_snap_perfmap perfmap;
         struct ss_snap_corrupt corrupt;
         struct ss_snap_truncated truncated;
     };
@@ -218,6 +229,8 @@ int ss_snap_write_sample(struct ss_snap_writer *w, const struct ss_sample *s, ui
 
 int ss_snap_write_counters(struct ss_snap_writer *w, uint64_t time_ns,
                            const struct ss_snap_counter *c, uint32_t n, struct ss_err *err);
+int ss_snap_write_perfmap(struct ss_snap_writer *w, const struct ss_snap_perfmap *m,
+                          struct ss_err *err);
 /* Fill out[6] with "capture.seen", ... from st; returns 6. */
 uint32_t ss_snap_capture_counters(const struct ss_capture_stats *st, struct ss_snap_counter *out);
 

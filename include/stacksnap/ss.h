@@ -115,13 +115,15 @@ struct ss_frame {
     uint8_t kind; /* enum ss_frame_kind */
     uint8_t build_id_len;
     uint8_t build_id[20];
-    uint64_t addr;       /* native: pc; Lua: bytecode address (0 if none) */
-    uint64_t offset;     /* native: file offset of addr in its module */
-    const char *name;    /* symbol / Lua NAME; NULL when unknown */
-    const char *module;  /* native: module path; Lua: chunk name (no @/=) */
-    uint32_t line;       /* Lua: current line */
-    uint32_t first_line; /* Lua: line where the function is defined */
-    uint64_t sym_offset; /* native/kernel with a name: addr - symbol start */
+    uint64_t addr;           /* native: pc; Lua: bytecode address (0 if none) */
+    uint64_t offset;         /* native: file offset of addr in its module */
+    const char *name;        /* symbol / Lua NAME; NULL when unknown */
+    const char *module;      /* native: module path; Lua: chunk name (no @/=) */
+    uint32_t line;           /* Lua: current line */
+    uint32_t first_line;     /* Lua: line where the function is defined */
+    uint64_t sym_offset;     /* native/kernel with a name: addr - symbol start */
+    const char *system_name; /* native: the symbol as the file spells it (mangled) when name
+                                is its demangled form; NULL otherwise */
 };
 
 /* Why a stack walk ended. */

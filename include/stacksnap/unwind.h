@@ -90,6 +90,14 @@ typedef void (*ss_unwinder_map_fn)(void *ctx, const struct ss_map_desc *m);
 int ss_unwinder_describe(struct ss_unwinder *u, uint32_t pid, struct ss_unwinder_pdesc *out,
                          ss_unwinder_map_fn fn, void *ctx);
 
+/* pid's perf map (perf-PID.map, naming anonymous executable memory): the
+ * version (0 = none loaded; changes with the contents) and its text, for the
+ * capture writer; -ESRCH when the unwinder has no state for pid. */
+int ss_unwinder_perfmap(struct ss_unwinder *u, uint32_t pid, uint32_t *version, const char **text,
+                        size_t *len);
+/* Replay: install the perf map text a capture recorded for pid. */
+int ss_unwinder_set_perfmap(struct ss_unwinder *u, uint32_t pid, const char *text, size_t len);
+
 /* Replay: serve pid's target reads from ops/ctx (memory/memory.h) instead of
  * the live process. -ESRCH when the unwinder has no state for pid. */
 struct ss_target_ops;

@@ -73,6 +73,9 @@ int ss_cmd_info(const struct ss_cli *c)
         case SS_SNAP_BUNDLE:
             printf("bundle       %s (%" PRIu64 " bytes)\n", rec.bundle.path, rec.bundle.size);
             break;
+        case SS_SNAP_PERFMAP:
+            printf("perf map     pid %u (%" PRIu64 " bytes)\n", rec.perfmap.pid, rec.perfmap.len);
+            break;
         case SS_SNAP_SAMPLE: {
             const struct ss_sample *s = &rec.sample.s;
             if (!in.samples++) in.first_ns = s->time_ns;

@@ -23,6 +23,7 @@ struct pgen {
     uint64_t serial, generation; /* of the view last written for pid */
     char comm[16];               /* and its name: exec renames a process after its maps
                                     change (the name is re-read at the next exec check) */
+    uint32_t pm_version;         /* perf map version last written */
 };
 
 struct ss_snapout {
@@ -267,6 +268,16 @@ int ss_snapout_sample(struct ss_snapout *so, struct ss_unwinder *u, const struct
         g->serial = pd.serial;
         g->generation = pd.generation;
         snprintf(g->comm, sizeof(g->comm), "%s", pd.comm);
+        g->pm_version = 0; /* replay's new view has none: write it again */
+    }
+    /* the perf map this sample was named with, before the sample */
+    uint32_t ver;
+    const char *txt;
+    size_t len;
+    if (ss_unwinder_perfmap(u, s->pid, &ver, &txt, &len) == 0 && ver && ver != g->pm_version) {
+        struct ss_snap_perfmap m = {.pid = s->pid, .time_ns = s->time_ns, .len = len, .text = txt};
+        if (ss_snap_write_perfmap(so->w, &m, &err) < 0) goto fail;
+        g->pm_version = ver;
     }
     if (ss_snap_write_sample(so->w, s, NULL, &err) < 0) goto fail;
     return 0;

@@ -19,6 +19,7 @@ struct ss_elf_cache {
     struct ss_elf *head;
     size_t count;
     char *debug_root;
+    ss_elf_synth_fn synth;
 };
 
 int ss_elf_cache_new(struct ss_elf_cache **out, const char *debug_root)
@@ -42,6 +43,16 @@ int ss_elf_cache_new(struct ss_elf_cache **out, const char *debug_root)
 const char *ss_elf_cache_debug_root(const struct ss_elf_cache *c)
 {
     return c ? c->debug_root : "";
+}
+
+void ss_elf_cache_set_synth(struct ss_elf_cache *c, ss_elf_synth_fn fn)
+{
+    c->synth = fn;
+}
+
+ss_elf_synth_fn ss_elf_cache_synth(const struct ss_elf_cache *c)
+{
+    return c ? c->synth : NULL;
 }
 
 static void elf_destroy(struct ss_elf *e)

@@ -107,6 +107,21 @@ size_t ss_elf_symbol_count(struct ss_elf *e);
  * each entry's vaddr, size and a malloc'd name it owns. */
 typedef void (*ss_plt_fn)(void *ctx, uint64_t addr, uint64_t size, char *name);
 void ss_elf_plt_symbols(struct ss_elf *e, ss_plt_fn fn, void *ctx);
+/* The code range [lo, hi) of the .eh_frame FDE that covers vaddr, through
+ * the .eh_frame_hdr table (elf/fde.c); false when none does. */
+bool ss_elf_fde_range(const struct ss_elf *e, uint64_t vaddr, uint64_t *lo, uint64_t *hi);
+/* DWARF helpers (elf/fde.c): read a ULEB128 (also skips an SLEB128) within
+ * [*p, end); the size of a DW_EH_PE-encoded value (0 = unsupported). */
+uint64_t ss_elf_uleb(const uint8_t **p, const uint8_t *end);
+unsigned ss_elf_enc_size(uint8_t enc);
+/* Synthetic symbols for files without a full symbol table (the LuaJIT
+ * internals, unwind/luajit/vmsyms.c): set once per cache by its owner; fn
+ * calls add for each symbol (size 0 = up to the end of its FDE; names must
+ * outlive the cache). */
+typedef void (*ss_elf_synth_add)(void *ctx, uint64_t vaddr, uint64_t size, const char *name);
+typedef void (*ss_elf_synth_fn)(struct ss_elf *e, ss_elf_synth_add add, void *ctx);
+void ss_elf_cache_set_synth(struct ss_elf_cache *c, ss_elf_synth_fn fn);
+ss_elf_synth_fn ss_elf_cache_synth(const struct ss_elf_cache *c);
 /* Build-id of e as hex (out >= 41 bytes). */
 void ss_elf_build_id_hex(const struct ss_elf *e, char *out);
 

@@ -6,8 +6,10 @@
  * address the same one perf picks wins (sized, non-weak, global, fewest
  * leading underscores, longest name); version suffixes ("@@GLIBC_2.34") are
  * dropped. PLT entries get synthetic NAME@plt symbols (elf/plt.c) where no
- * real sized symbol overlaps them; zero-sized symbols (such as _init right
- * before .plt) extend to the next symbol, synthetic ones included. */
+ * real sized symbol overlaps them. Files without a full table also get the
+ * cache's synthetic symbols (the LuaJIT internals of stripped builds,
+ * unwind/luajit/vmsyms.c), sized by their FDE when they say no size. Zero-sized symbols (such as
+ * _init right before .plt) extend to the next symbol, synthetic ones included. */
 #include <errno.h>
 #include <gelf.h>
 #include <libelf.h>
@@ -127,6 +129,22 @@ static void add_plt(void *ctx, uint64_t addr, uint64_t size, char *name)
     *c = (struct cand){.s = {addr, size, n}, .bind = STB_GLOBAL, .synth = true};
 }
 
+struct synth_ctx {
+    struct ss_elf *e;
+    struct cands *cs;
+};
+
+/* A symbol of the cache's synthesizer: local, so a real exported one at the
+ * same address wins; without a size, up to the end of its FDE. */
+static void add_synth(void *ctx, uint64_t addr, uint64_t size, const char *name)
+{
+    struct synth_ctx *s = ctx;
+    uint64_t lo, hi;
+    if (!size && ss_elf_fde_range(s->e, addr, &lo, &hi) && lo == addr) size = hi - lo;
+    struct cand *c = cand_add(s->cs);
+    if (c) *c = (struct cand){.s = {addr, size, name}, .bind = STB_LOCAL, .synth = false};
+}
+
 /* Drop the synthetic symbols that overlap a real sized one (cs deduplicated
  * and sorted by address); real symbols always win. */
 static void drop_covered_plt(struct cands *cs)
@@ -200,6 +218,7 @@ static struct ss_symtab *load(struct ss_elf *e)
     if (!t) return NULL;
     Elf *elf = e->elf;
     collect(t, &cs, elf, SHT_DYNSYM);
+    bool full = true;
     if (has_symtab(elf)) {
         collect(t, &cs, elf, SHT_SYMTAB);
     } else {
@@ -207,6 +226,7 @@ static struct ss_symtab *load(struct ss_elf *e)
         if (dbg && has_symtab(dbg->elf)) {
             collect(t, &cs, dbg->elf, SHT_SYMTAB);
         } else {
+            full = false;
             size_t sz = 0;
             void *img = ss_elf_minidebuginfo(e, &sz);
             if (img) {
@@ -217,6 +237,11 @@ static struct ss_symtab *load(struct ss_elf *e)
                     free(img);
             }
         }
+    }
+    ss_elf_synth_fn synth = ss_elf_cache_synth(e->cache);
+    if (!full && synth) {
+        struct synth_ctx sc = {e, &cs};
+        synth(e, add_synth, &sc);
     }
     struct plt_ctx pc = {t, &cs};
     ss_elf_plt_symbols(e, add_plt, &pc);

@@ -24,7 +24,7 @@ struct pp {
     int oom;
     /* functions */
     struct pfunc {
-        int64_t name, filename, start_line;
+        int64_t name, system_name, filename, start_line;
     } * funcs;
     size_t nfuncs, capfuncs;
     struct rp_index func_ix;
@@ -59,8 +59,8 @@ static bool func_eq(const void *ctx, uint32_t idx)
 {
     const struct func_key *k = ctx;
     const struct pfunc *a = &k->p->funcs[idx];
-    return a->name == k->f->name && a->filename == k->f->filename &&
-           a->start_line == k->f->start_line;
+    return a->name == k->f->name && a->system_name == k->f->system_name &&
+           a->filename == k->f->filename && a->start_line == k->f->start_line;
 }
 
 /* Function id (1-based) for a frame. */
@@ -75,6 +75,8 @@ static uint64_t func_of(struct pp *p, const struct rp_frame *fr)
     } else {
         f.name = pstr(p, rp_s(r, fr->text));
     }
+    /* system_name: the symbol as the file spells it (mangled) */
+    f.system_name = fr->sysname ? pstr(p, rp_s(r, fr->sysname)) : f.name;
     uint64_t h = rp_hash(&f, sizeof(f), 1);
     struct func_key k = {p, &f};
     uint32_t idx;
@@ -300,7 +302,8 @@ int ss_report_write_pprof(const struct ss_report *r, FILE *f, struct ss_err *err
     for (size_t i = 0; i < p.nfuncs; i++) {
         perftools__profiles__function__init(&fn[i]);
         fn[i].id = i + 1;
-        fn[i].name = fn[i].system_name = p.funcs[i].name;
+        fn[i].name = p.funcs[i].name;
+        fn[i].system_name = p.funcs[i].system_name;
         fn[i].filename = p.funcs[i].filename;
         fn[i].start_line = p.funcs[i].start_line;
         fnp[i] = &fn[i];

@@ -70,7 +70,7 @@ static uint64_t frame_hash(const struct rp_frame *f)
                      ((uint64_t)f->name << 32) | f->module,
                      ((uint64_t)f->line << 32) | f->first_line,
                      f->addr,
-                     f->offset,
+                     f->offset ^ ((uint64_t)f->sysname << 40),
                      0,
                      0};
     memcpy(&k[5], f->build_id, f->build_id_len < 16 ? f->build_id_len : 16);
@@ -89,7 +89,7 @@ static bool frame_eq(const void *ctx, uint32_t idx)
     return a->kind == b->kind && a->build_id_len == b->build_id_len &&
            !memcmp(a->build_id, b->build_id, b->build_id_len) && a->name == b->name &&
            a->module == b->module && a->line == b->line && a->first_line == b->first_line &&
-           a->addr == b->addr && a->offset == b->offset;
+           a->addr == b->addr && a->offset == b->offset && a->sysname == b->sysname;
 }
 
 static int64_t frame_text_id(struct ss_report *r, const struct rp_frame *f, int func)
@@ -108,7 +108,9 @@ static int64_t frame_id(struct ss_report *r, const struct ss_frame *sf)
 {
     struct rp_frame f = {0};
     int64_t name = intern(r, sf->name), module = intern(r, sf->module);
-    if (name < 0 || module < 0) return -ENOMEM;
+    int64_t sysname = sf->kind == SS_FRAME_NATIVE ? intern(r, sf->system_name) : 0;
+    if (name < 0 || module < 0 || sysname < 0) return -ENOMEM;
+    f.sysname = (uint32_t)sysname;
     f.kind = sf->kind;
     f.build_id_len = sf->build_id_len > sizeof(f.build_id) ? sizeof(f.build_id) : sf->build_id_len;
     memcpy(f.build_id, sf->build_id, f.build_id_len);

@@ -380,6 +380,28 @@ int snap_dec_bundle(struct snap_cur *c, struct ss_snap_bundle *b, const char **w
     return 0;
 }
 
+/* ---- perf map: u32 pid, u64 time, u64 len, len bytes ---- */
+void snap_enc_perfmap(struct snap_buf *b, const struct ss_snap_perfmap *m)
+{
+    snap_put_u32(b, m->pid);
+    snap_put_u64(b, m->time_ns);
+    snap_put_u64(b, m->len);
+    snap_put(b, m->text, (size_t)m->len);
+}
+
+int snap_dec_perfmap(struct snap_cur *c, struct ss_snap_perfmap *m, const char **why)
+{
+    m->pid = snap_get_u32(c);
+    m->time_ns = snap_get_u64(c);
+    m->len = snap_get_u64(c);
+    m->text = c->bad || m->len > snap_left(c) ? NULL : (const char *)snap_get(c, (size_t)m->len);
+    if (!m->text) {
+        *why = "perfmap record: text missing";
+        return -EBADMSG;
+    }
+    return 0;
+}
+
 /* ---- trailer ---- */
 void snap_enc_trailer(struct snap_buf *b, const struct ss_snap_trailer *t)
 {

@@ -270,6 +270,8 @@ static int decode(struct ss_snap_reader *r, struct slot *s, uint16_t type, uint1
         return snap_dec_bundle(&c, &rec->bundle, why);
     case SS_SNAP_TRAILER:
         return snap_dec_trailer(&c, &rec->trailer, why);
+    case SS_SNAP_PERFMAP:
+        return snap_dec_perfmap(&c, &rec->perfmap, why);
     }
     return -EBADMSG;
 }
@@ -587,6 +589,8 @@ const char *ss_snap_type_str(uint32_t type)
         return "bundle";
     case SS_SNAP_TRAILER:
         return "trailer";
+    case SS_SNAP_PERFMAP:
+        return "perfmap";
     case SS_SNAP_CORRUPT:
         return "corrupt";
     case SS_SNAP_TRUNCATED:

@@ -447,6 +447,11 @@ int ss_replay_run(struct ss_replay *r, ss_replay_stack_fn fn, ss_replay_msg_fn m
         case SS_SNAP_COUNTERS:
             set_counters(r, &rec.counters);
             break;
+        case SS_SNAP_PERFMAP:
+            if (ss_unwinder_set_perfmap(r->u, rec.perfmap.pid, rec.perfmap.text,
+                                        (size_t)rec.perfmap.len) == -ENOMEM)
+                say(r, "perf map of a process: %s%s", "out of memory", "");
+            break;
         case SS_SNAP_SAMPLE: {
             struct ss_stack st;
             ss_snap_replay_set(&r->target, &rec.sample);

@@ -322,6 +322,15 @@ int ss_snap_write_counters(struct ss_snap_writer *w, uint64_t time_ns,
     return emit_pay(w, SS_SNAP_COUNTERS, SNAP_Z_NONE, err);
 }
 
+/* ---- perf maps ---- */
+int ss_snap_write_perfmap(struct ss_snap_writer *w, const struct ss_snap_perfmap *m,
+                          struct ss_err *err)
+{
+    w->pay.len = 0;
+    snap_enc_perfmap(&w->pay, m);
+    return emit_pay(w, SS_SNAP_PERFMAP, SNAP_Z_FAST, err);
+}
+
 uint32_t ss_snap_capture_counters(const struct ss_capture_stats *st, struct ss_snap_counter *out)
 {
     out[0] = (struct ss_snap_counter){"capture.seen", st->seen};

@@ -1,10 +1,13 @@
 /* symbolize/symbolize.c: native frame names through the process view and
  * the files' symbol tables and a per-process address cache. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "elf/elf.h"
+#include "process/perfmap.h"
 #include "process/process.h"
 #include "symbolize/symbolize.h"
 
@@ -18,7 +21,40 @@ struct sc_ent {
 
 struct ss_symcache {
     struct sc_ent e[1u << SC_BITS];
+    struct ss_perfmap *pm; /* the process's perf map, or NULL */
+    pid_t live_pid;        /* live: re-read the map on a miss (0: never) */
 };
+
+void ss_symcache_set_perfmap(struct ss_symcache *c, struct ss_perfmap *pm, pid_t live_pid)
+{
+    c->pm = pm;
+    c->live_pid = live_pid;
+}
+
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* The perf map's name for look, re-reading a live process's map once on a
+ * miss (rate limited: SS_PERFMAP_GAP_NS). */
+static const char *jit_name(struct ss_symcache *c, uint64_t look, uint64_t *start)
+{
+    const char *n = ss_perfmap_find(c->pm, look, start);
+    if (!n && c->live_pid && ss_perfmap_sync(c->pm, c->live_pid, mono_ns(), SS_PERFMAP_GAP_NS))
+        n = ss_perfmap_find(c->pm, look, start);
+    return n;
+}
+
+/* Anonymous executable memory (JIT code), which perf maps name. */
+static bool jit_area(const struct ss_mapping *mp)
+{
+    const char *p = mp->d.path;
+    return !mp->elf && (mp->d.prot & SS_MAP_X) &&
+           (!p[0] || !strncmp(p, "[anon", 5) || !strncmp(p, "/memfd:", 7));
+}
 
 int ss_symcache_new(struct ss_symcache **out)
 {
@@ -31,8 +67,8 @@ void ss_symcache_free(struct ss_symcache *c)
     free(c);
 }
 
-static void resolve(struct ss_strpool *pool, struct ss_proc *proc, uint64_t ip, bool exact,
-                    struct ss_frame *out)
+static void resolve(struct ss_symcache *c, struct ss_strpool *pool, struct ss_proc *proc,
+                    uint64_t ip, bool exact, struct ss_frame *out)
 {
     memset(out, 0, sizeof(*out));
     out->kind = SS_FRAME_NATIVE;
@@ -44,26 +80,50 @@ static void resolve(struct ss_strpool *pool, struct ss_proc *proc, uint64_t ip, 
     if (mp->d.path[0]) out->module = ss_strpool_intern(pool, mp->d.path);
     out->build_id_len = mp->d.build_id_len;
     memcpy(out->build_id, mp->d.build_id, mp->d.build_id_len);
+    uint64_t jstart = 0;
+    const char *pn = c && c->pm && jit_area(mp) ? jit_name(c, look, &jstart) : NULL;
+    if (pn && jstart <= ip) { /* JIT code named by the perf map */
+        out->name = ss_strpool_intern(pool, pn);
+        out->sym_offset = ip - jstart;
+        return;
+    }
     if (!mp->elf) return;
     const struct ss_sym *s = ss_elf_symbol(mp->elf, look - mp->bias);
+    if (s && !s->name[0]) return; /* a range that must stay MODULE+0xOFFSET */
     if (s) {
-        out->name = ss_strpool_intern(pool, s->name);
+        const char *d = ss_demangle(pool, s->name);
+        out->name = d ? d : ss_strpool_intern(pool, s->name);
+        if (d) out->system_name = ss_strpool_intern(pool, s->name);
         out->sym_offset = ip - (s->addr + (uint64_t)mp->bias);
+        return;
     }
+    /* no symbol: one name per function, MODULE+0xSTART (file offset of the
+     * start of its FDE), so that the samples of one function aggregate */
+    uint64_t lo, hi;
+    if (!out->module || !ss_elf_fde_range(mp->elf, look - mp->bias, &lo, &hi)) return;
+    uint64_t start = lo + (uint64_t)mp->bias;
+    if (start > ip || ip - start > out->offset) return;
+    const char *base = strrchr(out->module, '/');
+    base = base && base[1] ? base + 1 : out->module;
+    char buf[320];
+    snprintf(buf, sizeof(buf), "%.280s+0x%llx", base,
+             (unsigned long long)(out->offset - (ip - start)));
+    out->name = ss_strpool_intern(pool, buf);
+    out->sym_offset = ip - start;
 }
 
 void ss_symbolize_native(struct ss_symcache *c, struct ss_strpool *pool, struct ss_proc *proc,
                          uint64_t ip, bool exact, struct ss_frame *out)
 {
     if (!c) {
-        resolve(pool, proc, ip, exact, out);
+        resolve(NULL, pool, proc, ip, exact, out);
         return;
     }
     uint64_t key = ip | (exact ? 1ull << 63 : 0);
     struct sc_ent *e = &c->e[(key * 0x9e3779b97f4a7c15ull) >> (64 - SC_BITS)];
-    uint64_t gen = ss_proc_generation(proc);
+    uint64_t gen = ss_proc_generation(proc) ^ ((uint64_t)ss_perfmap_version(c->pm) << 40);
     if (e->key != key || e->gen != gen) {
-        resolve(pool, proc, ip, exact, &e->f);
+        resolve(c, pool, proc, ip, exact, &e->f);
         e->key = key;
         e->gen = gen;
     }

@@ -1,18 +1,22 @@
 /* symbolize/: native frame names.
  *
  * A native frame gets the name of the function symbol that contains it, or
- * none (the text is then MODULE+0xOFFSET: module basename and file offset,
- * DESIGN.md "Frame text"). Strings are interned in an ss_strpool so frames
- * stay valid after the files and processes they came from are gone (the
- * frame text itself is report/'s ss_frame_text). A
- * per-process direct-mapped cache keyed by address makes repeated addresses
- * cost one lookup. */
+ * none. Without a symbol the name is MODULE+0xSTART, the file offset where
+ * the .eh_frame FDE of the function starts (one frame per function), else
+ * the frame text is MODULE+0xOFFSET (module basename and file offset,
+ * DESIGN.md "Frame text"). C++ and Rust names are demangled (demangle.c;
+ * system_name keeps the symbol). Anonymous executable memory (JIT code) is
+ * named from the process's perf map (perf-PID.map) when it has one. Strings are interned in an
+ * ss_strpool so frames stay valid after the files and processes they came from are gone (the frame
+ * text itself is report/'s ss_frame_text). A per-process direct-mapped cache keyed by address makes
+ * repeated addresses cost one lookup. */
 #ifndef SS_SYMBOLIZE_H
 #define SS_SYMBOLIZE_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "stacksnap/ss.h"
 
@@ -27,8 +31,18 @@ const char *ss_strpool_intern(struct ss_strpool *p, const char *s);
 const char *ss_strpool_intern_n(struct ss_strpool *p, const char *s, size_t len);
 size_t ss_strpool_count(const struct ss_strpool *p);
 
+/* The demangled form of a C++ or Rust symbol name, interned in pool; NULL
+ * when name is not mangled (or on allocation failure). */
+const char *ss_demangle(struct ss_strpool *pool, const char *name);
+
 int ss_symcache_new(struct ss_symcache **out);
 void ss_symcache_free(struct ss_symcache *c);
+/* Name anonymous executable memory from this perf map (process/perfmap.h;
+ * owned by the caller, outlives the cache); live_pid: a live process whose
+ * map is re-read when a lookup misses (0: replay, never). A re-read changes
+ * ss_perfmap_version: the caller symbolizes the sample again. */
+struct ss_perfmap;
+void ss_symcache_set_perfmap(struct ss_symcache *c, struct ss_perfmap *pm, pid_t live_pid);
 
 /* Fill out (kind, addr, offset, name, module, build-id) for native address
  * ip of proc; exact = ip is not a return address (the leaf, a frame below a

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "elf/elf.h"
+#include "process/perfmap.h"
 #include "process/process.h"
 #include "stacksnap/ss_lj_luajit.h"
 #include "symbolize/symbolize.h"
@@ -393,23 +394,25 @@ unsigned ss_unwind_mixed(struct ss_unwinder *u, struct ss_uproc *up, const struc
         labelled = rc == 0 && !out.lua_frames && out.n > nn;
         if (rc < 0 && out.n == 0) out.lua_frames = 0;
     }
-    if (!out.lua_frames && !labelled) { /* native only */
-        if (ss_unwinder_reserve(u, nn) < 0) return 0;
-        for (unsigned i = 0; i < nn; i++)
-            ss_symbolize_native(up->syms, u->strs, up->proc, ss_nf_ip(&nf[i]),
-                                (nf[i].flags & (SS_NF_EXACT | SS_NF_SIGNAL)) != 0, &u->out[i]);
-        return nn;
+    bool native_only = !out.lua_frames && !labelled;
+    unsigned n = native_only ? nn : out.n;
+    if (ss_unwinder_reserve(u, n) < 0) return 0;
+    /* a perf map re-read while naming (a JIT frame missed): name the whole
+     * sample again with the new map, the one the capture records for it */
+    uint32_t pmv = ss_perfmap_version(up->pm);
+    for (int pass = 0; pass < 2; pass++) {
+        for (unsigned i = 0; i < n; i++) {
+            int32_t k = native_only ? (int32_t)i : out.items[i].native;
+            if (k >= 0)
+                ss_symbolize_native(up->syms, u->strs, up->proc, ss_nf_ip(&nf[k]),
+                                    (nf[k].flags & (SS_NF_EXACT | SS_NF_SIGNAL)) != 0, &u->out[i]);
+            else
+                u->out[i] = out.items[i].lua;
+        }
+        if (ss_perfmap_version(up->pm) == pmv) break;
+        pmv = ss_perfmap_version(up->pm);
     }
-    if (ss_unwinder_reserve(u, out.n) < 0) return 0;
-    for (unsigned i = 0; i < out.n; i++) {
-        int32_t k = out.items[i].native;
-        if (k >= 0)
-            ss_symbolize_native(up->syms, u->strs, up->proc, ss_nf_ip(&nf[k]),
-                                (nf[k].flags & (SS_NF_EXACT | SS_NF_SIGNAL)) != 0, &u->out[i]);
-        else
-            u->out[i] = out.items[i].lua;
-    }
-    return out.n;
+    return n;
 }
 
 unsigned ss_unwinder_lua_runtimes(struct ss_unwinder *u, uint32_t pid,

@@ -10,9 +10,11 @@
 #include <time.h>
 
 #include "elf/elf.h"
+#include "process/perfmap.h"
 #include "process/process.h"
 #include "symbolize/symbolize.h"
 #include "unwind/lua.h"
+#include "unwind/luajit/vmsyms.h"
 #include "unwind/unwinder.h"
 
 static uint64_t now_ns(void)
@@ -36,6 +38,7 @@ int ss_unwinder_new(struct ss_unwinder **out, const struct ss_unwinder_opts *o, 
     if (o) u->o = *o;
     if (!u->o.max_frames) u->o.max_frames = 512;
     int r = ss_elf_cache_new(&u->files, u->o.debug_root);
+    if (r == 0) ss_elf_cache_set_synth(u->files, ss_lj_internal_syms);
     if (r == 0) r = ss_strpool_new(&u->strs);
     if (r == 0) {
         u->nf = calloc(u->o.max_frames, sizeof(*u->nf));
@@ -77,6 +80,7 @@ static void uproc_free(struct ss_uproc *up)
     if (up->luajit && up->luajit_free) up->luajit_free(up->luajit);
     ss_nproc_free(up->np);
     ss_symcache_free(up->syms);
+    ss_perfmap_free(up->pm);
     ss_proc_free(up->proc);
     free(up);
 }
@@ -119,10 +123,12 @@ static struct ss_uproc *attach(struct ss_unwinder *u, uint32_t pid, struct ss_pr
         up->mem.record = record_hook;
         up->mem.record_ctx = up;
     }
-    if (ss_symcache_new(&up->syms) < 0 || ss_nproc_new(&up->np, proc, &up->mem, err) < 0) {
+    if (ss_symcache_new(&up->syms) < 0 || !(up->pm = ss_perfmap_new()) ||
+        ss_nproc_new(&up->np, proc, &up->mem, err) < 0) {
         uproc_free(up);
         return NULL;
     }
+    ss_symcache_set_perfmap(up->syms, up->pm, live ? (pid_t)pid : 0);
     ss_nproc_set_mode(up->np, (enum ss_nmode)u->o.native_mode);
     up->next = u->buckets[pid & 255];
     u->buckets[pid & 255] = up;
@@ -217,7 +223,13 @@ int ss_unwind(struct ss_unwinder *u, const struct ss_sample *s, struct ss_stack 
         out->trunc = SS_TRUNC_ERROR;
         return err.code ? err.code : -ESRCH;
     }
-    if (ss_proc_is_live(up->proc)) ss_proc_check_exec(up->proc, now_ns());
+    if (ss_proc_is_live(up->proc)) {
+        uint64_t now = now_ns();
+        ss_proc_check_exec(up->proc, now);
+        /* perf map: re-read (when a lookup missed) before the walk, so that
+         * one sample sees one version, the one the capture records */
+        ss_perfmap_sync(up->pm, (pid_t)up->pid, now, SS_PERFMAP_GAP_NS);
+    }
     snprintf(out->comm, sizeof(out->comm), "%s", ss_proc_comm(up->proc));
     ss_mem_set_snapshot(&up->mem, s->regs[SS_REG_SP], s->stack, s->stack_len);
     ss_mem_set_windows(&up->mem, s->win, s->nwin);
@@ -257,4 +269,21 @@ int ss_unwind_twice(struct ss_unwinder *u, const struct ss_sample *s, struct ss_
     }
     between(ctx);
     return ss_unwind(u, s, out);
+}
+
+int ss_unwinder_perfmap(struct ss_unwinder *u, uint32_t pid, uint32_t *version, const char **text,
+                        size_t *len)
+{
+    struct ss_uproc *up = ss_unwinder_proc(u, pid, false, NULL);
+    if (!up) return -ESRCH;
+    *version = ss_perfmap_version(up->pm);
+    *text = ss_perfmap_text(up->pm, len);
+    return 0;
+}
+
+int ss_unwinder_set_perfmap(struct ss_unwinder *u, uint32_t pid, const char *text, size_t len)
+{
+    struct ss_uproc *up = ss_unwinder_proc(u, pid, false, NULL);
+    if (!up) return -ESRCH;
+    return ss_perfmap_set(up->pm, text, len);
 }

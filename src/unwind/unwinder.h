@@ -13,6 +13,7 @@ struct ss_symcache;
 struct ss_elf_cache;
 struct ss_strpool;
 struct ss_lua_detect;
+struct ss_perfmap;
 
 struct ss_uproc {
     uint32_t pid;
@@ -22,6 +23,7 @@ struct ss_uproc {
     struct ss_target_live live;
     struct ss_nproc *np;
     struct ss_symcache *syms;
+    struct ss_perfmap *pm; /* its perf map (process/perfmap.h) */
     struct ss_unwinder *u;
     void *luajit; /* per-process state of the LuaJIT walker (owned there) */
     void (*luajit_free)(void *);

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "elf/elf.h"
 #include "stacksnap/ss_lj_luajit.h"
 #include "unwind/luajit/derive.h"
 #include "unwind/luajit/ehscan.h"
@@ -82,7 +83,7 @@ static bool vm_fde(void *ctx, uint64_t begin, uint64_t range, const char *aug, c
     struct vmscan *v = ctx;
     if (strcmp(aug, "zPR") || p + 2 + sizeof(vm_fde_regs) > e || p[0] != 0x0e) return false;
     p++;
-    uint64_t cfa = ss_eh_uleb(&p, e);
+    uint64_t cfa = ss_elf_uleb(&p, e);
     if ((cfa == 80 || cfa == 96) && p + sizeof(vm_fde_regs) <= e &&
         !memcmp(p, vm_fde_regs, sizeof(vm_fde_regs))) {
         v->matches++;

@@ -5,39 +5,8 @@
  * bounded by the section and tolerant of anything it does not know. */
 #include <string.h>
 
+#include "elf/elf.h"
 #include "unwind/luajit/ehscan.h"
-
-uint64_t ss_eh_uleb(const uint8_t **p, const uint8_t *end)
-{
-    uint64_t v = 0;
-    unsigned sh = 0;
-    while (*p < end) {
-        uint8_t b = *(*p)++;
-        if (sh < 64) v |= (uint64_t)(b & 0x7f) << sh;
-        sh += 7;
-        if (!(b & 0x80)) break;
-    }
-    return v;
-}
-
-/* Size of a DW_EH_PE-encoded value (0 = unsupported). */
-static unsigned enc_size(uint8_t enc)
-{
-    switch (enc & 0x0f) {
-    case 0x00:
-    case 0x04:
-    case 0x0c:
-        return 8;
-    case 0x02:
-    case 0x0a:
-        return 2;
-    case 0x03:
-    case 0x0b:
-        return 4;
-    default:
-        return 0;
-    }
-}
 
 static int64_t read_enc(const uint8_t *p, uint8_t enc)
 {
@@ -90,16 +59,16 @@ static bool parse_cie(const uint8_t *p, const uint8_t *e, struct cie *c)
     memcpy(c->aug, aug, al);
     c->aug[al] = 0;
     p += al + 1;
-    ss_eh_uleb(&p, e); /* code alignment */
-    ss_eh_uleb(&p, e); /* data alignment (sleb: skipped the same way) */
+    ss_elf_uleb(&p, e); /* code alignment */
+    ss_elf_uleb(&p, e); /* data alignment (sleb: skipped the same way) */
     if (ver == 1)
         p++;
     else
-        ss_eh_uleb(&p, e); /* return address register */
+        ss_elf_uleb(&p, e); /* return address register */
     c->enc = 0;
     c->zaug = al && aug[0] == 'z';
     if (!c->zaug) return al == 0;
-    ss_eh_uleb(&p, e); /* augmentation data length */
+    ss_elf_uleb(&p, e); /* augmentation data length */
     for (size_t i = 1; i < al && p < e; i++) {
         switch (aug[i]) {
         case 'R':
@@ -109,7 +78,7 @@ static bool parse_cie(const uint8_t *p, const uint8_t *e, struct cie *c)
             p++;
             break;
         case 'P': {
-            unsigned ps = enc_size(*p);
+            unsigned ps = ss_elf_enc_size(*p);
             if (!ps) return false;
             p += 1 + ps;
             break;
@@ -121,7 +90,7 @@ static bool parse_cie(const uint8_t *p, const uint8_t *e, struct cie *c)
             return false;
         }
     }
-    return enc_size(c->enc) != 0;
+    return ss_elf_enc_size(c->enc) != 0;
 }
 
 int ss_eh_each_fde(const uint8_t *buf, size_t len, uint64_t sh_addr, ss_eh_fde_fn fn, void *ctx)
@@ -147,7 +116,7 @@ int ss_eh_each_fde(const uint8_t *buf, size_t len, uint64_t sh_addr, ss_eh_fde_f
             for (unsigned i = 0; i < ncie; i++) {
                 const struct cie *c = &cies[i];
                 if (c->off != cie_at) continue;
-                unsigned es = enc_size(c->enc);
+                unsigned es = ss_elf_enc_size(c->enc);
                 if (p + 2 * es > e) break;
                 int64_t begin = read_enc(p, c->enc);
                 if ((c->enc & 0x70) == 0x10) /* pcrel */
@@ -155,7 +124,7 @@ int ss_eh_each_fde(const uint8_t *buf, size_t len, uint64_t sh_addr, ss_eh_fde_f
                 int64_t range = read_enc(p + es, c->enc & 0x0f);
                 p += 2 * es;
                 if (c->zaug) {
-                    uint64_t n = ss_eh_uleb(&p, e);
+                    uint64_t n = ss_elf_uleb(&p, e);
                     if (n > (uint64_t)(e - p)) break;
                     p += n;
                 }

@@ -16,6 +16,4 @@ typedef bool (*ss_eh_fde_fn)(void *ctx, uint64_t begin, uint64_t range, const ch
  * FDEs before the damage were reported). */
 int ss_eh_each_fde(const uint8_t *buf, size_t len, uint64_t sh_addr, ss_eh_fde_fn fn, void *ctx);
 
-uint64_t ss_eh_uleb(const uint8_t **p, const uint8_t *end);
-
 #endif

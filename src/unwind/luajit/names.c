@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "elf/elf.h"
 #include "unwind/luajit/lj_internal.h"
 
 /* Opcode modes (lj_bc.h BCDEF, identical in every supported tree):
@@ -77,19 +78,6 @@ static uint32_t ins_at(const struct nctx *c, uint32_t pos)
     return lj_u32(c->p->blob + c->rt->lay->pt_size + (size_t)pos * 4);
 }
 
-static uint32_t uleb(const uint8_t **q, const uint8_t *end)
-{
-    uint32_t v = 0;
-    unsigned sh = 0;
-    while (*q < end) {
-        uint8_t b = *(*q)++;
-        if (sh < 32) v |= (uint32_t)(b & 0x7f) << sh;
-        sh += 7;
-        if (!(b & 0x80)) break;
-    }
-    return v;
-}
-
 /* Blob range of an MRef field of the prototype up to the blob's end. */
 static const uint8_t *blob_ptr(const struct nctx *c, uint32_t field, const uint8_t **end)
 {
@@ -117,9 +105,9 @@ static const char *varname(const struct nctx *c, uint32_t pc, uint32_t slot, siz
                 q++;
             q++;
         }
-        uint32_t startpc = lastpc = lastpc + uleb(&q, end);
+        uint32_t startpc = lastpc = lastpc + (uint32_t)ss_elf_uleb(&q, end);
         if (startpc > pc) break;
-        uint32_t endpc = startpc + uleb(&q, end);
+        uint32_t endpc = startpc + (uint32_t)ss_elf_uleb(&q, end);
         if (pc < endpc && slot-- == 0) {
             if (vn < 7) return NULL;
             *len = strnlen((const char *)name, (size_t)(end - name));
