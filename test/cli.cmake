@@ -23,6 +23,8 @@ foreach(t determinism portability badinput usage fixtures shortcalls)
   target_link_libraries(cli_${t} PRIVATE cli_helpers)
   add_dependencies(cli_${t} stacksnap_cli cli_native cli_native_alt)
 endforeach()
+add_dependencies(cli_shortcalls lj_host) # the C host case
+set_tests_properties(cli_shortcalls PROPERTIES FIXTURES_REQUIRED luajit_builds)
 ss_add_test(cli_session SOURCES ${CLI_T}/session.c LABELS cli TIMEOUT 300)
 target_link_libraries(cli_session PRIVATE cli_helpers util)
 add_dependencies(cli_session stacksnap_cli cli_native)

@@ -7,7 +7,9 @@
  * callees carry the whole exact chain on an idle machine, 98% with four
  * CPU-bound processes on the 2 cores; --no-lua-window is measured beside
  * for the note, never asserted. Debian's luajit (interpreter, JIT, 200-deep
- * recursion) and Tarantool 2.6 (non-GC64, fibers). */
+ * recursion), a C host of libluajit, the four builds of the matrix, Debian
+ * 13's luajit (OpenResty's 2.1) in a container and Tarantool 2.6 (non-GC64,
+ * fibers). */
 #include <criterion/criterion.h>
 #include <criterion/logging.h>
 #include <regex.h>
@@ -181,6 +183,52 @@ Test(cli_shortcalls, jit_loaded, .timeout = 120)
 Test(cli_shortcalls, deep_recursion_200, .timeout = 120)
 {
     check("-joff", 200, 0, 0.99);
+}
+
+/* A C program embedding Debian's libluajit (test/luajit/lj_host.c: the
+ * script runs under its own lua_pcall, JIT off). */
+Test(cli_shortcalls, c_host, .timeout = 120)
+{
+    char host[512];
+    snprintf(host, sizeof(host), "%s/lj_host", SS_BINARY_DIR);
+    const char *cmd[] = {host, NULL};
+    char *lua = cli_src("test/cli/short.lua");
+    check_cmd(cmd, lua, 0, 0, 0.99, true);
+    free(lua);
+}
+
+/* The build matrix: Debian's LuaJIT source built GC64 and not, with and
+ * without the JIT (test/luajit/build-luajit.sh, cached outside the clone;
+ * the non-GC64 windows load 32-bit references, the no-JIT plan has no
+ * jit_base window). */
+static void matrix(const char *variant)
+{
+    char cmd[1024], bin[512];
+    snprintf(cmd, sizeof(cmd), "%s/test/luajit/build-luajit.sh %s/ext", SS_SOURCE_DIR,
+             SS_BINARY_DIR);
+    cr_assert_eq(system(cmd), 0, "building Debian's LuaJIT source failed (%s)", cmd);
+    snprintf(bin, sizeof(bin), "%s/ext/lj-%s/luajit", SS_BINARY_DIR, variant);
+    const char *argv[] = {bin, NULL};
+    char *lua = cli_src("test/cli/short.lua");
+    check_cmd(argv, lua, 0, 0, 0.99, false);
+    free(lua);
+}
+
+Test(cli_shortcalls, matrix_gc64_jit, .timeout = 300)
+{
+    matrix("gc64-jit");
+}
+Test(cli_shortcalls, matrix_gc64_nojit, .timeout = 300)
+{
+    matrix("gc64-nojit");
+}
+Test(cli_shortcalls, matrix_nogc64_jit, .timeout = 300)
+{
+    matrix("nogc64-jit");
+}
+Test(cli_shortcalls, matrix_nogc64_nojit, .timeout = 300)
+{
+    matrix("nogc64-nojit");
 }
 
 /* Debian 13's luajit (2.1 rolling, layouts derived from its code) in its own

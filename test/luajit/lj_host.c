@@ -1,6 +1,7 @@
 /* test/luajit/lj_host.c: a C host embedding libluajit-5.1 (JIT off). Runs
- * a script through lua_pcall and offers it host.ccall(f) (C calls back into
- * Lua with lua_call) and host.cspin(n) (spins in C, a leaf C function). */
+ * a script (lj_host SCRIPT [ARGS...], ARGS in arg[1..]) through lua_pcall and offers it
+ * host.ccall(f) (C calls back into Lua with lua_call) and host.cspin(n) (spins in C, a leaf C
+ * function). */
 #include <lauxlib.h>
 #include <lua.h>
 #include <luajit.h>
@@ -37,6 +38,12 @@ int main(int argc, char **argv)
     luaJIT_setmode(L, 0, LUAJIT_MODE_ENGINE | LUAJIT_MODE_OFF);
     luaL_register(L, "host", hostlib);
     lua_pop(L, 1);
+    lua_createtable(L, argc, 0); /* arg[1..]: the script's arguments, as luajit's */
+    for (int i = 2; i < argc; i++) {
+        lua_pushstring(L, argv[i]);
+        lua_rawseti(L, -2, i - 1);
+    }
+    lua_setglobal(L, "arg");
     if (luaL_loadfile(L, argv[1]) || lua_pcall(L, 0, 0, 0)) {
         fprintf(stderr, "lj_host: %s\n", lua_tostring(L, -1));
         return 1;
