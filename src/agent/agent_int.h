@@ -58,6 +58,7 @@ struct ss_agent {
     pthread_cond_t cv;
     struct ag_window *windows;
     unsigned nprofiles; /* profile requests being served */
+    unsigned sending;   /* profile requests not yet completed (answer sent) */
     bool stopping;
     struct ag_stats st;      /* snapshot, under mu */
     struct ag_http_stats hs; /* under mu */

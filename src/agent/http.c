@@ -194,11 +194,29 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         return reply(a, c, 200, "text/plain; version=0.0.4; charset=utf-8", m, len,
                      MHD_RESPMEM_MUST_FREE);
     }
-    if (!strcmp(url, "/debug/pprof/profile")) return profile(a, c);
+    if (!strcmp(url, "/debug/pprof/profile")) {
+        pthread_mutex_lock(&a->mu);
+        a->sending++; /* until completed() */
+        pthread_mutex_unlock(&a->mu);
+        *state = &a->sending;
+        return profile(a, c);
+    }
     return error(a, c, MHD_HTTP_NOT_FOUND,
                  "no such endpoint: %s "
                  "(/debug/pprof/profile, /metrics, /healthz)",
                  url);
+}
+
+/* A request is over (answered and sent, or the connection closed). */
+static void completed(void *cls, struct MHD_Connection *c, void **state,
+                      enum MHD_RequestTerminationCode why)
+{
+    (void)c, (void)why;
+    struct ss_agent *a = cls;
+    if (*state != &a->sending) return;
+    pthread_mutex_lock(&a->mu);
+    a->sending--;
+    pthread_mutex_unlock(&a->mu);
 }
 
 static void mhd_log(void *cls, const char *fmt, va_list ap)
@@ -215,10 +233,10 @@ int ag_http_start(struct ss_agent *a, struct ss_err *err)
 {
     unsigned flags =
         MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
-    a->httpd =
-        MHD_start_daemon(flags, 0, NULL, NULL, handle, a, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, a,
-                         MHD_OPTION_LISTEN_SOCKET, a->listen_fd, MHD_OPTION_CONNECTION_LIMIT, 64u,
-                         MHD_OPTION_CONNECTION_TIMEOUT, 60u, MHD_OPTION_END);
+    a->httpd = MHD_start_daemon(flags, 0, NULL, NULL, handle, a, MHD_OPTION_EXTERNAL_LOGGER,
+                                mhd_log, a, MHD_OPTION_LISTEN_SOCKET, a->listen_fd,
+                                MHD_OPTION_CONNECTION_LIMIT, 64u, MHD_OPTION_CONNECTION_TIMEOUT,
+                                60u, MHD_OPTION_NOTIFY_COMPLETED, completed, a, MHD_OPTION_END);
     if (!a->httpd) {
         ss_err_set(err, -EIO, "cannot start the HTTP server on %s", a->address);
         return -EIO;
@@ -229,15 +247,13 @@ int ag_http_start(struct ss_agent *a, struct ss_err *err)
 
 void ag_http_stop(struct ss_agent *a)
 {
-    /* Let answered requests go out (profiles closed early by the stop are
-     * still being sent): up to 3 s for the connections to finish. */
+    /* Let the profiles closed early by the stop go out: up to 3 s for
+     * them to be sent (idle keep-alive connections do not count). */
     for (int i = 0; a->httpd && i < 300; i++) {
         pthread_mutex_lock(&a->mu);
-        unsigned busy = a->nprofiles;
+        unsigned busy = a->sending;
         pthread_mutex_unlock(&a->mu);
-        const union MHD_DaemonInfo *di =
-            MHD_get_daemon_info(a->httpd, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
-        if (!busy && (!di || di->num_connections == 0)) break;
+        if (!busy) break;
         struct timespec ts = {0, 10 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }
