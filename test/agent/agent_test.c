@@ -206,7 +206,9 @@ Test(agent, http_endpoints_real_clients, .timeout = 120)
     end(prom);
     end(nat);
     end(lua);
+    ag_proc_free(&ag);
     cli_rmtree(dir);
+    free(rawt), free(raw), free(pidprof), free(mf), free(last), free(dir), free(go), free(promtool);
 }
 
 Test(agent, push_pyroscope_with_outage, .timeout = 120)
@@ -249,7 +251,9 @@ Test(agent, push_pyroscope_with_outage, .timeout = 120)
     cr_expect(ag_recv_count(r) > before, "the last window was not pushed at SIGTERM");
     ag_recv_stop(r);
     end(nat);
+    ag_proc_free(&ag);
     cli_rmtree(dir);
+    free(dir);
 }
 
 static int seg_filter(const struct dirent *d)
@@ -308,5 +312,7 @@ Test(agent, rolling_captures_replay, .timeout = 120)
         free(names[i]);
     free(names);
     end(nat);
+    ag_proc_free(&ag);
     cli_rmtree(dir);
+    free(cap), free(dir);
 }

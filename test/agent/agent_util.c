@@ -42,15 +42,24 @@ int ag_start(struct ag_proc *p, const char *tag, const char *const *args)
     return -1;
 }
 
+void ag_proc_free(struct ag_proc *p)
+{
+    free(p->log);
+    free(p->errpath);
+    p->log = p->errpath = NULL;
+}
+
 int ag_stop(struct ag_proc *p, double timeout_s)
 {
     kill(p->pid, SIGTERM);
     int st = cli_wait(p->pid, timeout_s);
+    free(p->log);
     p->log = cli_load(p->errpath, NULL);
     char *slash = strrchr(p->errpath, '/');
     *slash = 0;
     cli_rmtree(p->errpath);
-    *slash = '/';
+    free(p->errpath);
+    p->errpath = NULL;
     return st;
 }
 

@@ -22,6 +22,7 @@ int ag_start(struct ag_proc *p, const char *tag, const char *const *args);
 /* SIGTERM, wait, keep its stderr in p->log and remove its folder; returns
  * the exit status (-1 if it had to be killed). */
 int ag_stop(struct ag_proc *p, double timeout_s);
+void ag_proc_free(struct ag_proc *p);
 
 /* GET (or method) http://127.0.0.1:port PATH with curl; body to a malloc'd
  * string (NULL allowed). Returns the HTTP status, 0 when curl failed. */
