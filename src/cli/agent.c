@@ -65,7 +65,10 @@ int ss_cmd_agent(const struct ss_cli *c)
     int rc = ss_agent_new(&a, &o, &err);
     if (rc < 0) {
         fprintf(stderr, "stacksnap: %s\n", err.msg);
-        return rc == -EINVAL || rc == -EADDRINUSE || rc == -ESRCH ? 2 : 1;
+        return rc == -EINVAL || rc == -EADDRINUSE || rc == -EADDRNOTAVAIL || rc == -ESRCH ||
+                       rc == -ENOENT || rc == -ENOTDIR || rc == -EACCES || rc == -EEXIST
+                   ? 2
+                   : 1;
     }
     fprintf(stderr, "stacksnap: agent listening on %s\n", ss_agent_address(a));
     rc = ss_agent_run(a, &g_stop, &err);

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -143,25 +144,28 @@ static int parse_agent_opt(struct ss_cli *c, int ch, const char *arg)
             return usage_error("invalid --capture-max-bytes '%s' (bytes, at least 1048576)", arg);
         c->capture_max_bytes = ll;
         return 1;
-    case OPT_CAPTURE_SEGMENT:
-        if (parse_uint(arg, 86400, &v) || v == 0)
-            return usage_error("invalid --capture-segment '%s' (1..86400 seconds)", arg);
-        c->capture_segment = (unsigned)v;
-        return 1;
     case OPT_PUSH:
         if (strncmp(arg, "http://", 7) && strncmp(arg, "https://", 8))
             return usage_error("invalid --push URL '%s' (http:// or https://)", arg);
         c->push_url = arg;
         return 1;
-    case OPT_PUSH_EVERY:
-        if (parse_uint(arg, 86400, &v) || v == 0)
-            return usage_error("invalid --push-every '%s' (1..86400 seconds)", arg);
-        c->push_every = (unsigned)v;
-        return 1;
-    case OPT_MAX_SECONDS:
-        if (parse_uint(arg, 86400, &v) || v == 0)
-            return usage_error("invalid --max-seconds '%s' (1..86400)", arg);
-        c->max_seconds = (unsigned)v;
+    }
+    static const struct {
+        int ch;
+        const char *msg;
+        size_t off;
+    } secs[] = {
+        {OPT_CAPTURE_SEGMENT, "invalid --capture-segment '%s' (1..86400 seconds)",
+         offsetof(struct ss_cli, capture_segment)},
+        {OPT_PUSH_EVERY, "invalid --push-every '%s' (1..86400 seconds)",
+         offsetof(struct ss_cli, push_every)},
+        {OPT_MAX_SECONDS, "invalid --max-seconds '%s' (1..86400)",
+         offsetof(struct ss_cli, max_seconds)},
+    };
+    for (size_t i = 0; i < sizeof(secs) / sizeof(secs[0]); i++) {
+        if (secs[i].ch != ch) continue;
+        if (parse_uint(arg, 86400, &v) || v == 0) return usage_error(secs[i].msg, arg);
+        *(unsigned *)((char *)c + secs[i].off) = (unsigned)v;
         return 1;
     }
     return 0;
@@ -215,7 +219,12 @@ int ss_cli_parse(struct ss_cli *c, int argc, char **argv)
     while ((ch = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1) {
         unsigned long v;
         if (ch >= OPT_LISTEN && ch <= OPT_MAX_SECONDS) {
-            if (!agent) return usage_error("%s is only valid for agent", argv[optind - 1]);
+            if (!agent) {
+                const char *name = "?";
+                for (const struct option *lo = longopts; lo->name; lo++)
+                    if (lo->val == ch) name = lo->name;
+                return usage_error("--%s is only valid for agent", name);
+            }
             int r = parse_agent_opt(c, ch, optarg);
             if (r != 1) return 2;
             continue;
