@@ -85,6 +85,7 @@ int ss_agent_new(struct ss_agent **out, const struct ss_agent_opts *o, struct ss
     if (!a->o.freq_hz) a->o.freq_hz = 19;
     if (!a->o.stack_size) a->o.stack_size = SS_STACK_DEFAULT;
     if (!a->o.max_seconds) a->o.max_seconds = 300;
+    if (!a->o.poll_ms) a->o.poll_ms = 10;
     if (!a->o.max_profiles) a->o.max_profiles = 4;
     if (!a->o.capture_max_bytes) a->o.capture_max_bytes = 256ull << 20;
     if (!a->o.capture_segment_s) a->o.capture_segment_s = 600;
@@ -179,6 +180,7 @@ static void refresh_stats(struct ss_agent *a)
 {
     ss_capture_stats(a->cap, &a->live.cap);
     ss_unwinder_stats(a->u, &a->live.unw);
+    a->live.processes_seen = a->seen_before + a->live.unw.processes;
     if (a->seg)
         ag_seg_stats(a->seg, &a->live.segments, &a->live.segment_errors, &a->live.capture_bytes,
                      &a->live.capturing);
@@ -196,8 +198,7 @@ int ss_agent_run(struct ss_agent *a, volatile sig_atomic_t *stop, struct ss_err 
     ag_log(a, "agent: sampling %s at %u Hz, HTTP on %s",
            a->o.npids ? "the given pids" : "every process", a->o.freq_hz, a->address);
     while (!*stop) {
-        /* 2 ms, as record: the Lua walk reads live memory */
-        int n = ss_capture_poll(a->cap, 2, on_sample, a);
+        int n = ss_capture_poll(a->cap, (int)a->o.poll_ms, on_sample, a);
         if (n < 0) {
             ss_err_set(err, n, "polling the capture buffer: %s", strerror(-n));
             rc = n;
@@ -208,6 +209,9 @@ int ss_agent_run(struct ss_agent *a, volatile sig_atomic_t *stop, struct ss_err 
         if (a->push) ag_push_tick(a->push, t, false);
         if (a->seg && ag_seg_tick(a->seg, t)) {
             ag_seg_end(a->seg, a->cap, a->u);
+            struct ss_unwinder_stats us;
+            ss_unwinder_stats(a->u, &us);
+            a->seen_before += us.processes;
             ss_unwinder_free(a->u);
             a->u = NULL;
             if ((rc = ag_seg_begin(a->seg, &a->u, err)) < 0) break;

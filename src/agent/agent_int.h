@@ -28,6 +28,7 @@ struct ag_window {
 /* What /metrics shows; the main thread refreshes it about twice a second. */
 struct ag_stats {
     uint64_t samples, lua, truncated, errors;
+    uint64_t processes_seen; /* over every unwinder (one per capture segment) */
     struct ss_capture_stats cap;
     struct ss_unwinder_stats unw;
     uint64_t segments, segment_errors, capture_bytes;
@@ -69,6 +70,7 @@ struct ss_agent {
     struct ag_push *push;
     struct ag_segments *seg;
     struct ag_stats live;
+    uint64_t seen_before; /* processes seen by the unwinders freed so far */
     struct MHD_Daemon *httpd;
     int listen_fd;
     double t0;

@@ -47,13 +47,13 @@ char *ag_metrics_text(struct ss_agent *a, size_t *len)
     C("lua_samples_total", "Samples with at least one Lua frame.", s.lua);
     C("truncated_samples_total", "Samples whose walk did not reach the stack's root.", s.truncated);
     C("unwind_errors_total", "Samples that could not be unwound (process gone or unreadable).",
-      s.errors + s.unw.errors);
+      s.errors);
     C("dropped_samples_total", "Samples lost because the BPF buffer was full.", s.cap.dropped);
     C("stack_copy_failed_total", "Samples without any stack bytes.", s.cap.copy_failed);
     C("window_copy_failed_total", "Memory windows whose copy failed at sample time.",
       s.cap.win_failed);
     G("processes", "Processes the unwinder has state for now.", s.unw.live);
-    C("processes_seen_total", "Processes the unwinder has seen.", s.unw.processes);
+    C("processes_seen_total", "Processes the unwinder has seen.", s.processes_seen);
     G("luajit_runtimes", "LuaJIT runtimes found in those processes.", s.unw.lj_runtimes);
     G("elf_files", "ELF files open for unwinding and symbols.", s.unw.files);
     C("http_requests_total", "HTTP requests received.", h.requests);
