@@ -316,3 +316,50 @@ Test(agent, rolling_captures_replay, .timeout = 120)
     cli_rmtree(dir);
     free(cap), free(dir);
 }
+
+/* A short soak under process churn (the issue's shell loop of luajit, sh,
+ * ls, true): the state of exited processes is freed (the processes gauge
+ * falls back once they are gone) and memory does not follow the churn. */
+Test(agent, churn_state_freed, .timeout = 120)
+{
+    char *lj = cli_which("luajit");
+    cr_assert(lj, "luajit not installed (Debian luajit; scripts/dev installs it)");
+    struct ag_proc ag;
+    const char *args[] = {"-F", "99", NULL};
+    cr_assert(ag_start(&ag, "agent-churn", args) == 0, "the agent did not start");
+    char cmd[512];
+    snprintf(cmd, sizeof(cmd),
+             "end=$(($(date +%%s) + 6)); while [ $(date +%%s) -lt $end ]; do "
+             "'%s' -e 'local s=0 for i=1,2e6 do s=s+i%%7 end'; sh -c true; ls / >/dev/null; true; "
+             "done",
+             lj);
+    char *const loop[] = {"sh", "-c", cmd, NULL};
+    pid_t churn = cli_start(loop, NULL, NULL);
+    cli_sleep(2);
+    char *body = NULL;
+    cr_assert_eq(ag_http(ag.port, "GET", "/metrics", &body, 5), 200);
+    double rss_early = ag_metric(body, "stacksnap_resident_memory_bytes");
+    free(body);
+    cr_assert_eq(cli_wait(churn, 30), 0);
+    cli_sleep(3); /* the unwinder's gc runs every 2 s */
+    cr_assert_eq(ag_http(ag.port, "GET", "/metrics", &body, 5), 200);
+    double seen = ag_metric(body, "stacksnap_processes_seen_total"),
+           live = ag_metric(body, "stacksnap_processes"),
+           rss = ag_metric(body, "stacksnap_resident_memory_bytes"),
+           lua = ag_metric(body, "stacksnap_lua_samples_total"),
+           n = ag_metric(body, "stacksnap_samples_total"),
+           trunc = ag_metric(body, "stacksnap_truncated_samples_total");
+    cr_log_info("churn: %.0f processes seen, %.0f with state after, %.0f samples, %.1f%% "
+                "truncated, %.0f with Lua, RSS %.1f -> %.1f MiB",
+                seen, live, n, n > 0 ? 100 * trunc / n : 0, lua, rss_early / 1048576,
+                rss / 1048576);
+    cr_expect(seen >= 20, "only %.0f processes seen under churn:\n%s", seen, body);
+    cr_expect(live < seen / 2, "state of exited processes kept: %.0f of %.0f\n%s", live, seen,
+              body);
+    cr_expect(lua > 0, "no Lua frames of the short luajit processes:\n%s", body);
+    cr_expect(rss < rss_early * 1.5 + 16 * 1048576, "RSS grew from %.0f to %.0f", rss_early, rss);
+    free(body);
+    cr_expect_eq(ag_stop(&ag, 10), 0, "%s", ag.log);
+    ag_proc_free(&ag);
+    free(lj);
+}
