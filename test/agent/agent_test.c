@@ -363,3 +363,33 @@ Test(agent, churn_state_freed, .timeout = 120)
     ag_proc_free(&ag);
     free(lj);
 }
+
+/* --listen unix:PATH: served over the socket, removed at exit. */
+Test(agent, unix_socket, .timeout = 60)
+{
+    char *dir = cli_tmpdir("agent-unix"), *sock = cli_path(dir, "agent.sock"),
+         *err = cli_path(dir, "err");
+    char listen[600];
+    snprintf(listen, sizeof(listen), "unix:%s", sock);
+    char *const argv[] = {(char *)cli_ss(), "agent", "--listen", listen, NULL};
+    pid_t pid = cli_start(argv, NULL, err);
+    cr_assert(pid > 0);
+    char *out = NULL;
+    int ok = 0;
+    for (double t_end = cli_now() + 20; cli_now() < t_end && !ok; cli_sleep(0.1)) {
+        free(out);
+        out = NULL;
+        ok = ag_sh(&out, 10, "curl -s --unix-socket '%s' http://agent/healthz", sock) == 0 &&
+             !strcmp(out, "ok\n");
+    }
+    cr_expect(ok, "no /healthz over %s: %s", sock, out);
+    free(out);
+    cr_expect_eq(ag_sh(&out, 10, "curl -s -f --unix-socket '%s' http://agent/nope", sock), 22,
+                 "404 over the socket: %s", out);
+    free(out);
+    kill(pid, SIGTERM);
+    cr_expect_eq(cli_wait(pid, 10), 0);
+    cr_expect(access(sock, F_OK) < 0, "%s left behind", sock);
+    cli_rmtree(dir);
+    free(dir), free(sock), free(err);
+}
