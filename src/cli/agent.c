@@ -1,7 +1,10 @@
 /* cli/agent.c: `stacksnap agent` — map the flags to ss_agent_opts, log to
- * stderr (the journal under systemd), run until SIGTERM/SIGINT. */
+ * stderr (the journal under systemd; a file there is reopened on SIGHUP),
+ * run until SIGTERM/SIGINT. */
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -12,11 +15,36 @@
 #include "util/caps.h"
 
 static volatile sig_atomic_t g_stop; /* cli/ owns process-wide state */
+static char g_log_path[4096];        /* stderr's file when it is one, for SIGHUP */
 
 static void on_signal(int sig)
 {
     (void)sig;
     g_stop = 1;
+}
+
+/* SIGHUP: reopen the log file stderr was redirected to (after logrotate
+ * moved it). open, dup2 and close are async-signal-safe. */
+static void on_hup(int sig)
+{
+    (void)sig;
+    int e = errno;
+    if (g_log_path[0]) {
+        int fd = open(g_log_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
+        if (fd >= 0) {
+            dup2(fd, STDERR_FILENO);
+            close(fd);
+        }
+    }
+    errno = e;
+}
+
+static void remember_log_path(void)
+{
+    struct stat st;
+    if (fstat(STDERR_FILENO, &st) < 0 || !S_ISREG(st.st_mode)) return; /* tty, pipe, journal */
+    ssize_t n = readlink("/proc/self/fd/2", g_log_path, sizeof(g_log_path) - 1);
+    g_log_path[n > 0 && g_log_path[0] == '/' ? n : 0] = 0;
 }
 
 static void log_stderr(void *ctx, const char *msg)
@@ -30,10 +58,11 @@ int ss_cmd_agent(const struct ss_cli *c)
     struct sigaction sa = {.sa_handler = on_signal};
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
-    /* logs go to stderr, which systemd's journal reopens for us: SIGHUP
-     * must not end the agent */
+    /* logs go to stderr: the journal under systemd, or a file SIGHUP reopens */
+    remember_log_path();
+    struct sigaction hup = {.sa_handler = on_hup, .sa_flags = SA_RESTART};
+    sigaction(SIGHUP, &hup, NULL);
     struct sigaction ign = {.sa_handler = SIG_IGN};
-    sigaction(SIGHUP, &ign, NULL);
     sigaction(SIGPIPE, &ign, NULL);
     struct ss_err err = {0};
     for (int i = 0; i < c->npids; i++)

@@ -364,7 +364,8 @@ Test(agent, churn_state_freed, .timeout = 120)
     free(lj);
 }
 
-/* --listen unix:PATH: served over the socket, removed at exit. */
+/* --listen unix:PATH: served over the socket, removed at exit; SIGHUP
+ * reopens the log file (after a logrotate-style move). */
 Test(agent, unix_socket, .timeout = 60)
 {
     char *dir = cli_tmpdir("agent-unix"), *sock = cli_path(dir, "agent.sock"),
@@ -387,9 +388,18 @@ Test(agent, unix_socket, .timeout = 60)
     cr_expect_eq(ag_sh(&out, 10, "curl -s -f --unix-socket '%s' http://agent/nope", sock), 22,
                  "404 over the socket: %s", out);
     free(out);
+    char *moved = cli_path(dir, "err.1");
+    cr_assert(rename(err, moved) == 0);
+    kill(pid, SIGHUP);
+    cli_sleep(0.2);
     kill(pid, SIGTERM);
     cr_expect_eq(cli_wait(pid, 10), 0);
     cr_expect(access(sock, F_OK) < 0, "%s left behind", sock);
+    char *before = cli_load(moved, NULL), *after = cli_load(err, NULL);
+    cr_expect(before && strstr(before, "listening on unix:"), "%s", before);
+    cr_expect(after && strstr(after, "agent stopped"), "SIGHUP did not reopen the log: '%s'",
+              after);
+    free(before), free(after), free(moved);
     cli_rmtree(dir);
     free(dir), free(sock), free(err);
 }
