@@ -5,3 +5,7 @@ set(AG_T ${CMAKE_CURRENT_LIST_DIR}/agent)
 ss_add_test(agent_e2e SOURCES ${AG_T}/agent_test.c ${AG_T}/agent_util.c LABELS agent TIMEOUT 300)
 target_link_libraries(agent_e2e PRIVATE cli_helpers)
 add_dependencies(agent_e2e stacksnap_cli cli_native)
+# cmake --install: binary, man page, systemd unit (its capabilities and
+# systemd-analyze's offline security rating).
+add_test(NAME agent_install COMMAND ${AG_T}/install.sh ${CMAKE_BINARY_DIR})
+set_tests_properties(agent_install PROPERTIES LABELS agent TIMEOUT 60)
