@@ -66,6 +66,10 @@ void ss_report_free(struct ss_report *r);
 #define SS_REPORT_NO_FRAMES "[no frames]"
 int ss_report_add(struct ss_report *r, const struct ss_stack *s, uint64_t count,
                   struct ss_err *err);
+/* Process labels for pprof (exe path, cgroup or container id; NULL or "":
+ * unknown), written on every sample of pid. -ENOMEM. */
+int ss_report_set_labels(struct ss_report *r, uint32_t pid, const char *exe, const char *cgroup,
+                         struct ss_err *err);
 uint64_t ss_report_samples(const struct ss_report *r); /* sum of counts */
 size_t ss_report_nstacks(const struct ss_report *r);   /* distinct keys */
 
@@ -74,11 +78,11 @@ size_t ss_report_nstacks(const struct ss_report *r);   /* distinct keys */
  * empty comm is "[unknown]". */
 int ss_report_write_folded(const struct ss_report *r, FILE *f, struct ss_err *err);
 /* gzipped pprof Profile: sample types samples/count, cpu/nanoseconds; period
- * type cpu/nanoseconds; one sample per key with labels pid, tid (numbers) and
- * comm; native frames are locations with mapping (module, build-id, range,
- * file offset) + address and one Line whose Function is the frame text;
- * Lua frames have one Line: Function{name NAME, filename CHUNK, start_line
- * FIRST_LINE}, line LINE; kernel/pseudo frames have no mapping. */
+ * type cpu/nanoseconds; one sample per key with labels pid, tid (numbers),
+ * comm, and exe/cgroup where ss_report_set_labels gave them; native frames are locations with
+ * mapping (module, build-id, range, file offset) + address and one Line whose Function is the frame
+ * text; Lua frames have one Line: Function{name NAME, filename CHUNK, start_line FIRST_LINE}, line
+ * LINE; kernel/pseudo frames have no mapping. */
 int ss_report_write_pprof(const struct ss_report *r, FILE *f, struct ss_err *err);
 /* Self-contained interactive flame graph (root at the bottom). */
 int ss_report_write_svg(const struct ss_report *r, FILE *f, struct ss_err *err);

@@ -43,7 +43,8 @@ struct ss_unwinder_stats {
     uint64_t samples, frames, errors;
     uint64_t trunc[SS_TRUNC_ERROR + 1]; /* samples by how the walk ended */
     uint64_t rule_steps, unw_steps, rule_loads;
-    uint64_t processes, files;
+    uint64_t processes, files;  /* processes: ever seen; files: open ELF files */
+    uint64_t live, lj_runtimes; /* processes with state now, LuaJIT runtimes in them */
     uint64_t target_reads, target_calls;
 };
 

@@ -20,6 +20,7 @@ int main(int argc, char **argv)
     if (!strcmp(c.cmd, "record"))
         return c.bpf_info && !c.command && !c.npids && !c.all ? ss_cmd_bpf_info(&c)
                                                               : ss_cmd_record(&c);
+    if (!strcmp(c.cmd, "agent")) return ss_cmd_agent(&c);
     if (!strcmp(c.cmd, "info") && c.bpf_info) return ss_cmd_bpf_info(&c);
     if (!strcmp(c.cmd, "info")) return ss_cmd_info(&c);
     return ss_cmd_replay(&c); /* replay and report */

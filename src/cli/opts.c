@@ -1,8 +1,9 @@
-/* cli/opts.c: parse `stacksnap record|replay|report|info` arguments. */
+/* cli/opts.c: parse `stacksnap record|agent|replay|report|info` arguments. */
 #include "cli/opts.h"
 
 #include <errno.h>
 #include <getopt.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,9 @@ static const char *usage_text =
     "  stacksnap record [-p PID[,PID...] | -a | -- COMMAND [ARGS...]] [-F HZ] [-d SECONDS]\n"
     "                   [--stack-size BYTES] [-o FILE]... [--format FMT] [--bundle] [--kernel]\n"
     "                   [--compat] [--no-lua-window] [-v]\n"
+    "  stacksnap agent  [-a | -p PID[,PID...]] [-F HZ] [--listen ADDR:PORT | --listen unix:PATH]\n"
+    "                   [--capture-dir DIR [--capture-max-bytes N] [--capture-segment SECONDS]]\n"
+    "                   [--push URL [--push-every SECONDS]] [--max-seconds N]\n"
     "  stacksnap replay CAPTURE.snap [-o FILE]... [--format FMT] [--symfs DIR]\n"
     "  stacksnap report CAPTURE.snap [--top N]\n"
     "  stacksnap info   CAPTURE.snap | --bpf\n"
@@ -37,11 +41,22 @@ static const char *usage_text =
     "  --top N            rows of the top table (default 20)\n"
     "  -v                 verbose: BPF program size and per-process diagnostics\n"
     "\n"
+    "Agent (runs until SIGTERM/SIGINT; default -a and -F 19):\n"
+    "  --listen ADDR      HTTP address (default 127.0.0.1:7470; unix:PATH for a socket):\n"
+    "                     /debug/pprof/profile?seconds=N[&pid=P], /metrics, /healthz\n"
+    "  --max-seconds N    longest profile request (default 300)\n"
+    "  --capture-dir DIR  rolling capture segments (.snap) in DIR\n"
+    "  --capture-max-bytes N  delete the oldest segments past N bytes (default 256 MiB)\n"
+    "  --capture-segment S    start a new segment every S seconds (default 600)\n"
+    "  --push URL         push pprof to a Grafana Pyroscope server (URL/ingest)\n"
+    "  --push-every S     seconds per pushed profile (default 15)\n"
+    "\n"
     "Examples:\n"
     "  stacksnap record -F 499 -d 10 -p 1234 -o cpu.svg -o cpu.pb.gz\n"
     "  stacksnap record -o run.snap -o run.folded -- luajit app.lua\n"
     "  stacksnap replay run.snap -o run.svg\n"
     "  stacksnap report run.snap --top 30\n"
+    "  stacksnap agent --listen 0.0.0.0:7470 --capture-dir /var/lib/stacksnap\n"
     "\n"
     "Exit status: 0 success, 1 runtime failure, 2 usage or bad input.\n";
 
@@ -98,8 +113,63 @@ enum {
     OPT_NO_LUA_WINDOW,
     OPT_SYMFS,
     OPT_TOP,
-    OPT_BPF
+    OPT_BPF,
+    OPT_LISTEN,
+    OPT_CAPTURE_DIR,
+    OPT_CAPTURE_MAX,
+    OPT_CAPTURE_SEGMENT,
+    OPT_PUSH,
+    OPT_PUSH_EVERY,
+    OPT_MAX_SECONDS
 };
+
+/* Options only `agent` takes; 0 when ch is not one of them, 2 on a bad value. */
+static int parse_agent_opt(struct ss_cli *c, int ch, const char *arg)
+{
+    unsigned long v;
+    unsigned long long ll;
+    char *end;
+    switch (ch) {
+    case OPT_LISTEN:
+        if (!*arg) return usage_error("empty --listen address%s", "");
+        c->listen = arg;
+        return 1;
+    case OPT_CAPTURE_DIR:
+        c->capture_dir = arg;
+        return 1;
+    case OPT_CAPTURE_MAX:
+        errno = 0;
+        ll = strtoull(arg, &end, 10);
+        if (errno || end == arg || *end || arg[0] == '-' || ll < (1ull << 20))
+            return usage_error("invalid --capture-max-bytes '%s' (bytes, at least 1048576)", arg);
+        c->capture_max_bytes = ll;
+        return 1;
+    case OPT_PUSH:
+        if (strncmp(arg, "http://", 7) && strncmp(arg, "https://", 8))
+            return usage_error("invalid --push URL '%s' (http:// or https://)", arg);
+        c->push_url = arg;
+        return 1;
+    }
+    static const struct {
+        int ch;
+        const char *msg;
+        size_t off;
+    } secs[] = {
+        {OPT_CAPTURE_SEGMENT, "invalid --capture-segment '%s' (1..86400 seconds)",
+         offsetof(struct ss_cli, capture_segment)},
+        {OPT_PUSH_EVERY, "invalid --push-every '%s' (1..86400 seconds)",
+         offsetof(struct ss_cli, push_every)},
+        {OPT_MAX_SECONDS, "invalid --max-seconds '%s' (1..86400)",
+         offsetof(struct ss_cli, max_seconds)},
+    };
+    for (size_t i = 0; i < sizeof(secs) / sizeof(secs[0]); i++) {
+        if (secs[i].ch != ch) continue;
+        if (parse_uint(arg, 86400, &v) || v == 0) return usage_error(secs[i].msg, arg);
+        *(unsigned *)((char *)c + secs[i].off) = (unsigned)v;
+        return 1;
+    }
+    return 0;
+}
 
 int ss_cli_parse(struct ss_cli *c, int argc, char **argv)
 {
@@ -113,9 +183,12 @@ int ss_cli_parse(struct ss_cli *c, int argc, char **argv)
         ss_cli_usage(NULL);
         return 1;
     }
+    int agent = !strcmp(c->cmd, "agent");
     int rec = !strcmp(c->cmd, "record");
-    if (!rec && strcmp(c->cmd, "replay") && strcmp(c->cmd, "report") && strcmp(c->cmd, "info"))
-        return usage_error("unknown command '%s' (record, replay, report or info)", c->cmd);
+    if (agent) c->freq = 19; /* Parca's default */
+    if (!rec && !agent && strcmp(c->cmd, "replay") && strcmp(c->cmd, "report") &&
+        strcmp(c->cmd, "info"))
+        return usage_error("unknown command '%s' (record, agent, replay, report or info)", c->cmd);
 
     static const struct option longopts[] = {
         {"help", no_argument, 0, 'h'},
@@ -129,6 +202,13 @@ int ss_cli_parse(struct ss_cli *c, int argc, char **argv)
         {"top", required_argument, 0, OPT_TOP},
         {"bpf", no_argument, 0, OPT_BPF},
         {"output", required_argument, 0, 'o'},
+        {"listen", required_argument, 0, OPT_LISTEN},
+        {"capture-dir", required_argument, 0, OPT_CAPTURE_DIR},
+        {"capture-max-bytes", required_argument, 0, OPT_CAPTURE_MAX},
+        {"capture-segment", required_argument, 0, OPT_CAPTURE_SEGMENT},
+        {"push", required_argument, 0, OPT_PUSH},
+        {"push-every", required_argument, 0, OPT_PUSH_EVERY},
+        {"max-seconds", required_argument, 0, OPT_MAX_SECONDS},
         {0, 0, 0, 0},
     };
     /* "+" stops at the first non-option so "-- COMMAND ARGS" stays intact. */
@@ -138,16 +218,27 @@ int ss_cli_parse(struct ss_cli *c, int argc, char **argv)
     const char *shortopts = rec ? "+hp:aF:d:o:v" : "hp:aF:d:o:v";
     while ((ch = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1) {
         unsigned long v;
+        if (ch >= OPT_LISTEN && ch <= OPT_MAX_SECONDS) {
+            if (!agent) {
+                const char *name = "?";
+                for (const struct option *lo = longopts; lo->name; lo++)
+                    if (lo->val == ch) name = lo->name;
+                return usage_error("--%s is only valid for agent", name);
+            }
+            int r = parse_agent_opt(c, ch, optarg);
+            if (r != 1) return 2;
+            continue;
+        }
         switch (ch) {
         case 'h':
             ss_cli_usage(c->cmd);
             return 1;
         case 'p':
-            if (!rec) return usage_error("-p is only valid for record%s", "");
+            if (!rec && !agent) return usage_error("-p is only valid for record and agent%s", "");
             if (parse_pids(c, optarg)) return 2;
             break;
         case 'a':
-            if (!rec) return usage_error("-a is only valid for record%s", "");
+            if (!rec && !agent) return usage_error("-a is only valid for record and agent%s", "");
             c->all = true;
             break;
         case 'F':
@@ -229,6 +320,19 @@ int ss_cli_parse(struct ss_cli *c, int argc, char **argv)
             c->out[0].fmt = SS_REPORT_FOLDED;
             c->nout = 1;
         }
+    } else if (agent) {
+        if (optind < argc) return usage_error("unexpected argument '%s'", argv[optind]);
+        if (c->npids && c->all) return usage_error("%s", "choose one of -p PID or -a");
+        if (c->duration > 0)
+            return usage_error("%s", "-d is not valid for agent (it runs until SIGTERM/SIGINT)");
+        if (c->nout)
+            return usage_error("%s", "agent takes no -o (its outputs are HTTP, "
+                                     "--push and --capture-dir)");
+        if (c->capture_max_bytes && !c->capture_dir)
+            return usage_error("%s", "--capture-max-bytes needs --capture-dir");
+        if (c->capture_segment && !c->capture_dir)
+            return usage_error("%s", "--capture-segment needs --capture-dir");
+        if (c->push_every && !c->push_url) return usage_error("%s", "--push-every needs --push");
     } else if (!strcmp(c->cmd, "info") && c->bpf_info) {
         if (optind < argc) return usage_error("unexpected argument '%s'", argv[optind]);
     } else {

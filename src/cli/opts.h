@@ -17,7 +17,7 @@ struct ss_output {
 };
 
 struct ss_cli {
-    const char *cmd; /* record | replay | report | info */
+    const char *cmd; /* record | agent | replay | report | info */
     /* record */
     pid_t pids[SS_MAX_PIDS];
     int npids;
@@ -27,6 +27,10 @@ struct ss_cli {
     double duration; /* seconds, 0 = until done */
     unsigned stack_size;
     bool bundle, kernel, compat, verbose, bpf_info, no_lua_window;
+    /* agent */
+    const char *listen, *capture_dir, *push_url;
+    unsigned long long capture_max_bytes;
+    unsigned capture_segment, push_every, max_seconds;
     /* replay / report / info */
     const char *capture;
     const char *symfs;

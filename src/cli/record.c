@@ -17,8 +17,8 @@
 
 #include "cli/cli.h"
 #include "cli/outputs.h"
-#include "cli/snapout.h"
 #include "process/process.h"
+#include "snapfile/snapout.h"
 #include "stacksnap/capture.h"
 #include "stacksnap/unwind.h"
 #include "util/caps.h"
@@ -59,10 +59,13 @@ static void on_sample(void *ctx, const struct ss_sample *s)
         if (r->snap) ss_snapout_skip(r->snap);
         return;
     }
-    if (r->snap && ss_snapout_sample(r->snap, r->u, s) < 0) r->failed = 1;
+    struct ss_err err = {0};
+    if (r->snap && ss_snapout_sample(r->snap, r->u, s, &err) < 0) {
+        fprintf(stderr, "stacksnap: %s\n", err.msg);
+        r->failed = 1;
+    }
     if (ss_outputs_add(&r->out, &st) < 0) r->failed = 1;
     struct ss_win_plan plan; /* a LuaJIT runtime verified: its windows from now on */
-    struct ss_err err = {0};
     if (ss_unwinder_take_plan(r->u, s->pid, &plan) &&
         ss_capture_set_plan(r->cap, (pid_t)s->pid, &plan, &err) < 0 && r->c->verbose)
         fprintf(stderr, "stacksnap: %s\n", err.msg);
@@ -191,6 +194,35 @@ int ss_cmd_bpf_info(const struct ss_cli *c)
     return rc;
 }
 
+static void warn_stderr(void *ctx, const char *msg)
+{
+    (void)ctx;
+    fprintf(stderr, "stacksnap: %s\n", msg);
+}
+
+/* The .snap output; 0 or an exit status after printing. */
+static int open_snap(struct rec *r, const char *path)
+{
+    const struct ss_cli *c = r->c;
+    char cmd[1024] = "";
+    for (char **a = c->command; a && *a; a++)
+        snprintf(cmd + strlen(cmd), sizeof(cmd) - strlen(cmd), "%s%s", a == c->command ? "" : " ",
+                 *a);
+    struct ss_snapout_opts so = {.path = path,
+                                 .stack_size = c->stack_size,
+                                 .freq_hz = c->freq,
+                                 .bundle = c->bundle,
+                                 .kernel = c->kernel,
+                                 .command = cmd,
+                                 .warn = warn_stderr};
+    struct ss_err err = {0};
+    if (ss_snapout_open(&r->snap, &so, &err) < 0) {
+        fprintf(stderr, "stacksnap: %s\n", err.msg);
+        return ss_cli_open_status(err.code);
+    }
+    return 0;
+}
+
 static int setup(struct rec *r, pid_t *child, int *release_fd)
 {
     const struct ss_cli *c = r->c;
@@ -203,8 +235,7 @@ static int setup(struct rec *r, pid_t *child, int *release_fd)
     int rc = ss_outputs_open(&r->out, c, c->freq);
     if (rc) return rc;
     for (int i = 0; i < c->nout; i++)
-        if (c->out[i].fmt == SS_REPORT_SNAP && (rc = ss_snapout_open(&r->snap, c, c->out[i].path)))
-            return rc;
+        if (c->out[i].fmt == SS_REPORT_SNAP && (rc = open_snap(r, c->out[i].path))) return rc;
     struct ss_unwinder_opts uo = {0};
     if (r->snap) ss_snapout_hook(r->snap, &uo);
     if (ss_unwinder_new(&r->u, &uo, &err) < 0) {
@@ -302,7 +333,11 @@ int ss_cmd_record(const struct ss_cli *c)
             last_gc = t;
         }
         if (r.snap && t - last_flush >= 1.0) {
-            if (ss_snapout_flush(r.snap) < 0) r.failed = 1;
+            struct ss_err err = {0};
+            if (ss_snapout_flush(r.snap, &err) < 0) {
+                fprintf(stderr, "stacksnap: %s\n", err.msg);
+                r.failed = 1;
+            }
             last_flush = t;
         }
         if (tty && t - last_progress >= 0.5) {
@@ -317,7 +352,11 @@ int ss_cmd_record(const struct ss_cli *c)
     }
     if (tty && r.cap && rc == 0) fputs("\r\033[K", stderr);
     if (r.failed) rc = 1;
-    if (r.snap && ss_snapout_close(r.snap, r.cap, r.u) < 0) rc = 1;
+    struct ss_err err = {0};
+    if (r.snap && ss_snapout_close(r.snap, r.cap, r.u, &err) < 0) {
+        fprintf(stderr, "stacksnap: %s\n", err.msg);
+        rc = 1;
+    }
     if (ss_outputs_close(&r.out)) rc = 1;
     if (r.cap && (rc == 0 || r.out.samples)) progress(&r, t0, 1);
     int ended = finish_child(child, release_fd, &status, c->command ? c->command[0] : "");

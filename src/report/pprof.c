@@ -214,6 +214,8 @@ static int pack(Profile *prof, FILE *f, struct ss_err *err)
     return rc;
 }
 
+#define NLAB 5 /* pid, tid, comm, and with ss_report_set_labels exe, cgroup */
+
 int ss_report_write_pprof(const struct ss_report *r, FILE *f, struct ss_err *err)
 {
     struct pp p = {.r = r};
@@ -222,8 +224,8 @@ int ss_report_write_pprof(const struct ss_report *r, FILE *f, struct ss_err *err
     Sample *smp = calloc(ns + 1, sizeof(*smp));
     Sample **smpp = calloc(ns + 1, sizeof(*smpp));
     int64_t *vals = calloc(2 * ns + 1, sizeof(*vals));
-    Label *lab = calloc(3 * ns + 1, sizeof(*lab));
-    Label **labp = calloc(3 * ns + 1, sizeof(*labp));
+    Label *lab = calloc(NLAB * ns + 1, sizeof(*lab));
+    Label **labp = calloc(NLAB * ns + 1, sizeof(*labp));
     uint64_t *locids = calloc(r->nfids + 1, sizeof(*locids));
     Location *loc = calloc(nf + 1, sizeof(*loc));
     Location **locp = calloc(nf + 1, sizeof(*locp));
@@ -240,7 +242,7 @@ int ss_report_write_pprof(const struct ss_report *r, FILE *f, struct ss_err *err
 
     int64_t s_samples = pstr(&p, "samples"), s_count = pstr(&p, "count"), s_cpu = pstr(&p, "cpu"),
             s_ns = pstr(&p, "nanoseconds"), s_pid = pstr(&p, "pid"), s_tid = pstr(&p, "tid"),
-            s_comm = pstr(&p, "comm");
+            s_comm = pstr(&p, "comm"), s_exe = pstr(&p, "exe"), s_cgroup = pstr(&p, "cgroup");
     comment = pstr(&p, "stacksnap");
     int64_t types[3][2] = {{s_samples, s_count}, {s_cpu, s_ns}, {s_cpu, s_ns}};
     for (int i = 0; i < 3; i++) {
@@ -278,10 +280,10 @@ int ss_report_write_pprof(const struct ss_report *r, FILE *f, struct ss_err *err
         vals[2 * i + 1] = (int64_t)(s->count * r->period_ns);
         sm->n_value = 2;
         sm->value = &vals[2 * i];
-        Label *l = &lab[3 * i];
-        for (int k = 0; k < 3; k++) {
+        Label *l = &lab[NLAB * i];
+        for (int k = 0; k < NLAB; k++) {
             perftools__profiles__label__init(&l[k]);
-            labp[3 * i + k] = &l[k];
+            labp[NLAB * i + k] = &l[k];
         }
         l[0].key = s_pid;
         l[0].num = s->pid;
@@ -290,7 +292,16 @@ int ss_report_write_pprof(const struct ss_report *r, FILE *f, struct ss_err *err
         l[2].key = s_comm;
         l[2].str = pstr(&p, rp_comm(r, s));
         sm->n_label = 3;
-        sm->label = &labp[3 * i];
+        const struct rp_plabel *pl = rp_plabel_of(r, s->pid);
+        if (pl && pl->exe >= 0) {
+            l[sm->n_label].key = s_exe;
+            l[sm->n_label++].str = pstr(&p, rp_s(r, (uint32_t)pl->exe));
+        }
+        if (pl && pl->cgroup >= 0) {
+            l[sm->n_label].key = s_cgroup;
+            l[sm->n_label++].str = pstr(&p, rp_s(r, (uint32_t)pl->cgroup));
+        }
+        sm->label = &labp[NLAB * i];
         smpp[i] = sm;
     }
 

@@ -35,6 +35,7 @@ void ss_report_free(struct ss_report *r)
     free(r->stacks);
     rp_index_free(&r->stack_ix);
     rp_buf_free(&r->scratch);
+    free(r->plabels);
     free(r->tmp);
     free(r);
 }
@@ -220,4 +221,35 @@ int rp_fflush(FILE *f, const char *what, struct ss_err *err)
         return -EIO;
     }
     return 0;
+}
+
+const struct rp_plabel *rp_plabel_of(const struct ss_report *r, uint32_t pid)
+{
+    for (size_t i = 0; i < r->nplabels; i++)
+        if (r->plabels[i].pid == pid) return &r->plabels[i];
+    return NULL;
+}
+
+int ss_report_set_labels(struct ss_report *r, uint32_t pid, const char *exe, const char *cgroup,
+                         struct ss_err *err)
+{
+    struct rp_plabel *l = (struct rp_plabel *)rp_plabel_of(r, pid);
+    if (!l) {
+        if (r->nplabels == r->capplabels) {
+            size_t cap = r->capplabels ? r->capplabels * 2 : 16;
+            struct rp_plabel *n = realloc(r->plabels, cap * sizeof(*n));
+            if (!n) goto oom;
+            r->plabels = n;
+            r->capplabels = cap;
+        }
+        l = &r->plabels[r->nplabels++];
+        *l = (struct rp_plabel){.pid = pid, .exe = -1, .cgroup = -1};
+    }
+    if (exe && *exe && (l->exe = rp_str_intern(&r->str, exe, strlen(exe))) < 0) goto oom;
+    if (cgroup && *cgroup && (l->cgroup = rp_str_intern(&r->str, cgroup, strlen(cgroup))) < 0)
+        goto oom;
+    return 0;
+oom:
+    ss_err_set(err, -ENOMEM, "report: out of memory");
+    return -ENOMEM;
 }

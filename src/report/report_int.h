@@ -36,6 +36,11 @@ struct rp_pcache {
     uint32_t id;
 };
 
+struct rp_plabel {
+    uint32_t pid;
+    int64_t exe, cgroup; /* string ids, -1 = unknown */
+};
+
 struct ss_report {
     uint32_t freq_hz;
     uint64_t period_ns;
@@ -54,9 +59,14 @@ struct ss_report {
     uint64_t tmin, tmax;                /* sample times seen (tmax < tmin: none) */
     struct rp_pcache pcache[RP_PCACHE]; /* valid during one ss_report_add */
     struct rp_buf scratch;
+    struct rp_plabel *plabels; /* ss_report_set_labels: exe, cgroup per pid */
+    size_t nplabels, capplabels;
     uint32_t *tmp;
     size_t captmp;
 };
+
+/* Labels of pid set with ss_report_set_labels, or NULL. */
+const struct rp_plabel *rp_plabel_of(const struct ss_report *r, uint32_t pid);
 
 static inline const char *rp_s(const struct ss_report *r, uint32_t id)
 {

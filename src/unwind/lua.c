@@ -426,6 +426,15 @@ unsigned ss_unwinder_lua_runtimes(struct ss_unwinder *u, uint32_t pid,
     return n;
 }
 
+unsigned ss_lua_nruntimes(const struct ss_uproc *up)
+{
+    const struct ulua *l = up->luajit;
+    unsigned n = 0;
+    for (unsigned i = 0; l && i < l->n; i++)
+        n += l->rts[i].rt != NULL;
+    return n;
+}
+
 bool ss_unwinder_take_plan(struct ss_unwinder *u, uint32_t pid, struct ss_win_plan *p)
 {
     struct ss_uproc *up = ss_unwinder_proc(u, pid, false, NULL);

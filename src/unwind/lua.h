@@ -20,4 +20,7 @@ struct ss_lj_runtime;
 unsigned ss_unwinder_lua_runtimes(struct ss_unwinder *u, uint32_t pid,
                                   const struct ss_lj_runtime **out, unsigned max);
 
+/* LuaJIT runtimes found in up so far (no scan; for statistics). */
+unsigned ss_lua_nruntimes(const struct ss_uproc *up);
+
 #endif

@@ -200,8 +200,11 @@ void ss_unwinder_stats(const struct ss_unwinder *u, struct ss_unwinder_stats *st
 {
     *st = u->st; /* includes processes already freed */
     for (unsigned b = 0; b < 256; b++)
-        for (struct ss_uproc *up = u->buckets[b]; up; up = up->next)
+        for (struct ss_uproc *up = u->buckets[b]; up; up = up->next) {
             add_proc_stats(st, up);
+            st->live++;
+            st->lj_runtimes += ss_lua_nruntimes(up);
+        }
     st->files = ss_elf_cache_count(u->files);
 }
 

@@ -222,7 +222,7 @@ static const char *line_at(const char *s, size_t off, size_t *len)
 
 char *cli_diff(const char *a, const char *b)
 {
-    size_t la, lb;
+    size_t la = 0, lb = 0;
     char *x = cli_load(a, &la), *y = cli_load(b, &lb), *msg = NULL;
     if (!x || !y) {
         if (asprintf(&msg, "cannot read %s", !x ? a : b) < 0) msg = NULL;

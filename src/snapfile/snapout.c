@@ -1,5 +1,5 @@
-/* cli/snapout.c: write what record saw into a capture file. */
-#include "cli/snapout.h"
+/* snapfile/snapout.c: write what a live unwinder saw into a capture file. */
+#include "snapfile/snapout.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -11,7 +11,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli/outputs.h"
 #include "elf/elf.h"
 #include "process/process.h"
 #include "stacksnap/snapfile.h"
@@ -30,6 +29,8 @@ struct ss_snapout {
     struct ss_snap_writer *w;
     const char *path;
     int bundle;
+    void (*warn)(void *ctx, const char *msg);
+    void *warn_ctx;
     struct pgen *known;
     size_t nknown, cap;
     /* mappings gathered for one process record */
@@ -47,31 +48,39 @@ static void rec_read(void *ctx, uint32_t pid, uint64_t addr, const void *data, s
     ss_snap_record_read(so->w, addr, data, len, err);
 }
 
-int ss_snapout_open(struct ss_snapout **out, const struct ss_cli *c, const char *path)
+int ss_snapout_open(struct ss_snapout **out, const struct ss_snapout_opts *o, struct ss_err *err)
 {
     struct ss_snapout *so = calloc(1, sizeof(*so));
-    if (!so) return 1;
+    if (!so) {
+        ss_err_set(err, -ENOMEM, "out of memory");
+        return -ENOMEM;
+    }
     struct ss_snap_header h;
     ss_snap_header_init(&h);
     snprintf(h.tool_version, sizeof(h.tool_version), "%s", SS_VERSION);
-    h.stack_size = c->stack_size;
-    h.freq_hz = c->freq;
-    h.flags = (c->bundle ? SS_SNAP_HDR_BUNDLE : 0) | (c->kernel ? SS_SNAP_HDR_KERNEL : 0);
-    char cmd[1024] = "";
-    for (char **a = c->command; a && *a; a++)
-        snprintf(cmd + strlen(cmd), sizeof(cmd) - strlen(cmd), "%s%s", a == c->command ? "" : " ",
-                 *a);
-    h.command = cmd;
-    struct ss_err err = {0};
-    if (ss_snap_create(&so->w, path, &h, &err) < 0) {
-        fprintf(stderr, "stacksnap: %s\n", err.msg);
+    h.stack_size = o->stack_size;
+    h.freq_hz = o->freq_hz;
+    h.flags = (o->bundle ? SS_SNAP_HDR_BUNDLE : 0) | (o->kernel ? SS_SNAP_HDR_KERNEL : 0);
+    h.command = o->command ? o->command : "";
+    int rc = ss_snap_create(&so->w, o->path, &h, err);
+    if (rc < 0) {
         free(so);
-        return ss_cli_open_status(err.code);
+        return rc;
     }
-    so->path = path;
-    so->bundle = c->bundle;
+    so->path = o->path;
+    so->bundle = o->bundle;
+    so->warn = o->warn;
+    so->warn_ctx = o->warn_ctx;
     *out = so;
     return 0;
+}
+
+static void warn(struct ss_snapout *so, const char *what, const char *msg)
+{
+    if (!so->warn) return;
+    char b[1024];
+    snprintf(b, sizeof(b), "bundle %s: %s", what, msg);
+    so->warn(so->warn_ctx, b);
 }
 
 void ss_snapout_hook(struct ss_snapout *so, struct ss_unwinder_opts *uo)
@@ -167,7 +176,7 @@ static void bundle_debug(struct ss_snapout *so, const struct ss_snap_mapping *m,
     if (d && d->path &&
         ss_snap_write_bundle(so->w, d->path, d->path, SS_SNAP_BUNDLE_DEBUG, m->build_id,
                              m->build_id_len, &err) < 0)
-        fprintf(stderr, "stacksnap: bundle %s: %s\n", d->path, err.msg);
+        warn(so, d->path, err.msg);
     ss_elf_put(e);
     ss_elf_cache_gc(so->elfs);
 }
@@ -213,7 +222,7 @@ static void bundle_files(struct ss_snapout *so, uint32_t pid, bool all)
                                       m->build_id_len, &err);
         }
         if (rc < 0)
-            fprintf(stderr, "stacksnap: bundle %s: %s\n", m->path, err.msg);
+            warn(so, m->path, err.msg);
         else if (!vdso)
             bundle_debug(so, m, from);
         if (fd >= 0) close(fd);
@@ -238,12 +247,12 @@ static struct pgen *known(struct ss_snapout *so, uint32_t pid)
     return g;
 }
 
-int ss_snapout_sample(struct ss_snapout *so, struct ss_unwinder *u, const struct ss_sample *s)
+int ss_snapout_sample(struct ss_snapout *so, struct ss_unwinder *u, const struct ss_sample *s,
+                      struct ss_err *err)
 {
-    struct ss_err err = {0};
     struct ss_unwinder_pdesc pd;
     struct pgen *g = known(so, s->pid);
-    if (!g) return -ENOMEM;
+    if (!g) goto nomem;
     if (ss_unwinder_describe(u, s->pid, &pd, NULL, NULL) == 0 &&
         (pd.serial != g->serial || pd.generation != g->generation ||
          strncmp(pd.comm, g->comm, sizeof(g->comm)))) {
@@ -264,7 +273,8 @@ int ss_snapout_sample(struct ss_snapout *so, struct ss_unwinder *u, const struct
         };
         /* files first: replay resolves them when the process arrives */
         bundle_files(so, s->pid, so->bundle);
-        if (so->failed || ss_snap_write_process(so->w, &p, &err) < 0) goto fail;
+        if (so->failed) goto nomem;
+        if (ss_snap_write_process(so->w, &p, err) < 0) goto fail;
         g->serial = pd.serial;
         g->generation = pd.generation;
         snprintf(g->comm, sizeof(g->comm), "%s", pd.comm);
@@ -279,11 +289,15 @@ int ss_snapout_sample(struct ss_snapout *so, struct ss_unwinder *u, const struct
         if (ss_snap_write_perfmap(so->w, &m, &err) < 0) goto fail;
         g->pm_version = ver;
     }
-    if (ss_snap_write_sample(so->w, s, NULL, &err) < 0) goto fail;
+    if (ss_snap_write_sample(so->w, s, NULL, err) < 0) goto fail;
     return 0;
-fail:
-    fprintf(stderr, "stacksnap: %s: %s\n", so->path, err.msg[0] ? err.msg : "out of memory");
-    return -1;
+nomem:
+    ss_err_set(err, -ENOMEM, "%s: out of memory", so->path);
+    return -ENOMEM;
+fail:; /* the writer's message, prefixed with the path */
+    struct ss_err e = *err;
+    ss_err_set(err, e.code ? e.code : -EIO, "%s: %s", so->path, e.msg);
+    return err->code;
 }
 
 void ss_snapout_skip(struct ss_snapout *so)
@@ -291,19 +305,26 @@ void ss_snapout_skip(struct ss_snapout *so)
     ss_snap_discard_reads(so->w);
 }
 
-int ss_snapout_flush(struct ss_snapout *so)
+int ss_snapout_flush(struct ss_snapout *so, struct ss_err *err)
 {
-    struct ss_err err = {0};
-    if (ss_snap_flush(so->w, &err) < 0) {
-        fprintf(stderr, "stacksnap: %s: %s\n", so->path, err.msg);
-        return -1;
+    int rc = ss_snap_flush(so->w, err);
+    if (rc < 0) {
+        struct ss_err e = *err;
+        ss_err_set(err, rc, "%s: %s", so->path, e.msg);
     }
-    return 0;
+    return rc < 0 ? rc : 0;
 }
 
-int ss_snapout_close(struct ss_snapout *so, struct ss_capture *cap, struct ss_unwinder *u)
+uint64_t ss_snapout_bytes(const struct ss_snapout *so)
 {
-    struct ss_err err = {0};
+    struct ss_snap_stats st;
+    ss_snap_writer_stats(so->w, &st);
+    return st.file_bytes;
+}
+
+int ss_snapout_close(struct ss_snapout *so, struct ss_capture *cap, struct ss_unwinder *u,
+                     struct ss_err *err)
+{
     struct ss_snap_counter c[6 + SS_TRUNC_ERROR + 2];
     uint32_t n = 0;
     if (cap) {
@@ -321,11 +342,9 @@ int ss_snapout_close(struct ss_snapout *so, struct ss_capture *cap, struct ss_un
             c[n++] = (struct ss_snap_counter){names[t], us.trunc[t]};
         }
     }
-    int rc = ss_snap_write_counters(so->w, 0, c, n, &err);
-    if (ss_snap_close(so->w, &err) < 0 || rc < 0) {
-        fprintf(stderr, "stacksnap: %s\n", err.msg);
-        rc = -1;
-    }
+    int rc = ss_snap_write_counters(so->w, 0, c, n, err);
+    int crc = ss_snap_close(so->w, err);
+    if (rc >= 0) rc = crc;
     ss_elf_cache_free(so->elfs);
     free(so->known);
     free(so->maps);

@@ -1,0 +1,263 @@
+/* agent/agent.c: the agent's lifecycle and its sampling loop — one capture,
+ * one unwinder, every sample fed to the open profile windows, the push
+ * window and the capture segment. */
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent/agent_int.h"
+#include "snapfile/snapout.h"
+
+void ag_log(const struct ss_agent *a, const char *fmt, ...)
+{
+    if (!a->o.log) return;
+    char b[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(b, sizeof(b), fmt, ap);
+    va_end(ap);
+    a->o.log(a->o.log_ctx, b);
+}
+
+double ag_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+int64_t ag_wall_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static char *dup_opt(const char *s, bool *oom)
+{
+    if (!s) return NULL;
+    char *d = strdup(s);
+    if (!d) *oom = true;
+    return d;
+}
+
+static void verifier_log(void *arg, const char *prog, const char *log)
+{
+    const struct ss_agent *a = arg;
+    ag_log(a, "verifier log of BPF program %s:\n%s", prog, log);
+}
+
+static int open_capture(struct ss_agent *a, struct ss_err *err)
+{
+    struct ss_capture_opts co = {.freq_hz = a->o.freq_hz,
+                                 .stack_size = a->o.stack_size,
+                                 .system_wide = a->o.npids == 0,
+                                 .compat = a->o.compat,
+                                 .no_windows = a->o.no_windows,
+                                 .verifier_log = verifier_log,
+                                 .verifier_log_arg = a};
+    int rc = ss_capture_open(&a->cap, &co, err);
+    if (rc < 0) return rc;
+    const char *why = ss_capture_fallback_reason(a->cap);
+    if (*why) ag_log(a, "using the compat BPF program: %s", why);
+    for (size_t i = 0; i < a->o.npids; i++)
+        if ((rc = ss_capture_add_pid(a->cap, a->o.pids[i], err)) < 0) return rc;
+    return 0;
+}
+
+int ss_agent_new(struct ss_agent **out, const struct ss_agent_opts *o, struct ss_err *err)
+{
+    struct ss_agent *a = calloc(1, sizeof(*a));
+    if (!a) {
+        ss_err_set(err, -ENOMEM, "agent: out of memory");
+        return -ENOMEM;
+    }
+    a->o = *o;
+    a->listen_fd = -1;
+    a->t0 = ag_now(); /* before any thread reads it */
+    pthread_mutex_init(&a->mu, NULL);
+    pthread_cond_init(&a->cv, NULL);
+    if (!a->o.freq_hz) a->o.freq_hz = 19;
+    if (!a->o.stack_size) a->o.stack_size = SS_STACK_DEFAULT;
+    if (!a->o.max_seconds) a->o.max_seconds = 300;
+    if (!a->o.poll_ms) a->o.poll_ms = 10;
+    if (!a->o.max_profiles) a->o.max_profiles = 4;
+    if (!a->o.capture_max_bytes) a->o.capture_max_bytes = 256ull << 20;
+    if (!a->o.capture_segment_s) a->o.capture_segment_s = 600;
+    if (!a->o.push_every_s) a->o.push_every_s = 15;
+    if (!a->o.push_queue) a->o.push_queue = 16;
+    bool oom = false;
+    a->listen = dup_opt(o->listen ? o->listen : "127.0.0.1:7470", &oom);
+    a->capture_dir = dup_opt(o->capture_dir, &oom);
+    a->push_url = dup_opt(o->push_url, &oom);
+    a->o.listen = a->listen;
+    a->o.capture_dir = a->capture_dir;
+    a->o.push_url = a->push_url;
+    a->o.pids = NULL; /* only used below, while o->pids is valid */
+    a->procs = ag_procinfo_new();
+    int rc = -ENOMEM;
+    if (oom || !a->procs) {
+        ss_err_set(err, -ENOMEM, "agent: out of memory");
+        goto fail;
+    }
+    a->o.pids = o->pids;
+    rc = open_capture(a, err);
+    a->o.pids = NULL;
+    if (rc < 0) goto fail;
+    if (a->capture_dir && (rc = ag_seg_new(&a->seg, a, err)) < 0) goto fail;
+    if (!a->seg) {
+        struct ss_unwinder_opts uo = {0};
+        if ((rc = ss_unwinder_new(&a->u, &uo, err)) < 0) goto fail;
+    }
+    if (a->push_url && (rc = ag_push_new(&a->push, a, err)) < 0) goto fail;
+    if ((a->listen_fd = ag_listen(a->listen, a->address, sizeof(a->address), err)) < 0) {
+        rc = a->listen_fd;
+        goto fail;
+    }
+    if ((rc = ag_http_start(a, err)) < 0) goto fail;
+    *out = a;
+    return 0;
+fail:
+    ss_agent_free(a);
+    return rc;
+}
+
+const char *ss_agent_address(const struct ss_agent *a)
+{
+    return a->address;
+}
+
+static void feed_windows(struct ss_agent *a, const struct ss_stack *st, const char *exe,
+                         const char *cgroup)
+{
+    pthread_mutex_lock(&a->mu);
+    for (struct ag_window *w = a->windows; w; w = w->next) {
+        if (w->done || (w->pid && w->pid != st->pid)) continue;
+        struct ss_err err = {0};
+        if (ss_report_set_labels(w->rep, st->pid, exe, cgroup, &err) < 0 ||
+            ss_report_add(w->rep, st, 1, &err) < 0) {
+            w->done = true; /* out of memory: answer with what it has */
+            pthread_cond_broadcast(&a->cv);
+        }
+    }
+    pthread_mutex_unlock(&a->mu);
+}
+
+static void on_sample(void *ctx, const struct ss_sample *s)
+{
+    struct ss_agent *a = ctx;
+    struct ss_stack st;
+    int rc = ss_unwind(a->u, s, &st);
+    if (a->seg) ag_seg_sample(a->seg, a->u, s, rc == 0);
+    if (rc < 0) { /* gone before we could look at it */
+        a->live.errors++;
+        return;
+    }
+    a->live.samples++;
+    if (st.trunc != SS_TRUNC_NONE) a->live.truncated++;
+    for (uint32_t i = 0; i < st.nframes; i++)
+        if (st.frames[i].kind == SS_FRAME_LUA) {
+            a->live.lua++;
+            break;
+        }
+    const char *exe = NULL, *cgroup = NULL;
+    ag_procinfo_get(a->procs, st.pid, st.comm, &exe, &cgroup);
+    feed_windows(a, &st, exe, cgroup);
+    if (a->push) ag_push_add(a->push, &st, exe, cgroup);
+    struct ss_win_plan plan; /* a LuaJIT runtime verified: its windows from now on */
+    struct ss_err err = {0};
+    if (ss_unwinder_take_plan(a->u, s->pid, &plan) &&
+        ss_capture_set_plan(a->cap, (pid_t)s->pid, &plan, &err) < 0)
+        ag_log(a, "%s", err.msg);
+}
+
+static void refresh_stats(struct ss_agent *a)
+{
+    ss_capture_stats(a->cap, &a->live.cap);
+    ss_unwinder_stats(a->u, &a->live.unw);
+    a->live.processes_seen = a->seen_before + a->live.unw.processes;
+    if (a->seg)
+        ag_seg_stats(a->seg, &a->live.segments, &a->live.segment_errors, &a->live.capture_bytes,
+                     &a->live.capturing);
+    pthread_mutex_lock(&a->mu);
+    a->st = a->live;
+    pthread_mutex_unlock(&a->mu);
+}
+
+int ss_agent_run(struct ss_agent *a, volatile sig_atomic_t *stop, struct ss_err *err)
+{
+    int rc = 0;
+    if (a->seg && (rc = ag_seg_begin(a->seg, &a->u, err)) < 0) return rc;
+    if ((rc = ss_capture_start(a->cap, err)) < 0) return rc;
+    double last_stats = 0, last_gc = a->t0;
+    ag_log(a, "agent: sampling %s at %u Hz, HTTP on %s",
+           a->o.npids ? "the given pids" : "every process", a->o.freq_hz, a->address);
+    while (!*stop) {
+        int n = ss_capture_poll(a->cap, (int)a->o.poll_ms, on_sample, a);
+        if (n < 0) {
+            ss_err_set(err, n, "polling the capture buffer: %s", strerror(-n));
+            rc = n;
+            break;
+        }
+        double t = ag_now();
+        ag_windows_tick(a, t);
+        if (a->push) ag_push_tick(a->push, t, false);
+        if (a->seg && ag_seg_tick(a->seg, t)) {
+            ag_seg_end(a->seg, a->cap, a->u);
+            struct ss_unwinder_stats us;
+            ss_unwinder_stats(a->u, &us);
+            a->seen_before += us.processes;
+            ss_unwinder_free(a->u);
+            a->u = NULL;
+            if ((rc = ag_seg_begin(a->seg, &a->u, err)) < 0) break;
+        }
+        if (t - last_gc >= 2.0) { /* drop the state of processes that exited */
+            ss_unwinder_gc(a->u);
+            ag_procinfo_gc(a->procs);
+            last_gc = t;
+        }
+        if (t - last_stats >= 0.5) {
+            refresh_stats(a);
+            last_stats = t;
+        }
+    }
+    ss_capture_stop(a->cap);
+    while (a->u && ss_capture_poll(a->cap, 0, on_sample, a) > 0)
+        ;
+    pthread_mutex_lock(&a->mu);
+    a->stopping = true;
+    pthread_mutex_unlock(&a->mu);
+    ag_windows_tick(a, ag_now());
+    if (a->push) ag_push_tick(a->push, ag_now(), true);
+    if (a->seg && a->u) ag_seg_end(a->seg, a->cap, a->u);
+    if (a->u) refresh_stats(a);
+    return rc;
+}
+
+void ss_agent_free(struct ss_agent *a)
+{
+    if (!a) return;
+    pthread_mutex_lock(&a->mu);
+    a->stopping = true;
+    pthread_mutex_unlock(&a->mu);
+    ag_windows_tick(a, ag_now());
+    ag_http_stop(a); /* waits for the connection threads */
+    if (a->listen_fd >= 0) close(a->listen_fd);
+    if (!strncmp(a->address, "unix:", 5)) unlink(a->address + 5);
+    ag_push_free(a->push);
+    ag_seg_free(a->seg);
+    ss_unwinder_free(a->u);
+    ss_capture_close(a->cap);
+    ag_procinfo_free(a->procs);
+    pthread_cond_destroy(&a->cv);
+    pthread_mutex_destroy(&a->mu);
+    free(a->listen);
+    free(a->capture_dir);
+    free(a->push_url);
+    free(a);
+}

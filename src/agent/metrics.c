@@ -1,0 +1,91 @@
+/* agent/metrics.c: GET /metrics — the Prometheus text exposition format
+ * (version 0.0.4): counters and gauges named stacksnap_*, from the stats
+ * snapshot the main thread refreshes, plus the agent's own CPU and RSS. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "agent/agent_int.h"
+
+static void metric(FILE *f, const char *name, const char *type, const char *help, double v)
+{
+    fprintf(f, "# HELP %s %s\n# TYPE %s %s\n%s %.17g\n", name, help, name, type, name, v);
+}
+
+static double self_rss(void)
+{
+    FILE *f = fopen("/proc/self/statm", "re");
+    unsigned long size = 0, rss = 0;
+    if (f) {
+        if (fscanf(f, "%lu %lu", &size, &rss) != 2) rss = 0;
+        fclose(f);
+    }
+    return (double)rss * (double)sysconf(_SC_PAGESIZE);
+}
+
+char *ag_metrics_text(struct ss_agent *a, size_t *len)
+{
+    pthread_mutex_lock(&a->mu);
+    struct ag_stats s = a->st;
+    struct ag_http_stats h = a->hs;
+    unsigned nprof = a->nprofiles;
+    pthread_mutex_unlock(&a->mu);
+    struct ag_push_stats p = {0};
+    if (a->push) ag_push_stats(a->push, &p);
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    double cpu = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+                 (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+
+    char *buf = NULL;
+    FILE *f = open_memstream(&buf, len);
+    if (!f) return NULL;
+#define C(n, help, v) metric(f, "stacksnap_" n, "counter", help, (double)(v))
+#define G(n, help, v) metric(f, "stacksnap_" n, "gauge", help, (double)(v))
+    C("samples_total", "Samples unwound.", s.samples);
+    C("lua_samples_total", "Samples with at least one Lua frame.", s.lua);
+    C("truncated_samples_total", "Samples whose walk did not reach the stack's root.", s.truncated);
+    C("unwind_errors_total", "Samples that could not be unwound (process gone or unreadable).",
+      s.errors);
+    C("dropped_samples_total", "Samples lost because the BPF buffer was full.", s.cap.dropped);
+    C("stack_copy_failed_total", "Samples without any stack bytes.", s.cap.copy_failed);
+    C("window_copy_failed_total", "Memory windows whose copy failed at sample time.",
+      s.cap.win_failed);
+    G("processes", "Processes the unwinder has state for now.", s.unw.live);
+    C("processes_seen_total", "Processes the unwinder has seen.", s.processes_seen);
+    G("luajit_runtimes", "LuaJIT runtimes found in those processes.", s.unw.lj_runtimes);
+    G("elf_files", "ELF files open for unwinding and symbols.", s.unw.files);
+    C("http_requests_total", "HTTP requests received.", h.requests);
+    C("http_client_errors_total", "HTTP requests answered with a 4xx status.", h.errors_4xx);
+    C("http_server_errors_total", "HTTP requests answered with a 5xx status.", h.errors_5xx);
+    C("profile_requests_total", "Profile requests accepted.", h.profiles);
+    C("profile_requests_rejected_total", "Profile requests refused: too many at once.", h.too_many);
+    C("profile_requests_abandoned_total", "Profile requests whose client hung up.", h.abandoned);
+    G("profile_requests_in_flight", "Profile requests being served.", nprof);
+    if (p.enabled) {
+        C("push_sent_total", "Profiles pushed.", p.sent);
+        C("push_failures_total", "Push attempts that failed (retried with backoff).",
+          p.failed_tries);
+        C("push_rejected_total", "Profiles the server refused with a 4xx status (not retried).",
+          p.rejected);
+        C("push_dropped_total", "Profiles dropped: the queue was full or the agent stopped.",
+          p.dropped);
+        G("push_queued", "Profiles waiting to be pushed.", p.queued);
+    }
+    if (s.capturing || s.segments) {
+        C("capture_segments_total", "Capture segments started.", s.segments);
+        C("capture_errors_total", "Capture segments that failed to write.", s.segment_errors);
+        G("capture_bytes", "Bytes of capture segments on disk.", s.capture_bytes);
+    }
+    C("cpu_seconds_total", "CPU time of the agent itself (user + system).", cpu);
+    G("resident_memory_bytes", "Resident memory of the agent itself.", self_rss());
+    G("uptime_seconds", "Seconds since sampling started.", a->t0 > 0 ? ag_now() - a->t0 : 0);
+#undef C
+#undef G
+    if (fclose(f)) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}

@@ -1,0 +1,43 @@
+/* snapfile/snapout: a capture file written from a live unwinder — header,
+ * process records that follow the unwinder's view of each process, samples
+ * with their target reads, counters, and with bundle the mapped ELF files.
+ * `record -o X.snap` and the agent's rolling captures share it. */
+#ifndef SS_SNAPFILE_SNAPOUT_H
+#define SS_SNAPFILE_SNAPOUT_H
+
+#include <stdbool.h>
+
+#include "stacksnap/capture.h"
+#include "stacksnap/unwind.h"
+
+struct ss_snapout;
+
+struct ss_snapout_opts {
+    const char *path;
+    unsigned stack_size, freq_hz;
+    bool bundle, kernel;
+    const char *command; /* the profiled command line, "" or NULL: none */
+    /* Non-fatal problems (a file that could not be bundled); optional. */
+    void (*warn)(void *ctx, const char *msg);
+    void *warn_ctx;
+};
+
+/* Create the file. Negative errno with a message naming the path. */
+int ss_snapout_open(struct ss_snapout **out, const struct ss_snapout_opts *o, struct ss_err *err);
+/* Route the unwinder's target reads into the capture. */
+void ss_snapout_hook(struct ss_snapout *so, struct ss_unwinder_opts *uo);
+/* After ss_unwind of s: process record if needed, then the sample. */
+int ss_snapout_sample(struct ss_snapout *so, struct ss_unwinder *u, const struct ss_sample *s,
+                      struct ss_err *err);
+/* A sample record does not write (the live walk failed): drop its reads. */
+void ss_snapout_skip(struct ss_snapout *so);
+/* Push buffered records to the file (about once a second, so a SIGKILL
+ * loses little). */
+int ss_snapout_flush(struct ss_snapout *so, struct ss_err *err);
+/* Bytes written to the file so far (after the last flush). */
+uint64_t ss_snapout_bytes(const struct ss_snapout *so);
+/* Counters (of cap and u, either may be NULL), trailer, close; frees so. */
+int ss_snapout_close(struct ss_snapout *so, struct ss_capture *cap, struct ss_unwinder *u,
+                     struct ss_err *err);
+
+#endif

@@ -1,0 +1,11 @@
+# The agent (issue 19): `stacksnap agent` as a subprocess with real clients —
+# go tool pprof, Debian's prometheus and promtool, curl, a Pyroscope ingest
+# receiver on libmicrohttpd — real BPF and the CLI tests' workloads.
+set(AG_T ${CMAKE_CURRENT_LIST_DIR}/agent)
+ss_add_test(agent_e2e SOURCES ${AG_T}/agent_test.c ${AG_T}/agent_util.c LABELS agent TIMEOUT 300)
+target_link_libraries(agent_e2e PRIVATE cli_helpers)
+add_dependencies(agent_e2e stacksnap_cli cli_native)
+# cmake --install: binary, man page, systemd unit (its capabilities and
+# systemd-analyze's offline security rating).
+add_test(NAME agent_install COMMAND ${AG_T}/install.sh ${CMAKE_BINARY_DIR})
+set_tests_properties(agent_install PROPERTIES LABELS agent TIMEOUT 60)
