@@ -286,7 +286,7 @@ int ss_snapout_sample(struct ss_snapout *so, struct ss_unwinder *u, const struct
     size_t len;
     if (ss_unwinder_perfmap(u, s->pid, &ver, &txt, &len) == 0 && ver && ver != g->pm_version) {
         struct ss_snap_perfmap m = {.pid = s->pid, .time_ns = s->time_ns, .len = len, .text = txt};
-        if (ss_snap_write_perfmap(so->w, &m, &err) < 0) goto fail;
+        if (ss_snap_write_perfmap(so->w, &m, err) < 0) goto fail;
         g->pm_version = ver;
     }
     if (ss_snap_write_sample(so->w, s, NULL, err) < 0) goto fail;
