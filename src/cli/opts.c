@@ -14,13 +14,17 @@ static const char *usage_text =
     "  stacksnap record [-p PID[,PID...] | -a | -- COMMAND [ARGS...]] [-F HZ] [-d SECONDS]\n"
     "                   [--stack-size BYTES] [-o FILE]... [--format FMT] [--bundle] [--kernel]\n"
     "                   [--compat] [--no-lua-window] [-v]\n"
+    "  stacksnap top    [-p PID[,PID...] | -a | -- COMMAND [ARGS...]] [-F HZ]\n"
     "  stacksnap replay CAPTURE.snap [-o FILE]... [--format FMT] [--symfs DIR]\n"
     "  stacksnap report CAPTURE.snap [--top N]\n"
+    "  stacksnap diff   BEFORE AFTER [-o FILE]...      (inputs: .snap, .folded or .pb.gz)\n"
     "  stacksnap info   CAPTURE.snap | --bpf\n"
     "\n"
     "Outputs (-o may repeat; the format follows the extension):\n"
     "  .snap capture   .folded folded stacks   .pb.gz pprof   .svg flame graph\n"
     "  .txt perf-script text   -  folded stacks on stdout (default when no -o)\n"
+    "  diff writes .svg (differential flame graph), .txt (table of functions by change)\n"
+    "  and .folded (STACK BEFORE AFTER); -o - (the default) writes the table to stdout\n"
     "\n"
     "Options:\n"
     "  -p PID[,PID...]    profile these processes\n"
@@ -42,6 +46,8 @@ static const char *usage_text =
     "  stacksnap record -o run.snap -o run.folded -- luajit app.lua\n"
     "  stacksnap replay run.snap -o run.svg\n"
     "  stacksnap report run.snap --top 30\n"
+    "  stacksnap top -p 1234\n"
+    "  stacksnap diff before.snap after.snap -o diff.svg -o -\n"
     "\n"
     "Exit status: 0 success, 1 runtime failure, 2 usage or bad input.\n";
 
@@ -107,15 +113,19 @@ int ss_cli_parse(struct ss_cli *c, int argc, char **argv)
     c->freq = 99;
     c->stack_size = SS_STACK_DEFAULT;
     c->top = 20;
-    if (argc < 2) return usage_error("%s", "missing command (record, replay, report or info)");
+    if (argc < 2)
+        return usage_error("%s", "missing command (record, top, replay, report, diff or info)");
     c->cmd = argv[1];
     if (!strcmp(c->cmd, "-h") || !strcmp(c->cmd, "--help") || !strcmp(c->cmd, "help")) {
         ss_cli_usage(NULL);
         return 1;
     }
-    int rec = !strcmp(c->cmd, "record");
-    if (!rec && strcmp(c->cmd, "replay") && strcmp(c->cmd, "report") && strcmp(c->cmd, "info"))
-        return usage_error("unknown command '%s' (record, replay, report or info)", c->cmd);
+    int top = !strcmp(c->cmd, "top"), diff = !strcmp(c->cmd, "diff");
+    int rec = !strcmp(c->cmd, "record") || top; /* top selects targets as record does */
+    if (!rec && !diff && strcmp(c->cmd, "replay") && strcmp(c->cmd, "report") &&
+        strcmp(c->cmd, "info"))
+        return usage_error("unknown command '%s' (record, top, replay, report, diff or info)",
+                           c->cmd);
 
     static const struct option longopts[] = {
         {"help", no_argument, 0, 'h'},
@@ -143,11 +153,11 @@ int ss_cli_parse(struct ss_cli *c, int argc, char **argv)
             ss_cli_usage(c->cmd);
             return 1;
         case 'p':
-            if (!rec) return usage_error("-p is only valid for record%s", "");
+            if (!rec) return usage_error("-p is only valid for record and top%s", "");
             if (parse_pids(c, optarg)) return 2;
             break;
         case 'a':
-            if (!rec) return usage_error("-a is only valid for record%s", "");
+            if (!rec) return usage_error("-a is only valid for record and top%s", "");
             c->all = true;
             break;
         case 'F':
@@ -222,8 +232,26 @@ int ss_cli_parse(struct ss_cli *c, int argc, char **argv)
             c->command = &argv[optind];
         int modes = (c->npids > 0) + c->all + (c->command != NULL);
         if (modes == 0 && !c->bpf_info)
-            return usage_error("%s", "record needs -p PID, -a or -- COMMAND");
+            return usage_error("%s needs -p PID, -a or -- COMMAND", c->cmd);
         if (modes > 1) return usage_error("%s", "choose one of -p PID, -a or -- COMMAND");
+        if (top && (c->nout || c->bpf_info || c->duration > 0))
+            return usage_error("%s", "top takes -p, -a or -- COMMAND and -F only");
+        if (c->nout == 0 && !top) {
+            c->out[0].path = "-";
+            c->out[0].fmt = SS_REPORT_FOLDED;
+            c->nout = 1;
+        }
+    } else if (diff) {
+        if (argc - optind != 2)
+            return usage_error("%s",
+                               "diff needs two inputs: BEFORE AFTER (.snap, .folded or .pb.gz)");
+        c->capture = argv[optind];
+        c->after = argv[optind + 1];
+        for (int i = 0; i < c->nout; i++)
+            if (c->out[i].fmt != SS_REPORT_FOLDED && c->out[i].fmt != SS_REPORT_SVG &&
+                c->out[i].fmt != SS_REPORT_PERF)
+                return usage_error("a diff is written as .svg, .txt, .folded or -: %s",
+                                   c->out[i].path);
         if (c->nout == 0) {
             c->out[0].path = "-";
             c->out[0].fmt = SS_REPORT_FOLDED;

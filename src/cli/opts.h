@@ -17,7 +17,7 @@ struct ss_output {
 };
 
 struct ss_cli {
-    const char *cmd; /* record | replay | report | info */
+    const char *cmd; /* record | top | replay | report | diff | info */
     /* record */
     pid_t pids[SS_MAX_PIDS];
     int npids;
@@ -28,7 +28,8 @@ struct ss_cli {
     unsigned stack_size;
     bool bundle, kernel, compat, verbose, bpf_info, no_lua_window;
     /* replay / report / info */
-    const char *capture;
+    const char *capture; /* diff: BEFORE */
+    const char *after;   /* diff: AFTER */
     const char *symfs;
     int top;
     /* outputs */
