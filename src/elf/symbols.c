@@ -153,11 +153,42 @@ static void drop_covered_plt(struct cands *cs)
     cs->n = k;
 }
 
-static int cand_cmp(const void *a, const void *b)
+/* Candidates are sorted through small (address, index) keys: cheap to
+ * compare and move. Ties keep the order they were collected in, so the best
+ * name per address (better() below, a total order but for identical names)
+ * is the same whatever the sort does. */
+struct cand_key {
+    uint64_t addr;
+    size_t idx;
+};
+
+static int key_cmp(const void *a, const void *b)
 {
-    const struct cand *x = a, *y = b;
-    if (x->s.addr != y->s.addr) return x->s.addr < y->s.addr ? -1 : 1;
-    return strcmp(x->s.name, y->s.name); /* deterministic order */
+    const struct cand_key *x = a, *y = b;
+    if (x->addr != y->addr) return x->addr < y->addr ? -1 : 1;
+    return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+/* Sort cs by address; 0 or -ENOMEM (cs unchanged). */
+static int sort_cands(struct cands *cs)
+{
+    struct cand_key *k = malloc(cs->n * sizeof(*k));
+    struct cand *v = malloc(cs->n * sizeof(*v));
+    if (!k || !v) {
+        free(k);
+        free(v);
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < cs->n; i++)
+        k[i] = (struct cand_key){cs->v[i].s.addr, i};
+    qsort(k, cs->n, sizeof(*k), key_cmp);
+    for (size_t i = 0; i < cs->n; i++)
+        v[i] = cs->v[k[i].idx];
+    free(k);
+    free(cs->v);
+    cs->v = v;
+    cs->cap = cs->n;
+    return 0;
 }
 
 static int underscores(const char *s)
@@ -220,7 +251,11 @@ static struct ss_symtab *load(struct ss_elf *e)
     }
     struct plt_ctx pc = {t, &cs};
     ss_elf_plt_symbols(e, add_plt, &pc);
-    if (cs.n) qsort(cs.v, cs.n, sizeof(*cs.v), cand_cmp);
+    if (cs.n && sort_cands(&cs)) {
+        free(cs.v);
+        ss_symtab_free(t);
+        return NULL;
+    }
     size_t m = 0; /* deduplicate in place: the best candidate per address */
     for (size_t i = 0; i < cs.n;) {
         size_t j = i, best = i;

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
+#include "snapfile/delta.h"
 #include "snapfile/format.h"
 
 bool snap_buf_reserve(struct snap_buf *b, size_t extra)
@@ -244,7 +245,7 @@ void snap_enc_windows(struct snap_buf *b, const struct ss_sample *s)
 }
 
 int snap_dec_sample(struct snap_cur *c, uint32_t version, struct ss_snap_sample *x,
-                    const char **why)
+                    struct snap_delta *dl, const char **why)
 {
     struct ss_sample *s = &x->s;
     memset(x, 0, sizeof(*x));
@@ -265,6 +266,7 @@ int snap_dec_sample(struct snap_cur *c, uint32_t version, struct ss_snap_sample 
     }
     s->stack_req = snap_get_u32(c);
     s->stack_len = snap_get_u32(c);
+    if (version >= 3) return snap_delta_parse(c, x, dl, why);
     s->stack = snap_get(c, s->stack_len);
     if (c->bad) {
         *why = "sample record: stack bytes missing";
