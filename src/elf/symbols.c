@@ -153,41 +153,54 @@ static void drop_covered_plt(struct cands *cs)
     cs->n = k;
 }
 
-/* Candidates are sorted through small (address, index) keys: cheap to
- * compare and move. Ties keep the order they were collected in, so the best
- * name per address (better() below, a total order but for identical names)
- * is the same whatever the sort does. */
+/* Candidates are sorted by address with a stable LSD radix sort of small
+ * (address, index) keys (8 bits a pass, passes whose byte is the same in
+ * every key skipped): ties keep the order they were collected in, so the
+ * best name per address (better() below, a total order but for identical
+ * names) is the one a stable comparison sort would give. */
 struct cand_key {
     uint64_t addr;
     size_t idx;
 };
 
-static int key_cmp(const void *a, const void *b)
-{
-    const struct cand_key *x = a, *y = b;
-    if (x->addr != y->addr) return x->addr < y->addr ? -1 : 1;
-    return x->idx < y->idx ? -1 : x->idx > y->idx;
-}
-
 /* Sort cs by address; 0 or -ENOMEM (cs unchanged). */
 static int sort_cands(struct cands *cs)
 {
-    struct cand_key *k = malloc(cs->n * sizeof(*k));
-    struct cand *v = malloc(cs->n * sizeof(*v));
-    if (!k || !v) {
+    size_t n = cs->n;
+    struct cand_key *k = malloc(n * sizeof(*k)), *tmp = malloc(n * sizeof(*tmp));
+    struct cand *v = malloc(n * sizeof(*v));
+    if (!k || !tmp || !v) {
         free(k);
+        free(tmp);
         free(v);
         return -ENOMEM;
     }
-    for (size_t i = 0; i < cs->n; i++)
+    uint64_t any = 0, all = ~0ull;
+    for (size_t i = 0; i < n; i++) {
         k[i] = (struct cand_key){cs->v[i].s.addr, i};
-    qsort(k, cs->n, sizeof(*k), key_cmp);
-    for (size_t i = 0; i < cs->n; i++)
+        any |= k[i].addr;
+        all &= k[i].addr;
+    }
+    for (unsigned shift = 0; shift < 64; shift += 8) {
+        if (!(((any ^ all) >> shift) & 0xff)) continue; /* this byte is the same in all */
+        size_t cnt[257] = {0};
+        for (size_t i = 0; i < n; i++)
+            cnt[((k[i].addr >> shift) & 0xff) + 1]++;
+        for (int d = 0; d < 256; d++)
+            cnt[d + 1] += cnt[d];
+        for (size_t i = 0; i < n; i++)
+            tmp[cnt[(k[i].addr >> shift) & 0xff]++] = k[i];
+        struct cand_key *t = k;
+        k = tmp;
+        tmp = t;
+    }
+    for (size_t i = 0; i < n; i++)
         v[i] = cs->v[k[i].idx];
     free(k);
+    free(tmp);
     free(cs->v);
     cs->v = v;
-    cs->cap = cs->n;
+    cs->cap = n;
     return 0;
 }
 
