@@ -66,19 +66,6 @@ void ss_topview_add(struct ss_topview *v, const struct ss_stack *st)
     if (ss_top_add(v->top, st) < 0) v->oom = 1;
 }
 
-static const char *kind_name(uint8_t k)
-{
-    switch (k) {
-    case SS_FRAME_LUA:
-        return "lua";
-    case SS_FRAME_KERNEL:
-        return "kernel";
-    case SS_FRAME_PSEUDO:
-        return "pseudo";
-    }
-    return "native";
-}
-
 static double pct(uint64_t v, uint64_t total)
 {
     return total ? 100.0 * (double)v / (double)total : 0.0;
@@ -152,7 +139,7 @@ static void draw(struct ss_topview *v, struct ss_capture *cap, unsigned long lon
         mvprintw((int)i + 5, 0, "%6.2f%% %6.2f%% %6.2f%% %6.2f%%  %-6s  %.*s",
                  pct(r->self_win, w->samples_win), pct(r->total_win, w->samples_win),
                  pct(r->self_all, w->samples_all), pct(r->total_all, w->samples_all),
-                 kind_name(r->kind), cols > 48 ? cols - 48 : 0, r->name);
+                 ss_frame_kind_str(r->kind), cols > 48 ? cols - 48 : 0, r->name);
     }
     refresh();
 }

@@ -62,19 +62,10 @@ static void diff_colour(struct rp_buf *b, double d, double dmax)
 
 static const char *kind_class(uint8_t kind)
 {
-    switch (kind) {
-    case SS_FRAME_LUA:
-        return "lua";
-    case SS_FRAME_KERNEL:
-        return "kernel";
-    case SS_FRAME_PSEUDO:
-        return "pseudo";
-    case FG_KIND_PROCESS:
-        return "process";
-    case FG_KIND_ROOT:
-        return "root";
-    }
-    return "native";
+    return kind == FG_KIND_PROCESS   ? "process"
+           : kind == FG_KIND_ROOT    ? "root"
+           : kind <= SS_FRAME_PSEUDO ? ss_frame_kind_str(kind)
+                                     : "native";
 }
 
 /* The label that fits w pixels: whole text, a prefix + "..", or nothing. */

@@ -273,23 +273,7 @@ int snap_dec_sample(struct snap_cur *c, uint32_t version, struct ss_snap_sample 
         return -EBADMSG;
     }
     if (version < 2) return 0; /* no windows before version 2 */
-    s->nwin = snap_get_u32(c);
-    if (c->bad || s->nwin > SS_WIN_MAX) {
-        *why = "sample record: bad window count";
-        return -EBADMSG;
-    }
-    for (uint32_t i = 0; i < s->nwin; i++) {
-        struct ss_window *w = &s->win[i];
-        w->addr = snap_get_u64(c);
-        w->len = snap_get_u32(c);
-        w->err = (int32_t)snap_get_u32(c);
-        w->data = w->len ? snap_get(c, w->len) : NULL;
-        if (c->bad || w->len > SS_WIN_LEN_MAX) {
-            *why = "sample record: window bytes missing";
-            return -EBADMSG;
-        }
-    }
-    return 0;
+    return snap_delta_parse_windows(c, x, dl, 1, why);
 }
 
 /* ---- memory reads: u64 seq, u32 n, n x (u64 addr, u32 len, i32 err,

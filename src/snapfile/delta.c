@@ -230,16 +230,10 @@ static int parse_runs(struct snap_cur *c, uint32_t len, int key, struct snap_run
     return c->bad ? -1 : 0;
 }
 
-int snap_delta_parse(struct snap_cur *c, struct ss_snap_sample *x, struct snap_delta *dl,
-                     const char **why)
+int snap_delta_parse_windows(struct snap_cur *c, struct ss_snap_sample *x, struct snap_delta *dl,
+                             int key, const char **why)
 {
     struct ss_sample *s = &x->s;
-    dl->base_seq = snap_get_u64(c);
-    int key = dl->base_seq == SNAP_DELTA_KEY;
-    if (c->bad || s->stack_len > SS_STACK_MAX || parse_runs(c, s->stack_len, key, &dl->stack)) {
-        *why = "sample record: stack bytes missing or bad";
-        return -EBADMSG;
-    }
     s->nwin = snap_get_u32(c);
     if (c->bad || s->nwin > SS_WIN_MAX) {
         *why = "sample record: bad window count";
@@ -254,8 +248,22 @@ int snap_delta_parse(struct snap_cur *c, struct ss_snap_sample *x, struct snap_d
             *why = "sample record: window bytes missing or bad";
             return -EBADMSG;
         }
+        if (key) w->data = dl->win[i].key;
     }
     return 0;
+}
+
+int snap_delta_parse(struct snap_cur *c, struct ss_snap_sample *x, struct snap_delta *dl,
+                     const char **why)
+{
+    struct ss_sample *s = &x->s;
+    dl->base_seq = snap_get_u64(c);
+    int key = dl->base_seq == SNAP_DELTA_KEY;
+    if (c->bad || s->stack_len > SS_STACK_MAX || parse_runs(c, s->stack_len, key, &dl->stack)) {
+        *why = "sample record: stack bytes missing or bad";
+        return -EBADMSG;
+    }
+    return snap_delta_parse_windows(c, x, dl, key, why);
 }
 
 /* Put back the key bytes the previous delta overwrote. */

@@ -46,6 +46,10 @@ void snap_delta_encode(struct snap_dstate *d, struct snap_buf *b, const struct s
  * (stack_len, windows' addr/len/err) and dl (where the bytes are). */
 int snap_delta_parse(struct snap_cur *c, struct ss_snap_sample *x, struct snap_delta *dl,
                      const char **why);
+/* The windows part alone (u32 nwin, then each window); key: the bytes are
+ * stored whole and the windows' data point at them (also version 2). */
+int snap_delta_parse_windows(struct snap_cur *c, struct ss_snap_sample *x, struct snap_delta *dl,
+                             int key, const char **why);
 /* Reader, at delivery: build the sample's bytes from its base; x->s.stack
  * and window data then point into d (valid until the next sample of that
  * thread is applied). 0, -EBADMSG (*why: no base, or bytes outside it),
