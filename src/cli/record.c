@@ -337,8 +337,10 @@ int ss_cmd_record(const struct ss_cli *c)
     ss_unwinder_free(r.u);
     ss_capture_close(r.cap);
     /* record returns the command's status when the command ended by itself;
-     * when record stopped it (-d, SIGINT/SIGTERM to record) the run succeeded. */
-    if (rc == 0 && child > 0 && !ended && status != -1)
+     * when record stopped it (-d, SIGINT/SIGTERM to record, q in top) the run
+     * succeeded, also when a terminal's ^C reached the command too and it
+     * ended first (luajit exits 1 on SIGINT). */
+    if (rc == 0 && child > 0 && !ended && status != -1 && !g_stop)
         return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     return rc;
 }
