@@ -132,7 +132,13 @@ Test(cli_top, keys_and_quit, .init = tmux_setup, .fini = tmux_teardown)
     free(tmux("send-keys", "-t", "top", "s", NULL));
     s = wait_for("sort: total", 5);
     first_row(s, &self, &total, name, sizeof(name));
-    cr_expect(total > 99.9, "sort by total: first row %.2f%% '%s'\n%s", total, name, s);
+    /* the root-most functions are in (nearly) every stack; a truncated
+     * stack or two may miss them */
+    cr_expect(total > 95, "sort by total: first row %.2f%% '%s'\n%s", total, name, s);
+    const char *row2 = strchr(strstr(s, "FUNCTION\n") + 9, '\n');
+    double self2, total2;
+    cr_assert(row2 && sscanf(row2 + 1, "%lf%% %lf%%", &self2, &total2) == 2, "%s", s);
+    cr_expect_geq(total, total2, "sorted by total:\n%s", s);
     free(s);
 
     free(tmux("send-keys", "-t", "top", "s", "l", NULL));
