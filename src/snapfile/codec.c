@@ -224,24 +224,7 @@ void snap_enc_sample(struct snap_buf *b, const struct ss_sample *s, uint64_t seq
         snap_put_u64(b, s->regs[i]);
     snap_put_u32(b, s->stack_req);
     snap_put_u32(b, s->stack_len);
-    /* the stack bytes follow: the writer appends them without a copy, then
-     * snap_enc_windows */
-}
-
-/* Version 2: after the stack bytes, u32 nwin, then per window u64 addr,
- * u32 len, i32 err, data[len]. */
-void snap_enc_windows(struct snap_buf *b, const struct ss_sample *s)
-{
-    unsigned n = s->nwin <= SS_WIN_MAX ? s->nwin : SS_WIN_MAX;
-    snap_put_u32(b, n);
-    for (unsigned i = 0; i < n; i++) {
-        const struct ss_window *w = &s->win[i];
-        uint32_t len = w->data ? w->len : 0;
-        snap_put_u64(b, w->addr);
-        snap_put_u32(b, len);
-        snap_put_u32(b, (uint32_t)w->err);
-        if (len) snap_put(b, w->data, len);
-    }
+    /* then (version 3) base, stack and windows: snap_delta_encode */
 }
 
 int snap_dec_sample(struct snap_cur *c, uint32_t version, struct ss_snap_sample *x,

@@ -161,7 +161,6 @@ struct snap_delta;
  * (delta.h), applied when the sample is delivered. */
 int snap_dec_sample(struct snap_cur *c, uint32_t version, struct ss_snap_sample *s,
                     struct snap_delta *dl, const char **why);
-void snap_enc_windows(struct snap_buf *b, const struct ss_sample *s);
 int snap_dec_memreads(struct snap_cur *c, struct snap_arrays *a, struct ss_snap_memreads *m,
                       const char **why);
 int snap_dec_counters(struct snap_cur *c, struct snap_arrays *a, struct ss_snap_counters *k,

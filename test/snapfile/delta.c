@@ -30,6 +30,16 @@ static uint64_t rnd(uint64_t *s)
     return *s * 0x2545F4914F6CDD1Dull;
 }
 
+static void gen_init(struct gen *g, uint64_t seed)
+{
+    memset(g, 0, sizeof(*g));
+    g->seed = seed;
+    for (size_t k = 0; k < sizeof(g->mem); k++)
+        ((uint8_t *)g->mem)[k] = (uint8_t)rnd(&g->seed);
+    for (size_t k = 0; k < sizeof(g->heap); k++)
+        ((uint8_t *)g->heap)[k] = (uint8_t)rnd(&g->seed);
+}
+
 /* Sample i of thread t (deterministic); the bytes point into g. */
 static void make(struct gen *g, int i, int t, struct ss_sample *s)
 {
@@ -74,12 +84,7 @@ static size_t write_file(const char *path, uint64_t seed)
 {
     size_t raw = 0;
     static struct gen g;
-    memset(&g, 0, sizeof(g));
-    g.seed = seed;
-    for (size_t k = 0; k < sizeof(g.mem); k++)
-        ((uint8_t *)g.mem)[k] = (uint8_t)rnd(&g.seed);
-    for (size_t k = 0; k < sizeof(g.heap); k++)
-        ((uint8_t *)g.heap)[k] = (uint8_t)rnd(&g.seed);
+    gen_init(&g, seed);
     struct ss_snap_writer *w;
     struct ss_snap_header h;
     ss_snap_header_init(&h);
@@ -102,12 +107,7 @@ static size_t write_file(const char *path, uint64_t seed)
 static int check(const char *path, uint64_t seed, const bool *lost)
 {
     static struct gen g;
-    memset(&g, 0, sizeof(g));
-    g.seed = seed;
-    for (size_t k = 0; k < sizeof(g.mem); k++)
-        ((uint8_t *)g.mem)[k] = (uint8_t)rnd(&g.seed);
-    for (size_t k = 0; k < sizeof(g.heap); k++)
-        ((uint8_t *)g.heap)[k] = (uint8_t)rnd(&g.seed);
+    gen_init(&g, seed);
     struct ss_snap_reader *r;
     struct ss_err err = {0};
     cr_assert(ss_snap_open(&r, path, &err) == 0, "%s", err.msg);
