@@ -161,12 +161,14 @@ struct bn_user {
     double decode_us; /* reading + decoding the capture alone, per sample */
     long replays;     /* warm replays done */
     double frames;    /* frames per sample */
+    double bytes;     /* capture file bytes per sample */
     bool ok;
 };
 struct bn_perf {
     long samples;
     double cpu_s, wall_s, startup_s; /* perf script CPU, wall; CPU of an empty one */
-    double us; /* (cpu - startup) / samples; 0 when that is within start-up noise */
+    double us;    /* (cpu - startup) / samples; 0 when that is within start-up noise */
+    double bytes; /* perf.data bytes per sample */
     bool ok;
 };
 

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -145,6 +146,8 @@ int bn_replay(const struct bn_opts *o, const char *snap, const struct bn_truth *
     res->us = el * 1e6 / (double)w.samples;
     res->decode_us = decode_only(snap, o->replay_s / 2);
     res->frames = (double)w.frames / (double)w.samples;
+    struct stat st;
+    if (stat(snap, &st) == 0) res->bytes = (double)st.st_size / (double)res->samples;
     res->ok = true;
     return 0;
 }
@@ -240,6 +243,8 @@ int bn_perf_script(const struct bn_opts *o, const char *data, const struct bn_tr
     res->cpu_s = run_script(o, data, &ev, &res->wall_s);
     res->samples = ev.samples;
     if (res->cpu_s < 0 || !res->samples) return -EINVAL;
+    struct stat st;
+    if (stat(data, &st) == 0) res->bytes = (double)st.st_size / (double)res->samples;
     for (int i = 0; i < 2; i++) { /* the least of three, as for the start-up */
         double wall, c = run_script(o, data, NULL, &wall);
         if (c > 0 && c < res->cpu_s) {

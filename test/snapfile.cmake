@@ -5,7 +5,7 @@
 # read). Plus the fuzz corpus generator and, with clang, libFuzzer
 # targets for the reader (docs/capture-format.md, "Fuzzing").
 set(SNAPFILE_T ${CMAKE_CURRENT_LIST_DIR}/snapfile)
-foreach(t roundtrip damage errors compat)
+foreach(t roundtrip damage errors compat delta)
   ss_add_test(snapfile_${t} SOURCES ${SNAPFILE_T}/${t}.c ${SNAPFILE_T}/helpers.c
     LABELS snapfile TIMEOUT 120)
 endforeach()
@@ -18,6 +18,7 @@ if(CMAKE_C_COMPILER_ID STREQUAL "Clang")
   # _nocrc accepts any CRC so that mutations reach the record decoders.
   set(SNAPFILE_FUZZ_SRC ${CMAKE_CURRENT_LIST_DIR}/fuzz/snapfile_fuzz.c
     ${CMAKE_SOURCE_DIR}/src/snapfile/codec.c ${CMAKE_SOURCE_DIR}/src/snapfile/reader.c
+    ${CMAKE_SOURCE_DIR}/src/snapfile/delta.c
     ${CMAKE_SOURCE_DIR}/src/snapfile/target.c ${CMAKE_SOURCE_DIR}/src/util/err.c)
   foreach(v snapfile_fuzz snapfile_fuzz_nocrc)
     add_executable(${v} ${SNAPFILE_FUZZ_SRC})

@@ -133,5 +133,7 @@ int ss_report_sink_close(struct ss_report_sink *s, const struct ss_report *r, st
  * Raw (unescaped) frame text as above, snprintf-style: returns the length it
  * needs, writes at most len bytes including the NUL. */
 size_t ss_frame_text(const struct ss_frame *f, char *buf, size_t len);
+/* "native", "lua", "kernel", "pseudo" ("?" for others). */
+const char *ss_frame_kind_str(uint8_t kind);
 
 #endif

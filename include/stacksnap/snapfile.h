@@ -20,7 +20,8 @@
 #include "stacksnap/capture.h"
 #include "stacksnap/ss.h"
 
-#define SS_SNAP_VERSION 2u       /* format version this build writes (and 1: no windows) */
+#define SS_SNAP_VERSION                                                                            \
+    3u /* format version this build writes (2: bytes not delta-coded, 1: no windows) */
 #define SS_SNAP_BUILD_ID_MAX 32u /* longest build-id kept (GNU sha1 = 20) */
 
 /* Record types (on disk). Values never change; new types get new numbers and

@@ -8,6 +8,8 @@ int ss_cmd_record(const struct ss_cli *c);
 int ss_cmd_replay(const struct ss_cli *c); /* replay and report */
 int ss_cmd_agent(const struct ss_cli *c);
 int ss_cmd_info(const struct ss_cli *c);
+int ss_cmd_diff(const struct ss_cli *c);
+int ss_cmd_top(const struct ss_cli *c);
 int ss_cmd_bpf_info(const struct ss_cli *c);
 
 #endif

@@ -23,5 +23,7 @@ int main(int argc, char **argv)
     if (!strcmp(c.cmd, "agent")) return ss_cmd_agent(&c);
     if (!strcmp(c.cmd, "info") && c.bpf_info) return ss_cmd_bpf_info(&c);
     if (!strcmp(c.cmd, "info")) return ss_cmd_info(&c);
+    if (!strcmp(c.cmd, "diff")) return ss_cmd_diff(&c);
+    if (!strcmp(c.cmd, "top")) return ss_cmd_top(&c);
     return ss_cmd_replay(&c); /* replay and report */
 }

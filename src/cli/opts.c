@@ -1,4 +1,4 @@
-/* cli/opts.c: parse `stacksnap record|agent|replay|report|info` arguments. */
+/* cli/opts.c: parse `stacksnap record|agent|top|replay|report|diff|info` arguments. */
 #include "cli/opts.h"
 
 #include <errno.h>
@@ -18,13 +18,17 @@ static const char *usage_text =
     "  stacksnap agent  [-a | -p PID[,PID...]] [-F HZ] [--listen ADDR:PORT | --listen unix:PATH]\n"
     "                   [--capture-dir DIR [--capture-max-bytes N] [--capture-segment SECONDS]]\n"
     "                   [--push URL [--push-every SECONDS]] [--max-seconds N]\n"
+    "  stacksnap top    [-p PID[,PID...] | -a | -- COMMAND [ARGS...]] [-F HZ]\n"
     "  stacksnap replay CAPTURE.snap [-o FILE]... [--format FMT] [--symfs DIR]\n"
     "  stacksnap report CAPTURE.snap [--top N]\n"
+    "  stacksnap diff   BEFORE AFTER [-o FILE]...      (inputs: .snap, .folded or .pb.gz)\n"
     "  stacksnap info   CAPTURE.snap | --bpf\n"
     "\n"
     "Outputs (-o may repeat; the format follows the extension):\n"
     "  .snap capture   .folded folded stacks   .pb.gz pprof   .svg flame graph\n"
     "  .txt perf-script text   -  folded stacks on stdout (default when no -o)\n"
+    "  diff writes .svg (differential flame graph), .txt (table of functions by change)\n"
+    "  and .folded (STACK BEFORE AFTER); -o - (the default) writes the table to stdout\n"
     "\n"
     "Options:\n"
     "  -p PID[,PID...]    profile these processes\n"
@@ -57,6 +61,8 @@ static const char *usage_text =
     "  stacksnap replay run.snap -o run.svg\n"
     "  stacksnap report run.snap --top 30\n"
     "  stacksnap agent --listen 0.0.0.0:7470 --capture-dir /var/lib/stacksnap\n"
+    "  stacksnap top -p 1234\n"
+    "  stacksnap diff before.snap after.snap -o diff.svg -o -\n"
     "\n"
     "Exit status: 0 success, 1 runtime failure, 2 usage or bad input.\n";
 
@@ -177,18 +183,21 @@ int ss_cli_parse(struct ss_cli *c, int argc, char **argv)
     c->freq = 99;
     c->stack_size = SS_STACK_DEFAULT;
     c->top = 20;
-    if (argc < 2) return usage_error("%s", "missing command (record, replay, report or info)");
+    if (argc < 2)
+        return usage_error("%s", "missing command (record, agent, top, replay, report, diff or info)");
     c->cmd = argv[1];
     if (!strcmp(c->cmd, "-h") || !strcmp(c->cmd, "--help") || !strcmp(c->cmd, "help")) {
         ss_cli_usage(NULL);
         return 1;
     }
     int agent = !strcmp(c->cmd, "agent");
-    int rec = !strcmp(c->cmd, "record");
+    int top = !strcmp(c->cmd, "top"), diff = !strcmp(c->cmd, "diff");
+    int rec = !strcmp(c->cmd, "record") || top; /* top selects targets as record does */
     if (agent) c->freq = 19; /* Parca's default */
-    if (!rec && !agent && strcmp(c->cmd, "replay") && strcmp(c->cmd, "report") &&
+    if (!rec && !agent && !diff && strcmp(c->cmd, "replay") && strcmp(c->cmd, "report") &&
         strcmp(c->cmd, "info"))
-        return usage_error("unknown command '%s' (record, agent, replay, report or info)", c->cmd);
+        return usage_error("unknown command '%s' (record, agent, top, replay, report, diff or info)",
+                           c->cmd);
 
     static const struct option longopts[] = {
         {"help", no_argument, 0, 'h'},
@@ -234,11 +243,11 @@ int ss_cli_parse(struct ss_cli *c, int argc, char **argv)
             ss_cli_usage(c->cmd);
             return 1;
         case 'p':
-            if (!rec && !agent) return usage_error("-p is only valid for record and agent%s", "");
+            if (!rec && !agent) return usage_error("-p is only valid for record, top and agent%s", "");
             if (parse_pids(c, optarg)) return 2;
             break;
         case 'a':
-            if (!rec && !agent) return usage_error("-a is only valid for record and agent%s", "");
+            if (!rec && !agent) return usage_error("-a is only valid for record, top and agent%s", "");
             c->all = true;
             break;
         case 'F':
@@ -313,8 +322,26 @@ int ss_cli_parse(struct ss_cli *c, int argc, char **argv)
             c->command = &argv[optind];
         int modes = (c->npids > 0) + c->all + (c->command != NULL);
         if (modes == 0 && !c->bpf_info)
-            return usage_error("%s", "record needs -p PID, -a or -- COMMAND");
+            return usage_error("%s needs -p PID, -a or -- COMMAND", c->cmd);
         if (modes > 1) return usage_error("%s", "choose one of -p PID, -a or -- COMMAND");
+        if (top && (c->nout || c->bpf_info || c->duration > 0))
+            return usage_error("%s", "top takes -p, -a or -- COMMAND and -F only");
+        if (c->nout == 0 && !top) {
+            c->out[0].path = "-";
+            c->out[0].fmt = SS_REPORT_FOLDED;
+            c->nout = 1;
+        }
+    } else if (diff) {
+        if (argc - optind != 2)
+            return usage_error("%s",
+                               "diff needs two inputs: BEFORE AFTER (.snap, .folded or .pb.gz)");
+        c->capture = argv[optind];
+        c->after = argv[optind + 1];
+        for (int i = 0; i < c->nout; i++)
+            if (c->out[i].fmt != SS_REPORT_FOLDED && c->out[i].fmt != SS_REPORT_SVG &&
+                c->out[i].fmt != SS_REPORT_PERF)
+                return usage_error("a diff is written as .svg, .txt, .folded or -: %s",
+                                   c->out[i].path);
         if (c->nout == 0) {
             c->out[0].path = "-";
             c->out[0].fmt = SS_REPORT_FOLDED;

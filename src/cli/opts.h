@@ -17,7 +17,7 @@ struct ss_output {
 };
 
 struct ss_cli {
-    const char *cmd; /* record | agent | replay | report | info */
+    const char *cmd; /* record | agent | top | replay | report | diff | info */
     /* record */
     pid_t pids[SS_MAX_PIDS];
     int npids;
@@ -32,7 +32,8 @@ struct ss_cli {
     unsigned long long capture_max_bytes;
     unsigned capture_segment, push_every, max_seconds;
     /* replay / report / info */
-    const char *capture;
+    const char *capture; /* diff: BEFORE */
+    const char *after;   /* diff: AFTER */
     const char *symfs;
     int top;
     /* outputs */

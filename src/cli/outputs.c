@@ -29,7 +29,7 @@ int ss_outputs_open(struct ss_outputs *o, const struct ss_cli *c, uint32_t freq)
     /* `record` with only a capture or perf text keeps no profile in memory
      * (it grows with every distinct stack, e.g. of short-lived processes
      * under -a); replay/report print from the report */
-    if (!c->cmd || strcmp(c->cmd, "record")) o->aggregate = true;
+    if (!c->cmd || (strcmp(c->cmd, "record") && strcmp(c->cmd, "top"))) o->aggregate = true;
     return 0;
 }
 

@@ -17,6 +17,7 @@
 
 #include "cli/cli.h"
 #include "cli/outputs.h"
+#include "cli/topview.h"
 #include "process/process.h"
 #include "snapfile/snapout.h"
 #include "stacksnap/capture.h"
@@ -37,6 +38,7 @@ struct rec {
     struct ss_unwinder *u;
     struct ss_outputs out;
     struct ss_snapout *snap; /* NULL without a .snap output */
+    struct ss_topview *view; /* `top`: the live view instead of outputs */
     int failed;              /* an output failed: stop */
 };
 
@@ -65,14 +67,16 @@ static void on_sample(void *ctx, const struct ss_sample *s)
         r->failed = 1;
     }
     if (ss_outputs_add(&r->out, &st) < 0) r->failed = 1;
+    if (r->view) ss_topview_add(r->view, &st);
     struct ss_win_plan plan; /* a LuaJIT runtime verified: its windows from now on */
     if (ss_unwinder_take_plan(r->u, s->pid, &plan) &&
         ss_capture_set_plan(r->cap, (pid_t)s->pid, &plan, &err) < 0 && r->c->verbose)
         fprintf(stderr, "stacksnap: %s\n", err.msg);
 }
 
-/* Start COMMAND stopped at a pipe read, so it is selected before it runs. */
-static pid_t spawn(char **argv, int *release_fd)
+/* Start COMMAND stopped at a pipe read, so it is selected before it runs.
+ * quiet (top): its stdin/stdout/stderr are /dev/null, the screen is ours. */
+static pid_t spawn(char **argv, int *release_fd, int quiet)
 {
     int p[2];
     if (pipe2(p, O_CLOEXEC) < 0) return -errno;
@@ -89,6 +93,11 @@ static pid_t spawn(char **argv, int *release_fd)
         if (read(p[0], &b, 1) != 1) _exit(127); /* the profiler gave up before starting us */
         signal(SIGINT, SIG_DFL);
         signal(SIGTERM, SIG_DFL);
+        int nul = quiet ? open("/dev/null", O_RDWR) : -1;
+        if (nul >= 0) {
+            dup2(nul, 0), dup2(nul, 1), dup2(nul, 2);
+            if (nul > 2) close(nul);
+        }
         execvp(argv[0], argv);
         fprintf(stderr, "stacksnap: cannot run '%s': %s\n", argv[0], strerror(errno));
         _exit(127);
@@ -257,7 +266,7 @@ static int setup(struct rec *r, pid_t *child, int *release_fd)
         }
     }
     if (c->command) {
-        *child = spawn(c->command, release_fd);
+        *child = spawn(c->command, release_fd, !strcmp(c->cmd, "top"));
         if (*child < 0) {
             fprintf(stderr, "stacksnap: cannot start '%s': %s\n", c->command[0],
                     strerror((int)-*child));
@@ -314,7 +323,8 @@ int ss_cmd_record(const struct ss_cli *c)
         close(release_fd);
         release_fd = -1;
     }
-    int tty = isatty(STDERR_FILENO);
+    if (rc == 0 && !strcmp(c->cmd, "top") && !(r.view = ss_topview_open(c))) rc = 1;
+    int tty = isatty(STDERR_FILENO) && !r.view;
     while (rc == 0 && !g_stop && !r.failed) {
         /* 2 ms: the Lua walk reads live memory, so handle samples while the
          * target's stack still looks as it did (100 ms lost ~75% of Lua
@@ -340,6 +350,7 @@ int ss_cmd_record(const struct ss_cli *c)
             }
             last_flush = t;
         }
+        if (r.view && ss_topview_tick(r.view, t, r.cap, (unsigned long long)r.out.errors)) break;
         if (tty && t - last_progress >= 0.5) {
             progress(&r, t0, 0);
             last_progress = t;
@@ -350,6 +361,7 @@ int ss_cmd_record(const struct ss_cli *c)
         while (ss_capture_poll(r.cap, 0, on_sample, &r) > 0 && !r.failed)
             ;
     }
+    ss_topview_close(r.view); /* the terminal as it was, before the summary */
     if (tty && r.cap && rc == 0) fputs("\r\033[K", stderr);
     if (r.failed) rc = 1;
     struct ss_err err = {0};
@@ -364,8 +376,10 @@ int ss_cmd_record(const struct ss_cli *c)
     ss_unwinder_free(r.u);
     ss_capture_close(r.cap);
     /* record returns the command's status when the command ended by itself;
-     * when record stopped it (-d, SIGINT/SIGTERM to record) the run succeeded. */
-    if (rc == 0 && child > 0 && !ended && status != -1)
+     * when record stopped it (-d, SIGINT/SIGTERM to record, q in top) the run
+     * succeeded, also when a terminal's ^C reached the command too and it
+     * ended first (luajit exits 1 on SIGINT). */
+    if (rc == 0 && child > 0 && !ended && status != -1 && !g_stop)
         return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     return rc;
 }

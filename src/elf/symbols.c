@@ -171,11 +171,55 @@ static void drop_covered_plt(struct cands *cs)
     cs->n = k;
 }
 
-static int cand_cmp(const void *a, const void *b)
+/* Candidates are sorted by address with a stable LSD radix sort of small
+ * (address, index) keys (8 bits a pass, passes whose byte is the same in
+ * every key skipped): ties keep the order they were collected in, so the
+ * best name per address (better() below, a total order but for identical
+ * names) is the one a stable comparison sort would give. */
+struct cand_key {
+    uint64_t addr;
+    size_t idx;
+};
+
+/* Sort cs by address; 0 or -ENOMEM (cs unchanged). */
+static int sort_cands(struct cands *cs)
 {
-    const struct cand *x = a, *y = b;
-    if (x->s.addr != y->s.addr) return x->s.addr < y->s.addr ? -1 : 1;
-    return strcmp(x->s.name, y->s.name); /* deterministic order */
+    size_t n = cs->n;
+    struct cand_key *k = malloc(n * sizeof(*k)), *tmp = malloc(n * sizeof(*tmp));
+    struct cand *v = malloc(n * sizeof(*v));
+    if (!k || !tmp || !v) {
+        free(k);
+        free(tmp);
+        free(v);
+        return -ENOMEM;
+    }
+    uint64_t any = 0, all = ~0ull;
+    for (size_t i = 0; i < n; i++) {
+        k[i] = (struct cand_key){cs->v[i].s.addr, i};
+        any |= k[i].addr;
+        all &= k[i].addr;
+    }
+    for (unsigned shift = 0; shift < 64; shift += 8) {
+        if (!(((any ^ all) >> shift) & 0xff)) continue; /* this byte is the same in all */
+        size_t cnt[257] = {0};
+        for (size_t i = 0; i < n; i++)
+            cnt[((k[i].addr >> shift) & 0xff) + 1]++;
+        for (int d = 0; d < 256; d++)
+            cnt[d + 1] += cnt[d];
+        for (size_t i = 0; i < n; i++)
+            tmp[cnt[(k[i].addr >> shift) & 0xff]++] = k[i];
+        struct cand_key *t = k;
+        k = tmp;
+        tmp = t;
+    }
+    for (size_t i = 0; i < n; i++)
+        v[i] = cs->v[k[i].idx];
+    free(k);
+    free(tmp);
+    free(cs->v);
+    cs->v = v;
+    cs->cap = n;
+    return 0;
 }
 
 static int underscores(const char *s)
@@ -245,7 +289,11 @@ static struct ss_symtab *load(struct ss_elf *e)
     }
     struct plt_ctx pc = {t, &cs};
     ss_elf_plt_symbols(e, add_plt, &pc);
-    if (cs.n) qsort(cs.v, cs.n, sizeof(*cs.v), cand_cmp);
+    if (cs.n && sort_cands(&cs)) {
+        free(cs.v);
+        ss_symtab_free(t);
+        return NULL;
+    }
     size_t m = 0; /* deduplicate in place: the best candidate per address */
     for (size_t i = 0; i < cs.n;) {
         size_t j = i, best = i;

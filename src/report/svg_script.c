@@ -1,13 +1,19 @@
 /* report/svg_script: the style and script embedded in every flame graph:
  * hover details, click to zoom (ancestors stay as full-width bars), Reset
  * Zoom, search by regular expression (Search button, Ctrl-F or "/") that
- * highlights matches and shows their share, and URL parameters ?s=REGEX
- * (search) and ?zoom=FRAME (zoom to the widest frame with that exact text). */
+ * highlights matches and shows their share of all samples (and how many),
+ * URL parameters ?s=REGEX (search) and ?zoom=FRAME (zoom to the widest frame
+ * with that exact text), and a width that follows the browser window: the
+ * file is laid out for SVG_WIDTH px; opened on its own, the graph is laid
+ * out again (frames, labels, title, buttons) for the window's width at load
+ * and on every resize. */
 #include "report/svg_int.h"
 
 const char rp_svg_style[] =
     "text{font-family:Verdana,\"DejaVu Sans\",sans-serif;font-size:12px;fill:#000}"
     "#title{text-anchor:middle;font-size:17px}"
+    "#subtitle{text-anchor:middle;fill:#444}"
+    "#search,#matched{text-anchor:end}"
     "#frames>g{cursor:pointer}"
     "#frames>g:hover>rect{stroke:#000;stroke-width:0.5}"
     "#frames>g>text{pointer-events:none}"
@@ -18,7 +24,7 @@ const char rp_svg_style[] =
 const char rp_svg_script[] =
     "\n\"use strict\";\n"
     "var svg, frames, details, matchedtxt, searchbtn, unzoombtn;\n"
-    "var xpad, fontsize, fontwidth, width, searching = null, zoomed = null;\n"
+    "var xpad, fontsize, fontwidth, width, owidth, k = 1, searching = null, zoomed = null;\n"
     "function init(evt) {\n"
     "  svg = document.documentElement;\n"
     "  frames = document.getElementById('frames').children;\n"
@@ -29,7 +35,7 @@ const char rp_svg_script[] =
     "  xpad = parseFloat(svg.getAttribute('data-xpad'));\n"
     "  fontsize = parseFloat(svg.getAttribute('data-fontsize'));\n"
     "  fontwidth = parseFloat(svg.getAttribute('data-fontwidth'));\n"
-    "  width = parseFloat(svg.getAttribute('width'));\n"
+    "  width = owidth = parseFloat(svg.getAttribute('width'));\n"
     "  for (var i = 0; i < frames.length; i++) {\n"
     "    var r = frames[i].querySelector('rect');\n"
     "    r.setAttribute('data-ox', r.getAttribute('x'));\n"
@@ -58,6 +64,9 @@ const char rp_svg_script[] =
     "    if (best) zoom(best);\n"
     "  }\n"
     "  if (p.get('s')) search(p.get('s'));\n"
+    "  if (svg.parentNode === document) {\n"
+    "    window.addEventListener('resize', resize); resize();\n"
+    "  }\n"
     "  relabel();\n"
     "  svg.setAttribute('data-ready', '1');\n"
     "}\n"
@@ -67,8 +76,24 @@ const char rp_svg_script[] =
     "  return null;\n"
     "}\n"
     "function rect(g) { return g.querySelector('rect'); }\n"
-    "function ox(g) { return parseFloat(rect(g).getAttribute('data-ox')); }\n"
-    "function ow(g) { return parseFloat(rect(g).getAttribute('data-ow')); }\n"
+    "function ox(g) { return xpad + (parseFloat(rect(g).getAttribute('data-ox')) - xpad) * k; }\n"
+    "function ow(g) { return parseFloat(rect(g).getAttribute('data-ow')) * k; }\n"
+    "function count(g) {\n"
+    "  var t = g.querySelector('title').textContent;\n"
+    "  var m = /; after (\\d+) [^()]*\\)$/.exec(t) || /\\((\\d+) [^()]*\\)$/.exec(t);\n"
+    "  return m ? parseInt(m[1], 10) : 0;\n"
+    "}\n"
+    "function resize() {\n"
+    "  var w = Math.max(200, window.innerWidth), h = svg.getAttribute('height');\n"
+    "  if (w === width) return;\n"
+    "  width = w; k = (width - 2 * xpad) / (owidth - 2 * xpad);\n"
+    "  svg.setAttribute('width', width); svg.setAttribute('viewBox', '0 0 ' + width + ' ' + h);\n"
+    "  document.getElementById('background').setAttribute('width', width);\n"
+    "  document.getElementById('title').setAttribute('x', width / 2);\n"
+    "  document.getElementById('subtitle').setAttribute('x', width / 2);\n"
+    "  searchbtn.setAttribute('x', width - xpad); matchedtxt.setAttribute('x', width - xpad);\n"
+    "  if (zoomed) zoom(zoomed); else unzoom();\n"
+    "}\n"
     "function oy(g) { return parseFloat(rect(g).getAttribute('y')); }\n"
     "function name(g) {\n"
     "  var t = g.querySelector('title').textContent;\n"
@@ -146,21 +171,21 @@ const char rp_svg_script[] =
     "}\n"
     "  clearsearch();\n"
     "  searching = term;\n"
-    "  var spans = [], total = 0;\n"
+    "  var spans = [], total = parseFloat(svg.getAttribute('data-total'));\n"
     "  for (var i = 0; i < frames.length; i++) {\n"
     "    var g = frames[i];\n"
-    "    if (g.classList.contains('root')) total = ow(g);\n"
     "    if (!re.test(name(g))) continue;\n"
     "    g.classList.add('match');\n"
     "    rect(g).setAttribute('fill', 'rgb(230,0,230)');\n"
-    "    spans.push([ox(g), ow(g)]);\n"
+    "    spans.push([ox(g), ow(g), count(g)]);\n"
     "  }\n"
     "  spans.sort(function(a, b) { return a[0] - b[0] || b[1] - a[1]; });\n"
     "  var sum = 0, end = -1;\n"
-    "  for (var k = 0; k < spans.length; k++) {\n"
-    "    if (spans[k][0] + 0.0001 < end) continue;\n"
-    "    sum += spans[k][1]; end = spans[k][0] + spans[k][1];\n"
+    "  for (var j = 0; j < spans.length; j++) {\n"
+    "    if (spans[j][0] + 0.0001 < end) continue;\n"
+    "    sum += spans[j][2]; end = spans[j][0] + spans[j][1];\n"
     "  }\n"
     "  searchbtn.textContent = 'Reset Search';\n"
-    "  matchedtxt.textContent = 'Matched: ' + (total ? 100 * sum / total : 0).toFixed(1) + '%';\n"
+    "  matchedtxt.textContent = 'Matched: ' + (total ? 100 * sum / total : 0).toFixed(1) +\n"
+    "    '% (' + sum + ' of ' + total + ')';\n"
     "}\n";

@@ -170,3 +170,18 @@ size_t ss_frame_text(const struct ss_frame *f, char *buf, size_t len)
     rp_buf_free(&b);
     return n;
 }
+
+const char *ss_frame_kind_str(uint8_t kind)
+{
+    switch (kind) {
+    case SS_FRAME_NATIVE:
+        return "native";
+    case SS_FRAME_LUA:
+        return "lua";
+    case SS_FRAME_KERNEL:
+        return "kernel";
+    case SS_FRAME_PSEUDO:
+        return "pseudo";
+    }
+    return "?";
+}

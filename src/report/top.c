@@ -21,21 +21,6 @@ static int row_cmp(const void *a, const void *b, void *ctx)
     return strcmp(rp_s(ctx, x->func), rp_s(ctx, y->func));
 }
 
-static const char *kind_name(uint8_t k)
-{
-    switch (k) {
-    case SS_FRAME_NATIVE:
-        return "native";
-    case SS_FRAME_LUA:
-        return "lua";
-    case SS_FRAME_KERNEL:
-        return "kernel";
-    case SS_FRAME_PSEUDO:
-        return "pseudo";
-    }
-    return "?";
-}
-
 static double pct(uint64_t v, uint64_t total)
 {
     return total ? 100.0 * (double)v / (double)total : 0.0;
@@ -79,7 +64,7 @@ int ss_report_write_top(const struct ss_report *r, FILE *f, unsigned n, struct s
     for (size_t i = 0; i < nrows && (!n || i < n); i++) {
         const struct row *w = &rows[i];
         rp_buf_printf(&b, "%10" PRIu64 " %6.2f%% %10" PRIu64 " %6.2f%%  %-6s  ", w->self,
-                      pct(w->self, all), w->total, pct(w->total, all), kind_name(w->kind));
+                      pct(w->self, all), w->total, pct(w->total, all), ss_frame_kind_str(w->kind));
         rp_escape_str(&b, rp_s(r, w->func), RP_ESC_DISPLAY);
         rp_buf_putc(&b, '\n');
     }

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
+#include "snapfile/delta.h"
 #include "snapfile/format.h"
 
 bool snap_buf_reserve(struct snap_buf *b, size_t extra)
@@ -223,28 +224,11 @@ void snap_enc_sample(struct snap_buf *b, const struct ss_sample *s, uint64_t seq
         snap_put_u64(b, s->regs[i]);
     snap_put_u32(b, s->stack_req);
     snap_put_u32(b, s->stack_len);
-    /* the stack bytes follow: the writer appends them without a copy, then
-     * snap_enc_windows */
-}
-
-/* Version 2: after the stack bytes, u32 nwin, then per window u64 addr,
- * u32 len, i32 err, data[len]. */
-void snap_enc_windows(struct snap_buf *b, const struct ss_sample *s)
-{
-    unsigned n = s->nwin <= SS_WIN_MAX ? s->nwin : SS_WIN_MAX;
-    snap_put_u32(b, n);
-    for (unsigned i = 0; i < n; i++) {
-        const struct ss_window *w = &s->win[i];
-        uint32_t len = w->data ? w->len : 0;
-        snap_put_u64(b, w->addr);
-        snap_put_u32(b, len);
-        snap_put_u32(b, (uint32_t)w->err);
-        if (len) snap_put(b, w->data, len);
-    }
+    /* then (version 3) base, stack and windows: snap_delta_encode */
 }
 
 int snap_dec_sample(struct snap_cur *c, uint32_t version, struct ss_snap_sample *x,
-                    const char **why)
+                    struct snap_delta *dl, const char **why)
 {
     struct ss_sample *s = &x->s;
     memset(x, 0, sizeof(*x));
@@ -265,29 +249,14 @@ int snap_dec_sample(struct snap_cur *c, uint32_t version, struct ss_snap_sample 
     }
     s->stack_req = snap_get_u32(c);
     s->stack_len = snap_get_u32(c);
+    if (version >= 3) return snap_delta_parse(c, x, dl, why);
     s->stack = snap_get(c, s->stack_len);
     if (c->bad) {
         *why = "sample record: stack bytes missing";
         return -EBADMSG;
     }
     if (version < 2) return 0; /* no windows before version 2 */
-    s->nwin = snap_get_u32(c);
-    if (c->bad || s->nwin > SS_WIN_MAX) {
-        *why = "sample record: bad window count";
-        return -EBADMSG;
-    }
-    for (uint32_t i = 0; i < s->nwin; i++) {
-        struct ss_window *w = &s->win[i];
-        w->addr = snap_get_u64(c);
-        w->len = snap_get_u32(c);
-        w->err = (int32_t)snap_get_u32(c);
-        w->data = w->len ? snap_get(c, w->len) : NULL;
-        if (c->bad || w->len > SS_WIN_LEN_MAX) {
-            *why = "sample record: window bytes missing";
-            return -EBADMSG;
-        }
-    }
-    return 0;
+    return snap_delta_parse_windows(c, x, dl, 1, why);
 }
 
 /* ---- memory reads: u64 seq, u32 n, n x (u64 addr, u32 len, i32 err,

@@ -157,9 +157,11 @@ void snap_arrays_free(struct snap_arrays *a);
 int snap_dec_header(struct snap_cur *c, struct ss_snap_header *h, const char **why);
 int snap_dec_process(struct snap_cur *c, struct snap_arrays *a, struct ss_snap_process *p,
                      const char **why);
+struct snap_delta;
+/* Version 3 samples are delta-coded: dl receives where their bytes are
+ * (delta.h), applied when the sample is delivered. */
 int snap_dec_sample(struct snap_cur *c, uint32_t version, struct ss_snap_sample *s,
-                    const char **why);
-void snap_enc_windows(struct snap_buf *b, const struct ss_sample *s);
+                    struct snap_delta *dl, const char **why);
 int snap_dec_memreads(struct snap_cur *c, struct snap_arrays *a, struct ss_snap_memreads *m,
                       const char **why);
 int snap_dec_counters(struct snap_cur *c, struct snap_arrays *a, struct ss_snap_counters *k,

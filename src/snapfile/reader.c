@@ -17,6 +17,7 @@
 #include <zstd.h>
 #include <zstd_errors.h>
 
+#include "snapfile/delta.h"
 #include "snapfile/format.h"
 
 #define WIN_INIT (64u << 10) /* grows to the largest record */
@@ -27,6 +28,7 @@ struct slot {
     size_t raw_cap;
     struct snap_arrays arr;
     struct ss_snap_record rec;
+    struct snap_delta dl; /* a version-3 sample's bytes, applied at delivery */
     char msg[128];
 };
 
@@ -53,6 +55,7 @@ struct ss_snap_reader {
     bool zs_ready;
     ZSTD_DCtx *zd; /* created on first use, reused */
     uint32_t version;
+    struct snap_dstate *delta; /* version 3: the threads' bytes so far */
 };
 
 /* ---- window ---- */
@@ -261,7 +264,7 @@ static int decode(struct ss_snap_reader *r, struct slot *s, uint16_t type, uint1
     case SS_SNAP_PROCESS:
         return snap_dec_process(&c, &s->arr, &rec->process, why);
     case SS_SNAP_SAMPLE:
-        return snap_dec_sample(&c, r->version, &rec->sample, why);
+        return snap_dec_sample(&c, r->version, &rec->sample, &s->dl, why);
     case SS_SNAP_MEMREADS:
         return snap_dec_memreads(&c, &s->arr, &rec->memreads, why);
     case SS_SNAP_COUNTERS:
@@ -414,6 +417,8 @@ int ss_snap_open_fd(struct ss_snap_reader **out, int fd, const char *name, struc
                    " is newer than this stacksnap supports (version %u)",
                    name, r->version, SS_SNAP_VERSION);
     }
+    if (!rc && r->version >= 3 && !(r->delta = snap_dstate_new()))
+        ss_err_set(err, rc = -ENOMEM, "%s: out of memory", name);
     if (!rc) {
         r->pos = SNAP_PREAMBLE_LEN;
         r->st.file_bytes = SNAP_PREAMBLE_LEN;
@@ -484,6 +489,23 @@ int ss_snap_next(struct ss_snap_reader *r, struct ss_snap_record *rec, struct ss
             snprintf(r->late_msg, sizeof(r->late_msg), "%s", e.msg);
         }
     }
+    if (s->rec.type == SS_SNAP_SAMPLE && r->version >= 3) {
+        const char *why = "malformed record";
+        int rc = r->delta ? snap_delta_apply(r->delta, &s->rec.sample, &s->dl, &why) : -ENOMEM;
+        if (rc == -ENOMEM) {
+            set_io_err(r, rc, err);
+            return rc;
+        }
+        if (rc) { /* its bytes cannot be built: the sample is lost, not the file */
+            uint64_t off = s->rec.offset, size = s->rec.size;
+            if (s->rec.sample.has_reads) r->pend = 1 - cur; /* its reads come next, alone */
+            r->st.records[SS_SNAP_SAMPLE]--;
+            r->st.bytes[SS_SNAP_SAMPLE] -= size;
+            uint64_t pos = r->st.file_bytes;
+            corrupt(r, s, off, size, why);
+            r->st.file_bytes = pos;
+        }
+    }
     r->last = cur;
     *rec = s->rec;
     return 1;
@@ -529,6 +551,7 @@ int ss_snap_rewind(struct ss_snap_reader *r, struct ss_err *err)
     r->done = false;
     r->late_err = 0;
     r->pend = r->last = -1;
+    if (r->delta) snap_dstate_reset(r->delta);
     memset(&r->st, 0, sizeof(r->st));
     r->st.file_bytes = SNAP_PREAMBLE_LEN;
     return 0;
@@ -549,6 +572,7 @@ void ss_snap_close_reader(struct ss_snap_reader *r)
     }
     if (r->zs_ready) inflateEnd(&r->zs);
     ZSTD_freeDCtx(r->zd);
+    snap_dstate_free(r->delta);
     free(r->header_cmd);
     free(r->buf);
     free(r->name);

@@ -275,21 +275,17 @@ int ss_snap_write_sample(struct ss_snap_writer *w, const struct ss_sample *s, ui
                          struct ss_err *err)
 {
     uint64_t seq = w->next_seq;
+    int rc = -ENOMEM;
+    if (!s->stack && s->stack_len) {
+        ss_err_set(err, -EINVAL, "capture %s: sample without stack bytes", w->path);
+        return -EINVAL;
+    }
     w->pay.len = 0;
     snap_enc_sample(&w->pay, s, seq);
-    size_t head = w->pay.len;
-    snap_enc_windows(&w->pay, s);
-    int rc = -ENOMEM;
-    if (!w->pay.oom) {
-        struct snap_part parts[3] = {{w->pay.p, head},
-                                     {s->stack, s->stack ? s->stack_len : 0},
-                                     {w->pay.p + head, w->pay.len - head}};
-        if (!s->stack && s->stack_len) {
-            ss_err_set(err, -EINVAL, "capture %s: sample without stack bytes", w->path);
-            rc = -EINVAL;
-        } else {
-            rc = snap_emit(w, SS_SNAP_SAMPLE, SNAP_Z_FAST, parts, 3, err);
-        }
+    if (w->delta || (w->delta = snap_dstate_new())) snap_delta_encode(w->delta, &w->pay, s, seq);
+    if (w->delta && !w->pay.oom) {
+        struct snap_part part = {w->pay.p, w->pay.len};
+        rc = snap_emit(w, SS_SNAP_SAMPLE, SNAP_Z_FAST, &part, 1, err);
     } else {
         w->pay.oom = false;
         ss_err_set(err, rc, "capture %s: out of memory", w->path);
@@ -354,6 +350,7 @@ void ss_snap_abandon(struct ss_snap_writer *w)
     if (w->fd >= 0) close(w->fd);
     for (int i = 0; i < 2; i++)
         ZSTD_freeCCtx(w->zc[i]);
+    snap_dstate_free(w->delta);
     snap_buf_free(&w->pay);
     snap_buf_free(&w->zbuf);
     snap_buf_free(&w->reads);

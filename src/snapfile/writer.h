@@ -5,6 +5,7 @@
 
 #include <zstd.h>
 
+#include "snapfile/delta.h"
 #include "snapfile/format.h"
 
 #define SNAP_OUT_BUF (256u << 10)   /* write buffer */
@@ -40,7 +41,8 @@ struct ss_snap_writer {
     struct snap_buf zbuf;  /* compressed payload */
     struct snap_buf reads; /* encoded reads pending for the next sample */
     uint32_t nreads;
-    ZSTD_CCtx *zc[2]; /* per level, created on first use, reused */
+    ZSTD_CCtx *zc[2];          /* per level, created on first use, reused */
+    struct snap_dstate *delta; /* the threads' bases of delta-coded samples */
     uint64_t next_seq;
     struct ss_snap_stats st;
     uint64_t nrecords;

@@ -227,11 +227,16 @@ Test(cli_badinput, corrupted_records_are_skipped)
 {
     struct cap c = {0};
     make_capture(&c, "bad-crc");
-    size_t s1 = 0, s2 = 0, seen = 0; /* two sample records in the middle */
+    /* two sample records in the middle, not key samples (format 3: one
+     * thread, a key every SNAP_DELTA_KEY_EVERY = 64 samples from the first;
+     * a damaged key would also cost the samples that refer to it) */
+    size_t s1 = 0, s2 = 0, seen = 0;
+    size_t n1 = c.nsamples / 3 + (c.nsamples / 3 % 64 == 1),
+           n2 = 2 * c.nsamples / 3 + (2 * c.nsamples / 3 % 64 == 1);
     for (size_t j = 0; j < c.nrecs; j++)
-        if (c.recs[j].type == 3 && ++seen == c.nsamples / 3)
+        if (c.recs[j].type == 3 && ++seen == n1)
             s1 = j;
-        else if (c.recs[j].type == 3 && seen == 2 * c.nsamples / 3)
+        else if (c.recs[j].type == 3 && seen == n2)
             s2 = j;
     cr_assert(s1 && s2 && s1 != s2);
     char *b = malloc(c.size);

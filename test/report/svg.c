@@ -113,9 +113,14 @@ static uint64_t total(const struct env *e)
     return t;
 }
 
-/* Run headless Chromium on the SVG; mode is "--dump-dom" or "--screenshot=..". */
+/* Run headless Chromium on the SVG; mode is "--dump-dom" or "--screenshot=..";
+ * a 1200 px wide window (the width the file is laid out for) unless mode
+ * says --window-size. */
 static char *chromium(const struct env *e, const char *mode, const char *query)
 {
+    char *m = NULL;
+    if (!strstr(mode, "--window-size"))
+        cr_assert(asprintf(&m, "--window-size=1200,1000 %s", mode) > 0);
     cr_assert(fx_have("chromium"),
               "chromium not installed (Debian chromium; scripts/dev installs it)");
     char *cmd, *out = NULL;
@@ -124,7 +129,8 @@ static char *chromium(const struct env *e, const char *mode, const char *query)
                        "--no-first-run --disable-background-networking --disable-component-update "
                        "--disable-sync --hide-scrollbars --force-device-scale-factor=1 "
                        "--user-data-dir='%s/profile' %s 'file://%s%s' 2>/dev/null",
-                       e->dir, mode, e->svg, query ? query : "") > 0);
+                       e->dir, m ? m : mode, e->svg, query ? query : "") > 0);
+    free(m);
     int st = fx_run(cmd, &out);
     cr_assert_eq(st, 0, "%s: exit %d", cmd, st);
     free(cmd);
@@ -144,6 +150,15 @@ Test(report_svg, xml_is_valid)
     /* what the file says, before any script runs */
     char *svg = fx_read(e.svg, NULL);
     cr_expect(strstr(svg, "fixture &lt;&amp;&gt; &quot;flame&quot;</text>"), "title escaped");
+    /* the title line: processes, duration, rate, samples */
+    char want[160];
+    snprintf(want, sizeof(want), " \xc2\xb7 99 Hz \xc2\xb7 %llu samples</text>",
+             (unsigned long long)total(&e));
+    const char *sub = strstr(svg, "<text id=\"subtitle\"");
+    cr_assert(sub, "no subtitle");
+    cr_expect(strstr(sub, want) && strstr(sub, want) < strstr(sub, "\n"), "subtitle %.200s", sub);
+    cr_expect(strstr(sub, "luajit (pid ") && strstr(sub, "luajit (pid ") < strstr(sub, "\n"),
+              "processes in %.200s", sub);
     struct frame *fs;
     size_t n = parse_frames(svg, &fs);
     struct frame *all = find(fs, n, "all");
@@ -230,7 +245,9 @@ Test(report_svg, search_and_zoom)
             }
         }
     char want[64];
-    snprintf(want, sizeof(want), "Matched: %.1f%%", 100.0 * (double)leaf / (double)total(&e));
+    snprintf(want, sizeof(want), "Matched: %.1f%% (%llu of %llu)",
+             100.0 * (double)leaf / (double)total(&e), (unsigned long long)leaf,
+             (unsigned long long)total(&e));
     char *dom = chromium(&e, "--dump-dom", "?s=%5Eleaf%20&zoom=lua_pcall");
     cr_assert(strstr(dom, "data-ready=\"1\""));
     cr_expect(strstr(dom, want), "want '%s'", want);
@@ -258,6 +275,60 @@ Test(report_svg, search_and_zoom)
     cr_expect(!strstr(dom, "id=\"unzoom\" class=\"btn hide\""), "Reset Zoom shown");
     free_frames(fs, n);
     free(dom);
+    teardown(&e);
+}
+
+/* Opened on its own, the graph is laid out for the window's width: frames
+ * scale, labels are fitted again, the buttons move with the right edge. */
+Test(report_svg, width_follows_the_window)
+{
+    struct env e;
+    setup(&e, 1);
+    char *svg = fx_read(e.svg, NULL);
+    struct frame *fs0;
+    size_t n0 = parse_frames(svg, &fs0);
+    const int widths[] = {700, 1600};
+    for (size_t wi = 0; wi < 2; wi++) {
+        int W = widths[wi];
+        char *mode;
+        cr_assert(asprintf(&mode, "--window-size=%d,900 --dump-dom", W) > 0);
+        char *dom = chromium(&e, mode, NULL);
+        cr_assert(strstr(dom, "data-ready=\"1\""));
+        char attr[64];
+        snprintf(attr, sizeof(attr), "width=\"%d\"", W);
+        cr_expect(strstr(dom, attr), "svg width %d not set", W);
+        struct frame *fs;
+        size_t n = parse_frames(dom, &fs);
+        cr_assert_eq(n, n0);
+        struct frame *all = find(fs, n, "all");
+        cr_assert(all);
+        cr_expect(all->x > 9.99 && all->x < 10.01 && all->w > W - 20.01 && all->w < W - 19.99,
+                  "all at %.2f width %.2f in a %d px window", all->x, all->w, W);
+        double k = (W - 20.0) / 1180.0;
+        size_t changed = 0;
+        for (size_t i = 0; i < n; i++) {
+            cr_expect(fs[i].w > fs0[i].w * k - 0.02 && fs[i].w < fs0[i].w * k + 0.02,
+                      "%s: width %.2f, want %.2f", fs[i].title, fs[i].w, fs0[i].w * k);
+            /* labels fit their new width (code points, '..' included) */
+            size_t cps = 0;
+            for (const char *c = fs[i].label; *c; c++) {
+                cps += ((unsigned char)*c & 0xc0) != 0x80;
+                if (*c == '&' && strchr(c, ';')) c = strchr(c, ';'); /* an entity is one */
+            }
+            long maxc = (long)((fs[i].w - 3) / (12 * 0.59));
+            cr_expect(cps == 0 || (long)cps <= maxc, "label '%s' too long for %.2f px", fs[i].label,
+                      fs[i].w);
+            changed += strcmp(fs[i].label, fs0[i].label) != 0;
+        }
+        cr_expect_gt(changed, 0, "no label was fitted again at %d px", W);
+        snprintf(attr, sizeof(attr), "id=\"search\" class=\"btn\" x=\"%d\"", W - 10);
+        cr_expect(strstr(dom, attr), "Search button not at the right edge of %d px", W);
+        free_frames(fs, n);
+        free(dom);
+        free(mode);
+    }
+    free_frames(fs0, n0);
+    free(svg);
     teardown(&e);
 }
 
