@@ -26,6 +26,7 @@
 #ifndef STACKSNAP_REPORT_H
 #define STACKSNAP_REPORT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -70,6 +71,12 @@ int ss_report_add(struct ss_report *r, const struct ss_stack *s, uint64_t count,
  * unknown), written on every sample of pid. -ENOMEM. */
 int ss_report_set_labels(struct ss_report *r, uint32_t pid, const char *exe, const char *cgroup,
                          struct ss_err *err);
+/* Rename native frames already aggregated (a debug file of their module
+ * arrived): fn gets each one and returns true with out filled to rename it
+ * (name, system_name, sym_offset). Returns the number renamed or -ENOMEM.
+ * Stacks keep their counts; writers see the new names. */
+typedef bool (*ss_report_namer_fn)(void *ctx, const struct ss_frame *in, struct ss_frame *out);
+int ss_report_rename(struct ss_report *r, ss_report_namer_fn fn, void *ctx, struct ss_err *err);
 uint64_t ss_report_samples(const struct ss_report *r); /* sum of counts */
 size_t ss_report_nstacks(const struct ss_report *r);   /* distinct keys */
 

@@ -34,8 +34,9 @@ enum ss_snap_type {
     SS_SNAP_COUNTERS = 5,
     SS_SNAP_BUNDLE = 6,
     SS_SNAP_TRAILER = 7,
-    SS_SNAP_PERFMAP = 8, /* a process's perf map as the live walker used it */
-    SS_SNAP_NTYPES = 9,
+    SS_SNAP_PERFMAP = 8,   /* a process's perf map as the live walker used it */
+    SS_SNAP_DEBUGFILE = 9, /* a debug file (debuginfod) names a build-id from here on */
+    SS_SNAP_NTYPES = 10,
     /* Reader events (never on disk). */
     SS_SNAP_CORRUPT = 0x100,   /* a damaged region was skipped */
     SS_SNAP_TRUNCATED = 0x101, /* the file ends inside a record: last event */
@@ -136,6 +137,7 @@ struct ss_snap_counters {
 enum ss_snap_bundle_kind {
     SS_SNAP_BUNDLE_MAPPED = 0, /* the file a mapping refers to */
     SS_SNAP_BUNDLE_DEBUG = 1,  /* its separate debug file (same build-id) */
+    SS_SNAP_BUNDLE_FETCHED = 2, /* a debug file a debuginfod server gave (debugfile record) */
 };
 struct ss_snap_bundle {
     uint32_t kind; /* enum ss_snap_bundle_kind */
@@ -153,6 +155,17 @@ struct ss_snap_perfmap {
     uint64_t time_ns; /* CLOCK_MONOTONIC of the sample it precedes */
     uint64_t len;
     const char *text; /* len bytes, not NUL-terminated */
+};
+
+/* ---- debug file: from this record on, the symbols of build-id come also
+ * from the debug file at path (on the recording machine; with --bundle a
+ * SS_SNAP_BUNDLE_FETCHED bundle of it precedes), and frames named before
+ * are renamed (a debuginfod fetch ended live) ---- */
+struct ss_snap_debugfile {
+    uint64_t time_ns; /* CLOCK_MONOTONIC when live installed it */
+    uint8_t build_id_len;
+    uint8_t build_id[SS_SNAP_BUILD_ID_MAX];
+    const char *path;
 };
 
 /* ---- trailer: totals written by ss_snap_close (optional) ---- */
@@ -189,6 +202,7 @@ struct ss_snap_record {
         struct ss_snap_bundle bundle;
         struct ss_snap_trailer trailer;
         struct ss_snap_perfmap perfmap;
+        struct ss_snap_debugfile debugfile;
         struct ss_snap_corrupt corrupt;
         struct ss_snap_truncated truncated;
     };
@@ -232,6 +246,8 @@ int ss_snap_write_counters(struct ss_snap_writer *w, uint64_t time_ns,
                            const struct ss_snap_counter *c, uint32_t n, struct ss_err *err);
 int ss_snap_write_perfmap(struct ss_snap_writer *w, const struct ss_snap_perfmap *m,
                           struct ss_err *err);
+int ss_snap_write_debugfile(struct ss_snap_writer *w, const struct ss_snap_debugfile *d,
+                            struct ss_err *err);
 /* Fill out[6] with "capture.seen", ... from st; returns 6. */
 uint32_t ss_snap_capture_counters(const struct ss_capture_stats *st, struct ss_snap_counter *out);
 

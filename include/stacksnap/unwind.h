@@ -99,6 +99,34 @@ int ss_unwinder_perfmap(struct ss_unwinder *u, uint32_t pid, uint32_t *version, 
 /* Replay: install the perf map text a capture recorded for pid. */
 int ss_unwinder_set_perfmap(struct ss_unwinder *u, uint32_t pid, const char *text, size_t len);
 
+/* Debug files that arrive during a run (unwind/debugfiles.c). They name
+ * symbols only, never change unwinding, and are used for files without a
+ * full symbol table and without a local debug file.
+ *
+ * Live: ss_unwinder_debuginfod starts a background fetcher (libdebuginfod,
+ * DEBUGINFOD_URLS; its cache; timeout_s per file, <= 0: 30 s). Such files are
+ * then asked for by build-id when their symbols are first needed; ss_unwind
+ * never waits for the network. ss_unwinder_debug_poll (the owner's thread,
+ * between samples) installs the files whose fetch ended and calls fn for
+ * each installed one: samples walked after it are named with it, and the
+ * owner renames what it has aggregated (ss_unwinder_rename) and records it
+ * (the capture's debug file record). Returns the number installed. */
+int ss_unwinder_debuginfod(struct ss_unwinder *u, double timeout_s, struct ss_err *err);
+typedef void (*ss_unwinder_debug_fn)(void *ctx, const uint8_t *id, size_t len, const char *path);
+int ss_unwinder_debug_poll(struct ss_unwinder *u, ss_unwinder_debug_fn fn, void *ctx);
+/* Fetches not yet ended; wait for them at most max_s seconds. */
+size_t ss_unwinder_debug_pending(struct ss_unwinder *u);
+void ss_unwinder_debug_wait(struct ss_unwinder *u, double max_s);
+/* Replay (or a caller that has the file): use the debug file at path for
+ * build-id id from now on. -ESTALE other build-id, -ENOENT unreadable. */
+int ss_unwinder_add_debug(struct ss_unwinder *u, const uint8_t *id, size_t len, const char *path,
+                          struct ss_err *err);
+/* The name the current symbols give native frame in (of build-id id, named
+ * before the debug file arrived): true with out filled (in with the new
+ * name, system_name and sym_offset; strings owned by u), false to keep in. */
+bool ss_unwinder_rename(struct ss_unwinder *u, const uint8_t *id, size_t len,
+                        const struct ss_frame *in, struct ss_frame *out);
+
 /* Replay: serve pid's target reads from ops/ctx (memory/memory.h) instead of
  * the live process. -ESRCH when the unwinder has no state for pid. */
 struct ss_target_ops;

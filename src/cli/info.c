@@ -76,6 +76,9 @@ int ss_cmd_info(const struct ss_cli *c)
         case SS_SNAP_PERFMAP:
             printf("perf map     pid %u (%" PRIu64 " bytes)\n", rec.perfmap.pid, rec.perfmap.len);
             break;
+        case SS_SNAP_DEBUGFILE:
+            printf("debug file   %s (debuginfod)\n", rec.debugfile.path);
+            break;
         case SS_SNAP_SAMPLE: {
             const struct ss_sample *s = &rec.sample.s;
             if (!in.samples++) in.first_ns = s->time_ns;

@@ -1,5 +1,6 @@
 /* cli/outputs.c: one report, many sinks, and the per-process summary. */
 #include "cli/outputs.h"
+#include "stacksnap/unwind.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -83,6 +84,29 @@ int ss_outputs_add(struct ss_outputs *o, const struct ss_stack *st)
         rc = ss_report_sink_add(o->sinks[i], st, &err);
     if (rc) fprintf(stderr, "stacksnap: %s\n", err.msg);
     return rc;
+}
+
+struct namer {
+    struct ss_unwinder *u;
+    const uint8_t *id;
+    size_t len;
+};
+
+static bool rename_one(void *ctx, const struct ss_frame *in, struct ss_frame *out)
+{
+    const struct namer *n = ctx;
+    return ss_unwinder_rename(n->u, n->id, n->len, in, out);
+}
+
+int ss_outputs_rename(struct ss_outputs *o, struct ss_unwinder *u, const uint8_t *id, size_t len)
+{
+    struct namer n = {u, id, len};
+    struct ss_err err = {0};
+    if (o->aggregate && ss_report_rename(o->rep, rename_one, &n, &err) < 0) {
+        fprintf(stderr, "stacksnap: %s\n", err.msg);
+        return 1;
+    }
+    return 0;
 }
 
 int ss_outputs_close(struct ss_outputs *o)

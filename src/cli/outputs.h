@@ -33,6 +33,10 @@ int ss_outputs_open(struct ss_outputs *o, const struct ss_cli *c, uint32_t freq)
 int ss_cli_open_status(int code);
 /* Account one walked stack. */
 int ss_outputs_add(struct ss_outputs *o, const struct ss_stack *st);
+/* A debug file of build-id id arrived in u: rename the frames aggregated so
+ * far (streamed outputs keep what they wrote). Returns 0 or 1 after printing. */
+struct ss_unwinder;
+int ss_outputs_rename(struct ss_outputs *o, struct ss_unwinder *u, const uint8_t *id, size_t len);
 /* Write aggregated formats, close everything. Returns 0 or 1 after printing. */
 int ss_outputs_close(struct ss_outputs *o);
 /* Close (if not yet) and free the summary state. */

@@ -74,6 +74,44 @@ static void on_sample(void *ctx, const struct ss_sample *s)
         fprintf(stderr, "stacksnap: %s\n", err.msg);
 }
 
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ss_unwinder_debug_fn: a debuginfod fetch ended with a file, now used for
+ * the samples that follow: recorded at this point of the capture, and the
+ * frames aggregated so far renamed (replay does both at the same point). */
+static void on_debug(void *ctx, const uint8_t *id, size_t len, const char *path)
+{
+    struct rec *r = ctx;
+    struct ss_err err = {0};
+    if (r->snap && ss_snapout_debugfile(r->snap, id, len, path, mono_ns(), &err) < 0) {
+        fprintf(stderr, "stacksnap: %s\n", err.msg);
+        r->failed = 1;
+    }
+    if (ss_outputs_rename(&r->out, r->u, id, len)) r->failed = 1;
+    if (r->c->verbose) fprintf(stderr, "stacksnap: debuginfod: %s\n", path);
+}
+
+/* DEBUGINFOD_URLS set: fetch missing debug files in the background, each
+ * cut after DEBUGINFOD_TIMEOUT seconds (libdebuginfod's own variable; 30 s
+ * when unset). Returns the timeout, 0 when off. */
+static double start_debuginfod(struct rec *r)
+{
+    const char *urls = getenv("DEBUGINFOD_URLS"), *t = getenv("DEBUGINFOD_TIMEOUT");
+    if (!urls || !*urls) return 0;
+    double timeout = t && atof(t) > 0 ? atof(t) : 30;
+    struct ss_err err = {0};
+    if (ss_unwinder_debuginfod(r->u, timeout, &err) < 0) {
+        fprintf(stderr, "stacksnap: warning: %s (no debuginfod)\n", err.msg);
+        return 0;
+    }
+    return timeout;
+}
+
 /* Start COMMAND stopped at a pipe read, so it is selected before it runs.
  * quiet (top): its stdin/stdout/stderr are /dev/null, the screen is ours. */
 static pid_t spawn(char **argv, int *release_fd, int quiet)
@@ -317,6 +355,7 @@ int ss_cmd_record(const struct ss_cli *c)
     sigaction(SIGTERM, &sa, NULL);
 
     int rc = setup(&r, &child, &release_fd);
+    double dfd_timeout = rc == 0 ? start_debuginfod(&r) : 0;
     double t0 = now_s(), last_progress = t0, last_flush = t0, last_gc = t0;
     if (rc == 0 && release_fd >= 0) {
         if (write(release_fd, "g", 1) != 1) rc = 1;
@@ -335,6 +374,7 @@ int ss_cmd_record(const struct ss_cli *c)
             rc = 1;
             break;
         }
+        if (dfd_timeout) ss_unwinder_debug_poll(r.u, on_debug, &r);
         double t = now_s();
         if (c->duration > 0 && t - t0 >= c->duration) break;
         if (!targets_alive(&r, child, &status)) break;
@@ -360,6 +400,10 @@ int ss_cmd_record(const struct ss_cli *c)
         ss_capture_stop(r.cap);
         while (ss_capture_poll(r.cap, 0, on_sample, &r) > 0 && !r.failed)
             ;
+    }
+    if (r.u && dfd_timeout && !r.failed) { /* names for what was sampled: files still coming */
+        if (ss_unwinder_debug_pending(r.u)) ss_unwinder_debug_wait(r.u, dfd_timeout);
+        ss_unwinder_debug_poll(r.u, on_debug, &r);
     }
     ss_topview_close(r.view); /* the terminal as it was, before the summary */
     if (tty && r.cap && rc == 0) fputs("\r\033[K", stderr);

@@ -13,6 +13,11 @@ static int add_stack(void *ctx, const struct ss_stack *st)
     return ss_outputs_add(ctx, st) < 0;
 }
 
+static int on_debug(void *ctx, struct ss_unwinder *u, const uint8_t *id, size_t len)
+{
+    return ss_outputs_rename(ctx, u, id, len);
+}
+
 static void on_msg(void *ctx, const char *msg)
 {
     (void)ctx;
@@ -48,6 +53,7 @@ int ss_cmd_replay(const struct ss_cli *c)
         return rc;
     }
     struct ss_err err = {0};
+    ss_replay_set_debug_fn(r, on_debug);
     int run = ss_replay_run(r, add_stack, on_msg, &out, &err);
     if (run < 0) {
         fprintf(stderr, "stacksnap: %s: %s\n", c->capture, err.msg[0] ? err.msg : strerror(-run));

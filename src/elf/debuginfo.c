@@ -17,7 +17,7 @@
 #include "elf/elf.h"
 #include "util/safeopen.h"
 
-static struct ss_elf *open_debug_file(const char *path)
+struct ss_elf *ss_elf_open_debug_file(const char *path)
 {
     int fd = ss_open_regular(path); /* debug links are the target's: no FIFO, no device */
     if (fd < 0) return NULL;
@@ -40,7 +40,7 @@ static struct ss_elf *by_build_id(struct ss_elf *e, const char *root)
     char hex[41], path[4096];
     ss_elf_build_id_hex(e, hex);
     snprintf(path, sizeof(path), "%s/usr/lib/debug/.build-id/%.2s/%s.debug", root, hex, hex + 2);
-    struct ss_elf *d = open_debug_file(path);
+    struct ss_elf *d = ss_elf_open_debug_file(path);
     if (d &&
         (d->build_id_len != e->build_id_len || memcmp(d->build_id, e->build_id, e->build_id_len))) {
         ss_elf_close_image(d);
@@ -73,7 +73,7 @@ static struct ss_elf *by_debuglink(struct ss_elf *e, const char *root)
     for (int i = 0; i < 3; i++) {
         if (!strcmp(cand[i], e->path)) /* never the file itself */
             continue;
-        struct ss_elf *d = open_debug_file(cand[i]);
+        struct ss_elf *d = ss_elf_open_debug_file(cand[i]);
         if (!d) continue;
         uint32_t crc = crc32(0, Z_NULL, 0);
         size_t off = 0;

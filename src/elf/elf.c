@@ -20,7 +20,25 @@ struct ss_elf_cache {
     size_t count;
     char *debug_root;
     ss_elf_synth_fn synth;
+    struct ss_elf_fetch_state fetch; /* fetched.c */
 };
+
+struct ss_elf_fetch_state *ss_elf_cache_fetch_state(struct ss_elf_cache *c)
+{
+    return &c->fetch;
+}
+
+uint64_t ss_elf_cache_names_gen(const struct ss_elf_cache *c)
+{
+    return c ? c->fetch.gen : 0;
+}
+
+struct ss_elf *ss_elf_cache_find(struct ss_elf_cache *c, const uint8_t *id, size_t len)
+{
+    for (struct ss_elf *e = c->head; e; e = e->next)
+        if (len && e->build_id_len == len && !memcmp(e->build_id, id, len)) return e;
+    return NULL;
+}
 
 int ss_elf_cache_new(struct ss_elf_cache **out, const char *debug_root)
 {
@@ -61,6 +79,7 @@ static void elf_destroy(struct ss_elf *e)
     if (e->syms) ss_symtab_free(e->syms);
     if (e->dframe) ss_dframe_free(e->dframe);
     if (e->debug) ss_elf_close_image(e->debug);
+    if (e->fetched) ss_elf_close_image(e->fetched);
     if (e->elf) elf_end(e->elf);
     if (e->image) munmap((void *)e->image, e->size);
     free(e->path);
@@ -77,6 +96,7 @@ void ss_elf_cache_free(struct ss_elf_cache *c)
         e = n;
     }
     free(c->debug_root);
+    ss_elf_fetch_state_free(&c->fetch);
     free(c);
 }
 
@@ -294,6 +314,7 @@ void ss_elf_close_image(struct ss_elf *e)
     if (e->syms) ss_symtab_free(e->syms);
     if (e->dframe) ss_dframe_free(e->dframe);
     if (e->debug) ss_elf_close_image(e->debug);
+    if (e->fetched) ss_elf_close_image(e->fetched);
     if (e->elf) elf_end(e->elf);
     if (owned == 1)
         free((void *)img);

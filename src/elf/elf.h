@@ -63,6 +63,8 @@ struct ss_elf {
     struct ss_symtab *syms;
     int debug_state;
     struct ss_elf *debug; /* separate debug file, not in the cache */
+    int fetched_state;      /* 0 not looked for, 1 looked for (elf/fetched.c) */
+    struct ss_elf *fetched; /* debug file a debuginfod server gave, not in the cache */
 
     /* private slot of the unwinder (per-file unwind rule rows) */
     void *unwind_priv;
@@ -129,6 +131,46 @@ void ss_elf_build_id_hex(const struct ss_elf *e, char *out);
  * DEBUG_ROOT/usr/lib/debug/.build-id/, else .gnu_debuglink (CRC checked).
  * NULL when none. */
 struct ss_elf *ss_elf_debug(struct ss_elf *e);
+/* Open a separate debug file at path (a regular file only); NULL when it
+ * cannot be read as ELF. */
+struct ss_elf *ss_elf_open_debug_file(const char *path);
+
+/* Fetched debug files (elf/fetched.c): debug files that arrive while the
+ * cache is in use (debuginfod, or a capture's record of one). They name
+ * symbols only (never unwind rules), after the file's own .symtab and its
+ * local debug file and before MiniDebugInfo. fetch (optional) is called once
+ * for a file whose symbols are loaded without a full table and without a
+ * known fetched debug file: the owner may ask a server for it. */
+typedef void (*ss_elf_fetch_fn)(void *ctx, struct ss_elf *e);
+void ss_elf_cache_set_fetch(struct ss_elf_cache *c, ss_elf_fetch_fn fn, void *ctx);
+/* Use the debug file at path for build-id id from now on: attached to the
+ * open file of that build-id (its symbol table is rebuilt) and to one opened
+ * later. -ESTALE when the file has another build-id, -ENOENT unreadable,
+ * -ENOMEM. */
+int ss_elf_cache_add_debug(struct ss_elf_cache *c, const uint8_t *id, size_t len,
+                           const char *path, struct ss_err *err);
+/* Changes whenever ss_elf_cache_add_debug changed a symbol table. */
+uint64_t ss_elf_cache_names_gen(const struct ss_elf_cache *c);
+/* The fetched debug file of e, or NULL (may call the fetch hook). */
+struct ss_elf *ss_elf_fetched_debug(struct ss_elf *e);
+/* The open file with build-id id (no reference taken), or NULL. */
+struct ss_elf *ss_elf_cache_find(struct ss_elf_cache *c, const uint8_t *id, size_t len);
+/* elf.c keeps this state per cache; fetched.c owns it. */
+struct ss_elf_fetched {
+    uint8_t id[20];
+    uint8_t len;
+    char *path;
+};
+struct ss_elf_fetch_state {
+    struct ss_elf_fetched *v;
+    size_t n, cap;
+    ss_elf_fetch_fn fn;
+    void *ctx;
+    uint64_t gen;
+};
+struct ss_elf_fetch_state *ss_elf_cache_fetch_state(struct ss_elf_cache *c);
+void ss_elf_fetch_state_free(struct ss_elf_fetch_state *fs);
+
 /* Decompress .gnu_debugdata (xz) into an in-memory ELF; returns a malloc'd
  * image (caller frees) or NULL. */
 void *ss_elf_minidebuginfo(struct ss_elf *e, size_t *size);

@@ -1,8 +1,9 @@
 /* elf/symbols.c: the sorted function-symbol table of one ELF file.
  *
  * Gathered once per file from .dynsym plus the best full symbol table:
- * the file's own .symtab, else the separate debug file's, else the
- * MiniDebugInfo (.gnu_debugdata) one. Where several symbols share an
+ * the file's own .symtab, else the separate debug file's, else a fetched
+ * debug file's (debuginfod, elf/fetched.c), else the MiniDebugInfo
+ * (.gnu_debugdata) one. Where several symbols share an
  * address the same one perf picks wins (sized, non-weak, global, fewest
  * leading underscores, longest name); version suffixes ("@@GLIBC_2.34") are
  * dropped. PLT entries get synthetic NAME@plt symbols (elf/plt.c) where no
@@ -267,6 +268,7 @@ static struct ss_symtab *load(struct ss_elf *e)
         collect(t, &cs, elf, SHT_SYMTAB);
     } else {
         struct ss_elf *dbg = ss_elf_debug(e);
+        if (!dbg || !has_symtab(dbg->elf)) dbg = ss_elf_fetched_debug(e);
         if (dbg && has_symtab(dbg->elf)) {
             collect(t, &cs, dbg->elf, SHT_SYMTAB);
         } else {

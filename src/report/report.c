@@ -119,6 +119,7 @@ static int64_t frame_id(struct ss_report *r, const struct ss_frame *sf)
     f.module = (uint32_t)module;
     f.addr = sf->addr;
     f.offset = sf->offset;
+    f.sym_offset = sf->sym_offset;
     if (f.kind == SS_FRAME_LUA) {
         f.line = sf->line;
         f.first_line = sf->first_line;
@@ -137,6 +138,47 @@ static int64_t frame_id(struct ss_report *r, const struct ss_frame *sf)
     r->frames[r->nframes] = f;
     if (rp_index_insert(&r->frame_ix, h, (uint32_t)r->nframes)) return -ENOMEM;
     return (int64_t)r->nframes++;
+}
+
+int ss_report_rename(struct ss_report *r, ss_report_namer_fn fn, void *ctx, struct ss_err *err)
+{
+    int n = 0;
+    for (size_t i = 0; i < r->nframes; i++) {
+        struct rp_frame *f = &r->frames[i];
+        if (f->kind != SS_FRAME_NATIVE) continue;
+        struct ss_frame in = {.kind = f->kind,
+                              .build_id_len = f->build_id_len,
+                              .addr = f->addr,
+                              .offset = f->offset,
+                              .name = f->name ? rp_s(r, f->name) : NULL,
+                              .module = f->module ? rp_s(r, f->module) : NULL,
+                              .sym_offset = f->sym_offset,
+                              .system_name = f->sysname ? rp_s(r, f->sysname) : NULL},
+                       out;
+        memcpy(in.build_id, f->build_id, f->build_id_len);
+        if (!fn(ctx, &in, &out) || !out.name) continue;
+        int64_t name = rp_str_intern(&r->str, out.name, strlen(out.name));
+        int64_t sys = out.system_name
+                          ? rp_str_intern(&r->str, out.system_name, strlen(out.system_name))
+                          : 0;
+        if (name < 0 || sys < 0) goto oom;
+        if ((uint32_t)name == f->name && (uint32_t)sys == f->sysname) continue;
+        f->name = (uint32_t)name;
+        f->sysname = (uint32_t)sys;
+        f->sym_offset = out.sym_offset;
+        int64_t text = frame_text_id(r, f, 0);
+        if (text < 0) goto oom;
+        f->text = f->func = (uint32_t)text;
+        n++;
+    }
+    if (!n) return 0;
+    rp_index_free(&r->frame_ix); /* names are part of the frame key */
+    for (size_t i = 0; i < r->nframes; i++)
+        if (rp_index_insert(&r->frame_ix, frame_hash(&r->frames[i]), (uint32_t)i)) goto oom;
+    return n;
+oom:
+    ss_err_set(err, -ENOMEM, "report: out of memory renaming frames");
+    return -ENOMEM;
 }
 
 struct stack_key {

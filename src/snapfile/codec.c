@@ -371,6 +371,31 @@ int snap_dec_perfmap(struct snap_cur *c, struct ss_snap_perfmap *m, const char *
     return 0;
 }
 
+/* ---- debug file: u64 time, bid build_id, str path ---- */
+void snap_enc_debugfile(struct snap_buf *b, const struct ss_snap_debugfile *d)
+{
+    snap_put_u64(b, d->time_ns);
+    snap_put_u8(b, d->build_id_len);
+    snap_put(b, d->build_id, d->build_id_len);
+    snap_put_str(b, d->path);
+}
+
+int snap_dec_debugfile(struct snap_cur *c, struct ss_snap_debugfile *d, const char **why)
+{
+    d->time_ns = snap_get_u64(c);
+    d->build_id_len = snap_get_u8(c);
+    const uint8_t *id = d->build_id_len && d->build_id_len <= SS_SNAP_BUILD_ID_MAX
+                            ? snap_get(c, d->build_id_len)
+                            : NULL;
+    if (id) memcpy(d->build_id, id, d->build_id_len);
+    d->path = snap_get_str(c);
+    if (!id || c->bad || !d->path[0]) {
+        *why = "debugfile record: build-id or path missing";
+        return -EBADMSG;
+    }
+    return 0;
+}
+
 /* ---- trailer ---- */
 void snap_enc_trailer(struct snap_buf *b, const struct ss_snap_trailer *t)
 {

@@ -138,6 +138,7 @@ void snap_enc_counters(struct snap_buf *b, uint64_t time_ns, const struct ss_sna
                        uint32_t n);
 void snap_enc_trailer(struct snap_buf *b, const struct ss_snap_trailer *t);
 void snap_enc_perfmap(struct snap_buf *b, const struct ss_snap_perfmap *m);
+void snap_enc_debugfile(struct snap_buf *b, const struct ss_snap_debugfile *d);
 /* Reads are encoded incrementally: u64 seq, u32 n, then entries (see codec.c). */
 void snap_enc_read(struct snap_buf *b, uint64_t addr, const void *data, size_t len, int err);
 
@@ -169,5 +170,6 @@ int snap_dec_counters(struct snap_cur *c, struct snap_arrays *a, struct ss_snap_
 int snap_dec_bundle(struct snap_cur *c, struct ss_snap_bundle *b, const char **why);
 int snap_dec_trailer(struct snap_cur *c, struct ss_snap_trailer *t, const char **why);
 int snap_dec_perfmap(struct snap_cur *c, struct ss_snap_perfmap *m, const char **why);
+int snap_dec_debugfile(struct snap_cur *c, struct ss_snap_debugfile *d, const char **why);
 
 #endif

@@ -275,6 +275,8 @@ static int decode(struct ss_snap_reader *r, struct slot *s, uint16_t type, uint1
         return snap_dec_trailer(&c, &rec->trailer, why);
     case SS_SNAP_PERFMAP:
         return snap_dec_perfmap(&c, &rec->perfmap, why);
+    case SS_SNAP_DEBUGFILE:
+        return snap_dec_debugfile(&c, &rec->debugfile, why);
     }
     return -EBADMSG;
 }
@@ -615,6 +617,8 @@ const char *ss_snap_type_str(uint32_t type)
         return "trailer";
     case SS_SNAP_PERFMAP:
         return "perfmap";
+    case SS_SNAP_DEBUGFILE:
+        return "debugfile";
     case SS_SNAP_CORRUPT:
         return "corrupt";
     case SS_SNAP_TRUNCATED:

@@ -45,6 +45,7 @@ struct ss_replay {
     char *symfs;
     struct ss_snap_reader *rd;
     struct ss_unwinder *u;
+    ss_replay_debug_fn on_debug; /* debugfile records: the consumer renames */
     struct ss_snap_replay target;
     struct hist *hist[HIST_BUCKETS];
     uint32_t cur_pid;
@@ -265,13 +266,32 @@ static int make_dbgroot(struct ss_replay *r)
     return 0;
 }
 
+static void hex_of(const uint8_t *id, unsigned len, char *hex)
+{
+    for (unsigned i = 0; i < len; i++)
+        snprintf(hex + 2 * i, 3, "%02x", id[i]);
+}
+
+/* Where a bundled debug file goes: ROOT/usr/lib/debug/.build-id/xx/rest.debug
+ * (found like the recording machine's), or for a fetched one
+ * ROOT/fetched/HEX.debug (installed by its debugfile record). */
+static void debug_path(const struct ss_replay *r, uint32_t kind, const uint8_t *id, unsigned len,
+                       char *p, size_t cap)
+{
+    char hex[2 * SS_SNAP_BUILD_ID_MAX + 1];
+    hex_of(id, len, hex);
+    if (kind == SS_SNAP_BUNDLE_FETCHED)
+        snprintf(p, cap, "%s/fetched/%s.debug", r->dbgroot, hex);
+    else
+        snprintf(p, cap, "%s/usr/lib/debug/.build-id/%.2s/%s.debug", r->dbgroot, hex, hex + 2);
+}
+
 static int write_debug_file(struct ss_replay *r, const struct ss_snap_bundle *b,
                             const uint8_t *data, size_t len)
 {
     if (!r->dbgroot || !b->build_id_len) return 0;
     char hex[2 * SS_SNAP_BUILD_ID_MAX + 1], p[4096];
-    for (unsigned i = 0; i < b->build_id_len; i++)
-        snprintf(hex + 2 * i, 3, "%02x", b->build_id[i]);
+    hex_of(b->build_id, b->build_id_len, hex);
     const char *dirs[] = {"/usr", "/usr/lib", "/usr/lib/debug", "/usr/lib/debug/.build-id"};
     for (int i = 0; i < 4; i++) {
         snprintf(p, sizeof(p), "%s%s", r->dbgroot, dirs[i]);
@@ -279,7 +299,9 @@ static int write_debug_file(struct ss_replay *r, const struct ss_snap_bundle *b,
     }
     snprintf(p, sizeof(p), "%s/usr/lib/debug/.build-id/%.2s", r->dbgroot, hex);
     mkdir(p, 0700);
-    snprintf(p, sizeof(p), "%s/usr/lib/debug/.build-id/%.2s/%s.debug", r->dbgroot, hex, hex + 2);
+    snprintf(p, sizeof(p), "%s/fetched", r->dbgroot);
+    mkdir(p, 0700);
+    debug_path(r, b->kind, b->build_id, b->build_id_len, p, sizeof(p));
     int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0) return -errno;
     int rc = 0;
@@ -294,13 +316,31 @@ static int write_debug_file(struct ss_replay *r, const struct ss_snap_bundle *b,
     return rc;
 }
 
+/* A debug file arrived live here: install it (bundled copy for a bundled
+ * capture, else the recorded path) and let the consumer rename. */
+static int add_debugfile(struct ss_replay *r, const struct ss_snap_debugfile *d, void *ctx)
+{
+    char p[4096];
+    const char *path = d->path;
+    if (r->dbgroot) {
+        debug_path(r, SS_SNAP_BUNDLE_FETCHED, d->build_id, d->build_id_len, p, sizeof(p));
+        if (access(p, R_OK) == 0) path = p; /* else it could not be bundled */
+    }
+    struct ss_err e = {0};
+    if (ss_unwinder_add_debug(r->u, d->build_id, d->build_id_len, path, &e) < 0) {
+        say(r, "%.400s%s", e.msg, " (its frames stay unnamed)");
+        return 0;
+    }
+    return r->on_debug ? r->on_debug(ctx, r->u, d->build_id, d->build_id_len) : 0;
+}
+
 static int add_bundle(struct ss_replay *r, const struct ss_snap_bundle *b)
 {
-    if (b->kind != SS_SNAP_BUNDLE_MAPPED && b->kind != SS_SNAP_BUNDLE_DEBUG) return 0;
+    if (b->kind > SS_SNAP_BUNDLE_FETCHED) return 0;
     size_t len;
     uint8_t *data = ss_snap_take_bundle(r->rd, &len);
     if (!data) return -ENOMEM;
-    if (b->kind == SS_SNAP_BUNDLE_DEBUG) {
+    if (b->kind != SS_SNAP_BUNDLE_MAPPED) {
         int rc = write_debug_file(r, b, data, len);
         free(data);
         return rc;
@@ -376,6 +416,11 @@ static void set_counters(struct ss_replay *r, const struct ss_snap_counters *k)
     }
 }
 
+void ss_replay_set_debug_fn(struct ss_replay *r, ss_replay_debug_fn fn)
+{
+    r->on_debug = fn;
+}
+
 uint64_t ss_replay_counter(const struct ss_replay *r, const char *name)
 {
     for (size_t j = 0; j < r->ncounters; j++)
@@ -446,6 +491,9 @@ int ss_replay_run(struct ss_replay *r, ss_replay_stack_fn fn, ss_replay_msg_fn m
             break;
         case SS_SNAP_COUNTERS:
             set_counters(r, &rec.counters);
+            break;
+        case SS_SNAP_DEBUGFILE:
+            rc = add_debugfile(r, &rec.debugfile, ctx);
             break;
         case SS_SNAP_PERFMAP:
             if (ss_unwinder_set_perfmap(r->u, rec.perfmap.pid, rec.perfmap.text,

@@ -181,6 +181,20 @@ static void bundle_debug(struct ss_snapout *so, const struct ss_snap_mapping *m,
     ss_elf_cache_gc(so->elfs);
 }
 
+int ss_snapout_debugfile(struct ss_snapout *so, const uint8_t *id, size_t len, const char *path,
+                         uint64_t time_ns, struct ss_err *err)
+{
+    struct ss_snap_debugfile d = {.time_ns = time_ns, .path = path};
+    if (!len || len > sizeof(d.build_id)) return 0;
+    d.build_id_len = (uint8_t)len;
+    memcpy(d.build_id, id, len);
+    struct ss_err berr = {0};
+    if (so->bundle &&
+        ss_snap_write_bundle(so->w, path, path, SS_SNAP_BUNDLE_FETCHED, id, len, &berr) < 0)
+        warn(so, path, berr.msg);
+    return ss_snap_write_debugfile(so->w, &d, err);
+}
+
 static bool seen_before(const struct ss_snapout *so, size_t i)
 {
     for (size_t j = 0; j < i; j++)

@@ -29,6 +29,10 @@ void ss_snapout_hook(struct ss_snapout *so, struct ss_unwinder_opts *uo);
 /* After ss_unwind of s: process record if needed, then the sample. */
 int ss_snapout_sample(struct ss_snapout *so, struct ss_unwinder *u, const struct ss_sample *s,
                       struct ss_err *err);
+/* A debug file arrived live (ss_unwinder_debug_poll): the debugfile record,
+ * with bundle after a bundle of the file. */
+int ss_snapout_debugfile(struct ss_snapout *so, const uint8_t *id, size_t len, const char *path,
+                         uint64_t time_ns, struct ss_err *err);
 /* A sample record does not write (the live walk failed): drop its reads. */
 void ss_snapout_skip(struct ss_snapout *so);
 /* Push buffered records to the file (about once a second, so a SIGKILL

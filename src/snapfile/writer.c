@@ -327,6 +327,14 @@ int ss_snap_write_perfmap(struct ss_snap_writer *w, const struct ss_snap_perfmap
     return emit_pay(w, SS_SNAP_PERFMAP, SNAP_Z_FAST, err);
 }
 
+int ss_snap_write_debugfile(struct ss_snap_writer *w, const struct ss_snap_debugfile *d,
+                            struct ss_err *err)
+{
+    w->pay.len = 0;
+    snap_enc_debugfile(&w->pay, d);
+    return emit_pay(w, SS_SNAP_DEBUGFILE, SNAP_Z_NONE, err);
+}
+
 uint32_t ss_snap_capture_counters(const struct ss_capture_stats *st, struct ss_snap_counter *out)
 {
     out[0] = (struct ss_snap_counter){"capture.seen", st->seen};

@@ -23,7 +23,13 @@ struct ss_symcache {
     struct sc_ent e[1u << SC_BITS];
     struct ss_perfmap *pm; /* the process's perf map, or NULL */
     pid_t live_pid;        /* live: re-read the map on a miss (0: never) */
+    const struct ss_elf_cache *files; /* its names generation is part of the key */
 };
+
+void ss_symcache_set_files(struct ss_symcache *c, const struct ss_elf_cache *files)
+{
+    c->files = files;
+}
 
 void ss_symcache_set_perfmap(struct ss_symcache *c, struct ss_perfmap *pm, pid_t live_pid)
 {
@@ -121,11 +127,30 @@ void ss_symbolize_native(struct ss_symcache *c, struct ss_strpool *pool, struct 
     }
     uint64_t key = ip | (exact ? 1ull << 63 : 0);
     struct sc_ent *e = &c->e[(key * 0x9e3779b97f4a7c15ull) >> (64 - SC_BITS)];
-    uint64_t gen = ss_proc_generation(proc) ^ ((uint64_t)ss_perfmap_version(c->pm) << 40);
+    uint64_t gen = ss_proc_generation(proc) ^ ((uint64_t)ss_perfmap_version(c->pm) << 40) ^
+                   (ss_elf_cache_names_gen(c->files) << 24);
     if (e->key != key || e->gen != gen) {
         resolve(c, pool, proc, ip, exact, &e->f);
         e->key = key;
         e->gen = gen;
     }
     *out = e->f;
+}
+
+bool ss_symbolize_rename(struct ss_strpool *pool, struct ss_elf *elf, const struct ss_frame *in,
+                         struct ss_frame *out)
+{
+    if (in->kind != SS_FRAME_NATIVE || !elf) return false;
+    uint64_t off = in->name && in->sym_offset ? in->offset - 1 : in->offset;
+    const struct ss_elf_seg *seg = ss_elf_seg_for_offset(elf, off, 1);
+    if (!seg || off < seg->offset) return false;
+    uint64_t look = seg->vaddr + (off - seg->offset), ip = look + (off != in->offset);
+    const struct ss_sym *s = ss_elf_symbol(elf, look);
+    if (!s || !s->name[0]) return false;
+    *out = *in;
+    const char *d = ss_demangle(pool, s->name);
+    out->name = d ? d : ss_strpool_intern(pool, s->name);
+    out->system_name = d ? ss_strpool_intern(pool, s->name) : NULL;
+    out->sym_offset = ip - s->addr;
+    return out->name != NULL;
 }

@@ -44,6 +44,21 @@ void ss_symcache_free(struct ss_symcache *c);
 struct ss_perfmap;
 void ss_symcache_set_perfmap(struct ss_symcache *c, struct ss_perfmap *pm, pid_t live_pid);
 
+/* Debug files that arrive later (elf/fetched.c) change names: entries made
+ * before a change of files' names generation are looked up again. */
+struct ss_elf_cache;
+void ss_symcache_set_files(struct ss_symcache *c, const struct ss_elf_cache *files);
+
+/* Rename a frame named before a debug file of its module arrived (build-id,
+ * file offset, old name and sym_offset): out gets the name (and
+ * system_name, sym_offset) elf's current symbols give at the same place:
+ * the old symbol's start + (ip - start - 1) for a named frame with a
+ * non-zero sym_offset (the call site of a return address), else ip. false
+ * when elf has no symbol there (out unchanged). */
+struct ss_elf;
+bool ss_symbolize_rename(struct ss_strpool *pool, struct ss_elf *elf, const struct ss_frame *in,
+                         struct ss_frame *out);
+
 /* Fill out (kind, addr, offset, name, module, build-id) for native address
  * ip of proc; exact = ip is not a return address (the leaf, a frame below a
  * signal frame, or the signal trampoline itself, which the kernel "returns"

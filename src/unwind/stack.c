@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "elf/debuginfod.h"
 #include "elf/elf.h"
 #include "process/perfmap.h"
 #include "process/process.h"
@@ -97,6 +98,7 @@ void ss_unwinder_free(struct ss_unwinder *u)
         }
     }
     ss_lua_detect_cache_free(u);
+    ss_dfd_free(u->dfd); /* before the files: its thread knows none of them */
     ss_elf_cache_free(u->files);
     ss_strpool_free(u->strs);
     free(u->nf);
@@ -129,6 +131,7 @@ static struct ss_uproc *attach(struct ss_unwinder *u, uint32_t pid, struct ss_pr
         return NULL;
     }
     ss_symcache_set_perfmap(up->syms, up->pm, live ? (pid_t)pid : 0);
+    ss_symcache_set_files(up->syms, u->files);
     ss_nproc_set_mode(up->np, (enum ss_nmode)u->o.native_mode);
     up->next = u->buckets[pid & 255];
     u->buckets[pid & 255] = up;

@@ -14,6 +14,7 @@ struct ss_elf_cache;
 struct ss_strpool;
 struct ss_lua_detect;
 struct ss_perfmap;
+struct ss_dfd;
 
 struct ss_uproc {
     uint32_t pid;
@@ -41,6 +42,7 @@ struct ss_unwinder {
     size_t out_cap;
     struct ss_unwinder_stats st;
     struct ss_lua_detect *lua_detect; /* lua.c: LuaJIT verdicts per file */
+    struct ss_dfd *dfd;               /* debugfiles.c: debuginfod fetcher, or NULL */
 };
 
 /* The bundle for pid; created for live processes when create is set.
