@@ -65,3 +65,12 @@ target_link_options(cli_jitmap PRIVATE -fno-sanitize=all)
 ss_add_test(cli_perfmap SOURCES ${CLI_T}/perfmap.c LABELS cli TIMEOUT 120)
 target_link_libraries(cli_perfmap PRIVATE cli_helpers)
 add_dependencies(cli_perfmap stacksnap_cli cli_jitmap)
+
+# debuginfod (issue 16): Debian's debuginfod server on loopback serves the
+# debug file of a fully stripped copy of cli_dfdprog that the test splits off.
+add_executable(cli_dfdprog ${CLI_T}/dfdprog.c)
+target_compile_options(cli_dfdprog PRIVATE -O1 -g -fno-sanitize=all)
+target_link_options(cli_dfdprog PRIVATE -fno-sanitize=all)
+ss_add_test(cli_debuginfod SOURCES ${CLI_T}/debuginfod.c LABELS cli TIMEOUT 180)
+target_link_libraries(cli_debuginfod PRIVATE cli_helpers)
+add_dependencies(cli_debuginfod stacksnap_cli cli_dfdprog)

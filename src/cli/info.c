@@ -77,7 +77,8 @@ int ss_cmd_info(const struct ss_cli *c)
             printf("perf map     pid %u (%" PRIu64 " bytes)\n", rec.perfmap.pid, rec.perfmap.len);
             break;
         case SS_SNAP_DEBUGFILE:
-            printf("debug file   %s (debuginfod)\n", rec.debugfile.path);
+            printf("debug file   %s (debuginfod, after %" PRIu64 " samples)\n", rec.debugfile.path,
+                   (uint64_t)in.samples);
             break;
         case SS_SNAP_SAMPLE: {
             const struct ss_sample *s = &rec.sample.s;

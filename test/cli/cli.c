@@ -375,3 +375,22 @@ int cli_replay_inproc(const char *snap, const char *symfs, const char *folded, c
     ss_replay_close(r);
     return rc;
 }
+
+long long cli_leaf_count(const char *text, const char *leaf)
+{
+    long long n = 0;
+    size_t k = strlen(leaf);
+    for (const char *l = text; *l;) {
+        const char *e = strchr(l, '\n'), *sp = NULL;
+        for (const char *q = l; q < (e ? e : l + strlen(l)); q++)
+            if (*q == ' ') sp = q;
+        const char *semi = NULL;
+        for (const char *q = l; sp && q < sp; q++)
+            if (*q == ';') semi = q;
+        if (sp && semi && (size_t)(sp - semi - 1) == k && !strncmp(semi + 1, leaf, k))
+            n += atoll(sp + 1);
+        if (!e) break;
+        l = e + 1;
+    }
+    return n;
+}

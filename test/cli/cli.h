@@ -62,6 +62,9 @@ long long cli_folded_check(const char *text, char *why, size_t whylen);
 /* Lines containing needle (the number of distinct stacks that match). */
 int cli_count_lines(const char *text, const char *needle);
 
+/* Sum of the counts of the folded lines whose leaf frame is exactly leaf. */
+long long cli_leaf_count(const char *text, const char *leaf);
+
 /* Replay a capture in this process (ss_replay + report sinks) into folded
  * and/or perf-script text files; messages joined with '\n' into msgs.
  * Returns 0 or a negative errno. */

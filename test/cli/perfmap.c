@@ -12,25 +12,6 @@
 
 #include "cli.h"
 
-static long long leaf_count(const char *text, const char *leaf)
-{
-    long long n = 0;
-    size_t k = strlen(leaf);
-    for (const char *l = text; *l;) {
-        const char *e = strchr(l, '\n'), *sp = NULL;
-        for (const char *q = l; q < (e ? e : l + strlen(l)); q++)
-            if (*q == ' ') sp = q;
-        const char *semi = NULL;
-        for (const char *q = l; sp && q < sp; q++)
-            if (*q == ';') semi = q;
-        if (sp && semi && (size_t)(sp - semi - 1) == k && !strncmp(semi + 1, leaf, k))
-            n += atoll(sp + 1);
-        if (!e) break;
-        l = e + 1;
-    }
-    return n;
-}
-
 Test(perfmap, names_jit_code_live_and_replayed, .timeout = 90)
 {
     char *dir = cli_tmpdir("perfmap");
@@ -46,7 +27,7 @@ Test(perfmap, names_jit_code_live_and_replayed, .timeout = 90)
     cr_assert(text);
     char why[200];
     long long total = cli_folded_check(text, why, sizeof(why));
-    long long a = leaf_count(text, "jit_alpha_loop"), b = leaf_count(text, "jit_beta_loop");
+    long long a = cli_leaf_count(text, "jit_alpha_loop"), b = cli_leaf_count(text, "jit_beta_loop");
     cr_assert_gt(total, 200, "%s", why);
     /* each loop runs half the time; start-up takes some of the first half */
     cr_expect_geq(a * 100, total * 15, "jit_alpha_loop on %lld of %lld samples:\n%.1500s", a, total,
