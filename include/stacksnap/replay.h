@@ -33,8 +33,7 @@ int ss_replay_run(struct ss_replay *r, ss_replay_stack_fn fn, ss_replay_msg_fn m
 /* Called (with run's ctx) after a debugfile record installed a debug file
  * for build-id id: the consumer renames what it aggregated (ss_unwinder_rename
  * of u), as record did live at the same point. A nonzero return stops. */
-typedef int (*ss_replay_debug_fn)(void *ctx, struct ss_unwinder *u, const uint8_t *id,
-                                  size_t len);
+typedef int (*ss_replay_debug_fn)(void *ctx, struct ss_unwinder *u, const uint8_t *id, size_t len);
 void ss_replay_set_debug_fn(struct ss_replay *r, ss_replay_debug_fn fn);
 /* Counters of the last record of that kind ("capture.dropped", ...); 0 if absent. */
 uint64_t ss_replay_counter(const struct ss_replay *r, const char *name);

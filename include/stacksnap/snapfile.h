@@ -135,8 +135,8 @@ struct ss_snap_counters {
 
 /* ---- bundle: a whole mapped ELF file, deduplicated by (build-id, kind) ---- */
 enum ss_snap_bundle_kind {
-    SS_SNAP_BUNDLE_MAPPED = 0, /* the file a mapping refers to */
-    SS_SNAP_BUNDLE_DEBUG = 1,  /* its separate debug file (same build-id) */
+    SS_SNAP_BUNDLE_MAPPED = 0,  /* the file a mapping refers to */
+    SS_SNAP_BUNDLE_DEBUG = 1,   /* its separate debug file (same build-id) */
     SS_SNAP_BUNDLE_FETCHED = 2, /* a debug file a debuginfod server gave (debugfile record) */
 };
 struct ss_snap_bundle {

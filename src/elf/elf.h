@@ -62,7 +62,7 @@ struct ss_elf {
     int syms_state;
     struct ss_symtab *syms;
     int debug_state;
-    struct ss_elf *debug; /* separate debug file, not in the cache */
+    struct ss_elf *debug;   /* separate debug file, not in the cache */
     int fetched_state;      /* 0 not looked for, 1 looked for (elf/fetched.c) */
     struct ss_elf *fetched; /* debug file a debuginfod server gave, not in the cache */
 
@@ -147,8 +147,8 @@ void ss_elf_cache_set_fetch(struct ss_elf_cache *c, ss_elf_fetch_fn fn, void *ct
  * open file of that build-id (its symbol table is rebuilt) and to one opened
  * later. -ESTALE when the file has another build-id, -ENOENT unreadable,
  * -ENOMEM. */
-int ss_elf_cache_add_debug(struct ss_elf_cache *c, const uint8_t *id, size_t len,
-                           const char *path, struct ss_err *err);
+int ss_elf_cache_add_debug(struct ss_elf_cache *c, const uint8_t *id, size_t len, const char *path,
+                           struct ss_err *err);
 /* Changes whenever ss_elf_cache_add_debug changed a symbol table. */
 uint64_t ss_elf_cache_names_gen(const struct ss_elf_cache *c);
 /* The fetched debug file of e, or NULL (may call the fetch hook). */

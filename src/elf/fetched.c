@@ -57,8 +57,8 @@ struct ss_elf *ss_elf_fetched_debug(struct ss_elf *e)
     return e->fetched;
 }
 
-int ss_elf_cache_add_debug(struct ss_elf_cache *c, const uint8_t *id, size_t len,
-                           const char *path, struct ss_err *err)
+int ss_elf_cache_add_debug(struct ss_elf_cache *c, const uint8_t *id, size_t len, const char *path,
+                           struct ss_err *err)
 {
     struct ss_elf_fetch_state *fs = ss_elf_cache_fetch_state(c);
     if (!len || len > sizeof(fs->v[0].id)) {

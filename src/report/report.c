@@ -154,13 +154,12 @@ int ss_report_rename(struct ss_report *r, ss_report_namer_fn fn, void *ctx, stru
                               .module = f->module ? rp_s(r, f->module) : NULL,
                               .sym_offset = f->sym_offset,
                               .system_name = f->sysname ? rp_s(r, f->sysname) : NULL},
-                       out;
+                        out;
         memcpy(in.build_id, f->build_id, f->build_id_len);
         if (!fn(ctx, &in, &out) || !out.name) continue;
         int64_t name = rp_str_intern(&r->str, out.name, strlen(out.name));
-        int64_t sys = out.system_name
-                          ? rp_str_intern(&r->str, out.system_name, strlen(out.system_name))
-                          : 0;
+        int64_t sys =
+            out.system_name ? rp_str_intern(&r->str, out.system_name, strlen(out.system_name)) : 0;
         if (name < 0 || sys < 0) goto oom;
         if ((uint32_t)name == f->name && (uint32_t)sys == f->sysname) continue;
         f->name = (uint32_t)name;

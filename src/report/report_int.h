@@ -16,10 +16,10 @@ struct rp_frame {
     uint32_t name, module;
     uint32_t line, first_line;
     uint64_t addr, offset;
-    uint32_t sysname; /* native: the mangled symbol when name is demangled (0 none) */
+    uint32_t sysname;    /* native: the mangled symbol when name is demangled (0 none) */
     uint64_t sym_offset; /* native with a name: addr - symbol start (not part of the key) */
-    uint32_t text;    /* raw frame text */
-    uint32_t func;    /* raw top-table function name */
+    uint32_t text;       /* raw frame text */
+    uint32_t func;       /* raw top-table function name */
 };
 
 /* A distinct (pid, tid, comm, frames) key; frames are fids[first..], leaf first. */

@@ -21,8 +21,8 @@ struct sc_ent {
 
 struct ss_symcache {
     struct sc_ent e[1u << SC_BITS];
-    struct ss_perfmap *pm; /* the process's perf map, or NULL */
-    pid_t live_pid;        /* live: re-read the map on a miss (0: never) */
+    struct ss_perfmap *pm;            /* the process's perf map, or NULL */
+    pid_t live_pid;                   /* live: re-read the map on a miss (0: never) */
     const struct ss_elf_cache *files; /* its names generation is part of the key */
 };
 

@@ -174,8 +174,10 @@ Test(debuginfod, names_from_a_real_server_live_replay_bundle, .timeout = 150)
     run_ok(info, 30, &r);
     const char *line = strstr(r.out, "debug file ");
     unsigned long after = 0;
-    cr_expect(line && strstr(line, hex) && sscanf(strstr(line, "after ") ? strstr(line, "after ") : "",
-                                                 "after %lu", &after) == 1 && after >= 1,
+    cr_expect(line && strstr(line, hex) &&
+                  sscanf(strstr(line, "after ") ? strstr(line, "after ") : "", "after %lu",
+                         &after) == 1 &&
+                  after >= 1,
               "no debug file record after the first samples (renamed frames):\n%s", r.out);
     cli_res_free(&r);
     char *rep = cli_path(dir, "replay.folded");
