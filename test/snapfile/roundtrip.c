@@ -165,6 +165,11 @@ Test(snapfile, every_record_type_round_trips)
     cr_assert_eq(ss_snap_write_bundle(w, exe, NULL, SS_SNAP_BUNDLE_DEBUG, id_libc, n_libc, &e2),
                  -ESTALE, "build-id mismatch not detected");
     cr_assert(strstr(e2.msg, exe));
+    struct ss_snap_debugfile df = {.time_ns = 77,
+                                   .build_id_len = (uint8_t)n_libc,
+                                   .path = "/root/.cache/debuginfod_client/x/debuginfo"};
+    memcpy(df.build_id, id_libc, n_libc);
+    cr_assert_eq(ss_snap_write_debugfile(w, &df, &err), 0, "%s", err.msg);
 
     struct ss_snap_stats wst;
     ss_snap_writer_stats(w, &wst);
@@ -292,6 +297,12 @@ Test(snapfile, every_record_type_round_trips)
             cr_assert_str_eq(rec.counters.items[2].name, "capture.dropped");
             cr_assert_eq(rec.counters.items[2].value, 10);
             break;
+        case SS_SNAP_DEBUGFILE:
+            cr_assert_eq(rec.debugfile.time_ns, 77);
+            cr_assert_eq(rec.debugfile.build_id_len, n_libc);
+            cr_assert_arr_eq(rec.debugfile.build_id, id_libc, n_libc);
+            cr_assert_str_eq(rec.debugfile.path, df.path);
+            break;
         case SS_SNAP_BUNDLE: {
             const char *src = nbundle == 0 ? exe : libc_path(&maps);
             const uint8_t *id = nbundle == 0 ? id_exe : id_libc;
@@ -322,8 +333,9 @@ Test(snapfile, every_record_type_round_trips)
             break;
         }
         case SS_SNAP_TRAILER:
-            /* header, process, 2 samples, their reads, counters, 2 bundles */
-            cr_assert_eq(rec.trailer.records, 8);
+            /* header, process, 2 samples, their reads, counters, 2 bundles,
+             * a debug file */
+            cr_assert_eq(rec.trailer.records, 9);
             cr_assert_eq(rec.trailer.samples, 2);
             cr_assert_eq(rec.trailer.processes, 1);
             cr_assert_eq(rec.trailer.bundles, 2);
@@ -338,6 +350,7 @@ Test(snapfile, every_record_type_round_trips)
     cr_assert_eq(seen[SS_SNAP_SAMPLE], 2);
     cr_assert_eq(seen[SS_SNAP_COUNTERS], 1);
     cr_assert_eq(seen[SS_SNAP_BUNDLE], 2);
+    cr_assert_eq(seen[SS_SNAP_DEBUGFILE], 1);
     cr_assert_eq(seen[SS_SNAP_TRAILER], 1);
     struct ss_snap_stats rst;
     ss_snap_reader_stats(r, &rst);
@@ -352,7 +365,7 @@ Test(snapfile, every_record_type_round_trips)
     int again = 0;
     while (ss_snap_next(r, &rec, &err) == 1)
         again++;
-    cr_assert_eq(again, 8);
+    cr_assert_eq(again, 9);
     ss_snap_close_reader(r);
 
     th_free_maps(&maps);
