@@ -20,6 +20,7 @@ struct ss_elf_cache {
     size_t count;
     char *debug_root;
     ss_elf_synth_fn synth;
+    void *synth_ctx;
 };
 
 int ss_elf_cache_new(struct ss_elf_cache **out, const char *debug_root)
@@ -45,14 +46,20 @@ const char *ss_elf_cache_debug_root(const struct ss_elf_cache *c)
     return c ? c->debug_root : "";
 }
 
-void ss_elf_cache_set_synth(struct ss_elf_cache *c, ss_elf_synth_fn fn)
+void ss_elf_cache_set_synth(struct ss_elf_cache *c, ss_elf_synth_fn fn, void *sctx)
 {
+    c->synth_ctx = sctx;
     c->synth = fn;
 }
 
 ss_elf_synth_fn ss_elf_cache_synth(const struct ss_elf_cache *c)
 {
     return c ? c->synth : NULL;
+}
+
+void *ss_elf_cache_synth_ctx(const struct ss_elf_cache *c)
+{
+    return c ? c->synth_ctx : NULL;
 }
 
 static void elf_destroy(struct ss_elf *e)

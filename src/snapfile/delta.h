@@ -38,9 +38,10 @@ void snap_dstate_free(struct snap_dstate *d);
 void snap_dstate_reset(struct snap_dstate *d);
 
 /* Writer: encode the byte part of sample s (after the fixed fields): u64
- * base_seq, the stack, u32 nwin and the windows, each key or runs. */
-void snap_delta_encode(struct snap_dstate *d, struct snap_buf *b, const struct ss_sample *s,
-                       uint64_t seq);
+ * base_seq, the stack, u32 nwin and the windows, each key or runs. 1 when
+ * it wrote a key sample, 0 a delta. */
+int snap_delta_encode(struct snap_dstate *d, struct snap_buf *b, const struct ss_sample *s,
+                      uint64_t seq);
 
 /* Reader: parse the byte part of a version-3 sample (bounds-checked), into x
  * (stack_len, windows' addr/len/err) and dl (where the bytes are). */

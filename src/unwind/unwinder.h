@@ -41,6 +41,8 @@ struct ss_unwinder {
     size_t out_cap;
     struct ss_unwinder_stats st;
     struct ss_lua_detect *lua_detect; /* lua.c: LuaJIT verdicts per file */
+    struct ss_lj_detcache *ljc;       /* detection results (o.lj_cache or ljc_own) */
+    struct ss_lj_detcache *ljc_own;
 };
 
 /* The bundle for pid; created for live processes when create is set.
