@@ -14,7 +14,7 @@
 
 #include "snapfile/format.h"
 
-#define SNAP_DELTA_BLOCK 64
+#define SNAP_DELTA_BLOCK 16
 #define SNAP_DELTA_KEY_EVERY 64u     /* a key sample per thread at least this often */
 #define SNAP_DELTA_WRITER_TIDS 1024u /* threads the writer keeps bases for */
 #define SNAP_DELTA_READER_TIDS 4096u /* and the reader (more: a valid file always decodes) */
