@@ -69,7 +69,7 @@ static int keep_key(struct rslot *k, uint64_t seq, uint32_t tid, const uint8_t *
         k->buf = nb;
         k->cap = len;
     }
-    memcpy(k->buf, reads, len);
+    if (len) memcpy(k->buf, reads, len);
     k->len = len;
     k->n = n;
     k->seq = seq;
@@ -184,7 +184,7 @@ int snap_rdelta_decode(struct snap_rstate *d, struct snap_cur *c, struct snap_ar
             *why = "memory-read delta: bad span";
             return -EBADMSG;
         }
-        memcpy(a->reads + i, k->reads + i, same * sizeof(*a->reads));
+        if (same) memcpy(a->reads + i, k->reads + i, same * sizeof(*a->reads));
         i += same;
         if (snap_dec_reads(c, a->reads + i, lit) < 0) {
             *why = "memory-read delta: bad read list";
