@@ -1,12 +1,14 @@
-/* test/snapfile/delta.c: delta-coded samples (format 3) and memreads
- * records (format 4) give back exactly
- * the bytes written. Three threads, 300 samples, a generated target whose
- * stacks move (SP up and down, the top fixed, then a new top), change in a
- * few places or in many, and whose windows appear, move, grow, fail and
- * vanish: every sample read back has the stack, windows and registers that
- * were written, and most samples are stored as deltas (the file is under
- * half the bytes). A damaged key sample costs the deltas that refer to it
- * (reported as corrupt records) and no other sample; the next key decodes. */
+/* test/snapfile/delta.c: delta-coded samples (format 3) and memreads records
+ * (format 4) give back exactly the bytes written. Three threads, 300 samples,
+ * a generated target whose stacks move (SP up and down, the top fixed, then a
+ * new top), change in a few places or in many, and whose windows appear,
+ * move, grow, fail and vanish: every sample read back has the stack, windows
+ * and registers that were written, and most samples are stored as deltas (the
+ * file is under half the bytes). A damaged key sample costs the deltas that
+ * refer to it (reported as corrupt records) and no other sample; the next key
+ * decodes. The same for the memory reads: ~48 per sample at fixed addresses,
+ * their bytes changing now and then, extra, failed and re-walk reads; a
+ * damaged key memreads record costs only the reads of its thread's deltas. */
 #include <criterion/criterion.h>
 #include <stdlib.h>
 #include <string.h>
@@ -204,7 +206,7 @@ static uint32_t make_reads(struct gen *g, int i, int t, struct rd *r)
     uint32_t n = 0;
     uint8_t *h = g->heap[t];
     if (rnd(&g->seed) % 20 == 0) h[rnd(&g->seed) % 4096] ^= 0x33; /* a slot changes */
-    if (i % 17 == 3) r[n++] = (struct rd){0, 0, -85, NULL};      /* re-walk marker first */
+    if (i % 17 == 3) r[n++] = (struct rd){0, 0, -85, NULL};       /* re-walk marker first */
     for (uint32_t k = 0; k < NR; k++) {
         uint32_t len = 16 + (k % 5) * 40;
         r[n++] = (struct rd){0x7f0000100000ull + t * 65536 + k * 256, len, 0, h + (k * 83) % 3800};
