@@ -20,8 +20,9 @@
 #include "stacksnap/capture.h"
 #include "stacksnap/ss.h"
 
-#define SS_SNAP_VERSION                                                                            \
-    3u /* format version this build writes (2: bytes not delta-coded, 1: no windows) */
+/* Format version this build writes (3: memreads not delta-coded, 2: sample
+ * bytes not delta-coded, 1: no windows; all still read). */
+#define SS_SNAP_VERSION 4u
 #define SS_SNAP_BUILD_ID_MAX 32u /* longest build-id kept (GNU sha1 = 20) */
 
 /* Record types (on disk). Values never change; new types get new numbers and

@@ -36,8 +36,18 @@ struct ss_unwinder_opts {
                                every step; 2 libunwind alone, one cursor per walk */
     ss_unwind_record_fn record;
     void *record_ctx;
-    bool lj_check_guards; /* tests: ss_lj_runtime_check_guards on every LuaJIT runtime */
+    bool lj_check_guards;            /* tests: ss_lj_runtime_check_guards on every LuaJIT runtime */
+    struct ss_lj_detcache *lj_cache; /* LuaJIT detection results to share between
+                                        unwinders (NULL: the unwinder keeps its own) */
 };
+
+/* LuaJIT detection results by file (build-id, else device/inode/size/mtime):
+ * detecting a LuaJIT build and deriving its layout costs milliseconds per
+ * file; unwinders given the same cache (a replay's runs) do it once. Not
+ * thread-safe; outlives the unwinders that use it. */
+struct ss_lj_detcache;
+int ss_lj_detcache_new(struct ss_lj_detcache **out);
+void ss_lj_detcache_free(struct ss_lj_detcache *c);
 
 struct ss_unwinder_stats {
     uint64_t samples, frames, errors;

@@ -21,6 +21,7 @@ struct ss_elf_cache {
     char *debug_root;
     ss_elf_synth_fn synth;
     struct ss_elf_fetch_state fetch; /* fetched.c */
+    void *synth_ctx;
 };
 
 struct ss_elf_fetch_state *ss_elf_cache_fetch_state(struct ss_elf_cache *c)
@@ -63,14 +64,20 @@ const char *ss_elf_cache_debug_root(const struct ss_elf_cache *c)
     return c ? c->debug_root : "";
 }
 
-void ss_elf_cache_set_synth(struct ss_elf_cache *c, ss_elf_synth_fn fn)
+void ss_elf_cache_set_synth(struct ss_elf_cache *c, ss_elf_synth_fn fn, void *sctx)
 {
+    c->synth_ctx = sctx;
     c->synth = fn;
 }
 
 ss_elf_synth_fn ss_elf_cache_synth(const struct ss_elf_cache *c)
 {
     return c ? c->synth : NULL;
+}
+
+void *ss_elf_cache_synth_ctx(const struct ss_elf_cache *c)
+{
+    return c ? c->synth_ctx : NULL;
 }
 
 static void elf_destroy(struct ss_elf *e)

@@ -121,9 +121,10 @@ unsigned ss_elf_enc_size(uint8_t enc);
  * calls add for each symbol (size 0 = up to the end of its FDE; names must
  * outlive the cache). */
 typedef void (*ss_elf_synth_add)(void *ctx, uint64_t vaddr, uint64_t size, const char *name);
-typedef void (*ss_elf_synth_fn)(struct ss_elf *e, ss_elf_synth_add add, void *ctx);
-void ss_elf_cache_set_synth(struct ss_elf_cache *c, ss_elf_synth_fn fn);
+typedef void (*ss_elf_synth_fn)(void *sctx, struct ss_elf *e, ss_elf_synth_add add, void *ctx);
+void ss_elf_cache_set_synth(struct ss_elf_cache *c, ss_elf_synth_fn fn, void *sctx);
 ss_elf_synth_fn ss_elf_cache_synth(const struct ss_elf_cache *c);
+void *ss_elf_cache_synth_ctx(const struct ss_elf_cache *c); /* sctx given with fn */
 /* Build-id of e as hex (out >= 41 bytes). */
 void ss_elf_build_id_hex(const struct ss_elf *e, char *out);
 

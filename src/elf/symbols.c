@@ -287,7 +287,7 @@ static struct ss_symtab *load(struct ss_elf *e)
     ss_elf_synth_fn synth = ss_elf_cache_synth(e->cache);
     if (!full && synth) {
         struct synth_ctx sc = {e, &cs};
-        synth(e, add_synth, &sc);
+        synth(ss_elf_cache_synth_ctx(e->cache), e, add_synth, &sc);
     }
     struct plt_ctx pc = {t, &cs};
     ss_elf_plt_symbols(e, add_plt, &pc);

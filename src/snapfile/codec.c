@@ -282,20 +282,30 @@ int snap_dec_memreads(struct snap_cur *c, struct snap_arrays *a, struct ss_snap_
         return -EBADMSG;
     }
     if (grow((void **)&a->reads, &a->reads_cap, m->nreads, sizeof(*a->reads))) return -ENOMEM;
-    for (uint32_t i = 0; i < m->nreads && !c->bad; i++) {
-        struct ss_snap_read *r = &a->reads[i];
+    if (snap_dec_reads(c, a->reads, m->nreads) < 0) {
+        *why = "memory-read record: bad read list";
+        return -EBADMSG;
+    }
+    m->reads = a->reads;
+    return 0;
+}
+
+int snap_dec_reads(struct snap_cur *c, struct ss_snap_read *out, uint32_t n)
+{
+    for (uint32_t i = 0; i < n && !c->bad; i++) {
+        struct ss_snap_read *r = &out[i];
         r->addr = snap_get_u64(c);
         r->len = snap_get_u32(c);
         r->err = (int32_t)snap_get_u32(c);
         r->data = r->err ? NULL : snap_get(c, r->len);
         if (r->err > 0) c->bad = true;
     }
-    if (c->bad) {
-        *why = "memory-read record: bad read list";
-        return -EBADMSG;
-    }
-    m->reads = a->reads;
-    return 0;
+    return c->bad ? -EBADMSG : 0;
+}
+
+int snap_grow(void **arr, size_t *cap, size_t n, size_t sz)
+{
+    return grow(arr, cap, n, sz);
 }
 
 /* ---- counters ---- */

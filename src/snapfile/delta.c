@@ -175,14 +175,14 @@ static void enc_span(struct snap_buf *b, struct span *key, uint64_t lo, const ui
     }
 }
 
-void snap_delta_encode(struct snap_dstate *d, struct snap_buf *b, const struct ss_sample *s,
-                       uint64_t seq)
+int snap_delta_encode(struct snap_dstate *d, struct snap_buf *b, const struct ss_sample *s,
+                      uint64_t seq)
 {
     int fresh = 1, oom = 0;
     struct tstate *t = tstate_of(d, s->tid, SNAP_DELTA_WRITER_TIDS, &fresh);
     if (!t) {
         b->oom = true;
-        return;
+        return 1;
     }
     int key = fresh || t->since_key + 1 >= SNAP_DELTA_KEY_EVERY;
     snap_put_u64(b, key ? SNAP_DELTA_KEY : t->seq);
@@ -206,6 +206,7 @@ void snap_delta_encode(struct snap_dstate *d, struct snap_buf *b, const struct s
     }
     if (oom) /* the key could not be kept: the next sample is a key */
         t->since_key = SNAP_DELTA_KEY_EVERY;
+    return key;
 }
 
 /* ---- reader ---- */

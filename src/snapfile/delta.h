@@ -14,7 +14,7 @@
 
 #include "snapfile/format.h"
 
-#define SNAP_DELTA_BLOCK 64
+#define SNAP_DELTA_BLOCK 16
 #define SNAP_DELTA_KEY_EVERY 64u     /* a key sample per thread at least this often */
 #define SNAP_DELTA_WRITER_TIDS 1024u /* threads the writer keeps bases for */
 #define SNAP_DELTA_READER_TIDS 4096u /* and the reader (more: a valid file always decodes) */
@@ -38,9 +38,10 @@ void snap_dstate_free(struct snap_dstate *d);
 void snap_dstate_reset(struct snap_dstate *d);
 
 /* Writer: encode the byte part of sample s (after the fixed fields): u64
- * base_seq, the stack, u32 nwin and the windows, each key or runs. */
-void snap_delta_encode(struct snap_dstate *d, struct snap_buf *b, const struct ss_sample *s,
-                       uint64_t seq);
+ * base_seq, the stack, u32 nwin and the windows, each key or runs. 1 when
+ * it wrote a key sample, 0 a delta. */
+int snap_delta_encode(struct snap_dstate *d, struct snap_buf *b, const struct ss_sample *s,
+                      uint64_t seq);
 
 /* Reader: parse the byte part of a version-3 sample (bounds-checked), into x
  * (stack_len, windows' addr/len/err) and dl (where the bytes are). */

@@ -165,6 +165,11 @@ int snap_dec_sample(struct snap_cur *c, uint32_t version, struct ss_snap_sample 
                     struct snap_delta *dl, const char **why);
 int snap_dec_memreads(struct snap_cur *c, struct snap_arrays *a, struct ss_snap_memreads *m,
                       const char **why);
+/* n reads (u64 addr, u32 len, i32 err, data if err is 0) into out; data
+ * point into the payload. 0 or -EBADMSG. */
+int snap_dec_reads(struct snap_cur *c, struct ss_snap_read *out, uint32_t n);
+/* Grow *arr (capacity *cap) to hold n elements of size sz: 0 or -ENOMEM. */
+int snap_grow(void **arr, size_t *cap, size_t n, size_t sz);
 int snap_dec_counters(struct snap_cur *c, struct snap_arrays *a, struct ss_snap_counters *k,
                       const char **why);
 int snap_dec_bundle(struct snap_cur *c, struct ss_snap_bundle *b, const char **why);

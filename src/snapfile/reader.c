@@ -18,6 +18,7 @@
 #include <zstd_errors.h>
 
 #include "snapfile/delta.h"
+#include "snapfile/rdelta.h"
 #include "snapfile/format.h"
 
 #define WIN_INIT (64u << 10) /* grows to the largest record */
@@ -55,7 +56,8 @@ struct ss_snap_reader {
     bool zs_ready;
     ZSTD_DCtx *zd; /* created on first use, reused */
     uint32_t version;
-    struct snap_dstate *delta; /* version 3: the threads' bytes so far */
+    struct snap_dstate *delta;  /* version 3: the threads' bytes so far */
+    struct snap_rstate *rdelta; /* version 4: the threads' key memory reads */
 };
 
 /* ---- window ---- */
@@ -266,6 +268,9 @@ static int decode(struct ss_snap_reader *r, struct slot *s, uint16_t type, uint1
     case SS_SNAP_SAMPLE:
         return snap_dec_sample(&c, r->version, &rec->sample, &s->dl, why);
     case SS_SNAP_MEMREADS:
+        if (r->version >= 4)
+            return r->rdelta ? snap_rdelta_decode(r->rdelta, &c, &s->arr, &rec->memreads, why)
+                             : -ENOMEM;
         return snap_dec_memreads(&c, &s->arr, &rec->memreads, why);
     case SS_SNAP_COUNTERS:
         return snap_dec_counters(&c, &s->arr, &rec->counters, why);
@@ -419,6 +424,8 @@ int ss_snap_open_fd(struct ss_snap_reader **out, int fd, const char *name, struc
                    " is newer than this stacksnap supports (version %u)",
                    name, r->version, SS_SNAP_VERSION);
     }
+    if (!rc && r->version >= 4 && !(r->rdelta = snap_rstate_new(SNAP_RDELTA_READER_SLOTS)))
+        ss_err_set(err, rc = -ENOMEM, "%s: out of memory", name);
     if (!rc && r->version >= 3 && !(r->delta = snap_dstate_new()))
         ss_err_set(err, rc = -ENOMEM, "%s: out of memory", name);
     if (!rc) {
@@ -554,6 +561,7 @@ int ss_snap_rewind(struct ss_snap_reader *r, struct ss_err *err)
     r->late_err = 0;
     r->pend = r->last = -1;
     if (r->delta) snap_dstate_reset(r->delta);
+    snap_rstate_reset(r->rdelta);
     memset(&r->st, 0, sizeof(r->st));
     r->st.file_bytes = SNAP_PREAMBLE_LEN;
     return 0;
@@ -575,6 +583,7 @@ void ss_snap_close_reader(struct ss_snap_reader *r)
     if (r->zs_ready) inflateEnd(&r->zs);
     ZSTD_freeDCtx(r->zd);
     snap_dstate_free(r->delta);
+    snap_rstate_free(r->rdelta);
     free(r->header_cmd);
     free(r->buf);
     free(r->name);

@@ -46,6 +46,7 @@ struct ss_replay {
     struct ss_snap_reader *rd;
     struct ss_unwinder *u;
     ss_replay_debug_fn on_debug; /* debugfile records: the consumer renames */
+    struct ss_lj_detcache *ljc; /* LuaJIT detection, shared by the runs' unwinders */
     struct ss_snap_replay target;
     struct hist *hist[HIST_BUCKETS];
     uint32_t cur_pid;
@@ -465,6 +466,13 @@ int ss_replay_run(struct ss_replay *r, ss_replay_stack_fn fn, ss_replay_msg_fn m
     r->ctx = ctx;
     struct ss_unwinder_opts uo = {
         .offline = true, .max_frames = r->o.max_frames, .native_mode = r->o.native_mode};
+    /* a file's LuaJIT verdict is the same for every run: computed once (the
+     * files are identified by build-id, or device/inode/size/mtime) */
+    if (!r->ljc && ss_lj_detcache_new(&r->ljc) < 0) {
+        ss_err_set(err, -ENOMEM, "replay: out of memory");
+        return -ENOMEM;
+    }
+    uo.lj_cache = r->ljc;
     /* debug files: the bundled ones for a bundled capture, else this machine's
      * /usr/lib/debug (as for the mapped files, replay of an unbundled capture
      * is meant for the machine that recorded it) */
@@ -531,6 +539,7 @@ void ss_replay_close(struct ss_replay *r)
 {
     if (!r) return;
     reset(r);
+    ss_lj_detcache_free(r->ljc);
     ss_snap_close_reader(r->rd);
     free(r->maps);
     free(r->symfs);

@@ -282,10 +282,14 @@ int ss_snap_write_sample(struct ss_snap_writer *w, const struct ss_sample *s, ui
     }
     w->pay.len = 0;
     snap_enc_sample(&w->pay, s, seq);
-    if (w->delta || (w->delta = snap_dstate_new())) snap_delta_encode(w->delta, &w->pay, s, seq);
+    int key = 1;
+    if (w->delta || (w->delta = snap_dstate_new()))
+        key = snap_delta_encode(w->delta, &w->pay, s, seq);
     if (w->delta && !w->pay.oom) {
         struct snap_part part = {w->pay.p, w->pay.len};
-        rc = snap_emit(w, SS_SNAP_SAMPLE, SNAP_Z_FAST, &part, 1, err);
+        /* deltas stay uncompressed: a small zstd frame costs more to inflate
+         * than its bytes cost to read (docs/capture-format.md) */
+        rc = snap_emit(w, SS_SNAP_SAMPLE, key ? SNAP_Z_FAST : SNAP_Z_NONE, &part, 1, err);
     } else {
         w->pay.oom = false;
         ss_err_set(err, rc, "capture %s: out of memory", w->path);
@@ -295,10 +299,18 @@ int ss_snap_write_sample(struct ss_snap_writer *w, const struct ss_sample *s, ui
             ss_err_set(err, rc = -ENOMEM, "capture %s: out of memory for memory reads", w->path);
         } else {
             w->pay.len = 0;
-            snap_put_u64(&w->pay, seq);
-            snap_put_u32(&w->pay, w->nreads);
-            struct snap_part parts[2] = {{w->pay.p, w->pay.len}, {w->reads.p, w->reads.len}};
-            rc = w->pay.oom ? -ENOMEM : snap_emit(w, SS_SNAP_MEMREADS, SNAP_Z_FAST, parts, 2, err);
+            if (!w->rdelta && !(w->rdelta = snap_rstate_new(SNAP_RDELTA_WRITER_SLOTS)))
+                rc = -ENOMEM;
+            else
+                rc = snap_rdelta_encode(w->rdelta, &w->pay, seq, s->tid, w->reads.p, w->reads.len,
+                                        w->nreads);
+            struct snap_part part = {w->pay.p, w->pay.len};
+            if (!rc && w->pay.oom) rc = -ENOMEM;
+            if (rc)
+                ss_err_set(err, rc, "capture %s: out of memory for memory reads", w->path);
+            else
+                rc = snap_emit(w, SS_SNAP_MEMREADS, SNAP_Z_FAST, &part, 1, err);
+            w->pay.oom = false;
         }
     }
     ss_snap_discard_reads(w);
@@ -359,6 +371,7 @@ void ss_snap_abandon(struct ss_snap_writer *w)
     for (int i = 0; i < 2; i++)
         ZSTD_freeCCtx(w->zc[i]);
     snap_dstate_free(w->delta);
+    snap_rstate_free(w->rdelta);
     snap_buf_free(&w->pay);
     snap_buf_free(&w->zbuf);
     snap_buf_free(&w->reads);

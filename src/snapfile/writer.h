@@ -6,6 +6,7 @@
 #include <zstd.h>
 
 #include "snapfile/delta.h"
+#include "snapfile/rdelta.h"
 #include "snapfile/format.h"
 
 #define SNAP_OUT_BUF (256u << 10)   /* write buffer */
@@ -41,8 +42,9 @@ struct ss_snap_writer {
     struct snap_buf zbuf;  /* compressed payload */
     struct snap_buf reads; /* encoded reads pending for the next sample */
     uint32_t nreads;
-    ZSTD_CCtx *zc[2];          /* per level, created on first use, reused */
-    struct snap_dstate *delta; /* the threads' bases of delta-coded samples */
+    ZSTD_CCtx *zc[2];           /* per level, created on first use, reused */
+    struct snap_dstate *delta;  /* the threads' bases of delta-coded samples */
+    struct snap_rstate *rdelta; /* and of delta-coded memreads (version 4) */
     uint64_t next_seq;
     struct ss_snap_stats st;
     uint64_t nrecords;

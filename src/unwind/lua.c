@@ -21,6 +21,7 @@
 #include "process/process.h"
 #include "stacksnap/ss_lj_luajit.h"
 #include "symbolize/symbolize.h"
+#include "unwind/luajit/detcache.h"
 
 #define MAX_RTS 8
 
@@ -145,8 +146,8 @@ static const struct verdict *detect(struct ss_unwinder *u, const struct ss_elf *
     }
     struct verdict *v = &d->v[d->n++];
     set_id(v, e);
-    v->is_luajit = ss_lj_detect_image(e->image, e->size, e->path, &v->info, NULL) == 0 &&
-                   v->info.is_luajit && v->info.vm_found;
+    v->is_luajit =
+        ss_lj_detcache_get(u->ljc, e, &v->info) == 0 && v->info.is_luajit && v->info.vm_found;
     return v;
 }
 

@@ -39,7 +39,9 @@ int ss_unwinder_new(struct ss_unwinder **out, const struct ss_unwinder_opts *o, 
     if (o) u->o = *o;
     if (!u->o.max_frames) u->o.max_frames = 512;
     int r = ss_elf_cache_new(&u->files, u->o.debug_root);
-    if (r == 0) ss_elf_cache_set_synth(u->files, ss_lj_internal_syms);
+    if (r == 0 && !(u->ljc = u->o.lj_cache)) r = ss_lj_detcache_new(&u->ljc_own);
+    if (r == 0 && !u->ljc) u->ljc = u->ljc_own;
+    if (r == 0) ss_elf_cache_set_synth(u->files, ss_lj_internal_syms, u->ljc);
     if (r == 0) r = ss_strpool_new(&u->strs);
     if (r == 0) {
         u->nf = calloc(u->o.max_frames, sizeof(*u->nf));
@@ -100,6 +102,7 @@ void ss_unwinder_free(struct ss_unwinder *u)
     ss_lua_detect_cache_free(u);
     ss_dfd_free(u->dfd); /* before the files: its thread knows none of them */
     ss_elf_cache_free(u->files);
+    ss_lj_detcache_free(u->ljc_own);
     ss_strpool_free(u->strs);
     free(u->nf);
     free(u->out);

@@ -43,6 +43,8 @@ struct ss_unwinder {
     struct ss_unwinder_stats st;
     struct ss_lua_detect *lua_detect; /* lua.c: LuaJIT verdicts per file */
     struct ss_dfd *dfd;               /* debugfiles.c: debuginfod fetcher, or NULL */
+    struct ss_lj_detcache *ljc;       /* detection results (o.lj_cache or ljc_own) */
+    struct ss_lj_detcache *ljc_own;
 };
 
 /* The bundle for pid; created for live processes when create is set.

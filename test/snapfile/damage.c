@@ -131,12 +131,16 @@ Test(snapfile_damage, every_single_byte_corruption_is_isolated)
         for (size_t i = 0; i < f.nfr; i++)
             if (o >= f.fr[i].off && o < f.fr[i].end) bad = i;
         cr_assert_eq(l.n, f.nfr, "flip %zu: %zu items", o, l.n);
-        /* one thread: its first sample is the key the others refer to */
-        size_t key = 0, lost = 0;
+        /* one thread: its first sample is the key the others refer to, and
+         * its first memreads record the key of the later ones (format 4) */
+        size_t key = 0, rkey = 0, lost = 0;
         while (key < f.nfr && f.fr[key].type != SS_SNAP_SAMPLE)
             key++;
+        while (rkey < f.nfr && f.fr[rkey].type != SS_SNAP_MEMREADS)
+            rkey++;
         for (size_t i = 0; i < f.nfr; i++) {
-            int based = bad == key && i > bad && f.fr[i].type == SS_SNAP_SAMPLE;
+            int based = (bad == key && i > bad && f.fr[i].type == SS_SNAP_SAMPLE) ||
+                        (bad == rkey && i > bad && f.fr[i].type == SS_SNAP_MEMREADS);
             lost += based;
             if (i != bad && !based) {
                 same_item(&l.v[i], &f.full.v[i], "flip", o);

@@ -24,6 +24,7 @@
 #include "elf/elf.h"
 #include "stacksnap/ss_lj_luajit.h"
 #include "unwind/luajit/derive.h"
+#include "unwind/luajit/detcache.h"
 #include "unwind/luajit/vmsyms.h"
 
 static const struct ss_lj_vmbuild *match_build(Elf *e)
@@ -116,12 +117,10 @@ static bool same_code(Elf *e, const struct ss_lj_vmbuild *b, const struct ss_lj_
     return true;
 }
 
-void ss_lj_internal_syms(struct ss_elf *ef, ss_elf_synth_add fn, void *ctx)
+void ss_lj_internal_syms(void *detcache, struct ss_elf *ef, ss_elf_synth_add fn, void *ctx)
 {
     struct ss_lj_elfinfo info;
-    if (ss_lj_detect_image(ef->image, ef->size, ef->path, &info, NULL) != 0 || !info.is_luajit ||
-        !info.vm_found)
-        return;
+    if (ss_lj_detcache_get(detcache, ef, &info) != 0 || !info.is_luajit || !info.vm_found) return;
     Elf *e = ef->elf;
     const struct ss_lj_vmbuild *b = match_build(e);
     uint64_t lo = info.vm_lo, hi = info.vm_hi;

@@ -44,6 +44,6 @@ extern const unsigned ss_lj_nvmbuilds;
  * (size 0 = unknown; names are static strings). For a build the tables do
  * not list, the VM's range with the name "": no name, and not one frame per
  * FDE either (symbolize/). Nothing for files without LuaJIT. */
-void ss_lj_internal_syms(struct ss_elf *e, ss_elf_synth_add fn, void *ctx);
+void ss_lj_internal_syms(void *detcache, struct ss_elf *e, ss_elf_synth_add fn, void *ctx);
 
 #endif
