@@ -184,7 +184,8 @@ int ss_cli_parse(struct ss_cli *c, int argc, char **argv)
     c->stack_size = SS_STACK_DEFAULT;
     c->top = 20;
     if (argc < 2)
-        return usage_error("%s", "missing command (record, agent, top, replay, report, diff or info)");
+        return usage_error("%s",
+                           "missing command (record, agent, top, replay, report, diff or info)");
     c->cmd = argv[1];
     if (!strcmp(c->cmd, "-h") || !strcmp(c->cmd, "--help") || !strcmp(c->cmd, "help")) {
         ss_cli_usage(NULL);
@@ -193,11 +194,11 @@ int ss_cli_parse(struct ss_cli *c, int argc, char **argv)
     int agent = !strcmp(c->cmd, "agent");
     int top = !strcmp(c->cmd, "top"), diff = !strcmp(c->cmd, "diff");
     int rec = !strcmp(c->cmd, "record") || top; /* top selects targets as record does */
-    if (agent) c->freq = 19; /* Parca's default */
+    if (agent) c->freq = 19;                    /* Parca's default */
     if (!rec && !agent && !diff && strcmp(c->cmd, "replay") && strcmp(c->cmd, "report") &&
         strcmp(c->cmd, "info"))
-        return usage_error("unknown command '%s' (record, agent, top, replay, report, diff or info)",
-                           c->cmd);
+        return usage_error(
+            "unknown command '%s' (record, agent, top, replay, report, diff or info)", c->cmd);
 
     static const struct option longopts[] = {
         {"help", no_argument, 0, 'h'},
@@ -243,11 +244,13 @@ int ss_cli_parse(struct ss_cli *c, int argc, char **argv)
             ss_cli_usage(c->cmd);
             return 1;
         case 'p':
-            if (!rec && !agent) return usage_error("-p is only valid for record, top and agent%s", "");
+            if (!rec && !agent)
+                return usage_error("-p is only valid for record, top and agent%s", "");
             if (parse_pids(c, optarg)) return 2;
             break;
         case 'a':
-            if (!rec && !agent) return usage_error("-a is only valid for record, top and agent%s", "");
+            if (!rec && !agent)
+                return usage_error("-a is only valid for record, top and agent%s", "");
             c->all = true;
             break;
         case 'F':

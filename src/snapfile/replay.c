@@ -46,7 +46,7 @@ struct ss_replay {
     struct ss_snap_reader *rd;
     struct ss_unwinder *u;
     ss_replay_debug_fn on_debug; /* debugfile records: the consumer renames */
-    struct ss_lj_detcache *ljc; /* LuaJIT detection, shared by the runs' unwinders */
+    struct ss_lj_detcache *ljc;  /* LuaJIT detection, shared by the runs' unwinders */
     struct ss_snap_replay target;
     struct hist *hist[HIST_BUCKETS];
     uint32_t cur_pid;
@@ -224,7 +224,8 @@ static int hist_readv(void *ctx, struct ss_iov *iov, int n)
     int ret = 0;
     for (int i = 0; i < n; i++) {
         uint64_t misses = r->target.misses;
-        if (ss_snap_target_replay.readv(&r->target, &iov[i], 1) < 0) ret = -ESRCH;
+        int rc = ss_snap_target_replay.readv(&r->target, &iov[i], 1);
+        if (rc < 0) ret = rc; /* the process was gone (target.c) */
         if (r->target.misses == misses) continue;
         for (const struct hist *h = r->hist[hslot(r->cur_pid, iov[i].addr)]; h; h = h->next)
             if (h->pid == r->cur_pid && h->addr == iov[i].addr && h->data && h->len >= iov[i].len) {
