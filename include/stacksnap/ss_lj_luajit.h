@@ -132,11 +132,14 @@ void ss_lj_runtime_stats(const struct ss_lj_runtime *rt, struct ss_lj_stats *st)
  * that have it, also place snapshots by their guards and count agreement
  * in guard_checked/guard_same (costs one more read per trace load). */
 void ss_lj_runtime_check_guards(struct ss_lj_runtime *rt, bool on);
-/* The memory windows this runtime wants copied at every sample (plan.c),
- * window 0 at its global state: 1 with p filled; 0 when that global state
- * is have_G (the caller has this plan; p untouched); -1 until a global
- * state verified (or when Lua walking is off). Cheap when 0 (per sample). */
-int ss_lj_runtime_plan(const struct ss_lj_runtime *rt, uint64_t have_G, struct ss_win_plan *p);
+
+/* The memory windows this runtime wants copied at every sample (plan.c)
+ * for its global state *G: 1 with p and *G filled; 0 when that global
+ * state is have_G (the caller has this plan; p untouched); -1 until a
+ * global state verified (or when Lua walking is off). Cheap when 0 (per
+ * sample). */
+int ss_lj_runtime_plan(const struct ss_lj_runtime *rt, uint64_t have_G, struct ss_win_plan *p,
+                       uint64_t *G);
 
 /* ---- 3. splicing ---- */
 

@@ -29,6 +29,21 @@ void ss_mem_set_windows(struct ss_mem *m, const struct ss_window *win, unsigned 
     m->nwin = win ? nwin : 0;
 }
 
+static uint64_t from(uint64_t base, uint64_t len, uint64_t lo, uint64_t hi, uint64_t best)
+{
+    if (!len || hi <= base || hi - base > len) return best;
+    uint64_t x = lo > base ? lo : base;
+    return x < best ? x : best;
+}
+
+uint64_t ss_mem_sample_from(const struct ss_mem *m, uint64_t lo, uint64_t hi)
+{
+    uint64_t x = from(m->snap_base, m->snap_len, lo, hi, hi);
+    for (unsigned i = 0; i < m->nwin; i++)
+        x = from(m->win[i].addr, m->win[i].len, lo, hi, x);
+    return x;
+}
+
 const void *ss_mem_peek(struct ss_mem *m, uint64_t addr, size_t len)
 {
     const void *p = ss_mem_peek_snap(m, addr, len);
@@ -54,6 +69,19 @@ const void *ss_mem_peek(struct ss_mem *m, uint64_t addr, size_t len)
 static void record(struct ss_mem *m, const struct ss_iov *v)
 {
     if (m->record) m->record(m->record_ctx, v->addr, v->err ? NULL : v->dst, v->len, v->err);
+}
+
+int ss_mem_read_target(struct ss_mem *m, uint64_t addr, void *dst, size_t len)
+{
+    if (len == 0) return 0;
+    if (!m->target) return -EFAULT;
+    struct ss_iov v = {.addr = addr, .dst = dst, .len = len, .err = 0};
+    int r = m->target->readv(m->target_ctx, &v, 1);
+    m->n_target_calls++;
+    m->n_target_reads++;
+    if (r < 0 && !v.err) v.err = r;
+    record(m, &v);
+    return v.err;
 }
 
 int ss_mem_read(struct ss_mem *m, uint64_t addr, void *dst, size_t len)

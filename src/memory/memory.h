@@ -70,6 +70,15 @@ void ss_mem_set_windows(struct ss_mem *m, const struct ss_window *win, unsigned 
  * Layer-2 pointers stay valid while the process view is not refreshed. */
 const void *ss_mem_peek(struct ss_mem *m, uint64_t addr, size_t len);
 
+/* Read from the target itself (layer 3, recorded like every target read),
+ * not from the sample's copies: to compare the two. */
+int ss_mem_read_target(struct ss_mem *m, uint64_t addr, void *dst, size_t len);
+
+/* The lowest x in [lo, hi] such that [x, hi) lies in the stack snapshot or
+ * in one window: the part of [lo, hi) that the sample itself holds (hi when
+ * none of it). */
+uint64_t ss_mem_sample_from(const struct ss_mem *m, uint64_t lo, uint64_t hi);
+
 /* Layer 1 only, inline: the hot path of the native unwinder. */
 static inline const void *ss_mem_peek_snap(const struct ss_mem *m, uint64_t addr, size_t len)
 {

@@ -214,13 +214,15 @@ static void hist_free(struct ss_replay *r)
     memset(r->hist, 0, sizeof(r->hist));
 }
 
-/* Target backend: this sample's reads, then the history. */
+/* Target backend: this sample's reads, then the history. A recorded read
+ * that found the process gone fails the call, as it did live. */
 static int hist_readv(void *ctx, struct ss_iov *iov, int n)
 {
     struct ss_replay *r = ctx;
+    int ret = 0;
     for (int i = 0; i < n; i++) {
         uint64_t misses = r->target.misses;
-        ss_snap_target_replay.readv(&r->target, &iov[i], 1);
+        if (ss_snap_target_replay.readv(&r->target, &iov[i], 1) < 0) ret = -ESRCH;
         if (r->target.misses == misses) continue;
         for (const struct hist *h = r->hist[hslot(r->cur_pid, iov[i].addr)]; h; h = h->next)
             if (h->pid == r->cur_pid && h->addr == iov[i].addr && h->data && h->len >= iov[i].len) {
@@ -230,7 +232,7 @@ static int hist_readv(void *ctx, struct ss_iov *iov, int n)
                 break;
             }
     }
-    return 0;
+    return ret;
 }
 
 static const struct ss_target_ops hist_target = {.readv = hist_readv};

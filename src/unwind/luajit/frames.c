@@ -21,7 +21,6 @@
 
 #include "unwind/luajit/lj_internal.h"
 
-#define STACK_WINDOW 16384u
 #define STACK_MAX (256u * 1024u)
 
 struct stackbuf {
@@ -61,14 +60,33 @@ static void read_cframe(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t a, 
     c->ok = true;
 }
 
-/* Read [lo, hi) of the stack into s (bounded). */
+/* Read [lo, hi) of the stack into s (bounded): the part the sample copied
+ * (its window around BASE) from there, only what lies below it live. The
+ * live part is read with SEAM bytes of overlap: if those differ from the
+ * sample's, the older frames below were popped and pushed again since the
+ * sample, and the copy ends at the window (the walk is cut there). */
+#define SEAM 256u
 static int read_stack(struct ss_mem *m, struct stackbuf *s, uint64_t lo, uint64_t hi)
 {
     if (hi - lo > STACK_MAX) lo = hi - STACK_MAX;
-    uint8_t *b = realloc(s->buf, hi - lo);
+    uint8_t *b = realloc(s->buf, hi - lo + SEAM);
     if (!b) return -ENOMEM;
     s->buf = b;
-    int rc = ss_mem_read(m, lo, b, hi - lo);
+    uint64_t x = ss_mem_sample_from(m, lo, hi);
+    int rc = x < hi ? ss_mem_read(m, x, b + (x - lo), hi - x) : 0;
+    if (!rc && lo < x) {
+        uint64_t ov = hi - x < SEAM ? hi - x : SEAM;
+        uint8_t *live = b + (hi - lo); /* SEAM spare bytes after the copy */
+        rc = x < hi ? ss_mem_read_target(m, lo, b, x - lo + ov) : ss_mem_read(m, lo, b, x - lo);
+        if (!rc && x < hi) {
+            memcpy(live, b + (x - lo), ov); /* the live seam, then the sample's back */
+            ss_mem_read(m, x, b + (x - lo), ov);
+            if (memcmp(live, b + (x - lo), ov)) {
+                memmove(b, b + (x - lo), hi - x);
+                lo = x;
+            }
+        }
+    }
     if (rc) return rc;
     s->lo = lo;
     s->hi = hi;
@@ -343,27 +361,17 @@ static int walk_once(struct ss_lj_runtime *rt, struct ss_mem *m, const struct lj
 {
     const struct lj_layout *lay;
     uint8_t Lb[128];
-    uint64_t win_lo = 0, win_hi = 0;
-    struct ss_iov iov[2];
-    int n = 0;
-    iov[n++] = (struct ss_iov){.addr = st->L, .dst = Lb, .len = 112};
-    if (st->top && st->base > STACK_WINDOW && !(st->base & 7)) {
-        win_lo = st->base - STACK_WINDOW;
-        /* the stack start seen last time for this thread bounds the window
-         * (validated below against the lua_State read in the same batch) */
-        const struct lj_lstack *ls = &rt->lstack[(st->L >> 4) % LJ_LSTACK_SLOTS];
-        if (ls->L == st->L && ls->stack < st->base && ls->stack > win_lo) win_lo = ls->stack;
-        win_hi = st->base + 16;
-        uint8_t *b = realloc(s->buf, win_hi - win_lo);
-        if (!b) return -ENOMEM;
-        s->buf = b;
-        iov[n++] = (struct ss_iov){.addr = win_lo, .dst = b, .len = win_hi - win_lo};
-    }
+    /* the lua_State header: its verified size once known (the sample's
+     * window holds exactly that much), else 112 bytes, enough for any */
+    size_t lsz =
+        rt->lay && rt->lay->sizeof_L >= 64 && rt->lay->sizeof_L <= 112 ? rt->lay->sizeof_L : 112;
+    memset(Lb, 0, sizeof(Lb));
+    struct ss_iov iov = {.addr = st->L, .dst = Lb, .len = lsz};
     rt->st.rounds++;
-    int rc = ss_mem_readv(m, iov, n);
-    if (rc || iov[0].err) {
+    int rc = ss_mem_readv(m, &iov, 1);
+    if (rc || iov.err) {
         if (!rc) ss_lj_note_bad_state(rt, st->L, 0);
-        return rc ? rc : iov[0].err;
+        return rc ? rc : iov.err;
     }
     /* global state and layout */
     unsigned gct = rt->info.gc64 ? 9 : 5;
@@ -377,7 +385,6 @@ static int walk_once(struct ss_lj_runtime *rt, struct ss_mem *m, const struct lj
     uint64_t ssize = lj_u32(Lb + lay->L_stacksize);
     if (!stack || (stack & 7) || ssize < 8 || ssize > (1u << 20)) return -EINVAL;
     uint64_t shi = stack + ssize * 8;
-    rt->lstack[(st->L >> 4) % LJ_LSTACK_SLOTS] = (struct lj_lstack){st->L, stack};
     /* the sampled VM entry is the thread's newest cframe, or (not the
      * leaf) only protected C calls are newer */
     uint64_t lcf = lj_u64(Lb + lay->L_cframe) & ~(uint64_t)3;
@@ -390,31 +397,10 @@ static int walk_once(struct ss_lj_runtime *rt, struct ss_mem *m, const struct lj
     else
         base = lj_u64(Lb + lay->L_base);
     if (base <= stack || base >= shi || (base & 7)) return -EINVAL;
-    /* the stack copy must cover [stack, base); the window is used only if it
-     * holds base (a BASE register from a torn state may be anywhere: the
-     * extension below would span the distance, gigabytes) */
-    if (n == 2 && !iov[1].err && win_lo <= base && win_hi >= base) {
-        s->lo = win_lo;
-        s->hi = win_hi;
-        if (win_lo > stack) {
-            /* extend downwards with one more read */
-            uint64_t lo = base - stack > STACK_MAX ? base - STACK_MAX : stack;
-            if (lo < win_lo) {
-                size_t old = win_hi - win_lo, add = win_lo - lo;
-                uint8_t *b = malloc(old + add);
-                if (!b) return -ENOMEM;
-                memcpy(b + add, s->buf, old);
-                free(s->buf);
-                s->buf = b;
-                rt->st.rounds++;
-                if ((rc = ss_mem_read(m, lo, b, add))) return rc;
-                s->lo = lo;
-            }
-        }
-    } else {
-        rt->st.rounds++;
-        if ((rc = read_stack(m, s, stack, base + 8))) return rc;
-    }
+    /* [stack, base]: the sample's copy around BASE, the rest (deep stacks)
+     * read live (read_stack) */
+    rt->st.rounds++;
+    if ((rc = read_stack(m, s, stack, base + 16))) return rc;
     /* cframe chain: the current one (others are read as frames use them) */
     struct cfr cf[LJ_MAX_SEGS];
     memset(cf, 0, sizeof(cf));

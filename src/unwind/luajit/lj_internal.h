@@ -188,15 +188,11 @@ struct lj_insent {
 
 struct lj_strblk;
 
+#define LJ_TBASE_SLOTS 8
+
 #define LJ_FNPT_SLOTS 1024
 struct lj_fnpt {
     uint64_t fn, pt; /* function -> prototype seen last time (a guess) */
-};
-
-#define LJ_LSTACK_SLOTS 16
-#define LJ_TBASE_SLOTS 8
-struct lj_lstack {
-    uint64_t L, stack; /* last stack start seen for thread L */
 };
 
 /* One sample in trace code, as trace.c validated it (frames outermost
@@ -231,9 +227,8 @@ struct ss_lj_runtime {
     struct lj_proto *protos; /* LJ_PROTO_SLOTS, direct-mapped */
     struct lj_insent *ins;   /* LJ_INS_SLOTS, direct-mapped */
     struct lj_strblk *strs;  /* interned strings */
-    struct lj_lstack lstack[LJ_LSTACK_SLOTS];
-    struct lj_fnpt *fnpt; /* LJ_FNPT_SLOTS */
-    struct lj_tcache *tc; /* known traces (trace.c), NULL until the first trace sample */
+    struct lj_fnpt *fnpt;    /* LJ_FNPT_SLOTS */
+    struct lj_tcache *tc;    /* known traces (trace.c), NULL until the first trace sample */
     struct {
         uint64_t L, base; /* BASE of the last good trace walk of L (trace.c) */
     } tbase[LJ_TBASE_SLOTS];
