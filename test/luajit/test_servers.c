@@ -6,7 +6,8 @@
  *    (ngx_http_lua_run_thread) that yield (ngx.sleep) in the middle, so
  *    several are alive at once. Every sample shows exactly one of them:
  *    its handler's Lua frames (chunk `content_by_lua(nginx.conf:N)`) right
- *    on ngx_http_lua_run_thread.
+ *    on ngx_http_lua_run_thread. A third location runs a handler of short
+ *    calls (~1, 5 and 20 us): its whole chain must be exact as well.
  *  - Tarantool 2.6 fibers (each on its own native stack, switched by
  *    coro_transfer) yielding between slices of work: every sample shows
  *    exactly one fiber's chain on that fiber's native stack (coro_init).
@@ -160,14 +161,18 @@ static void nginx_case(const char *label, const char *root, bool ctr, bool jit, 
         cr_assert_fail("%s: nginx did not listen on 127.0.0.1:%d (see %s%s)", label, port,
                        ctr ? root : "", elog);
     }
-    char ua[128], ub[128], wa[1200], wb[1200];
+    char ua[128], ub[128], uc[128], wa[1200], wb[1200], wc[1200];
     snprintf(ua, sizeof(ua), "http://127.0.0.1:%d/a", port);
     snprintf(ub, sizeof(ub), "http://127.0.0.1:%d/b", port);
+    snprintf(uc, sizeof(uc), "http://127.0.0.1:%d/c", port);
     snprintf(wa, sizeof(wa), "%s/wrk-a.txt", host_prefix);
     snprintf(wb, sizeof(wb), "%s/wrk-b.txt", host_prefix);
+    snprintf(wc, sizeof(wc), "%s/wrk-c.txt", host_prefix);
     char *wargv_a[] = {"/usr/bin/wrk", "-t1", "-c1", "-d6s", "--timeout", "5s", ua, NULL};
     char *wargv_b[] = {"/usr/bin/wrk", "-t1", "-c1", "-d6s", "--timeout", "5s", ub, NULL};
-    pid_t w1 = spawn_quiet(wargv_a, NULL, wa), w2 = spawn_quiet(wargv_b, NULL, wb);
+    char *wargv_c[] = {"/usr/bin/wrk", "-t1", "-c1", "-d6s", "--timeout", "5s", uc, NULL};
+    pid_t w1 = spawn_quiet(wargv_a, NULL, wa), w2 = spawn_quiet(wargv_b, NULL, wb),
+          w3 = spawn_quiet(wargv_c, NULL, wc);
     usleep(300 * 1000);
 
     static struct ljc c;
@@ -179,7 +184,13 @@ static void nginx_case(const char *label, const char *root, bool ctr, bool jit, 
     snprintf(c.wbuf[1], sizeof(c.wbuf[1]),
              "main (%s:9);handle_b (%s:6);render_b (%s:3);spin (%s:2)", B, B, B, B);
     snprintf(c.wbuf[2], sizeof(c.wbuf[2]), "anonymous (%s:5);tspin (%s:2)", T, T);
+    /* /c: a handler of short calls (parse ~1 us, route ~5, render ~20 with
+     * the JIT off), the shape the sample-time Lua state is for (issue 14) */
+    const char *C = "content_by_lua(nginx.conf:54)", *leaf[3] = {"parse", "route", "render"};
     for (int k = 0; k < 3; k++)
+        snprintf(c.wbuf[3 + k], sizeof(c.wbuf[3 + k]),
+                 "main (%s:11);handle_c (%s:8);%s (%s:%d);spin (%s:2)", C, C, leaf[k], C, 3 + k, C);
+    for (int k = 0; k < 6; k++)
         c.want[k] = c.wbuf[k];
     c.below = "ngx_http_lua_run_thread";
     c.extra = run_thread_below;
@@ -191,11 +202,13 @@ static void nginx_case(const char *label, const char *root, bool ctr, bool jit, 
     int rc = ljr_record(ngx, 499, 3.0, ljc_on, &c, st, msg, sizeof(msg));
     stop(w1);
     stop(w2);
+    stop(w3);
     stop(outer);
     cr_assert_eq(rc, 0, "%s: recording nginx failed: %s", label, msg);
     cr_log_info("%s: %u samples, %u with Lua frames, %u judged, %u exact; per chain a %u b %u "
-                "timer %u; %.1f us/sample; layout %s%s",
+                "timer %u, short calls c: parse %u route %u render %u; %.1f us/sample; layout %s%s",
                 label, c.samples, c.lua, c.judged, c.exact, c.hits[0], c.hits[1], c.hits[2],
+                c.hits[3], c.hits[4], c.hits[5],
                 st->samples ? st->unwind_ns / st->samples / 1000 : 0, st->layout,
                 st->derived ? " (derived)" : "");
     cr_expect_str_eq(st->layout, c.layout, "%s: layout %s (diag '%s')", label, st->layout,
@@ -207,8 +220,13 @@ static void nginx_case(const char *label, const char *root, bool ctr, bool jit, 
               c.exact, c.judged, c.bad);
     cr_expect(c.lua * 100 >= c.samples * c.coverage_pct, "%s: %u of %u samples with Lua frames",
               label, c.lua, c.samples);
-    for (int k = 0; k < 3; k++)
-        cr_expect(c.hits[k] * 100 >= c.judged * 5, "%s: chain %d seen %u/%u: %s", label, k,
+    /* each chain seen: 3% of the judged samples (the worker's time is
+     * split four ways); the short calls take 1/27, 5/27 and 21/27 of /c's
+     * share: parse (spin(100), under a microsecond) is seen in 0-0.3% of
+     * the samples, not required; when seen, its chain must be exact too */
+    static const unsigned min_pm[6] = {30, 30, 30, 0, 20, 50}; /* per mille */
+    for (int k = 0; k < 6; k++)
+        cr_expect(c.hits[k] * 1000 >= c.judged * min_pm[k], "%s: chain %d seen %u/%u: %s", label, k,
                   c.hits[k], c.judged, c.want[k]);
     snprintf(cmd, sizeof(cmd), "rm -rf %s", host_prefix);
     cr_expect_eq(system(cmd), 0);
