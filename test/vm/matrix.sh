@@ -56,7 +56,9 @@ ratio() { # line bar -> 1 when whole/total >= bar and total >= 100
     w=$(sed -nE 's/.*whole=([0-9]+).*/\1/p' <<<"$1"); t=$(sed -nE 's/.*total=([0-9]+).*/\1/p' <<<"$1")
     awk -v w="${w:-0}" -v t="${t:-0}" -v b="$2" 'BEGIN { print (t >= 100 && w / t >= b) ? 1 : 0 }'
 }
-for m in default compat; do
+modes="default compat"
+[ "$(val same_program)" = yes ] && modes=default # the default program is the compat one
+for m in $modes; do
     line=$(val "native_$m"); check "native_$m" "$line" "$(ratio "$line" 0.95)"
     js="joff jon"
     [ $m = compat ] && js=joff
