@@ -445,9 +445,13 @@ const struct ss_mapping *ss_proc_find_cached(struct ss_proc *p, uint64_t addr)
 const struct ss_mapping *ss_proc_find(struct ss_proc *p, uint64_t addr)
 {
     const struct ss_mapping *m = ss_proc_find_cached(p, addr);
-    if (m || !p->live || p->gone || addr < 4096 || addr >= (1ull << 47)) return m;
+    /* code found in a mapping that cannot hold code: the view is older than
+     * the process's (an anonymous JIT mapping where a file was mapped
+     * before), as good as a miss */
+    bool stale = m && !(m->d.prot & SS_MAP_X);
+    if ((m && !stale) || !p->live || p->gone || addr < 4096 || addr >= (1ull << 47)) return m;
     uint64_t t = now_ns();
-    if (t - p->last_refresh_ns < p->refresh_min_ms * 1000000ull) return NULL;
+    if (t - p->last_refresh_ns < p->refresh_min_ms * 1000000ull) return m;
     if (ss_proc_refresh(p, NULL) < 0) return NULL;
     return ss_proc_find_cached(p, addr);
 }

@@ -67,8 +67,10 @@ int ss_proc_new(struct ss_proc **out, pid_t pid, const struct ss_map_desc *maps,
                 ss_proc_resolve_fn fn, void *ctx, struct ss_elf_cache *cache, struct ss_err *err);
 void ss_proc_free(struct ss_proc *p);
 
-/* Mapping that contains addr, or NULL. ss_proc_find re-reads the maps of a
- * live process on a miss (rate limited); the _cached variant never does.
+/* Mapping that contains addr, or NULL. ss_proc_find is for code addresses:
+ * it re-reads the maps of a live process on a miss, or when the mapping
+ * found is not executable (a view older than the process's), rate limited;
+ * the _cached variant never does.
  * Returned pointers are valid until the next call that may refresh. */
 const struct ss_mapping *ss_proc_find(struct ss_proc *p, uint64_t addr);
 const struct ss_mapping *ss_proc_find_cached(struct ss_proc *p, uint64_t addr);
