@@ -441,22 +441,23 @@ found:
 /* A candidate CFA is plausible when the snapshot shows a return address
  * below it and a pointer-shaped SAVE_L in its cframe; the walk then checks
  * SAVE_L->cframe == this cframe. The return address is outside the VM,
- * except (in_vm) for a coroutine's VM entry, which the resume and wrap fast
- * functions call from inside the VM. */
-static bool plausible(const struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t cfa, bool in_vm)
+ * except for a coroutine's VM entry, which the resume and wrap fast
+ * functions call from inside the VM. Returns 0 (not plausible), 1 (return
+ * address outside the VM) or 2 (inside: a coroutine's). */
+static int plausible(const struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t cfa)
 {
     const struct lj_layout *lay = rt->lay;
     uint64_t ret = 0, L = 0;
     uint64_t cframe = cfa - rt->info.vm_cfa_off;
-    if (ss_mem_read(m, cfa - 8, &ret, 8) || ss_mem_read(m, cframe + lay->cf_L, &L, 8)) return false;
+    if (ss_mem_read(m, cfa - 8, &ret, 8) || ss_mem_read(m, cframe + lay->cf_L, &L, 8)) return 0;
     if (!lay->gc64) L = (uint32_t)L;
-    return ret > 4096 && ret < (1ull << 47) && ss_lj_in_vm(rt, ret) == in_vm && L > 4096 &&
-           !(L & 7);
+    if (ret <= 4096 || ret >= (1ull << 47) || L <= 4096 || (L & 7)) return 0;
+    return ss_lj_in_vm(rt, ret) ? 2 : 1;
 }
 
 bool ss_lj_trace_plausible(const struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t cfa)
 {
-    return plausible(rt, m, cfa, false);
+    return plausible(rt, m, cfa) == 1;
 }
 
 uint64_t ss_lj_trace_cfa(struct ss_lj_runtime *const *rts, uint32_t nrts, struct ss_mem *m,
@@ -487,11 +488,12 @@ uint64_t ss_lj_trace_cfa(struct ss_lj_runtime *const *rts, uint32_t nrts, struct
          * and the tail's "add rsp, spadjust; jmp" run with rsp unadjusted */
         uint64_t c1 = base + cur.spadjust, c2 = base;
         if (exact && ip == cur.mcode) c1 = base, c2 = base + cur.spadjust;
-        uint64_t cfa = plausible(rt, m, c1, false)   ? c1
-                       : plausible(rt, m, c2, false) ? c2
-                       : plausible(rt, m, c1, true)  ? c1 /* a coroutine's trace */
-                       : plausible(rt, m, c2, true)  ? c2
-                                                     : 0;
+        int p1 = plausible(rt, m, c1), p2 = plausible(rt, m, c2);
+        uint64_t cfa = p1 == 1   ? c1
+                       : p2 == 1 ? c2 /* outside the VM first, */
+                       : p1 == 2 ? c1
+                       : p2 == 2 ? c2 /* then a coroutine's trace */
+                                 : 0;
         if (!cfa) continue;
         struct lj_tcache *tc = rt->tc;
         tc->cur = cur;
