@@ -78,6 +78,17 @@ struct ss_ev_win {
     __s16 err;
 };
 
+/* Kernel stack (--kernel): an area of SS_EV_KSTACK_BYTES after the stack
+ * (and window) area of every record: what bpf_get_stack(ctx, ip, ..., 0)
+ * returned (bytes of ip[] filled, or a negative errno), then the return
+ * addresses, innermost first (bpf/kstack.h). */
+#define SS_EV_KSTACK_MAX 127 /* kernel.perf_event_max_stack's default */
+struct ss_ev_kstack {
+    __s64 len;
+    __u64 ip[SS_EV_KSTACK_MAX];
+};
+#define SS_EV_KSTACK_BYTES ((__u32)sizeof(struct ss_ev_kstack))
+
 /* perf raw records carry a u16 size: 8 (header) + 4 (raw size) + event must
  * stay <= 65535 after 8-byte padding, so the compat variant copies less
  * (and less again for a process with windows: SS_EV_WIN_BYTES). */
@@ -119,7 +130,7 @@ struct ss_config {
     __u32 all;        /* system-wide */
     __u32 follow;     /* add forked children of selected processes */
     __u32 windows;    /* apply the plans map (0: --no-lua-window) */
-    __u32 pad;
+    __u32 kernel;     /* --kernel: the kernel stack area follows (struct ss_ev_kstack) */
 };
 
 /* The perf_event program context as the uapi defines it (struct

@@ -26,6 +26,9 @@ struct ss_capture_opts {
                                Compat: split over the online CPUs (power of two
                                pages per CPU, at least one) */
     bool no_windows;        /* --no-lua-window: registers and stack only, no plans */
+    bool kernel;            /* --kernel: each sample carries its kernel stack (ss_sample.kernel);
+                               compat also keeps samples that interrupted kernel mode, with the
+                               kernel stack alone */
     bool bpf_stats;         /* enable BPF run-time stats (BPF_ENABLE_STATS, the same
                                switch as kernel.bpf_stats_enabled) while open, for
                                ss_capture_prog_info's run_time_ns/run_cnt */

@@ -19,6 +19,7 @@
 
 _Static_assert(SS_EV_STACK_MAX == SS_STACK_MAX, "stack max");
 _Static_assert(SS_EV_KERNEL == SS_SAMPLE_KERNEL, "flags");
+_Static_assert(SS_EV_KSTACK_MAX == SS_KSTACK_MAX, "kernel stack depth");
 _Static_assert(SS_EV_WIN_MAX == SS_WIN_MAX && SS_EV_WIN_BYTES == SS_WIN_AREA &&
                    SS_EV_WIN_LEN_MAX == SS_WIN_LEN_MAX && SS_WIN_ABS == 0xff &&
                    SS_WIN_IF_IP == 0x1 && SS_WIN_UNLESS_PREV == 0x2,
@@ -106,10 +107,12 @@ static int load_ringbuf(struct ss_capture *c, char *log, struct ss_err *err)
     c->skel->rodata->self_tgid = getpid();
     c->skel->rodata->system_wide = c->o.system_wide;
     c->skel->rodata->windows = !c->o.no_windows;
+    c->skel->rodata->kernel_stack = c->o.kernel;
     /* a power of two, and room for one record at least */
-    unsigned ring = pow2_at_least(
-        c->o.ringbuf_bytes,
-        pow2_at_least(8 + sizeof(struct ss_event) + c->stack_size + SS_EV_WIN_BYTES, 4096));
+    unsigned ring = pow2_at_least(c->o.ringbuf_bytes,
+                                  pow2_at_least(8 + sizeof(struct ss_event) + c->stack_size +
+                                                    SS_EV_WIN_BYTES + SS_EV_KSTACK_BYTES,
+                                                4096));
     bpf_map__set_max_entries(c->skel->maps.events, ring);
     c->skel->rodata->wake_bytes = ring / 4;
     bpf_program__set_autoload(c->skel->progs.follow_fork, c->o.follow_children);
@@ -163,7 +166,8 @@ static int load_compat(struct ss_capture *c, char *log, struct ss_err *err)
     struct ss_config cfg = {.stack_size = c->stack_size,
                             .self_tgid = getpid(),
                             .all = c->o.system_wide,
-                            .windows = !c->o.no_windows};
+                            .windows = !c->o.no_windows,
+                            .kernel = c->o.kernel};
     __u32 zero = 0;
     r = bpf_map_update_elem(bpf_map__fd(c->cskel->maps.settings), &zero, &cfg, BPF_ANY);
     if (r) ss_err_set(err, r, "BPF map settings of snapshot_compat: %s", strerror(-r));

@@ -36,6 +36,8 @@ struct ss_capture {
     uint64_t bad;        /* malformed records skipped */
     uint64_t win_failed; /* windows of delivered samples whose read failed */
 
+    uint64_t kips[SS_KSTACK_MAX]; /* the delivered sample's kernel stack */
+
     ss_sample_fn fn; /* set during ss_capture_poll */
     void *fn_ctx;
     int delivered;

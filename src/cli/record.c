@@ -221,6 +221,7 @@ static int open_capture(const struct ss_cli *c, struct ss_capture_opts *o, struc
     o->stack_size = c->stack_size;
     o->compat = c->compat;
     o->no_windows = c->no_lua_window;
+    o->kernel = c->kernel;
     if (c->verbose) o->verifier_log = print_verifier_log;
     if (ss_capture_open(cap, o, &err) < 0) {
         fprintf(stderr, "stacksnap: %s\n", err.msg);
@@ -288,6 +289,10 @@ static int setup(struct rec *r, pid_t *child, int *release_fd)
     if (ss_unwinder_new(&r->u, &uo, &err) < 0) {
         fprintf(stderr, "stacksnap: %s\n", err.msg);
         return 1;
+    }
+    if (c->kernel && ss_unwinder_kernel_syms(r->u, NULL, &err) < 0) {
+        fprintf(stderr, "stacksnap: warning: %s\n", err.msg); /* frames stay unnamed */
+        err = (struct ss_err){0};
     }
     struct ss_capture_opts co = {.system_wide = c->all, .follow_children = c->command != NULL};
     if (open_capture(c, &co, &r->cap)) return 1;

@@ -38,6 +38,8 @@ struct ss_snapout {
     size_t nmaps, mcap;
     uint32_t pid;
     int failed;
+    struct ss_ksym *ksyms; /* kernel symbols to record before the sample */
+    size_t nksyms, ksyms_cap;
     struct ss_elf_cache *elfs; /* to find separate debug files like the symbolizer */
 };
 
@@ -261,6 +263,22 @@ static struct pgen *known(struct ss_snapout *so, uint32_t pid)
     return g;
 }
 
+static void take_ksym(void *ctx, const struct ss_ksym *k)
+{
+    struct ss_snapout *so = ctx;
+    if (so->nksyms == so->ksyms_cap) {
+        size_t cap = so->ksyms_cap ? so->ksyms_cap * 2 : 64;
+        struct ss_ksym *nv = realloc(so->ksyms, cap * sizeof(*nv));
+        if (!nv) {
+            so->failed = 1;
+            return;
+        }
+        so->ksyms = nv;
+        so->ksyms_cap = cap;
+    }
+    so->ksyms[so->nksyms++] = *k;
+}
+
 int ss_snapout_sample(struct ss_snapout *so, struct ss_unwinder *u, const struct ss_sample *s,
                       struct ss_err *err)
 {
@@ -303,6 +321,12 @@ int ss_snapout_sample(struct ss_snapout *so, struct ss_unwinder *u, const struct
         if (ss_snap_write_perfmap(so->w, &m, err) < 0) goto fail;
         g->pm_version = ver;
     }
+    /* the kernel symbols this sample's frames were first named with */
+    so->nksyms = 0;
+    ss_unwinder_take_ksyms(u, take_ksym, so);
+    if (so->failed) goto nomem;
+    struct ss_snap_ksyms ks = {.n = (uint32_t)so->nksyms, .syms = so->ksyms};
+    if (ks.n && ss_snap_write_ksyms(so->w, &ks, err) < 0) goto fail;
     if (ss_snap_write_sample(so->w, s, NULL, err) < 0) goto fail;
     return 0;
 nomem:
@@ -362,6 +386,7 @@ int ss_snapout_close(struct ss_snapout *so, struct ss_capture *cap, struct ss_un
     ss_elf_cache_free(so->elfs);
     free(so->known);
     free(so->maps);
+    free(so->ksyms);
     free(so);
     return rc;
 }
