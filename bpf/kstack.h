@@ -12,6 +12,13 @@ static __always_inline void copy_kstack(void *ctx, struct ss_ev_kstack *k)
     k->len = bpf_get_stack(ctx, k->ip, sizeof(k->ip), 0);
 }
 
+/* From a tracing program: without the program's own frame (user space
+ * drops the tracepoint's frames below it, whose number varies by kernel). */
+static __always_inline void copy_kstack_traced(void *ctx, struct ss_ev_kstack *k)
+{
+    k->len = bpf_get_stack(ctx, k->ip, sizeof(k->ip), 1 & BPF_F_SKIP_FIELD_MASK);
+}
+
 /* Ring buffer variant: reserve off bytes and the kernel stack area, fill
  * the area; NULL when the buffer is full. */
 static __noinline void *reserve_kstack(void *rb, void *ctx, __u64 off)

@@ -188,4 +188,6 @@ int BPF_PROG(follow_fork, struct task_struct *parent, struct task_struct *child)
     return 0;
 }
 
+#include "offcpu.h" /* --off-cpu: loaded only when asked for */
+
 char LICENSE[] SEC("license") = "Dual BSD/GPL";

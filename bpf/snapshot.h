@@ -34,6 +34,7 @@ enum ss_ev_reg {
 };
 #define SS_EV_STACK_MAX 65528u /* == SS_STACK_MAX */
 #define SS_EV_KERNEL 0x2u      /* == SS_SAMPLE_KERNEL */
+#define SS_EV_OFFCPU 0x4u      /* == SS_SAMPLE_OFFCPU: the record ends in a __u64 weight (ns) */
 
 /* Memory windows: per process, user space may describe up to SS_EV_WIN_MAX
  * windows to copy at every sample (struct ss_plan in the plans map). Each
@@ -120,6 +121,10 @@ struct ss_counters {
     __u64 copy_failed;  /* not even one byte of stack */
     __u64 copy_partial; /* only a prefix was readable */
     __u64 skipped;      /* no user registers (kernel thread; kernel mode in compat) */
+    /* --off-cpu (offcpu.h) */
+    __u64 off_blocks;  /* a selected thread blocked */
+    __u64 off_short;   /* ran again within --off-cpu-min-us: no sample */
+    __u64 off_unmatched; /* blocked outside a system call (page fault, ...) or moved since */
 };
 
 /* Compat variant's settings (ARRAY map, one entry): 4.x kernels have no

@@ -26,6 +26,10 @@ struct ss_capture_opts {
                                Compat: split over the online CPUs (power of two
                                pages per CPU, at least one) */
     bool no_windows;        /* --no-lua-window: registers and stack only, no plans */
+    bool off_cpu;           /* --off-cpu: samples when a selected thread blocks (weighted
+                               by the time off the CPU, ss_sample.weight) instead of the
+                               cpu-clock samples; ring buffer program only */
+    unsigned off_cpu_min_us; /* --off-cpu-min-us: shorter waits give no sample (default 100) */
     bool kernel;            /* --kernel: each sample carries its kernel stack (ss_sample.kernel);
                                compat also keeps samples that interrupted kernel mode, with the
                                kernel stack alone */
@@ -48,6 +52,9 @@ struct ss_capture_stats {
     uint64_t copy_partial; /* shorter prefix copied */
     uint64_t skipped;      /* no user registers available */
     uint64_t win_failed;   /* windows of delivered samples whose load or copy failed */
+    uint64_t off_blocks;    /* --off-cpu: a selected thread blocked */
+    uint64_t off_short;     /* its wait was below off_cpu_min_us: no sample */
+    uint64_t off_unmatched; /* it blocked outside a system call or moved on: no sample */
 };
 
 struct ss_bpf_prog_info {

@@ -52,6 +52,10 @@ struct ss_report_opts {
     uint32_t freq_hz;      /* sampling frequency; pprof period = 1e9/freq ns (0: 99) */
     int64_t wall_start_ns; /* wall-clock start (pprof time_nanos); 0 = unknown */
     const char *title;     /* SVG title; NULL = "stacksnap flame graph" (copied) */
+    bool off_cpu;          /* --off-cpu: every ss_report_add count is microseconds off the
+                              CPU (one sample per call): folded counts are microseconds,
+                              pprof has samples/count and off_cpu/nanoseconds, the SVG and
+                              the top table say time */
 };
 
 /* Stacks keyed by pid, tid, comm and the identity of every frame (kind,

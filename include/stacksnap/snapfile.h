@@ -48,6 +48,7 @@ enum ss_snap_type {
 /* ---- header: the first record of every capture ---- */
 #define SS_SNAP_HDR_BUNDLE 0x1u /* recorded with --bundle */
 #define SS_SNAP_HDR_KERNEL 0x2u /* recorded with --kernel */
+#define SS_SNAP_HDR_OFFCPU 0x4u /* recorded with --off-cpu: samples are weighted */
 
 struct ss_snap_header {
     uint32_t version;       /* reader: format version of the file; writer: ignored */

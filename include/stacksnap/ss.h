@@ -153,6 +153,7 @@ struct ss_stack {
     uint32_t nframes;
     struct ss_frame *frames;
     uint8_t trunc; /* enum ss_trunc */
+    uint64_t weight; /* off-CPU sample: ns off the CPU (ss_sample.weight); 0: a CPU sample */
 };
 
 #endif

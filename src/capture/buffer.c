@@ -83,7 +83,10 @@ static void deliver(struct ss_capture *c, const void *data, size_t size)
     s.pid = e.tgid;
     s.tid = e.tid;
     s.cpu = e.cpu;
-    s.flags = e.flags & SS_SAMPLE_KERNEL;
+    s.flags = e.flags & (SS_SAMPLE_KERNEL | SS_SAMPLE_OFFCPU);
+    s.weight = 0;
+    if (e.flags & SS_EV_OFFCPU) /* the record's last 8 bytes */
+        memcpy(&s.weight, (const uint8_t *)data + size - 8, 8);
     if (e.stack_len < c->stack_size) s.flags |= SS_SAMPLE_PARTIAL;
     s.time_ns = e.time_ns;
     perf_regs(s.regs, e.regs);
@@ -99,6 +102,8 @@ static void deliver(struct ss_capture *c, const void *data, size_t size)
         if (k.len > 0 && (uint64_t)k.len <= sizeof(k.ip)) {
             s.nkernel = (uint32_t)(k.len / 8);
             memcpy(c->kips, k.ip, s.nkernel * 8);
+            while (s.nkernel && !c->kips[s.nkernel - 1]) /* off-CPU: the whole area */
+                s.nkernel--;
         }
     }
     c->delivered++;

@@ -24,9 +24,10 @@ static void print_header(const struct ss_snap_header *h, const char *path)
     printf("capture      %s (format version %u)\n", path, h->version);
     printf("recorded     %s on %s (kernel %s) by stacksnap %s\n", when, h->hostname,
            h->kernel_release, h->tool_version);
-    printf("settings     %s, %u Hz, %u-byte stack snapshots%s%s\n", h->arch, h->freq_hz,
+    printf("settings     %s, %u Hz, %u-byte stack snapshots%s%s%s\n", h->arch, h->freq_hz,
            h->stack_size, (h->flags & SS_SNAP_HDR_BUNDLE) ? ", bundled files" : "",
-           (h->flags & SS_SNAP_HDR_KERNEL) ? ", kernel frames" : "");
+           (h->flags & SS_SNAP_HDR_KERNEL) ? ", kernel frames" : "",
+           (h->flags & SS_SNAP_HDR_OFFCPU) ? ", off-CPU (weighted by time)" : "");
     if (h->command && h->command[0]) printf("command      %s\n", h->command);
 }
 

@@ -222,6 +222,8 @@ static int open_capture(const struct ss_cli *c, struct ss_capture_opts *o, struc
     o->compat = c->compat;
     o->no_windows = c->no_lua_window;
     o->kernel = c->kernel;
+    o->off_cpu = c->off_cpu;
+    o->off_cpu_min_us = c->off_cpu_min_us;
     if (c->verbose) o->verifier_log = print_verifier_log;
     if (ss_capture_open(cap, o, &err) < 0) {
         fprintf(stderr, "stacksnap: %s\n", err.msg);
@@ -261,6 +263,7 @@ static int open_snap(struct rec *r, const char *path)
                                  .freq_hz = c->freq,
                                  .bundle = c->bundle,
                                  .kernel = c->kernel,
+                                 .off_cpu = c->off_cpu,
                                  .command = cmd,
                                  .warn = warn_stderr};
     struct ss_err err = {0};
@@ -290,12 +293,13 @@ static int setup(struct rec *r, pid_t *child, int *release_fd)
         fprintf(stderr, "stacksnap: %s\n", err.msg);
         return 1;
     }
+    struct ss_capture_opts co = {.system_wide = c->all, .follow_children = c->command != NULL};
+    if (open_capture(c, &co, &r->cap)) return 1;
+    /* after the programs loaded: their symbols too */
     if (c->kernel && ss_unwinder_kernel_syms(r->u, NULL, &err) < 0) {
         fprintf(stderr, "stacksnap: warning: %s\n", err.msg); /* frames stay unnamed */
         err = (struct ss_err){0};
     }
-    struct ss_capture_opts co = {.system_wide = c->all, .follow_children = c->command != NULL};
-    if (open_capture(c, &co, &r->cap)) return 1;
     if (c->verbose) print_prog_info(r->cap, stderr);
     char miss[64];
     if (c->all && ss_caps_missing(SS_CAPBIT(SS_CAP_SYS_PTRACE), miss, sizeof(miss))[0])

@@ -62,7 +62,8 @@ int ss_snapout_open(struct ss_snapout **out, const struct ss_snapout_opts *o, st
     snprintf(h.tool_version, sizeof(h.tool_version), "%s", SS_VERSION);
     h.stack_size = o->stack_size;
     h.freq_hz = o->freq_hz;
-    h.flags = (o->bundle ? SS_SNAP_HDR_BUNDLE : 0) | (o->kernel ? SS_SNAP_HDR_KERNEL : 0);
+    h.flags = (o->bundle ? SS_SNAP_HDR_BUNDLE : 0) | (o->kernel ? SS_SNAP_HDR_KERNEL : 0) |
+              (o->off_cpu ? SS_SNAP_HDR_OFFCPU : 0);
     h.command = o->command ? o->command : "";
     int rc = ss_snap_create(&so->w, o->path, &h, err);
     if (rc < 0) {

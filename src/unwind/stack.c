@@ -225,6 +225,7 @@ int ss_unwind(struct ss_unwinder *u, const struct ss_sample *s, struct ss_stack 
     out->tid = s->tid;
     out->cpu = s->cpu;
     out->time_ns = s->time_ns;
+    out->weight = s->weight;
     out->frames = u->out;
     u->st.samples++;
     struct ss_err err = {0};

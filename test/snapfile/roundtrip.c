@@ -136,7 +136,7 @@ Test(snapfile, every_record_type_round_trips)
     ss_snap_record_read(w, 0x1000, "xx", 2, 0);
     ss_snap_discard_reads(w);
 
-    struct ss_capture_stats cs = {1000, 990, 10, 3, 7, 1, 0};
+    struct ss_capture_stats cs = {1000, 990, 10, 3, 7, 1, 0, 0, 0, 0};
     struct ss_snap_counter ctr[8];
     uint32_t nctr = ss_snap_capture_counters(&cs, ctr);
     cr_assert_eq(nctr, 6);
