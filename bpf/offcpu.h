@@ -14,17 +14,18 @@
  * is a CPU sample's (snapshot.h), flags SS_EV_OFFCPU, time_ns the block
  * time, then the __u64 weight (ns off the CPU) as its last 8 bytes.
  * For every other thread the cost is a task storage lookup at each switch
- * and each system call exit, and the state test of the thread that leaves. */
+ * (two when it is preempted) and each system call exit, and the state test
+ * of the thread that leaves. */
 #ifndef STACKSNAP_BPF_OFFCPU_H
 #define STACKSNAP_BPF_OFFCPU_H
 
 const volatile __u64 offcpu_min_ns = 100000; /* --off-cpu-min-us */
 
 struct offcpu_state {
-    __u64 start;   /* switched out at (0: on the CPU) */
-    __u64 first;   /* the first block of this wait */
-    __u64 acc;     /* ns off the CPU so far in this wait */
-    __u64 ip, sp;  /* user registers when it blocked */
+    __u64 start;           /* switched out at (0: on the CPU) */
+    __u64 first;           /* the first block of this wait */
+    __u64 acc;             /* ns off the CPU so far in this wait */
+    __u64 ip, sp;          /* user registers when it blocked */
     struct ss_ev_kstack k; /* --kernel: where it blocked */
 };
 struct {
@@ -48,7 +49,12 @@ int BPF_PROG(offcpu_switch, bool preempt, struct task_struct *prev, struct task_
         st->acc += now - st->start;
         st->start = 0;
     }
-    if (preempt || prev->__state == 0) return 0; /* TASK_RUNNING: still runnable */
+    if (preempt || prev->__state == 0) { /* TASK_RUNNING: still runnable */
+        /* preempted on its way back from a wait: that counts too */
+        st = bpf_task_storage_get(&offcpu, prev, 0, 0);
+        if (st && st->acc) st->start = bpf_ktime_get_ns();
+        return 0;
+    }
     if (system_wide) {
         if (tgid == self_tgid || !prev->mm) return 0;
     } else if (!bpf_map_lookup_elem(&pids, &tgid)) {

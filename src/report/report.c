@@ -229,7 +229,8 @@ int ss_report_add(struct ss_report *r, const struct ss_stack *s, uint64_t count,
             rp_grow(&r->fids, &r->capfids, r->nfids + s->nframes, sizeof(*r->fids)))
             goto oom;
         idx = (uint32_t)r->nstacks;
-        r->stacks[idx] = (struct rp_stack){s->pid, s->tid, (uint32_t)comm, s->nframes, r->nfids, 0, 0};
+        r->stacks[idx] =
+            (struct rp_stack){s->pid, s->tid, (uint32_t)comm, s->nframes, r->nfids, 0, 0};
         if (s->nframes) memcpy(r->fids + r->nfids, r->tmp, s->nframes * sizeof(*r->tmp));
         if (rp_index_insert(&r->stack_ix, h, idx)) goto oom;
         r->nfids += s->nframes;

@@ -36,8 +36,8 @@ void ss_unwinder_take_ksyms(struct ss_unwinder *u, void (*fn)(void *ctx, const s
  * kernel): not where the thread blocked. */
 static bool tracing_frame(const struct ss_ksym *k)
 {
-    static const char *const pre[] = {"bpf_prog_", "bpf_trace_run", "__bpf_trace_",
-                                      "__traceiter_", "trace_sched_switch"};
+    static const char *const pre[] = {"bpf_prog_", "bpf_trace_run", "__bpf_trace_", "__traceiter_",
+                                      "trace_sched_switch"};
     if (!k || !k->name) return false;
     for (size_t i = 0; i < sizeof(pre) / sizeof(pre[0]); i++)
         if (!strncmp(k->name, pre[i], strlen(pre[i]))) return true;
