@@ -135,7 +135,7 @@ struct ss_config {
     __u32 all;        /* system-wide */
     __u32 follow;     /* add forked children of selected processes */
     __u32 windows;    /* apply the plans map (0: --no-lua-window) */
-    __u32 kernel;     /* --kernel: the kernel stack area follows (struct ss_ev_kstack) */
+    __u32 pad;
 };
 
 /* The perf_event program context as the uapi defines it (struct

@@ -9,9 +9,12 @@
  * provides types and enum values). User registers come from the sample's
  * own regs, so a sample that interrupted kernel mode is counted as skipped.
  * Window plans as in the main variant, the windows right after the copied
- * stack. With --kernel (settings.kernel) the kernel stack follows the
+ * stack. With --kernel (the snapshot_compat_k entry point, loaded instead
+ * of snapshot_compat: 4.x kernels have no global data to gate it) the
+ * kernel stack follows the
  * windows (kstack.h), and a sample that interrupted kernel mode is kept with
- * its kernel stack alone (no user registers: zeros, no stack bytes).
+ * its kernel stack alone (SS_EV_KERNEL and no stack bytes: user space
+ * drops its registers, the kernel's).
  * Children are followed through the task/task_newtask tracepoint. */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -61,8 +64,9 @@ struct {
     __type(value, struct scratch);
 } scratch SEC(".maps");
 
-SEC("perf_event")
-int snapshot_compat(struct bpf_perf_event_data *pctx) /* see snapshot.bpf.c */
+/* One sample; kernel: --kernel (a constant: each entry point below gets
+ * its own copy, so the default program carries none of it). */
+static __always_inline int sample(struct bpf_perf_event_data *pctx, const bool kernel)
 {
     struct ss_perf_ctx *ctx = (void *)pctx;
     __u64 id = bpf_get_current_pid_tgid(), size, len, wb = 0, kb = 0, off;
@@ -83,7 +87,7 @@ int snapshot_compat(struct bpf_perf_event_data *pctx) /* see snapshot.bpf.c */
     if (!c) return 0;
     c->seen++;
     if ((ctx->regs.cs & 3) != 3) { /* kernel mode: no user regs here */
-        if (!cfg->kernel) {
+        if (!kernel) {
             c->skipped++;
             return 0;
         }
@@ -94,7 +98,7 @@ int snapshot_compat(struct bpf_perf_event_data *pctx) /* see snapshot.bpf.c */
     if (!e) return 0;
     size = cfg->stack_size;
     if (size > SS_EV_COMPAT_STACK_MAX) size = SS_EV_COMPAT_STACK_MAX;
-    if (cfg->kernel && size > SS_EV_COMPAT_STACK_MAX - SS_EV_KSTACK_BYTES)
+    if (kernel && size > SS_EV_COMPAT_STACK_MAX - SS_EV_KSTACK_BYTES)
         size = SS_EV_COMPAT_STACK_MAX - SS_EV_KSTACK_BYTES;
     /* the windows follow the copied stack in a record below 64 KiB */
     if (cfg->windows) plan = bpf_map_lookup_elem(&plans, &tgid);
@@ -128,8 +132,7 @@ int snapshot_compat(struct bpf_perf_event_data *pctx) /* see snapshot.bpf.c */
     e->regs[20] = ctx->regs.ss;
 
     e->nwin = 0;
-    if (kmode) { /* the kernel's registers: not the user's, not kept */
-        __builtin_memset(e->regs, 0, sizeof(e->regs));
+    if (kmode) { /* the kernel's registers, not the user's: user space drops them */
         len = 0;
         goto kstack;
     }
@@ -149,7 +152,7 @@ int snapshot_compat(struct bpf_perf_event_data *pctx) /* see snapshot.bpf.c */
 kstack:
     e->stack_len = len;
     e->stack_room = len;
-    if (cfg->kernel) {
+    if (kernel) {
         off = len + wb;
         barrier_var(off);
         if (off <= SS_EV_COMPAT_STACK_MAX - SS_EV_KSTACK_BYTES) {
@@ -162,6 +165,18 @@ kstack:
     else
         c->emitted++;
     return 0;
+}
+
+SEC("perf_event")
+int snapshot_compat(struct bpf_perf_event_data *pctx) /* see snapshot.bpf.c */
+{
+    return sample(pctx, false);
+}
+
+SEC("perf_event")
+int snapshot_compat_k(struct bpf_perf_event_data *pctx) /* --kernel */
+{
+    return sample(pctx, true);
 }
 
 /* task/task_newtask as laid out since 3.14 (64-bit). */

@@ -155,12 +155,14 @@ static int load_compat(struct ss_capture *c, char *log, struct ss_err *err)
     }
     bpf_map__set_max_entries(c->cskel->maps.scratch, r);
     bpf_program__set_autoload(c->cskel->progs.follow_newtask, c->o.follow_children);
+    bpf_program__set_autoload(c->cskel->progs.snapshot_compat, !c->o.kernel);
+    bpf_program__set_autoload(c->cskel->progs.snapshot_compat_k, c->o.kernel);
     r = snapshot_compat_bpf__load(c->cskel);
     if (r) {
         rejected(c, "snapshot_compat", r, log, err);
         return r;
     }
-    c->prog = c->cskel->progs.snapshot_compat;
+    c->prog = c->o.kernel ? c->cskel->progs.snapshot_compat_k : c->cskel->progs.snapshot_compat;
     c->follow_prog = c->cskel->progs.follow_newtask;
     c->pids_fd = bpf_map__fd(c->cskel->maps.pids);
     c->plans_fd = bpf_map__fd(c->cskel->maps.plans);
@@ -169,8 +171,7 @@ static int load_compat(struct ss_capture *c, char *log, struct ss_err *err)
     struct ss_config cfg = {.stack_size = c->stack_size,
                             .self_tgid = getpid(),
                             .all = c->o.system_wide,
-                            .windows = !c->o.no_windows,
-                            .kernel = c->o.kernel};
+                            .windows = !c->o.no_windows};
     __u32 zero = 0;
     r = bpf_map_update_elem(bpf_map__fd(c->cskel->maps.settings), &zero, &cfg, BPF_ANY);
     if (r) ss_err_set(err, r, "BPF map settings of snapshot_compat: %s", strerror(-r));
