@@ -152,7 +152,7 @@ struct ss_stack {
     char comm[16];
     uint32_t nframes;
     struct ss_frame *frames;
-    uint8_t trunc; /* enum ss_trunc */
+    uint8_t trunc;   /* enum ss_trunc */
     uint64_t weight; /* off-CPU sample: ns off the CPU (ss_sample.weight); 0: a CPU sample */
 };
 

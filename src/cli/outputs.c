@@ -80,9 +80,8 @@ int ss_outputs_add(struct ss_outputs *o, const struct ss_stack *st)
         }
     struct ss_pcount *p = pcount(o, st);
     if (p) p->samples++;
-    /* off-CPU: microseconds, rounded; a sample counts at least 1 */
-    uint64_t n = o->off_cpu ? (st->weight + 500) / 1000 : 1;
-    int rc = o->aggregate ? ss_report_add(o->rep, st, n ? n : 1, &err) : 0;
+    uint64_t n = o->off_cpu ? ss_report_weight_us(st) : 1;
+    int rc = o->aggregate ? ss_report_add(o->rep, st, n, &err) : 0;
     for (int i = 0; rc == 0 && i < o->nsinks; i++)
         rc = ss_report_sink_add(o->sinks[i], st, &err);
     if (rc) fprintf(stderr, "stacksnap: %s\n", err.msg);

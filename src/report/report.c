@@ -46,6 +46,12 @@ uint64_t ss_report_samples(const struct ss_report *r)
     return r->samples;
 }
 
+uint64_t ss_report_weight_us(const struct ss_stack *s)
+{
+    uint64_t us = (s->weight + 500) / 1000;
+    return us ? us : 1;
+}
+
 size_t ss_report_nstacks(const struct ss_report *r)
 {
     return r->nstacks;

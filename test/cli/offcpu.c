@@ -7,7 +7,11 @@
  * Lua function; JIT (traces inline both functions): usleep 3 ms and
  * nanosleep 1 ms told apart by their native chain; a pipe fed at a known
  * pace. Replay gives the same folded text; pprof says off_cpu/nanoseconds
- * plus a count; --off-cpu-min-us drops the shorter waits and says so. */
+ * plus a count; --off-cpu-min-us drops the shorter waits and says so; the
+ * agent's /debug/pprof/profile of a sleeper with --off-cpu is its time. */
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -232,4 +236,42 @@ Test(offcpu, threshold)
     cr_expect_geq(waits, 400, "%s", r.err);
     free(lua);
     run_free(&r);
+}
+
+Test(offcpu, agent_profile)
+{
+    char *lua = cli_src("test/cli/offcpu_sleep.lua");
+    char *dir = cli_tmpdir("offcpua"), *pb = cli_path(dir, "a.pb.gz"), pidarg[32], url[128];
+    char *lj[] = {"luajit", "-joff", lua, "usleep", "100000", NULL};
+    pid_t sleeper = cli_start(lj, NULL, "/dev/null");
+    cr_assert_gt(sleeper, 0);
+    snprintf(pidarg, sizeof(pidarg), "%d", (int)sleeper);
+    char *ag[] = {(char *)cli_ss(), "agent",    "--off-cpu",      "-p",
+                  pidarg,           "--listen", "127.0.0.1:7496", NULL};
+    pid_t agent = cli_start(ag, NULL, NULL);
+    cr_assert_gt(agent, 0);
+    snprintf(url, sizeof(url), "http://127.0.0.1:7496/debug/pprof/profile?seconds=2");
+    char *curl[] = {"curl", "-sf", "--retry", "10", "--retry-connrefused", "--retry-delay", "1",
+                    "-o",   pb,    url,       NULL};
+    struct cli_res res;
+    cr_assert_eq(cli_run(&res, 60, curl), 0);
+    int st = res.status;
+    cli_res_free(&res);
+    kill(agent, SIGTERM);
+    cli_wait(agent, 10);
+    kill(sleeper, SIGKILL);
+    cli_wait(sleeper, 10);
+    cr_assert_eq(st, 0, "curl %s", url);
+    Perftools__Profiles__Profile *p = load_pprof(pb);
+    cr_assert_eq(p->n_sample_type, 2);
+    cr_expect_str_eq(p->string_table[p->sample_type[1]->type], "off_cpu");
+    cr_expect_str_eq(p->string_table[p->sample_type[1]->unit], "nanoseconds");
+    long long ns = 0;
+    for (size_t i = 0; i < p->n_sample; i++)
+        ns += p->sample[i]->value[1];
+    /* the sleeper is off the CPU nearly all of the 2 s */
+    cr_expect(ns > 1.5e9 && ns < 2.5e9, "%lld ns off the CPU in a 2 s profile", ns);
+    perftools__profiles__profile__free_unpacked(p, NULL);
+    cli_rmtree(dir);
+    free(lua);
 }
