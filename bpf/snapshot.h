@@ -122,8 +122,8 @@ struct ss_counters {
     __u64 copy_partial; /* only a prefix was readable */
     __u64 skipped;      /* no user registers (kernel thread; kernel mode in compat) */
     /* --off-cpu (offcpu.h) */
-    __u64 off_blocks;  /* a selected thread blocked */
-    __u64 off_short;   /* ran again within --off-cpu-min-us: no sample */
+    __u64 off_blocks;    /* a selected thread blocked */
+    __u64 off_short;     /* ran again within --off-cpu-min-us: no sample */
     __u64 off_unmatched; /* blocked outside a system call (page fault, ...) or moved since */
 };
 

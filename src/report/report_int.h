@@ -58,8 +58,8 @@ struct ss_report {
     size_t nstacks, capstacks;
     struct rp_index stack_ix;
     uint64_t samples;
-    bool off_cpu;     /* counts are microseconds off the CPU */
-    uint64_t nsamp;   /* samples (== samples unless off_cpu) */
+    bool off_cpu;                       /* counts are microseconds off the CPU */
+    uint64_t nsamp;                     /* samples (== samples unless off_cpu) */
     uint64_t tmin, tmax;                /* sample times seen (tmax < tmin: none) */
     struct rp_pcache pcache[RP_PCACHE]; /* valid during one ss_report_add */
     struct rp_buf scratch;
