@@ -7,6 +7,7 @@
  * same folded text; pprof says off_cpu/nanoseconds plus a count; --off-cpu-min-us drops the shorter
  * waits and says so; the agent's /debug/pprof/profile of a sleeper with --off-cpu is its time. */
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <criterion/criterion.h>
@@ -257,4 +258,111 @@ Test(offcpu, agent_profile)
     perftools__profiles__profile__free_unpacked(p, NULL);
     cli_rmtree(dir);
     free(lua);
+}
+
+/* nginx + the lua module (Debian 12 packages, unpacked by
+ * test/luajit/fetch-nginx.sh as for luajit_servers) under wrk: one Lua
+ * handler reads a line from a FIFO fed every 2 ms (a blocking file read in
+ * the event loop). Its waits (in open until the feeder opens the FIFO, or
+ * in read) must come out on its Lua line, above the kernel's FIFO wait,
+ * and the idle event loop's epoll_wait under ngx_process_events_and_timers. */
+Test(offcpu, nginx_blocking_read, .timeout = 240)
+{
+    char *ext = cli_built("ext"), *fetch = cli_src("test/luajit/fetch-nginx.sh"), cmd[800];
+    snprintf(cmd, sizeof(cmd), "%s %s", fetch, ext);
+    free(fetch);
+    cr_assert_eq(system(cmd), 0, "could not unpack nginx + lua module (%s)", cmd);
+    char *dir = cli_tmpdir("offcpun"), root[600], conf[700], fifo[700], folded[700];
+    snprintf(root, sizeof(root), "%s/nginx", ext);
+    snprintf(fifo, sizeof(fifo), "%s/fifo", dir);
+    snprintf(folded, sizeof(folded), "%s/n.folded", dir);
+    cr_assert_eq(mkfifo(fifo, 0600), 0);
+    snprintf(cmd, sizeof(cmd), "mkdir -p %s/logs %s/tmp %s/conf", dir, dir, dir);
+    cr_assert_eq(system(cmd), 0);
+    snprintf(conf, sizeof(conf), "%s/conf/nginx.conf", dir);
+    FILE *f = fopen(conf, "w");
+    cr_assert(f);
+    fprintf(f,
+            "load_module %s/usr/lib/nginx/modules/ndk_http_module.so;\n"
+            "load_module %s/usr/lib/nginx/modules/ngx_http_lua_module.so;\n"
+            "master_process off; daemon off; worker_processes 1;\n"
+            "pid %s/logs/nginx.pid; error_log %s/logs/error.log;\n"
+            "events { worker_connections 64; }\n"
+            "http { access_log off; client_body_temp_path %s/tmp/body;\n"
+            "  proxy_temp_path %s/tmp/proxy; fastcgi_temp_path %s/tmp/fcgi;\n"
+            "  uwsgi_temp_path %s/tmp/uwsgi; scgi_temp_path %s/tmp/scgi;\n"
+            "  lua_package_path \"%s/usr/share/lua/5.1/?.lua;;\";\n"
+            "  server { listen 127.0.0.1:7495;\n"
+            "    location /io { content_by_lua_block {\n"
+            "        local function read_line(path)\n"
+            "          local fh = io.open(path, \"r\")\n"
+            "          local l = fh:read(\"*l\")\n"
+            "          fh:close()\n"
+            "          return l\n"
+            "        end\n"
+            "        ngx.say(read_line(\"%s\"))\n"
+            "    } }\n"
+            "  }\n"
+            "}\n",
+            root, root, dir, dir, dir, dir, dir, dir, dir, root, fifo);
+    fclose(f);
+    char bin[700], elog[700], pidarg[32], ldp[700];
+    snprintf(bin, sizeof(bin), "%s/usr/sbin/nginx", root);
+    snprintf(elog, sizeof(elog), "%s/logs/error.log", dir);
+    snprintf(ldp, sizeof(ldp), "LD_LIBRARY_PATH=%s/usr/lib/x86_64-linux-gnu", root);
+    char *nargv[] = {"env", ldp, bin, "-p", dir, "-c", "conf/nginx.conf", "-e", elog, NULL};
+    pid_t ngx = cli_start(nargv, NULL, "/dev/null");
+    cr_assert_gt(ngx, 0);
+    snprintf(cmd, sizeof(cmd),
+             "i=0; while [ $i -lt 2500 ]; do echo line > %s; sleep 0.002; "
+             "i=$((i+1)); done",
+             fifo);
+    char *feed[] = {"sh", "-c", cmd, NULL};
+    pid_t feeder = cli_start(feed, NULL, "/dev/null");
+    cli_sleep(1);
+    snprintf(pidarg, sizeof(pidarg), "%d", (int)ngx);
+    char *rec[] = {
+        (char *)cli_ss(), "record", "--off-cpu", "--kernel", "-p", pidarg, "-d", "3", "-o",
+        folded,           NULL};
+    pid_t r = cli_start(rec, NULL, NULL);
+    cli_sleep(0.3);
+    char *wrk[] = {"wrk", "-t1", "-c1", "-d2s", "http://127.0.0.1:7495/io", NULL};
+    struct cli_res res;
+    cr_assert_eq(cli_run(&res, 30, wrk), 0);
+    char wout[600];
+    snprintf(wout, sizeof(wout), "%s%s", res.out, res.err);
+    cli_res_free(&res);
+    int st = cli_wait(r, 30);
+    kill(feeder, SIGKILL);
+    cli_wait(feeder, 10);
+    kill(ngx, SIGTERM);
+    cli_wait(ngx, 10);
+    char *el = cli_load(elog, NULL);
+    cr_assert_eq(st, 0, "record of nginx failed (nginx's log: %s)", el ? el : "none");
+    free(el);
+    char *text = cli_load(folded, NULL);
+    cr_assert(text);
+    long long all = 0, io = 0, loop = 0;
+    char *t = strdup(text);
+    for (char *l = t, *e; l && *l; l = e ? e + 1 : NULL) {
+        e = strchr(l, '\n');
+        if (e) *e = 0;
+        char *sp = strrchr(l, ' ');
+        if (!sp) continue;
+        long long n = atoll(sp + 1);
+        all += n;
+        /* the wait is in open (no writer yet) or in read (no line yet) */
+        if (strstr(l, ";read_line (content_by_lua(nginx.conf:") &&
+            ((strstr(l, ";read;") && strstr(l, "pipe_read_[k]")) || strstr(l, ";fifo_open_[k]")))
+            io += n;
+        if (strstr(l, ";ngx_process_events_and_timers;") && strstr(l, ";epoll_wait;")) loop += n;
+    }
+    free(t);
+    cr_expect_geq(io * 10, all * 8,
+                  "%lld of %lld us on the handler's read line (wrk: %s):\n%.3000s", io, all, wout,
+                  text);
+    cr_expect_gt(loop, 0, "no epoll_wait under ngx_process_events_and_timers:\n%.3000s", text);
+    free(text);
+    cli_rmtree(dir);
+    free(ext);
 }
