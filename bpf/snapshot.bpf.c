@@ -9,7 +9,8 @@
  * copied instead (prefix.h), and its end is kept per thread (stack_ends) so
  * the next sample copies just that much at once. No unwinding, no loops, no
  * tail calls. For a process with a window plan (windows.h), the windows
- * are copied after the stack area.
+ * are copied after the stack area; with --kernel, the kernel stack after
+ * that (kstack.h).
  * A tp_btf program on sched_process_fork follows children (loaded only when
  * asked for). */
 #include "vmlinux.h"
@@ -22,6 +23,7 @@
 #define SS_PREFIX_MAX SS_EV_STACK_MAX
 #include "prefix.h"
 #include "windows.h"
+#include "kstack.h"
 
 _Static_assert(sizeof(struct pt_regs) == SS_PT_NREGS * 8, "x86-64 pt_regs layout");
 
@@ -30,6 +32,7 @@ const volatile __u32 self_tgid = 0;
 const volatile bool system_wide = false;
 const volatile __u32 wake_bytes = 1 << 20; /* wake the reader at this much data */
 const volatile bool windows = true;        /* apply the plans map (--no-lua-window: no) */
+const volatile bool kernel_stack = false;  /* --kernel: the kernel stack area (kstack.h) */
 
 struct {
     __uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -105,7 +108,11 @@ int snapshot(struct bpf_perf_event_data *pctx)
     /* With the window area for a process with a plan, without it for the
      * others: a constant size on each path (the ring buffer takes no other). */
     if (windows) plan = bpf_map_lookup_elem(&plans, &tgid);
-    e = bpf_ringbuf_reserve(&events, sizeof(*e) + size + (plan ? SS_EV_WIN_BYTES : 0), 0);
+    if (kernel_stack) { /* the kernel stack after the stack and windows */
+        e = reserve_kstack(&events, pctx, sizeof(*e) + size + (plan ? SS_EV_WIN_BYTES : 0));
+    } else {
+        e = bpf_ringbuf_reserve(&events, sizeof(*e) + size + (plan ? SS_EV_WIN_BYTES : 0), 0);
+    }
     if (!e) {
         COUNT(c->dropped);
         return 0;
@@ -179,5 +186,7 @@ int BPF_PROG(follow_fork, struct task_struct *parent, struct task_struct *child)
         bpf_map_update_elem(&pids, &ctgid, &one, BPF_ANY);
     return 0;
 }
+
+#include "offcpu.h" /* --off-cpu: loaded only when asked for */
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";

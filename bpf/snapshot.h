@@ -34,6 +34,7 @@ enum ss_ev_reg {
 };
 #define SS_EV_STACK_MAX 65528u /* == SS_STACK_MAX */
 #define SS_EV_KERNEL 0x2u      /* == SS_SAMPLE_KERNEL */
+#define SS_EV_OFFCPU 0x4u      /* == SS_SAMPLE_OFFCPU: the record ends in a __u64 weight (ns) */
 
 /* Memory windows: per process, user space may describe up to SS_EV_WIN_MAX
  * windows to copy at every sample (struct ss_plan in the plans map). Each
@@ -78,6 +79,17 @@ struct ss_ev_win {
     __s16 err;
 };
 
+/* Kernel stack (--kernel): an area of SS_EV_KSTACK_BYTES after the stack
+ * (and window) area of every record: what bpf_get_stack(ctx, ip, ..., 0)
+ * returned (bytes of ip[] filled, or a negative errno), then the return
+ * addresses, innermost first (bpf/kstack.h). */
+#define SS_EV_KSTACK_MAX 127 /* kernel.perf_event_max_stack's default */
+struct ss_ev_kstack {
+    __s64 len;
+    __u64 ip[SS_EV_KSTACK_MAX];
+};
+#define SS_EV_KSTACK_BYTES ((__u32)sizeof(struct ss_ev_kstack))
+
 /* perf raw records carry a u16 size: 8 (header) + 4 (raw size) + event must
  * stay <= 65535 after 8-byte padding, so the compat variant copies less
  * (and less again for a process with windows: SS_EV_WIN_BYTES). */
@@ -110,6 +122,10 @@ struct ss_counters {
     __u64 copy_failed;  /* not even one byte of stack */
     __u64 copy_partial; /* only a prefix was readable */
     __u64 skipped;      /* no user registers (kernel thread; kernel mode in compat) */
+    /* --off-cpu (offcpu.h) */
+    __u64 off_blocks;    /* a selected thread blocked */
+    __u64 off_short;     /* ran again within --off-cpu-min-us: no sample */
+    __u64 off_unmatched; /* blocked outside a system call (page fault, ...) or moved since */
 };
 
 #ifdef __bpf__

@@ -9,7 +9,13 @@
  * provides types and enum values). User registers come from the sample's
  * own regs, so a sample that interrupted kernel mode is counted as skipped.
  * Window plans as in the main variant, the windows right after the copied
- * stack. Children are followed through the task/task_newtask tracepoint. */
+ * stack. With --kernel (the snapshot_compat_k entry point, loaded instead
+ * of snapshot_compat: 4.x kernels have no global data to gate it) the
+ * kernel stack follows the
+ * windows (kstack.h), and a sample that interrupted kernel mode is kept with
+ * its kernel stack alone (SS_EV_KERNEL and no stack bytes: user space
+ * drops its registers, the kernel's).
+ * Children are followed through the task/task_newtask tracepoint. */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 
@@ -18,6 +24,7 @@
 #define SS_PREFIX_MAX SS_EV_COMPAT_STACK_MAX
 #include "prefix.h"
 #include "windows.h"
+#include "kstack.h"
 
 struct {
     __uint(type, BPF_MAP_TYPE_PERF_EVENT_ARRAY);
@@ -57,12 +64,13 @@ struct {
     __type(value, struct scratch);
 } scratch SEC(".maps");
 
-SEC("perf_event")
-int snapshot_compat(struct bpf_perf_event_data *pctx) /* see snapshot.bpf.c */
+/* One sample; kernel: --kernel (a constant: each entry point below gets
+ * its own copy, so the default program carries none of it). */
+static __always_inline int sample(struct bpf_perf_event_data *pctx, const bool kernel)
 {
     struct ss_perf_ctx *ctx = (void *)pctx;
-    __u64 id = bpf_get_current_pid_tgid(), size, len, wb = 0, kregs;
-    __u32 tgid = id >> 32, zero = 0, cpu;
+    __u64 id = bpf_get_current_pid_tgid(), size, len, wb = 0, kb = 0, off, kregs;
+    __u32 tgid = id >> 32, zero = 0, cpu, kmode = 0;
     struct ss_counters *c;
     struct ss_config *cfg;
     struct ss_plan *plan = NULL;
@@ -78,21 +86,26 @@ int snapshot_compat(struct bpf_perf_event_data *pctx) /* see snapshot.bpf.c */
     c = bpf_map_lookup_elem(&counters, &zero);
     if (!c) return 0;
     if ((ctx->regs.cs & 3) != 3) { /* kernel mode: no user regs here */
-        COUNT(c->skipped);
-        return 0;
+        if (!kernel) {
+            COUNT(c->skipped);
+            return 0;
+        }
+        kmode = 1;
     }
     cpu = bpf_get_smp_processor_id();
     e = bpf_map_lookup_elem(&scratch, &cpu);
     if (!e) return 0;
     size = cfg->stack_size;
     if (size > SS_EV_COMPAT_STACK_MAX) size = SS_EV_COMPAT_STACK_MAX;
+    if (kernel && size > SS_EV_COMPAT_STACK_MAX - SS_EV_KSTACK_BYTES)
+        size = SS_EV_COMPAT_STACK_MAX - SS_EV_KSTACK_BYTES;
     /* the windows follow the copied stack in a record below 64 KiB */
     if (cfg->windows) plan = bpf_map_lookup_elem(&plans, &tgid);
-    if (plan && size > SS_EV_COMPAT_STACK_MAX - SS_EV_WIN_BYTES)
-        size = SS_EV_COMPAT_STACK_MAX - SS_EV_WIN_BYTES;
+    if (plan && size > SS_EV_COMPAT_STACK_MAX - SS_EV_WIN_BYTES - SS_EV_KSTACK_BYTES)
+        size = SS_EV_COMPAT_STACK_MAX - SS_EV_WIN_BYTES - SS_EV_KSTACK_BYTES;
     *(__u64 *)e = id; /* tid, tgid */
     e->cpu = cpu;
-    e->flags = 0;
+    e->flags = kmode ? SS_EV_KERNEL : 0;
     e->time_ns = bpf_ktime_get_ns();
     /* The registers in one read, as the main variant does, not 21 context
      * loads: the context is a struct bpf_perf_event_data_kern, whose first
@@ -103,6 +116,11 @@ int snapshot_compat(struct bpf_perf_event_data *pctx) /* see snapshot.bpf.c */
         return 0;
     }
 
+    e->nwin = 0;
+    if (kmode) { /* the kernel's registers, not the user's: user space drops them */
+        len = 0;
+        goto kstack;
+    }
     len = size;
     if (bpf_probe_read(e->stack, size, (void *)e->regs[SS_PT_SP])) {
         len = copy_prefix(e->stack, e->regs[SS_PT_SP], size);
@@ -111,19 +129,39 @@ int snapshot_compat(struct bpf_perf_event_data *pctx) /* see snapshot.bpf.c */
         else
             COUNT(c->copy_failed);
     }
-    e->stack_len = len;
-    e->stack_room = len;
-    e->nwin = 0;
     barrier_var(len);
     if (plan && len <= SS_EV_COMPAT_STACK_MAX - SS_EV_WIN_BYTES) {
         wb = SS_EV_WIN_BYTES;
         apply_plan(plan, e, e->stack + len);
     }
-    if (bpf_perf_event_output(pctx, &events, BPF_F_CURRENT_CPU, e, sizeof(*e) + len + wb))
+kstack:
+    e->stack_len = len;
+    e->stack_room = len;
+    if (kernel) {
+        off = len + wb;
+        barrier_var(off);
+        if (off <= SS_EV_COMPAT_STACK_MAX - SS_EV_KSTACK_BYTES) {
+            kb = SS_EV_KSTACK_BYTES;
+            copy_kstack(pctx, (void *)(e->stack + off));
+        }
+    }
+    if (bpf_perf_event_output(pctx, &events, BPF_F_CURRENT_CPU, e, sizeof(*e) + len + wb + kb))
         COUNT(c->dropped);
     else
         COUNT(c->emitted);
     return 0;
+}
+
+SEC("perf_event")
+int snapshot_compat(struct bpf_perf_event_data *pctx) /* see snapshot.bpf.c */
+{
+    return sample(pctx, false);
+}
+
+SEC("perf_event")
+int snapshot_compat_k(struct bpf_perf_event_data *pctx) /* --kernel */
+{
+    return sample(pctx, true);
 }
 
 /* task/task_newtask as laid out since 3.14 (64-bit). */

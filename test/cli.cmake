@@ -18,7 +18,7 @@ target_link_libraries(cli_helpers PUBLIC stacksnap)
 target_compile_definitions(cli_helpers PRIVATE SS_SOURCE_DIR="${CMAKE_SOURCE_DIR}"
   SS_BINARY_DIR="${CMAKE_BINARY_DIR}")
 
-foreach(t determinism portability badinput usage fixtures shortcalls diff top)
+foreach(t determinism portability badinput usage fixtures shortcalls diff top kernel offcpu)
   ss_add_test(cli_${t} SOURCES ${CLI_T}/${t}.c LABELS cli TIMEOUT 300)
   target_link_libraries(cli_${t} PRIVATE cli_helpers)
   add_dependencies(cli_${t} stacksnap_cli cli_native cli_native_alt)

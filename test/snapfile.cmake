@@ -19,7 +19,7 @@ if(CMAKE_C_COMPILER_ID STREQUAL "Clang")
   set(SNAPFILE_FUZZ_SRC ${CMAKE_CURRENT_LIST_DIR}/fuzz/snapfile_fuzz.c
     ${CMAKE_SOURCE_DIR}/src/snapfile/codec.c ${CMAKE_SOURCE_DIR}/src/snapfile/reader.c
     ${CMAKE_SOURCE_DIR}/src/snapfile/delta.c
-    ${CMAKE_SOURCE_DIR}/src/snapfile/rdelta.c
+    ${CMAKE_SOURCE_DIR}/src/snapfile/rdelta.c ${CMAKE_SOURCE_DIR}/src/snapfile/kcodec.c
     ${CMAKE_SOURCE_DIR}/src/snapfile/target.c ${CMAKE_SOURCE_DIR}/src/util/err.c)
   foreach(v snapfile_fuzz snapfile_fuzz_nocrc)
     add_executable(${v} ${SNAPFILE_FUZZ_SRC})

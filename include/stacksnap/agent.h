@@ -31,6 +31,7 @@ struct ss_agent_opts {
     unsigned freq_hz;    /* default 19 */
     unsigned stack_size; /* default SS_STACK_DEFAULT */
     bool compat, no_windows;
+    bool off_cpu;               /* --off-cpu: profiles of where threads block, weighted by time */
     unsigned poll_ms;           /* how long samples may wait before they are walked, default 10
                                    (record uses 2: each wakeup costs, ~0.7% of a core at 2 ms idle;
                                    the Lua state is copied at sample time by the memory windows) */

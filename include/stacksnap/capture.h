@@ -17,18 +17,25 @@
 struct ss_capture;
 
 struct ss_capture_opts {
-    unsigned freq_hz;       /* default 99 */
-    unsigned stack_size;    /* default SS_STACK_DEFAULT, max SS_STACK_MAX */
-    bool system_wide;       /* -a: every process (except ourselves) */
-    bool follow_children;   /* add children forked by a selected process */
-    bool compat;            /* force the compat (perf buffer, no BTF) program */
-    unsigned ringbuf_bytes; /* 0 = default (8 MiB); tests shrink it to force drops.
-                               Compat: split over the online CPUs (power of two
-                               pages per CPU, at least one) */
-    bool no_windows;        /* --no-lua-window: registers and stack only, no plans */
-    bool bpf_stats;         /* enable BPF run-time stats (BPF_ENABLE_STATS, the same
-                               switch as kernel.bpf_stats_enabled) while open, for
-                               ss_capture_prog_info's run_time_ns/run_cnt */
+    unsigned freq_hz;        /* default 99 */
+    unsigned stack_size;     /* default SS_STACK_DEFAULT, max SS_STACK_MAX */
+    bool system_wide;        /* -a: every process (except ourselves) */
+    bool follow_children;    /* add children forked by a selected process */
+    bool compat;             /* force the compat (perf buffer, no BTF) program */
+    unsigned ringbuf_bytes;  /* 0 = default (8 MiB); tests shrink it to force drops.
+                                Compat: split over the online CPUs (power of two
+                                pages per CPU, at least one) */
+    bool no_windows;         /* --no-lua-window: registers and stack only, no plans */
+    bool off_cpu;            /* --off-cpu: samples when a selected thread blocks (weighted
+                                by the time off the CPU, ss_sample.weight) instead of the
+                                cpu-clock samples; ring buffer program only */
+    unsigned off_cpu_min_us; /* --off-cpu-min-us: shorter waits give no sample (default 100) */
+    bool kernel;             /* --kernel: each sample carries its kernel stack (ss_sample.kernel);
+                                compat also keeps samples that interrupted kernel mode, with the
+                                kernel stack alone */
+    bool bpf_stats;          /* enable BPF run-time stats (BPF_ENABLE_STATS, the same
+                                switch as kernel.bpf_stats_enabled) while open, for
+                                ss_capture_prog_info's run_time_ns/run_cnt */
     /* Called with the whole verifier log of each program the kernel rejects
      * (also when the compat program then loads); record -v prints it. */
     void (*verifier_log)(void *arg, const char *prog, const char *log);
@@ -37,14 +44,17 @@ struct ss_capture_opts {
 
 /* Counters summed over CPUs. */
 struct ss_capture_stats {
-    uint64_t seen;         /* program runs for a selected process */
-    uint64_t emitted;      /* samples written to the buffer */
-    uint64_t dropped;      /* buffer full: BPF side, or (compat) the perf buffer's lost
-                              count if larger -- both see the same records */
-    uint64_t copy_failed;  /* no stack bytes at all */
-    uint64_t copy_partial; /* shorter prefix copied */
-    uint64_t skipped;      /* no user registers available */
-    uint64_t win_failed;   /* windows of delivered samples whose load or copy failed */
+    uint64_t seen;          /* program runs for a selected process */
+    uint64_t emitted;       /* samples written to the buffer */
+    uint64_t dropped;       /* buffer full: BPF side, or (compat) the perf buffer's lost
+                               count if larger -- both see the same records */
+    uint64_t copy_failed;   /* no stack bytes at all */
+    uint64_t copy_partial;  /* shorter prefix copied */
+    uint64_t skipped;       /* no user registers available */
+    uint64_t win_failed;    /* windows of delivered samples whose load or copy failed */
+    uint64_t off_blocks;    /* --off-cpu: a selected thread blocked */
+    uint64_t off_short;     /* its wait was below off_cpu_min_us: no sample */
+    uint64_t off_unmatched; /* it blocked outside a system call or moved on: no sample */
 };
 
 struct ss_bpf_prog_info {

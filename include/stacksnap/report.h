@@ -52,6 +52,10 @@ struct ss_report_opts {
     uint32_t freq_hz;      /* sampling frequency; pprof period = 1e9/freq ns (0: 99) */
     int64_t wall_start_ns; /* wall-clock start (pprof time_nanos); 0 = unknown */
     const char *title;     /* SVG title; NULL = "stacksnap flame graph" (copied) */
+    bool off_cpu;          /* --off-cpu: every ss_report_add count is microseconds off the
+                              CPU (one sample per call): folded counts are microseconds,
+                              pprof has samples/count and off_cpu/nanoseconds, the SVG and
+                              the top table say time */
 };
 
 /* Stacks keyed by pid, tid, comm and the identity of every frame (kind,
@@ -78,7 +82,10 @@ int ss_report_set_labels(struct ss_report *r, uint32_t pid, const char *exe, con
 typedef bool (*ss_report_namer_fn)(void *ctx, const struct ss_frame *in, struct ss_frame *out);
 int ss_report_rename(struct ss_report *r, ss_report_namer_fn fn, void *ctx, struct ss_err *err);
 uint64_t ss_report_samples(const struct ss_report *r); /* sum of counts */
-size_t ss_report_nstacks(const struct ss_report *r);   /* distinct keys */
+/* The count an off-CPU stack adds (opts.off_cpu): its weight in
+ * microseconds, rounded, at least 1. */
+uint64_t ss_report_weight_us(const struct ss_stack *s);
+size_t ss_report_nstacks(const struct ss_report *r); /* distinct keys */
 
 /* ---- writers over an aggregated report (write errors -> -EIO) ---- */
 /* comm;root;...;leaf COUNT, one line per distinct text, sorted bytewise. An

@@ -19,6 +19,7 @@
 
 #include "stacksnap/capture.h"
 #include "stacksnap/ss.h"
+#include "stacksnap/unwind.h"
 
 /* Format version this build writes (3: memreads not delta-coded, 2: sample
  * bytes not delta-coded, 1: no windows; all still read). */
@@ -37,7 +38,8 @@ enum ss_snap_type {
     SS_SNAP_TRAILER = 7,
     SS_SNAP_PERFMAP = 8,   /* a process's perf map as the live walker used it */
     SS_SNAP_DEBUGFILE = 9, /* a debug file (debuginfod) names a build-id from here on */
-    SS_SNAP_NTYPES = 10,
+    SS_SNAP_KSYMS = 11,    /* kernel symbols that name kernel frames from here on */
+    SS_SNAP_NTYPES = 12,
     /* Reader events (never on disk). */
     SS_SNAP_CORRUPT = 0x100,   /* a damaged region was skipped */
     SS_SNAP_TRUNCATED = 0x101, /* the file ends inside a record: last event */
@@ -46,6 +48,7 @@ enum ss_snap_type {
 /* ---- header: the first record of every capture ---- */
 #define SS_SNAP_HDR_BUNDLE 0x1u /* recorded with --bundle */
 #define SS_SNAP_HDR_KERNEL 0x2u /* recorded with --kernel */
+#define SS_SNAP_HDR_OFFCPU 0x4u /* recorded with --off-cpu: samples are weighted */
 
 struct ss_snap_header {
     uint32_t version;       /* reader: format version of the file; writer: ignored */
@@ -114,6 +117,7 @@ struct ss_snap_sample {
     bool has_reads;     /* a MEMREADS record for this sample followed it */
     uint32_t nreads;
     const struct ss_snap_read *reads;
+    uint64_t kips[SS_KSTACK_MAX]; /* s.kernel points here */
 };
 
 /* Reads of a MEMREADS record that did not directly follow its sample. */
@@ -169,6 +173,13 @@ struct ss_snap_debugfile {
     const char *path;
 };
 
+/* ---- kernel symbols (--kernel): the symbols live named kernel frames
+ * with, written before the first sample that needs them ---- */
+struct ss_snap_ksyms {
+    uint32_t n;
+    const struct ss_ksym *syms; /* unwind.h */
+};
+
 /* ---- trailer: totals written by ss_snap_close (optional) ---- */
 struct ss_snap_trailer {
     uint64_t end_real_ns, end_mono_ns;
@@ -204,6 +215,7 @@ struct ss_snap_record {
         struct ss_snap_trailer trailer;
         struct ss_snap_perfmap perfmap;
         struct ss_snap_debugfile debugfile;
+        struct ss_snap_ksyms ksyms;
         struct ss_snap_corrupt corrupt;
         struct ss_snap_truncated truncated;
     };
@@ -249,6 +261,8 @@ int ss_snap_write_perfmap(struct ss_snap_writer *w, const struct ss_snap_perfmap
                           struct ss_err *err);
 int ss_snap_write_debugfile(struct ss_snap_writer *w, const struct ss_snap_debugfile *d,
                             struct ss_err *err);
+int ss_snap_write_ksyms(struct ss_snap_writer *w, const struct ss_snap_ksyms *k,
+                        struct ss_err *err);
 /* Fill out[6] with "capture.seen", ... from st; returns 6. */
 uint32_t ss_snap_capture_counters(const struct ss_capture_stats *st, struct ss_snap_counter *out);
 

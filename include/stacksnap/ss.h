@@ -98,9 +98,16 @@ struct ss_sample {
     const uint8_t *stack;
     uint32_t nwin; /* windows of the process's plan, 0 without */
     struct ss_window win[SS_WIN_MAX];
+    uint32_t nkernel;       /* kernel return addresses (--kernel), innermost first */
+    const uint64_t *kernel; /* nkernel of them (<= SS_KSTACK_MAX) */
+    uint64_t weight;        /* SS_SAMPLE_OFFCPU: ns until the thread ran again */
 };
+#define SS_KSTACK_MAX 127
 #define SS_SAMPLE_PARTIAL 0x1u /* stack copy shorter than requested */
-#define SS_SAMPLE_KERNEL 0x2u  /* interrupted kernel mode; regs are the user regs */
+#define SS_SAMPLE_OFFCPU 0x4u  /* taken when the thread blocked (--off-cpu); weight */
+#define SS_SAMPLE_KERNEL                                                                           \
+    0x2u /* interrupted kernel mode; regs are the user regs (all zero:                             \
+            none, compat --kernel) */
 
 enum ss_frame_kind {
     SS_FRAME_NATIVE = 0,
@@ -145,7 +152,8 @@ struct ss_stack {
     char comm[16];
     uint32_t nframes;
     struct ss_frame *frames;
-    uint8_t trunc; /* enum ss_trunc */
+    uint8_t trunc;   /* enum ss_trunc */
+    uint64_t weight; /* off-CPU sample: ns off the CPU (ss_sample.weight); 0: a CPU sample */
 };
 
 #endif

@@ -137,6 +137,27 @@ int ss_unwinder_add_debug(struct ss_unwinder *u, const uint8_t *id, size_t len, 
 bool ss_unwinder_rename(struct ss_unwinder *u, const uint8_t *id, size_t len,
                         const struct ss_frame *in, struct ss_frame *out);
 
+/* Kernel frames: a sample's kernel stack (ss_sample.kernel, --kernel)
+ * becomes SS_FRAME_KERNEL frames before (leafward of) its user frames, named
+ * from a kernel symbol table: live /proc/kallsyms (ss_unwinder_kernel_syms;
+ * without one, or when its addresses are hidden, the frames have no name),
+ * replay the symbols the capture recorded (ss_unwinder_add_ksym). A symbol
+ * covers [start, end); module is NULL for the kernel itself. */
+struct ss_ksym {
+    uint64_t start, end;
+    const char *name;
+    const char *module;
+};
+/* Live: load path (NULL: /proc/kallsyms). -EACCES: every address hidden
+ * (kernel.kptr_restrict); err says so and how to change it. */
+int ss_unwinder_kernel_syms(struct ss_unwinder *u, const char *path, struct ss_err *err);
+/* Replay: a recorded symbol (strings copied). 0 or -ENOMEM. */
+int ss_unwinder_add_ksym(struct ss_unwinder *u, const struct ss_ksym *s);
+/* The symbols first used to name a frame since the last call, for the
+ * capture writer (before the sample): fn for each. */
+void ss_unwinder_take_ksyms(struct ss_unwinder *u, void (*fn)(void *ctx, const struct ss_ksym *s),
+                            void *ctx);
+
 /* Replay: serve pid's target reads from ops/ctx (memory/memory.h) instead of
  * the live process. -ESRCH when the unwinder has no state for pid. */
 struct ss_target_ops;

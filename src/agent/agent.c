@@ -59,6 +59,7 @@ static int open_capture(struct ss_agent *a, struct ss_err *err)
                                  .system_wide = a->o.npids == 0,
                                  .compat = a->o.compat,
                                  .no_windows = a->o.no_windows,
+                                 .off_cpu = a->o.off_cpu,
                                  .verifier_log = verifier_log,
                                  .verifier_log_arg = a};
     int rc = ss_capture_open(&a->cap, &co, err);
@@ -140,7 +141,7 @@ static void feed_windows(struct ss_agent *a, const struct ss_stack *st, const ch
         if (w->done || (w->pid && w->pid != st->pid)) continue;
         struct ss_err err = {0};
         if (ss_report_set_labels(w->rep, st->pid, exe, cgroup, &err) < 0 ||
-            ss_report_add(w->rep, st, 1, &err) < 0) {
+            ss_report_add(w->rep, st, a->o.off_cpu ? ss_report_weight_us(st) : 1, &err) < 0) {
             w->done = true; /* out of memory: answer with what it has */
             pthread_cond_broadcast(&a->cv);
         }
@@ -195,8 +196,12 @@ int ss_agent_run(struct ss_agent *a, volatile sig_atomic_t *stop, struct ss_err 
     if (a->seg && (rc = ag_seg_begin(a->seg, &a->u, err)) < 0) return rc;
     if ((rc = ss_capture_start(a->cap, err)) < 0) return rc;
     double last_stats = 0, last_gc = a->t0;
-    ag_log(a, "agent: sampling %s at %u Hz, HTTP on %s",
-           a->o.npids ? "the given pids" : "every process", a->o.freq_hz, a->address);
+    if (a->o.off_cpu)
+        ag_log(a, "agent: sampling %s off the CPU (waits of 100 us or more), HTTP on %s",
+               a->o.npids ? "the given pids" : "every process", a->address);
+    else
+        ag_log(a, "agent: sampling %s at %u Hz, HTTP on %s",
+               a->o.npids ? "the given pids" : "every process", a->o.freq_hz, a->address);
     while (!*stop) {
         int n = ss_capture_poll(a->cap, (int)a->o.poll_ms, on_sample, a);
         if (n < 0) {

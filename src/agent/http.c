@@ -101,7 +101,8 @@ static enum MHD_Result profile(struct ss_agent *a, struct MHD_Connection *c)
     long p = 0;
     if (pid && (p = parse_num(pid, 0x7fffffff)) < 0)
         return error(a, c, MHD_HTTP_BAD_REQUEST, "bad pid '%s'", pid);
-    struct ss_report_opts ro = {.freq_hz = a->o.freq_hz, .wall_start_ns = ag_wall_ns()};
+    struct ss_report_opts ro = {
+        .freq_hz = a->o.freq_hz, .wall_start_ns = ag_wall_ns(), .off_cpu = a->o.off_cpu};
     struct ss_err err = {0};
     struct ag_window w = {.pid = (uint32_t)p, .end = ag_now() + (double)seconds};
     pthread_mutex_lock(&a->mu);

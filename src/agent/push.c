@@ -242,11 +242,12 @@ void ag_push_add(struct ag_push *p, const struct ss_stack *st, const char *exe, 
     struct ss_err err = {0};
     if (!ap->rep) {
         struct ss_report_opts ro = {.freq_hz = p->a->o.freq_hz,
-                                    .wall_start_ns = p->wfrom * 1000000000};
+                                    .wall_start_ns = p->wfrom * 1000000000,
+                                    .off_cpu = p->a->o.off_cpu};
         if (!(ap->rep = ss_report_new(&ro, &err))) return;
     }
     ss_report_set_labels(ap->rep, st->pid, exe, cgroup, &err);
-    ss_report_add(ap->rep, st, 1, &err);
+    ss_report_add(ap->rep, st, p->a->o.off_cpu ? ss_report_weight_us(st) : 1, &err);
 }
 
 void ag_push_tick(struct ag_push *p, double now, bool final)

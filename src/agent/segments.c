@@ -107,6 +107,7 @@ int ag_seg_begin(struct ag_segments *g, struct ss_unwinder **u, struct ss_err *e
     struct ss_snapout_opts so = {.path = g->path,
                                  .stack_size = ss_capture_stack_size(a->cap),
                                  .freq_hz = a->o.freq_hz,
+                                 .off_cpu = a->o.off_cpu,
                                  .command = "stacksnap agent",
                                  .warn = warn,
                                  .warn_ctx = a};

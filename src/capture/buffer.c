@@ -83,13 +83,31 @@ static void deliver(struct ss_capture *c, const void *data, size_t size)
     s.pid = e.tgid;
     s.tid = e.tid;
     s.cpu = e.cpu;
-    s.flags = e.flags & SS_SAMPLE_KERNEL;
+    s.flags = e.flags & (SS_SAMPLE_KERNEL | SS_SAMPLE_OFFCPU);
+    s.weight = 0;
+    if (e.flags & SS_EV_OFFCPU) /* the record's last 8 bytes */
+        memcpy(&s.weight, (const uint8_t *)data + size - 8, 8);
     if (e.stack_len < c->stack_size) s.flags |= SS_SAMPLE_PARTIAL;
     s.time_ns = e.time_ns;
     perf_regs(s.regs, e.regs);
+    if (c->compat && (e.flags & SS_EV_KERNEL)) /* --kernel: the kernel's registers, not kept */
+        memset(s.regs, 0, sizeof(s.regs));
     s.stack_len = (uint32_t)e.stack_len;
     s.stack_req = c->stack_size;
     s.stack = (const uint8_t *)data + sizeof(e);
+    s.nkernel = 0;
+    s.kernel = c->kips;
+    size_t koff = sizeof(e) + e.stack_room + (e.nwin ? SS_EV_WIN_BYTES : 0);
+    if (c->o.kernel && size >= koff + SS_EV_KSTACK_BYTES) { /* compat: may not have fit */
+        struct ss_ev_kstack k;
+        memcpy(&k, (const uint8_t *)data + koff, sizeof(k));
+        if (k.len > 0 && (uint64_t)k.len <= sizeof(k.ip)) {
+            s.nkernel = (uint32_t)(k.len / 8);
+            memcpy(c->kips, k.ip, s.nkernel * 8);
+            while (s.nkernel && !c->kips[s.nkernel - 1]) /* off-CPU: the whole area */
+                s.nkernel--;
+        }
+    }
     c->delivered++;
     if (c->fn) c->fn(c->fn_ctx, &s);
 }
@@ -129,7 +147,8 @@ static size_t perf_pages(const struct ss_capture *c)
 {
     long cpus = sysconf(_SC_NPROCESSORS_ONLN), page = sysconf(_SC_PAGESIZE);
     size_t want = c->o.ringbuf_bytes / (size_t)(cpus > 0 ? cpus : 1) / (size_t)page, n = 1;
-    size_t record = 16 + sizeof(struct ss_event) + c->stack_size + SS_EV_WIN_BYTES;
+    size_t record =
+        16 + sizeof(struct ss_event) + c->stack_size + SS_EV_WIN_BYTES + SS_EV_KSTACK_BYTES;
 
     while (n * 2 <= want || n * (size_t)page < record)
         n *= 2;

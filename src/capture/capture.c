@@ -18,7 +18,8 @@
 #include "util/caps.h"
 
 _Static_assert(SS_EV_STACK_MAX == SS_STACK_MAX, "stack max");
-_Static_assert(SS_EV_KERNEL == SS_SAMPLE_KERNEL, "flags");
+_Static_assert(SS_EV_KERNEL == SS_SAMPLE_KERNEL && SS_EV_OFFCPU == SS_SAMPLE_OFFCPU, "flags");
+_Static_assert(SS_EV_KSTACK_MAX == SS_KSTACK_MAX, "kernel stack depth");
 _Static_assert(SS_EV_WIN_MAX == SS_WIN_MAX && SS_EV_WIN_BYTES == SS_WIN_AREA &&
                    SS_EV_WIN_LEN_MAX == SS_WIN_LEN_MAX && SS_WIN_ABS == 0xff &&
                    SS_WIN_IF_IP == 0x1 && SS_WIN_UNLESS_PREV == 0x2,
@@ -106,10 +107,15 @@ static int load_ringbuf(struct ss_capture *c, char *log, struct ss_err *err)
     c->skel->rodata->self_tgid = getpid();
     c->skel->rodata->system_wide = c->o.system_wide;
     c->skel->rodata->windows = !c->o.no_windows;
+    c->skel->rodata->kernel_stack = c->o.kernel;
+    c->skel->rodata->offcpu_min_ns = (__u64)c->o.off_cpu_min_us * 1000;
+    bpf_program__set_autoload(c->skel->progs.offcpu_switch, c->o.off_cpu);
+    bpf_program__set_autoload(c->skel->progs.offcpu_exit, c->o.off_cpu);
     /* a power of two, and room for one record at least */
-    unsigned ring = pow2_at_least(
-        c->o.ringbuf_bytes,
-        pow2_at_least(8 + sizeof(struct ss_event) + c->stack_size + SS_EV_WIN_BYTES, 4096));
+    unsigned ring = pow2_at_least(c->o.ringbuf_bytes,
+                                  pow2_at_least(8 + sizeof(struct ss_event) + c->stack_size +
+                                                    SS_EV_WIN_BYTES + SS_EV_KSTACK_BYTES + 8,
+                                                4096));
     bpf_map__set_max_entries(c->skel->maps.events, ring);
     c->skel->rodata->wake_bytes = ring / 4;
     bpf_program__set_autoload(c->skel->progs.follow_fork, c->o.follow_children);
@@ -149,12 +155,14 @@ static int load_compat(struct ss_capture *c, char *log, struct ss_err *err)
     }
     bpf_map__set_max_entries(c->cskel->maps.scratch, r);
     bpf_program__set_autoload(c->cskel->progs.follow_newtask, c->o.follow_children);
+    bpf_program__set_autoload(c->cskel->progs.snapshot_compat, !c->o.kernel);
+    bpf_program__set_autoload(c->cskel->progs.snapshot_compat_k, c->o.kernel);
     r = snapshot_compat_bpf__load(c->cskel);
     if (r) {
         rejected(c, "snapshot_compat", r, log, err);
         return r;
     }
-    c->prog = c->cskel->progs.snapshot_compat;
+    c->prog = c->o.kernel ? c->cskel->progs.snapshot_compat_k : c->cskel->progs.snapshot_compat;
     c->follow_prog = c->cskel->progs.follow_newtask;
     c->pids_fd = bpf_map__fd(c->cskel->maps.pids);
     c->plans_fd = bpf_map__fd(c->cskel->maps.plans);
@@ -178,6 +186,11 @@ static int load(struct ss_capture *c, char *log, struct ss_err *err)
     const char *lack = c->o.compat ? NULL : need_compat();
     int r;
 
+    if (c->o.off_cpu && (c->o.compat || lack)) {
+        ss_err_set(err, -EOPNOTSUPP, "--off-cpu needs the ring buffer program, not compat (%s)",
+                   lack ? lack : "--compat");
+        return -EOPNOTSUPP;
+    }
     c->compat = c->o.compat || lack;
     if (lack) snprintf(c->why, sizeof(c->why), "%s", lack);
     if (!c->compat) {
@@ -213,6 +226,7 @@ int ss_capture_open(struct ss_capture **out, const struct ss_capture_opts *o, st
     c->o = *o;
     c->stats_fd = -1;
     if (!c->o.freq_hz) c->o.freq_hz = 99;
+    if (!c->o.off_cpu_min_us) c->o.off_cpu_min_us = 100;
     if (!c->o.ringbuf_bytes) c->o.ringbuf_bytes = 8u << 20;
     c->stack_size = c->o.stack_size ? c->o.stack_size : SS_STACK_DEFAULT;
     if (c->stack_size > SS_STACK_MAX) {
@@ -342,6 +356,9 @@ void ss_capture_stats(struct ss_capture *c, struct ss_capture_stats *st)
             st->copy_failed += v[i].copy_failed;
             st->copy_partial += v[i].copy_partial;
             st->skipped += v[i].skipped;
+            st->off_blocks += v[i].off_blocks;
+            st->off_short += v[i].off_short;
+            st->off_unmatched += v[i].off_unmatched;
         }
         /* A record the perf buffer lost also failed bpf_perf_event_output:
          * both sides saw the same drops, report the larger count. */

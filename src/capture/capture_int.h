@@ -23,6 +23,7 @@ struct ss_capture {
     struct bpf_program *prog;          /* the perf_event program */
     struct bpf_program *follow_prog;   /* fork tracepoint program */
     struct bpf_link *follow_link;      /* attached when following */
+    struct bpf_link *off_links[2];     /* --off-cpu: sched_switch, sys_exit */
     int pids_fd, plans_fd, counters_fd, events_fd;
     int stats_fd; /* BPF_ENABLE_STATS, or -1 */
 
@@ -35,6 +36,8 @@ struct ss_capture {
     uint64_t lost;       /* perf buffer lost records */
     uint64_t bad;        /* malformed records skipped */
     uint64_t win_failed; /* windows of delivered samples whose read failed */
+
+    uint64_t kips[SS_KSTACK_MAX]; /* the delivered sample's kernel stack */
 
     ss_sample_fn fn; /* set during ss_capture_poll */
     void *fn_ctx;
@@ -54,6 +57,10 @@ const char *ss_capture_log_reason(char *log);
 int ss_capture_pt_reg(unsigned r);
 int ss_capture_buffer_open(struct ss_capture *c, struct ss_err *err);
 void ss_capture_buffer_close(struct ss_capture *c);
+
+/* offcpu.c */
+int ss_capture_offcpu_start(struct ss_capture *c, struct ss_err *err);
+void ss_capture_offcpu_stop(struct ss_capture *c);
 
 /* perf.c */
 int ss_capture_follow_attach(struct ss_capture *c, struct ss_err *err);

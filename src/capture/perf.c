@@ -75,6 +75,7 @@ int ss_capture_start(struct ss_capture *c, struct ss_err *err)
     int max = libbpf_num_possible_cpus(), r;
     bool *on;
 
+    if (c->o.off_cpu) return c->off_links[0] ? 0 : ss_capture_offcpu_start(c, err);
     if (c->nperf) return 0;
     if (max <= 0) {
         r = max ? max : -EINVAL;
@@ -117,6 +118,7 @@ int ss_capture_start(struct ss_capture *c, struct ss_err *err)
 
 void ss_capture_stop(struct ss_capture *c)
 {
+    if (c->skel) ss_capture_offcpu_stop(c);
     for (int i = 0; i < c->nperf; i++) {
         bpf_link__destroy(c->perf_links[i]);
         close(c->perf_fds[i]);

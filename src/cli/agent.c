@@ -81,6 +81,7 @@ int ss_cmd_agent(const struct ss_cli *c)
         .stack_size = c->stack_size,
         .compat = c->compat,
         .no_windows = c->no_lua_window,
+        .off_cpu = c->off_cpu,
         .listen = c->listen,
         .max_seconds = c->max_seconds,
         .capture_dir = c->capture_dir,

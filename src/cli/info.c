@@ -11,7 +11,7 @@
 #include "stacksnap/unwind.h"
 
 struct info {
-    uint64_t samples, stack_bytes, reads, partial, kernel, rewalks;
+    uint64_t samples, stack_bytes, reads, partial, kernel, rewalks, ksyms, kstacks;
     uint64_t first_ns, last_ns;
     const char *path;
 };
@@ -24,9 +24,10 @@ static void print_header(const struct ss_snap_header *h, const char *path)
     printf("capture      %s (format version %u)\n", path, h->version);
     printf("recorded     %s on %s (kernel %s) by stacksnap %s\n", when, h->hostname,
            h->kernel_release, h->tool_version);
-    printf("settings     %s, %u Hz, %u-byte stack snapshots%s%s\n", h->arch, h->freq_hz,
+    printf("settings     %s, %u Hz, %u-byte stack snapshots%s%s%s\n", h->arch, h->freq_hz,
            h->stack_size, (h->flags & SS_SNAP_HDR_BUNDLE) ? ", bundled files" : "",
-           (h->flags & SS_SNAP_HDR_KERNEL) ? ", kernel frames" : "");
+           (h->flags & SS_SNAP_HDR_KERNEL) ? ", kernel frames" : "",
+           (h->flags & SS_SNAP_HDR_OFFCPU) ? ", off-CPU (weighted by time)" : "");
     if (h->command && h->command[0]) printf("command      %s\n", h->command);
 }
 
@@ -80,8 +81,12 @@ int ss_cmd_info(const struct ss_cli *c)
             printf("debug file   %s (debuginfod, after %" PRIu64 " samples)\n", rec.debugfile.path,
                    (uint64_t)in.samples);
             break;
+        case SS_SNAP_KSYMS:
+            in.ksyms += rec.ksyms.n;
+            break;
         case SS_SNAP_SAMPLE: {
             const struct ss_sample *s = &rec.sample.s;
+            in.kstacks += s->nkernel != 0;
             if (!in.samples++) in.first_ns = s->time_ns;
             in.last_ns = s->time_ns;
             in.stack_bytes += s->stack_len;
@@ -121,6 +126,10 @@ int ss_cmd_info(const struct ss_cli *c)
            in.samples ? (double)(st.bytes[SS_SNAP_SAMPLE] + st.bytes[SS_SNAP_MEMREADS]) /
                             (double)in.samples
                       : 0.0);
+    if (in.kstacks || in.ksyms)
+        printf("kernel       %" PRIu64 " samples with a kernel stack, %" PRIu64
+               " kernel symbols recorded\n",
+               in.kstacks, in.ksyms);
     if (in.rewalks)
         printf("rewalks      %" PRIu64 " samples walked twice (mappings re-read mid-walk)\n",
                in.rewalks);

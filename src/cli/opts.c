@@ -14,8 +14,9 @@ static const char *usage_text =
     "usage:\n"
     "  stacksnap record [-p PID[,PID...] | -a | -- COMMAND [ARGS...]] [-F HZ] [-d SECONDS]\n"
     "                   [--stack-size BYTES] [-o FILE]... [--format FMT] [--bundle] [--kernel]\n"
-    "                   [--compat] [--no-lua-window] [-v]\n"
+    "                   [--compat] [--off-cpu [--off-cpu-min-us N]] [--no-lua-window] [-v]\n"
     "  stacksnap agent  [-a | -p PID[,PID...]] [-F HZ] [--listen ADDR:PORT | --listen unix:PATH]\n"
+    "                   [--off-cpu]\n"
     "                   [--capture-dir DIR [--capture-max-bytes N] [--capture-segment SECONDS]]\n"
     "                   [--push URL [--push-every SECONDS]] [--max-seconds N]\n"
     "  stacksnap top    [-p PID[,PID...] | -a | -- COMMAND [ARGS...]] [-F HZ]\n"
@@ -40,6 +41,9 @@ static const char *usage_text =
     "  --bundle           put the unwind/symbol data of mapped files into the capture\n"
     "  --kernel           include kernel frames\n"
     "  --compat           use the perf-buffer BPF program for old kernels\n"
+    "  --off-cpu          sample where threads block, weighted by the time off the CPU\n"
+    "                     (folded counts in microseconds) instead of CPU samples\n"
+    "  --off-cpu-min-us N shorter waits give no sample (default 100)\n"
     "  --no-lua-window    copy registers and stack only (no Lua state at sample time)\n"
     "  --symfs DIR        look for ELF files under DIR when replaying\n"
     "  --top N            rows of the top table (default 20)\n"
@@ -120,6 +124,8 @@ enum {
     OPT_SYMFS,
     OPT_TOP,
     OPT_BPF,
+    OPT_OFF_CPU,
+    OPT_OFF_CPU_MIN,
     OPT_LISTEN,
     OPT_CAPTURE_DIR,
     OPT_CAPTURE_MAX,
@@ -211,6 +217,8 @@ int ss_cli_parse(struct ss_cli *c, int argc, char **argv)
         {"symfs", required_argument, 0, OPT_SYMFS},
         {"top", required_argument, 0, OPT_TOP},
         {"bpf", no_argument, 0, OPT_BPF},
+        {"off-cpu", no_argument, 0, OPT_OFF_CPU},
+        {"off-cpu-min-us", required_argument, 0, OPT_OFF_CPU_MIN},
         {"output", required_argument, 0, 'o'},
         {"listen", required_argument, 0, OPT_LISTEN},
         {"capture-dir", required_argument, 0, OPT_CAPTURE_DIR},
@@ -295,6 +303,20 @@ int ss_cli_parse(struct ss_cli *c, int argc, char **argv)
         case OPT_COMPAT:
             c->compat = true;
             break;
+        case OPT_OFF_CPU:
+            c->off_cpu = true;
+            break;
+        case OPT_OFF_CPU_MIN: {
+            char *end;
+            errno = 0;
+            v = strtoul(optarg, &end, 10);
+            if (errno || end == optarg || *end || v > 60000000ul)
+                return usage_error("invalid --off-cpu-min-us '%s' (microseconds, at most 60000000)",
+                                   optarg);
+            c->off_cpu_min_us = v ? (unsigned)v : 1;
+            c->off_cpu_min_set = true;
+            break;
+        }
         case OPT_NO_LUA_WINDOW:
             c->no_lua_window = true;
             break;
@@ -327,6 +349,10 @@ int ss_cli_parse(struct ss_cli *c, int argc, char **argv)
         if (modes == 0 && !c->bpf_info)
             return usage_error("%s needs -p PID, -a or -- COMMAND", c->cmd);
         if (modes > 1) return usage_error("%s", "choose one of -p PID, -a or -- COMMAND");
+        if (c->off_cpu_min_set && !c->off_cpu)
+            return usage_error("%s", "--off-cpu-min-us needs --off-cpu");
+        if (c->off_cpu && c->compat)
+            return usage_error("%s", "--off-cpu needs the ring buffer program: not with --compat");
         if (top && (c->nout || c->bpf_info || c->duration > 0))
             return usage_error("%s", "top takes -p, -a or -- COMMAND and -F only");
         if (c->nout == 0 && !top) {
@@ -363,6 +389,7 @@ int ss_cli_parse(struct ss_cli *c, int argc, char **argv)
         if (c->capture_segment && !c->capture_dir)
             return usage_error("%s", "--capture-segment needs --capture-dir");
         if (c->push_every && !c->push_url) return usage_error("%s", "--push-every needs --push");
+        if (c->off_cpu_min_set) return usage_error("%s", "--off-cpu-min-us is not valid for agent");
     } else if (!strcmp(c->cmd, "info") && c->bpf_info) {
         if (optind < argc) return usage_error("unexpected argument '%s'", argv[optind]);
     } else {

@@ -27,6 +27,9 @@ struct ss_cli {
     double duration; /* seconds, 0 = until done */
     unsigned stack_size;
     bool bundle, kernel, compat, verbose, bpf_info, no_lua_window;
+    bool off_cpu;            /* --off-cpu (record, agent) */
+    unsigned off_cpu_min_us; /* --off-cpu-min-us, default 100 */
+    bool off_cpu_min_set;
     /* agent */
     const char *listen, *capture_dir, *push_url;
     unsigned long long capture_max_bytes;

@@ -10,7 +10,8 @@ int ss_outputs_open(struct ss_outputs *o, const struct ss_cli *c, uint32_t freq)
 {
     memset(o, 0, sizeof(*o));
     struct ss_err err = {0};
-    struct ss_report_opts ro = {.freq_hz = freq};
+    struct ss_report_opts ro = {.freq_hz = freq, .off_cpu = c->off_cpu};
+    o->off_cpu = c->off_cpu;
     o->rep = ss_report_new(&ro, &err);
     if (!o->rep) {
         fprintf(stderr, "stacksnap: %s\n", err.msg);
@@ -79,7 +80,8 @@ int ss_outputs_add(struct ss_outputs *o, const struct ss_stack *st)
         }
     struct ss_pcount *p = pcount(o, st);
     if (p) p->samples++;
-    int rc = o->aggregate ? ss_report_add(o->rep, st, 1, &err) : 0;
+    uint64_t n = o->off_cpu ? ss_report_weight_us(st) : 1;
+    int rc = o->aggregate ? ss_report_add(o->rep, st, n, &err) : 0;
     for (int i = 0; rc == 0 && i < o->nsinks; i++)
         rc = ss_report_sink_add(o->sinks[i], st, &err);
     if (rc) fprintf(stderr, "stacksnap: %s\n", err.msg);

@@ -19,6 +19,7 @@ struct ss_outputs {
     struct ss_report_sink *sinks[SS_MAX_OUTPUTS];
     int nsinks;
     bool aggregate; /* feed rep (some output or command needs it) */
+    bool off_cpu;   /* counts are microseconds off the CPU */
     /* summary */
     uint64_t samples, lua, truncated, errors;
     struct ss_pcount *procs;

@@ -180,6 +180,13 @@ static void progress(const struct rec *r, double t0, int final)
     ss_outputs_summary(&r->out, stderr);
     fprintf(stderr, ", %llu drops, %llu unwind errors, %.1fs\n", (unsigned long long)cs.dropped,
             (unsigned long long)r->out.errors, el);
+    if (r->c->off_cpu)
+        fprintf(stderr,
+                "stacksnap: off-CPU: %llu waits, %llu shorter than %u us, %llu not in a system "
+                "call (no sample)\n",
+                (unsigned long long)cs.off_blocks, (unsigned long long)cs.off_short,
+                r->c->off_cpu_min_us ? r->c->off_cpu_min_us : 100,
+                (unsigned long long)cs.off_unmatched);
     if (cs.copy_failed || cs.skipped || r->c->verbose)
         fprintf(stderr,
                 "stacksnap: stack copies: %llu failed, %llu cut at the end of the stack; "
@@ -221,6 +228,9 @@ static int open_capture(const struct ss_cli *c, struct ss_capture_opts *o, struc
     o->stack_size = c->stack_size;
     o->compat = c->compat;
     o->no_windows = c->no_lua_window;
+    o->kernel = c->kernel;
+    o->off_cpu = c->off_cpu;
+    o->off_cpu_min_us = c->off_cpu_min_us;
     if (c->verbose) o->verifier_log = print_verifier_log;
     if (ss_capture_open(cap, o, &err) < 0) {
         fprintf(stderr, "stacksnap: %s\n", err.msg);
@@ -260,6 +270,7 @@ static int open_snap(struct rec *r, const char *path)
                                  .freq_hz = c->freq,
                                  .bundle = c->bundle,
                                  .kernel = c->kernel,
+                                 .off_cpu = c->off_cpu,
                                  .command = cmd,
                                  .warn = warn_stderr};
     struct ss_err err = {0};
@@ -291,6 +302,11 @@ static int setup(struct rec *r, pid_t *child, int *release_fd)
     }
     struct ss_capture_opts co = {.system_wide = c->all, .follow_children = c->command != NULL};
     if (open_capture(c, &co, &r->cap)) return 1;
+    /* after the programs loaded: their symbols too */
+    if (c->kernel && ss_unwinder_kernel_syms(r->u, NULL, &err) < 0) {
+        fprintf(stderr, "stacksnap: warning: %s\n", err.msg); /* frames stay unnamed */
+        err = (struct ss_err){0};
+    }
     if (c->verbose) print_prog_info(r->cap, stderr);
     char miss[64];
     if (c->all && ss_caps_missing(SS_CAPBIT(SS_CAP_SYS_PTRACE), miss, sizeof(miss))[0])

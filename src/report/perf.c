@@ -80,9 +80,10 @@ int ss_perf_writer_add(struct ss_perf_writer *w, const struct ss_stack *s, struc
         rp_escape(b, s->comm, clen, RP_ESC_PERF_COMM);
     else
         rp_buf_puts(b, "[unknown]");
-    rp_buf_printf(b, " %7u/%-7u [%03u] %5" PRIu64 ".%06" PRIu64 ": %10" PRIu64 " cpu-clock:\n",
-                  s->pid, s->tid, s->cpu, (uint64_t)(s->time_ns / 1000000000u),
-                  (uint64_t)(s->time_ns % 1000000000u / 1000u), w->period_ns);
+    rp_buf_printf(b, " %7u/%-7u [%03u] %5" PRIu64 ".%06" PRIu64 ": %10" PRIu64 " %s:\n", s->pid,
+                  s->tid, s->cpu, (uint64_t)(s->time_ns / 1000000000u),
+                  (uint64_t)(s->time_ns % 1000000000u / 1000u),
+                  s->weight ? s->weight : w->period_ns, s->weight ? "offcpu-time" : "cpu-clock");
     for (uint32_t i = 0; i < s->nframes; i++)
         frame_line(b, &s->frames[i]);
     if (!s->nframes) {

@@ -244,6 +244,7 @@ int ss_report_write_pprof(const struct ss_report *r, FILE *f, struct ss_err *err
             s_ns = pstr(&p, "nanoseconds"), s_pid = pstr(&p, "pid"), s_tid = pstr(&p, "tid"),
             s_comm = pstr(&p, "comm"), s_exe = pstr(&p, "exe"), s_cgroup = pstr(&p, "cgroup");
     comment = pstr(&p, "stacksnap");
+    if (r->off_cpu) s_cpu = pstr(&p, "off_cpu");
     int64_t types[3][2] = {{s_samples, s_count}, {s_cpu, s_ns}, {s_cpu, s_ns}};
     for (int i = 0; i < 3; i++) {
         perftools__profiles__value_type__init(&vt[i]);
@@ -276,8 +277,8 @@ int ss_report_write_pprof(const struct ss_report *r, FILE *f, struct ss_err *err
             locids[s->first + j] = (uint64_t)r->fids[s->first + j] + 1;
         sm->n_location_id = s->nframes;
         sm->location_id = locids + s->first;
-        vals[2 * i] = (int64_t)s->count;
-        vals[2 * i + 1] = (int64_t)(s->count * r->period_ns);
+        vals[2 * i] = (int64_t)s->n;
+        vals[2 * i + 1] = (int64_t)(s->count * (r->off_cpu ? 1000 : r->period_ns));
         sm->n_value = 2;
         sm->value = &vals[2 * i];
         Label *l = &lab[NLAB * i];
@@ -357,7 +358,7 @@ int ss_report_write_pprof(const struct ss_report *r, FILE *f, struct ss_err *err
     prof.time_nanos = r->wall_start_ns;
     prof.duration_nanos = r->tmax >= r->tmin ? (int64_t)(r->tmax - r->tmin + r->period_ns) : 0;
     prof.period_type = &vt[2];
-    prof.period = (int64_t)r->period_ns;
+    prof.period = r->off_cpu ? 1 : (int64_t)r->period_ns;
     prof.n_comment = 1;
     prof.comment = &comment;
     prof.default_sample_type = s_cpu;

@@ -14,6 +14,7 @@ struct ss_report *ss_report_new(const struct ss_report_opts *opts, struct ss_err
     r->period_ns = 1000000000ull / r->freq_hz;
     if (!r->period_ns) r->period_ns = 1;
     r->wall_start_ns = opts ? opts->wall_start_ns : 0;
+    r->off_cpu = opts && opts->off_cpu;
     r->title = strdup(opts && opts->title ? opts->title : "stacksnap flame graph");
     r->tmin = UINT64_MAX;
     if (!r->title || rp_strtab_init(&r->str)) goto oom;
@@ -43,6 +44,12 @@ void ss_report_free(struct ss_report *r)
 uint64_t ss_report_samples(const struct ss_report *r)
 {
     return r->samples;
+}
+
+uint64_t ss_report_weight_us(const struct ss_stack *s)
+{
+    uint64_t us = (s->weight + 500) / 1000;
+    return us ? us : 1;
 }
 
 size_t ss_report_nstacks(const struct ss_report *r)
@@ -228,7 +235,8 @@ int ss_report_add(struct ss_report *r, const struct ss_stack *s, uint64_t count,
             rp_grow(&r->fids, &r->capfids, r->nfids + s->nframes, sizeof(*r->fids)))
             goto oom;
         idx = (uint32_t)r->nstacks;
-        r->stacks[idx] = (struct rp_stack){s->pid, s->tid, (uint32_t)comm, s->nframes, r->nfids, 0};
+        r->stacks[idx] =
+            (struct rp_stack){s->pid, s->tid, (uint32_t)comm, s->nframes, r->nfids, 0, 0};
         if (s->nframes) memcpy(r->fids + r->nfids, r->tmp, s->nframes * sizeof(*r->tmp));
         if (rp_index_insert(&r->stack_ix, h, idx)) goto oom;
         r->nfids += s->nframes;
@@ -236,6 +244,8 @@ int ss_report_add(struct ss_report *r, const struct ss_stack *s, uint64_t count,
     }
     r->stacks[idx].count += count;
     r->samples += count;
+    r->stacks[idx].n += r->off_cpu ? 1 : count;
+    r->nsamp += r->off_cpu ? 1 : count;
     if (s->time_ns) {
         if (s->time_ns < r->tmin) r->tmin = s->time_ns;
         if (r->tmax == 0 || s->time_ns > r->tmax) r->tmax = s->time_ns;

@@ -29,6 +29,7 @@ struct rp_stack {
     uint32_t nframes;
     size_t first;
     uint64_t count;
+    uint64_t n; /* samples (off_cpu: count is microseconds) */
 };
 
 #define RP_PCACHE 32
@@ -57,6 +58,8 @@ struct ss_report {
     size_t nstacks, capstacks;
     struct rp_index stack_ix;
     uint64_t samples;
+    bool off_cpu;                       /* counts are microseconds off the CPU */
+    uint64_t nsamp;                     /* samples (== samples unless off_cpu) */
     uint64_t tmin, tmax;                /* sample times seen (tmax < tmin: none) */
     struct rp_pcache pcache[RP_PCACHE]; /* valid during one ss_report_add */
     struct rp_buf scratch;

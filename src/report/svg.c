@@ -51,8 +51,12 @@ static void subtitle(struct rp_buf *b, const struct ss_report *r)
     if (!n) rp_buf_puts(b, "no process");
     if (r->tmax >= r->tmin)
         rp_buf_printf(b, " \xc2\xb7 %.1f s", (double)(r->tmax - r->tmin + r->period_ns) / 1e9);
-    rp_buf_printf(b, " \xc2\xb7 %u Hz \xc2\xb7 %" PRIu64 " sample%s", r->freq_hz, r->samples,
-                  r->samples == 1 ? "" : "s");
+    if (r->off_cpu)
+        rp_buf_printf(b, " \xc2\xb7 off-CPU \xc2\xb7 %.3f s off the CPU in %" PRIu64 " sample%s",
+                      (double)r->samples / 1e6, r->nsamp, r->nsamp == 1 ? "" : "s");
+    else
+        rp_buf_printf(b, " \xc2\xb7 %u Hz \xc2\xb7 %" PRIu64 " sample%s", r->freq_hz, r->samples,
+                      r->samples == 1 ? "" : "s");
 }
 
 int ss_report_write_svg(const struct ss_report *r, FILE *f, struct ss_err *err)
@@ -77,7 +81,8 @@ int ss_report_write_svg(const struct ss_report *r, FILE *f, struct ss_err *err)
     if (rp_fg_layout(&t)) goto oom;
     subtitle(&sub, r);
     if (sub.oom) goto oom;
-    struct fg_opts o = {.title = r->title, .subtitle = sub.p};
+    struct fg_opts o = {
+        .title = r->title, .subtitle = sub.p, .unit = r->off_cpu ? "\xc2\xb5s" : NULL};
     rc = rp_fg_write(&t, &o, f, err);
     goto out;
 oom:

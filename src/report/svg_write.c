@@ -133,7 +133,8 @@ static void frame_title(struct rp_buf *b, const struct fg_node *n, const struct 
 {
     const char *u = o->unit ? o->unit : "sample";
     if (!o->diff) {
-        rp_buf_printf(b, " (%" PRIu64 " %s%s, %.2f%%)", n->total, u, n->total == 1 ? "" : "s",
+        rp_buf_printf(b, " (%" PRIu64 " %s%s, %.2f%%)", n->total, u,
+                      n->total == 1 || o->unit ? "" : "s", /* a unit ("µs") has no plural */
                       100.0 * share(n->total, total));
         return;
     }

@@ -55,8 +55,12 @@ int ss_report_write_top(const struct ss_report *r, FILE *f, unsigned n, struct s
     }
     qsort_r(rows, nrows, sizeof(*rows), row_cmp, (void *)r);
     uint64_t all = r->samples;
-    rp_buf_printf(&b, "%" PRIu64 " samples at %u Hz", all, r->freq_hz);
-    if (r->tmax >= r->tmin)
+    if (r->off_cpu)
+        rp_buf_printf(&b, "%.3f s off the CPU in %" PRIu64 " samples (SELF, TOTAL: microseconds)",
+                      (double)all / 1e6, r->nsamp);
+    else
+        rp_buf_printf(&b, "%" PRIu64 " samples at %u Hz", all, r->freq_hz);
+    if (r->tmax >= r->tmin && !r->off_cpu)
         rp_buf_printf(&b, " over %.1f s", (double)(r->tmax - r->tmin + r->period_ns) / 1e9);
     rp_buf_printf(&b, ", %zu functions\n", nrows);
     rp_buf_printf(&b, "%10s %7s %10s %7s  %-6s  %s\n", "SELF", "SELF%", "TOTAL", "TOTAL%", "KIND",

@@ -74,6 +74,7 @@ void snap_arrays_free(struct snap_arrays *a)
     free(a->maps);
     free(a->reads);
     free(a->ctrs);
+    free(a->ksyms);
     *a = (struct snap_arrays){0};
 }
 

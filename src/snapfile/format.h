@@ -150,6 +150,8 @@ struct snap_arrays {
     size_t reads_cap;
     struct ss_snap_counter *ctrs;
     size_t ctrs_cap;
+    struct ss_ksym *ksyms;
+    size_t ksyms_cap;
 };
 void snap_arrays_free(struct snap_arrays *a);
 
@@ -176,5 +178,15 @@ int snap_dec_bundle(struct snap_cur *c, struct ss_snap_bundle *b, const char **w
 int snap_dec_trailer(struct snap_cur *c, struct ss_snap_trailer *t, const char **why);
 int snap_dec_perfmap(struct snap_cur *c, struct ss_snap_perfmap *m, const char **why);
 int snap_dec_debugfile(struct snap_cur *c, struct ss_snap_debugfile *d, const char **why);
+
+/* ---- kcodec.c: kernel symbols (record 11) and the sample's tail (fields
+ * appended after the windows: kernel stack, off-CPU weight) ---- */
+void snap_enc_ksyms(struct snap_buf *b, const struct ss_snap_ksyms *k);
+int snap_dec_ksyms(struct snap_cur *c, struct snap_arrays *a, struct ss_snap_ksyms *k,
+                   const char **why);
+/* Only when the sample has a kernel stack or a weight: nothing otherwise. */
+void snap_enc_sample_tail(struct snap_buf *b, const struct ss_sample *s);
+/* Whatever follows the windows (nothing: none); x->s.kernel -> x->kips. */
+int snap_dec_sample_tail(struct snap_cur *c, struct ss_snap_sample *x, const char **why);
 
 #endif

@@ -266,7 +266,8 @@ static int decode(struct ss_snap_reader *r, struct slot *s, uint16_t type, uint1
     case SS_SNAP_PROCESS:
         return snap_dec_process(&c, &s->arr, &rec->process, why);
     case SS_SNAP_SAMPLE:
-        return snap_dec_sample(&c, r->version, &rec->sample, &s->dl, why);
+        rc = snap_dec_sample(&c, r->version, &rec->sample, &s->dl, why);
+        return rc ? rc : snap_dec_sample_tail(&c, &rec->sample, why);
     case SS_SNAP_MEMREADS:
         if (r->version >= 4)
             return r->rdelta ? snap_rdelta_decode(r->rdelta, &c, &s->arr, &rec->memreads, why)
@@ -282,6 +283,8 @@ static int decode(struct ss_snap_reader *r, struct slot *s, uint16_t type, uint1
         return snap_dec_perfmap(&c, &rec->perfmap, why);
     case SS_SNAP_DEBUGFILE:
         return snap_dec_debugfile(&c, &rec->debugfile, why);
+    case SS_SNAP_KSYMS:
+        return snap_dec_ksyms(&c, &s->arr, &rec->ksyms, why);
     }
     return -EBADMSG;
 }
@@ -626,6 +629,8 @@ const char *ss_snap_type_str(uint32_t type)
         return "trailer";
     case SS_SNAP_PERFMAP:
         return "perfmap";
+    case SS_SNAP_KSYMS:
+        return "kernel symbols";
     case SS_SNAP_DEBUGFILE:
         return "debugfile";
     case SS_SNAP_CORRUPT:

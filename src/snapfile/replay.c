@@ -504,6 +504,13 @@ int ss_replay_run(struct ss_replay *r, ss_replay_stack_fn fn, ss_replay_msg_fn m
         case SS_SNAP_DEBUGFILE:
             rc = add_debugfile(r, &rec.debugfile, ctx);
             break;
+        case SS_SNAP_KSYMS:
+            for (uint32_t i = 0; i < rec.ksyms.n; i++)
+                if (ss_unwinder_add_ksym(r->u, &rec.ksyms.syms[i]) < 0) {
+                    say(r, "kernel symbols: %s%s", "out of memory", "");
+                    break;
+                }
+            break;
         case SS_SNAP_PERFMAP:
             if (ss_unwinder_set_perfmap(r->u, rec.perfmap.pid, rec.perfmap.text,
                                         (size_t)rec.perfmap.len) == -ENOMEM)

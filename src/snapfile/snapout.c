@@ -38,6 +38,8 @@ struct ss_snapout {
     size_t nmaps, mcap;
     uint32_t pid;
     int failed;
+    struct ss_ksym *ksyms; /* kernel symbols to record before the sample */
+    size_t nksyms, ksyms_cap;
     struct ss_elf_cache *elfs; /* to find separate debug files like the symbolizer */
 };
 
@@ -60,7 +62,8 @@ int ss_snapout_open(struct ss_snapout **out, const struct ss_snapout_opts *o, st
     snprintf(h.tool_version, sizeof(h.tool_version), "%s", SS_VERSION);
     h.stack_size = o->stack_size;
     h.freq_hz = o->freq_hz;
-    h.flags = (o->bundle ? SS_SNAP_HDR_BUNDLE : 0) | (o->kernel ? SS_SNAP_HDR_KERNEL : 0);
+    h.flags = (o->bundle ? SS_SNAP_HDR_BUNDLE : 0) | (o->kernel ? SS_SNAP_HDR_KERNEL : 0) |
+              (o->off_cpu ? SS_SNAP_HDR_OFFCPU : 0);
     h.command = o->command ? o->command : "";
     int rc = ss_snap_create(&so->w, o->path, &h, err);
     if (rc < 0) {
@@ -261,6 +264,22 @@ static struct pgen *known(struct ss_snapout *so, uint32_t pid)
     return g;
 }
 
+static void take_ksym(void *ctx, const struct ss_ksym *k)
+{
+    struct ss_snapout *so = ctx;
+    if (so->nksyms == so->ksyms_cap) {
+        size_t cap = so->ksyms_cap ? so->ksyms_cap * 2 : 64;
+        struct ss_ksym *nv = realloc(so->ksyms, cap * sizeof(*nv));
+        if (!nv) {
+            so->failed = 1;
+            return;
+        }
+        so->ksyms = nv;
+        so->ksyms_cap = cap;
+    }
+    so->ksyms[so->nksyms++] = *k;
+}
+
 int ss_snapout_sample(struct ss_snapout *so, struct ss_unwinder *u, const struct ss_sample *s,
                       struct ss_err *err)
 {
@@ -303,6 +322,12 @@ int ss_snapout_sample(struct ss_snapout *so, struct ss_unwinder *u, const struct
         if (ss_snap_write_perfmap(so->w, &m, err) < 0) goto fail;
         g->pm_version = ver;
     }
+    /* the kernel symbols this sample's frames were first named with */
+    so->nksyms = 0;
+    ss_unwinder_take_ksyms(u, take_ksym, so);
+    if (so->failed) goto nomem;
+    struct ss_snap_ksyms ks = {.n = (uint32_t)so->nksyms, .syms = so->ksyms};
+    if (ks.n && ss_snap_write_ksyms(so->w, &ks, err) < 0) goto fail;
     if (ss_snap_write_sample(so->w, s, NULL, err) < 0) goto fail;
     return 0;
 nomem:
@@ -362,6 +387,7 @@ int ss_snapout_close(struct ss_snapout *so, struct ss_capture *cap, struct ss_un
     ss_elf_cache_free(so->elfs);
     free(so->known);
     free(so->maps);
+    free(so->ksyms);
     free(so);
     return rc;
 }

@@ -15,7 +15,7 @@ struct ss_snapout;
 struct ss_snapout_opts {
     const char *path;
     unsigned stack_size, freq_hz;
-    bool bundle, kernel;
+    bool bundle, kernel, off_cpu;
     const char *command; /* the profiled command line, "" or NULL: none */
     /* Non-fatal problems (a file that could not be bundled); optional. */
     void (*warn)(void *ctx, const char *msg);

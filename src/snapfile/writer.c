@@ -285,6 +285,7 @@ int ss_snap_write_sample(struct ss_snap_writer *w, const struct ss_sample *s, ui
     int key = 1;
     if (w->delta || (w->delta = snap_dstate_new()))
         key = snap_delta_encode(w->delta, &w->pay, s, seq);
+    snap_enc_sample_tail(&w->pay, s); /* kernel stack, weight: none without */
     if (w->delta && !w->pay.oom) {
         struct snap_part part = {w->pay.p, w->pay.len};
         /* deltas stay uncompressed: a small zstd frame costs more to inflate
@@ -345,6 +346,13 @@ int ss_snap_write_debugfile(struct ss_snap_writer *w, const struct ss_snap_debug
     w->pay.len = 0;
     snap_enc_debugfile(&w->pay, d);
     return emit_pay(w, SS_SNAP_DEBUGFILE, SNAP_Z_NONE, err);
+}
+
+int ss_snap_write_ksyms(struct ss_snap_writer *w, const struct ss_snap_ksyms *k, struct ss_err *err)
+{
+    w->pay.len = 0;
+    snap_enc_ksyms(&w->pay, k);
+    return emit_pay(w, SS_SNAP_KSYMS, SNAP_Z_FAST, err);
 }
 
 uint32_t ss_snap_capture_counters(const struct ss_capture_stats *st, struct ss_snap_counter *out)

@@ -13,6 +13,7 @@
 #include "elf/elf.h"
 #include "process/perfmap.h"
 #include "process/process.h"
+#include "symbolize/ksyms.h"
 #include "symbolize/symbolize.h"
 #include "unwind/lua.h"
 #include "unwind/luajit/vmsyms.h"
@@ -100,6 +101,7 @@ void ss_unwinder_free(struct ss_unwinder *u)
         }
     }
     ss_lua_detect_cache_free(u);
+    ss_ksyms_free(u->ksyms);
     ss_dfd_free(u->dfd); /* before the files: its thread knows none of them */
     ss_elf_cache_free(u->files);
     ss_lj_detcache_free(u->ljc_own);
@@ -223,6 +225,7 @@ int ss_unwind(struct ss_unwinder *u, const struct ss_sample *s, struct ss_stack 
     out->tid = s->tid;
     out->cpu = s->cpu;
     out->time_ns = s->time_ns;
+    out->weight = s->weight;
     out->frames = u->out;
     u->st.samples++;
     struct ss_err err = {0};
@@ -244,6 +247,13 @@ int ss_unwind(struct ss_unwinder *u, const struct ss_sample *s, struct ss_stack 
     ss_mem_set_windows(&up->mem, s->win, s->nwin);
 
     enum ss_trunc why = SS_TRUNC_NONE;
+    if (!s->regs[SS_REG_IP] && !s->regs[SS_REG_SP] && s->nkernel) { /* compat: kernel alone */
+        out->nframes = ss_unwind_kernel(u, s, 0);
+        out->frames = u->out;
+        u->st.frames += out->nframes;
+        u->st.trunc[why]++;
+        return 0;
+    }
     uint64_t gen = ss_proc_generation(up->proc);
     unsigned nn = ss_unwind_mixed(u, up, s, &why); /* native walk + LuaJIT splice (lua.c) */
     if (ss_proc_generation(up->proc) != gen) {
@@ -258,6 +268,7 @@ int ss_unwind(struct ss_unwinder *u, const struct ss_sample *s, struct ss_stack 
         out->trunc = SS_TRUNC_ERROR;
         return -ENOMEM;
     }
+    nn = ss_unwind_kernel(u, s, nn);
     out->frames = u->out;
     out->nframes = nn;
     out->trunc = (uint8_t)why;

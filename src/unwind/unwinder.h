@@ -15,6 +15,7 @@ struct ss_strpool;
 struct ss_lua_detect;
 struct ss_perfmap;
 struct ss_dfd;
+struct ss_ksyms;
 
 struct ss_uproc {
     uint32_t pid;
@@ -45,6 +46,7 @@ struct ss_unwinder {
     struct ss_dfd *dfd;               /* debugfiles.c: debuginfod fetcher, or NULL */
     struct ss_lj_detcache *ljc;       /* detection results (o.lj_cache or ljc_own) */
     struct ss_lj_detcache *ljc_own;
+    struct ss_ksyms *ksyms; /* kernel.c: kernel symbols, or NULL */
 };
 
 /* The bundle for pid; created for live processes when create is set.
@@ -53,5 +55,8 @@ struct ss_uproc *ss_unwinder_proc(struct ss_unwinder *u, uint32_t pid, bool crea
                                   struct ss_err *err);
 /* Make room for n output frames (u->out). */
 int ss_unwinder_reserve(struct ss_unwinder *u, size_t n);
+/* kernel.c: put the sample's kernel frames before the nn user frames in
+ * u->out; returns the new count. */
+unsigned ss_unwind_kernel(struct ss_unwinder *u, const struct ss_sample *s, unsigned nn);
 
 #endif

@@ -1,7 +1,9 @@
 /* test/cli/cli.c: see cli.h. */
 #include "cli.h"
+#include "profile.pb-c.h"
 
 #include <errno.h>
+#include <zlib.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <poll.h>
@@ -393,4 +395,29 @@ long long cli_leaf_count(const char *text, const char *leaf)
         l = e + 1;
     }
     return n;
+}
+
+struct Perftools__Profiles__Profile *cli_load_pprof(const char *path)
+{
+    gzFile g = gzopen(path, "rb");
+    if (!g) return NULL;
+    size_t cap = 1 << 20, n = 0;
+    uint8_t *buf = malloc(cap);
+    int k = 0;
+    while (buf && (k = gzread(g, buf + n, (unsigned)(cap - n))) > 0) {
+        n += (size_t)k;
+        if (n == cap) {
+            uint8_t *nb = realloc(buf, cap *= 2);
+            if (!nb) free(buf);
+            buf = nb;
+        }
+    }
+    gzclose(g);
+    if (!buf || k < 0) {
+        free(buf);
+        return NULL;
+    }
+    Perftools__Profiles__Profile *p = perftools__profiles__profile__unpack(NULL, n, buf);
+    free(buf);
+    return p;
 }

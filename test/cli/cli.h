@@ -71,4 +71,9 @@ long long cli_leaf_count(const char *text, const char *leaf);
 int cli_replay_inproc(const char *snap, const char *symfs, const char *folded, const char *txt,
                       char *msgs, size_t msgslen);
 
+/* A gzipped pprof file unpacked (free with
+ * perftools__profiles__profile__free_unpacked), or NULL. */
+struct Perftools__Profiles__Profile;
+struct Perftools__Profiles__Profile *cli_load_pprof(const char *path);
+
 #endif

@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zlib.h>
 
 #include "cli.h"
 #include "profile.pb-c.h"
@@ -25,24 +24,6 @@ static void mangled_of(const char *prog, const char *key, char *out, size_t len)
     cr_assert(fgets(out, (int)len, p), "%s: no symbol with %s", prog, key);
     out[strcspn(out, "\n")] = 0;
     pclose(p);
-}
-
-static Perftools__Profiles__Profile *load_pprof(const char *path)
-{
-    gzFile g = gzopen(path, "rb");
-    cr_assert(g, "%s unreadable", path);
-    size_t cap = 1 << 20, n = 0;
-    uint8_t *buf = malloc(cap);
-    int k;
-    while ((k = gzread(g, buf + n, (unsigned)(cap - n))) > 0) {
-        n += (size_t)k;
-        if (n == cap) buf = realloc(buf, cap *= 2);
-    }
-    gzclose(g);
-    Perftools__Profiles__Profile *p = perftools__profiles__profile__unpack(NULL, n, buf);
-    free(buf);
-    cr_assert(p, "%s: not a profile", path);
-    return p;
 }
 
 static void check(const char *prog, const char *want, const char *key)
@@ -79,7 +60,8 @@ static void check(const char *prog, const char *want, const char *key)
 
     char mangled[512];
     mangled_of(prog, key, mangled, sizeof(mangled));
-    Perftools__Profiles__Profile *p = load_pprof(pb);
+    Perftools__Profiles__Profile *p = cli_load_pprof(pb);
+    cr_assert(p, "%s: unreadable or not a profile", pb);
     bool found = false;
     for (size_t i = 0; i < p->n_function; i++) {
         const Perftools__Profiles__Function *f = p->function[i];

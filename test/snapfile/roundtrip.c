@@ -136,7 +136,7 @@ Test(snapfile, every_record_type_round_trips)
     ss_snap_record_read(w, 0x1000, "xx", 2, 0);
     ss_snap_discard_reads(w);
 
-    struct ss_capture_stats cs = {1000, 990, 10, 3, 7, 1, 0};
+    struct ss_capture_stats cs = {1000, 990, 10, 3, 7, 1, 0, 0, 0, 0};
     struct ss_snap_counter ctr[8];
     uint32_t nctr = ss_snap_capture_counters(&cs, ctr);
     cr_assert_eq(nctr, 6);
@@ -372,6 +372,73 @@ Test(snapfile, every_record_type_round_trips)
     th_free_maps(&maps);
     free((void *)s1.stack);
     free((void *)s2.stack);
+    th_rmtree(dir);
+    free(path);
+    free(dir);
+}
+
+/* --kernel and --off-cpu (issue 17): a kernel symbols record and samples
+ * with a kernel stack and a weight (a key and a delta-coded one of the same
+ * thread) come back as written; a sample with neither reads as before. */
+Test(snapfile, kernel_stack_weight_and_symbols_round_trip)
+{
+    char *dir = th_tmpdir(), *path = th_path(dir, "k.snap");
+    struct ss_err err = {0};
+    struct ss_snap_header h;
+    ss_snap_header_init(&h);
+    h.flags = SS_SNAP_HDR_KERNEL | SS_SNAP_HDR_OFFCPU;
+    struct ss_snap_writer *w;
+    cr_assert(ss_snap_create(&w, path, &h, &err) == 0, "%s", err.msg);
+    struct ss_ksym syms[2] = {{0xffffffff81000000ull, 0xffffffff81000100ull, "read_zero", NULL},
+                              {0xffffffffc0001000ull, 0xffffffffc0001040ull, "ext4_read", "ext4"}};
+    struct ss_snap_ksyms ks = {.n = 2, .syms = syms};
+    cr_assert_eq(ss_snap_write_ksyms(w, &ks, &err), 0, "%s", err.msg);
+    uint64_t kips[3] = {0xffffffff81000010ull, 0xffffffffc0001008ull, 0xffffffff81000020ull};
+    struct ss_sample s[3];
+    for (int i = 0; i < 3; i++) {
+        th_self_sample(&s[i], 4096);
+        s[i].nkernel = i == 2 ? 0 : 3 - (uint32_t)i;
+        s[i].kernel = kips;
+        s[i].weight = i == 2 ? 0 : 1000000ull * (uint64_t)(i + 1);
+        s[i].flags |= i == 2 ? 0 : SS_SAMPLE_OFFCPU;
+        cr_assert(ss_snap_write_sample(w, &s[i], NULL, &err) == 0, "%s", err.msg);
+    }
+    cr_assert(ss_snap_close(w, &err) == 0, "%s", err.msg);
+
+    struct ss_snap_reader *r;
+    cr_assert(ss_snap_open(&r, path, &err) == 0, "%s", err.msg);
+    cr_assert_eq(ss_snap_get_header(r)->flags, h.flags);
+    struct ss_snap_record rec;
+    int nsym = 0, n = 0;
+    while (ss_snap_next(r, &rec, &err) == 1) {
+        if (rec.type == SS_SNAP_KSYMS) {
+            cr_assert_eq(rec.ksyms.n, 2);
+            for (int i = 0; i < 2; i++) {
+                cr_expect_eq(rec.ksyms.syms[i].start, syms[i].start);
+                cr_expect_eq(rec.ksyms.syms[i].end, syms[i].end);
+                cr_expect_str_eq(rec.ksyms.syms[i].name, syms[i].name);
+            }
+            cr_expect_null(rec.ksyms.syms[0].module);
+            cr_expect_str_eq(rec.ksyms.syms[1].module, "ext4");
+            nsym++;
+        } else if (rec.type == SS_SNAP_SAMPLE) {
+            const struct ss_sample *g = &rec.sample.s;
+            cr_assert(n < 3);
+            cr_expect_eq(g->nkernel, s[n].nkernel, "sample %d", n);
+            for (uint32_t i = 0; i < g->nkernel && i < s[n].nkernel; i++)
+                cr_expect_eq(g->kernel[i], kips[i]);
+            cr_expect_eq(g->weight, s[n].weight, "sample %d", n);
+            cr_expect_eq(g->flags, s[n].flags);
+            cr_expect_eq(g->stack_len, s[n].stack_len);
+            cr_expect(!memcmp(g->stack, s[n].stack, g->stack_len), "sample %d stack", n);
+            n++;
+        }
+    }
+    cr_expect_eq(nsym, 1);
+    cr_expect_eq(n, 3);
+    ss_snap_close_reader(r);
+    for (int i = 0; i < 3; i++)
+        free((void *)s[i].stack);
     th_rmtree(dir);
     free(path);
     free(dir);
