@@ -11,7 +11,7 @@
  * tail calls. For a process with a window plan (windows.h), the windows
  * are copied after the stack area.
  * A tp_btf program on sched_process_fork follows children (loaded only when
- * asked for). */
+ * asked for); procevents.h adds the fork/exec/exit markers. */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_core_read.h>
@@ -180,5 +180,10 @@ int BPF_PROG(follow_fork, struct task_struct *parent, struct task_struct *child)
         bpf_map_update_elem(&pids, &ctgid, &one, BPF_ANY);
     return 0;
 }
+
+/* Fork, exec and exit markers (loaded only when asked for). */
+#define SS_PEV_RINGBUF
+#define SS_PEV_PROGRAMS
+#include "procevents.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -9,7 +9,8 @@
  * provides types and enum values). User registers come from the sample's
  * own regs, so a sample that interrupted kernel mode is counted as skipped.
  * Window plans as in the main variant, the windows right after the copied
- * stack. Children are followed through the task/task_newtask tracepoint. */
+ * stack. Children are followed through the task/task_newtask tracepoint;
+ * procevents.h adds the fork/exec/exit markers. */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 
@@ -161,5 +162,9 @@ int follow_newtask(struct newtask_ctx *ctx)
         bpf_map_update_elem(&pids, &child, &one, BPF_ANY);
     return 0;
 }
+
+/* Fork, exec and exit markers (loaded only when asked for). */
+#define SS_PEV_PROGRAMS
+#include "procevents.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";

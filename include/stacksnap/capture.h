@@ -29,6 +29,12 @@ struct ss_capture_opts {
     bool bpf_stats;         /* enable BPF run-time stats (BPF_ENABLE_STATS, the same
                                switch as kernel.bpf_stats_enabled) while open, for
                                ss_capture_prog_info's run_time_ns/run_cnt */
+    /* Process markers (fork, exec, exit of selected processes), delivered
+     * by ss_capture_poll in order with the samples; NULL: the marker
+     * programs are not loaded. The compat program's markers come from
+     * per-CPU buffers: poll delivers each batch sorted by time. */
+    void (*proc_event)(void *arg, const struct ss_proc_event *ev);
+    void *proc_event_arg;
     /* Called with the whole verifier log of each program the kernel rejects
      * (also when the compat program then loads); record -v prints it. */
     void (*verifier_log)(void *arg, const char *prog, const char *log);
@@ -45,6 +51,7 @@ struct ss_capture_stats {
     uint64_t copy_partial; /* shorter prefix copied */
     uint64_t skipped;      /* no user registers available */
     uint64_t win_failed;   /* windows of delivered samples whose load or copy failed */
+    uint64_t markers;      /* process markers delivered (opts.proc_event) */
 };
 
 struct ss_bpf_prog_info {

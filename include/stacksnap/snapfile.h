@@ -35,9 +35,10 @@ enum ss_snap_type {
     SS_SNAP_COUNTERS = 5,
     SS_SNAP_BUNDLE = 6,
     SS_SNAP_TRAILER = 7,
-    SS_SNAP_PERFMAP = 8,   /* a process's perf map as the live walker used it */
-    SS_SNAP_DEBUGFILE = 9, /* a debug file (debuginfod) names a build-id from here on */
-    SS_SNAP_NTYPES = 10,
+    SS_SNAP_PERFMAP = 8,    /* a process's perf map as the live walker used it */
+    SS_SNAP_DEBUGFILE = 9,  /* a debug file (debuginfod) names a build-id from here on */
+    SS_SNAP_PROCEVENT = 10, /* a process forked, exec'd or exited (ss.h: ss_proc_event) */
+    SS_SNAP_NTYPES = 11,
     /* Reader events (never on disk). */
     SS_SNAP_CORRUPT = 0x100,   /* a damaged region was skipped */
     SS_SNAP_TRUNCATED = 0x101, /* the file ends inside a record: last event */
@@ -204,6 +205,7 @@ struct ss_snap_record {
         struct ss_snap_trailer trailer;
         struct ss_snap_perfmap perfmap;
         struct ss_snap_debugfile debugfile;
+        struct ss_proc_event procevent;
         struct ss_snap_corrupt corrupt;
         struct ss_snap_truncated truncated;
     };
@@ -248,6 +250,9 @@ int ss_snap_write_counters(struct ss_snap_writer *w, uint64_t time_ns,
 int ss_snap_write_perfmap(struct ss_snap_writer *w, const struct ss_snap_perfmap *m,
                           struct ss_err *err);
 int ss_snap_write_debugfile(struct ss_snap_writer *w, const struct ss_snap_debugfile *d,
+                            struct ss_err *err);
+/* A process marker, where it came in the stream of samples. */
+int ss_snap_write_procevent(struct ss_snap_writer *w, const struct ss_proc_event *ev,
                             struct ss_err *err);
 /* Fill out[6] with "capture.seen", ... from st; returns 6. */
 uint32_t ss_snap_capture_counters(const struct ss_capture_stats *st, struct ss_snap_counter *out);

@@ -81,6 +81,15 @@ int ss_unwinder_add_process(struct ss_unwinder *u, uint32_t pid, const char *com
  * of pid (ss.h; capture.h's ss_capture_set_plan): true, with p filled, once
  * each time the plan changes (a LuaJIT runtime's global state verified). */
 bool ss_unwinder_take_plan(struct ss_unwinder *u, uint32_t pid, struct ss_win_plan *p);
+/* A process marker (capture.h's proc_event, or a capture's record), in
+ * stream order: live, a fork gives the child a copy of the parent's view
+ * (creating the parent's from /proc if need be) that /proc does not
+ * replace until the child's exec; an exec or an exit drops the process's
+ * view, after the samples before it were unwound. Replay (offline) only
+ * drops: the capture's process records carry the views. From the first
+ * marker on, ss_unwinder_gc leaves a gone process's view alone until it
+ * has not been used for 10 s (its exit marker frees it). */
+void ss_unwinder_proc_event(struct ss_unwinder *u, const struct ss_proc_event *ev);
 /* Drop a process's state (it exited). */
 void ss_unwinder_forget(struct ss_unwinder *u, uint32_t pid);
 /* Drop live processes that are gone and close files nothing maps any more. */

@@ -52,6 +52,19 @@ static void verifier_log(void *arg, const char *prog, const char *log)
     ag_log(a, "verifier log of BPF program %s:\n%s", prog, log);
 }
 
+/* A fork, exec or exit, in order with the samples: the unwinder's views
+ * follow it (a child keeps its parent's mappings until its exec; an exited
+ * process's view goes once its samples are unwound), the segment records
+ * it. With -p, children are not sampled: their forks need no view. */
+static void on_proc_event(void *ctx, const struct ss_proc_event *ev)
+{
+    struct ss_agent *a = ctx;
+    if (ev->kind <= SS_PROC_EXIT) a->live.markers[ev->kind]++;
+    if (!a->u || (ev->kind == SS_PROC_FORK && a->o.npids)) return;
+    ss_unwinder_proc_event(a->u, ev);
+    if (a->seg) ag_seg_proc_event(a->seg, ev);
+}
+
 static int open_capture(struct ss_agent *a, struct ss_err *err)
 {
     struct ss_capture_opts co = {.freq_hz = a->o.freq_hz,
@@ -59,6 +72,8 @@ static int open_capture(struct ss_agent *a, struct ss_err *err)
                                  .system_wide = a->o.npids == 0,
                                  .compat = a->o.compat,
                                  .no_windows = a->o.no_windows,
+                                 .proc_event = on_proc_event,
+                                 .proc_event_arg = a,
                                  .verifier_log = verifier_log,
                                  .verifier_log_arg = a};
     int rc = ss_capture_open(&a->cap, &co, err);

@@ -28,7 +28,8 @@ struct ag_window {
 /* What /metrics shows; the main thread refreshes it about twice a second. */
 struct ag_stats {
     uint64_t samples, lua, truncated, errors;
-    uint64_t processes_seen; /* over every unwinder (one per capture segment) */
+    uint64_t markers[SS_PROC_EXIT + 1]; /* process markers by kind */
+    uint64_t processes_seen;            /* over every unwinder (one per capture segment) */
     struct ss_capture_stats cap;
     struct ss_unwinder_stats unw;
     uint64_t segments, segment_errors, capture_bytes;
@@ -116,6 +117,7 @@ int ag_seg_new(struct ag_segments **out, struct ss_agent *a, struct ss_err *err)
 int ag_seg_begin(struct ag_segments *g, struct ss_unwinder **u, struct ss_err *err);
 void ag_seg_sample(struct ag_segments *g, struct ss_unwinder *u, const struct ss_sample *s,
                    bool walked);
+void ag_seg_proc_event(struct ag_segments *g, const struct ss_proc_event *ev);
 /* Flush; true when the segment is due to end (time or size). */
 bool ag_seg_tick(struct ag_segments *g, double now);
 /* Complete the current segment (counters, trailer) and prune old ones. */

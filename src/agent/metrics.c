@@ -52,6 +52,11 @@ char *ag_metrics_text(struct ss_agent *a, size_t *len)
     C("stack_copy_failed_total", "Samples without any stack bytes.", s.cap.copy_failed);
     C("window_copy_failed_total", "Memory windows whose copy failed at sample time.",
       s.cap.win_failed);
+    fprintf(f, "# HELP stacksnap_process_events_total Process forks, execs and exits seen in the "
+               "sample stream.\n# TYPE stacksnap_process_events_total counter\n");
+    for (uint32_t k = SS_PROC_FORK; k <= SS_PROC_EXIT; k++)
+        fprintf(f, "stacksnap_process_events_total{kind=\"%s\"} %llu\n", ss_proc_event_str(k),
+                (unsigned long long)s.markers[k]);
     G("processes", "Processes the unwinder has state for now.", s.unw.live);
     C("processes_seen_total", "Processes the unwinder has seen.", s.processes_seen);
     G("luajit_runtimes", "LuaJIT runtimes found in those processes.", s.unw.lj_runtimes);

@@ -113,6 +113,7 @@ static int load_ringbuf(struct ss_capture *c, char *log, struct ss_err *err)
     bpf_map__set_max_entries(c->skel->maps.events, ring);
     c->skel->rodata->wake_bytes = ring / 4;
     bpf_program__set_autoload(c->skel->progs.follow_fork, c->o.follow_children);
+    ss_capture_pev_autoload(c);
     r = snapshot_bpf__load(c->skel);
     if (r) {
         rejected(c, "snapshot", r, log, err);
@@ -149,6 +150,7 @@ static int load_compat(struct ss_capture *c, char *log, struct ss_err *err)
     }
     bpf_map__set_max_entries(c->cskel->maps.scratch, r);
     bpf_program__set_autoload(c->cskel->progs.follow_newtask, c->o.follow_children);
+    ss_capture_pev_autoload(c);
     r = snapshot_compat_bpf__load(c->cskel);
     if (r) {
         rejected(c, "snapshot_compat", r, log, err);
@@ -234,6 +236,7 @@ int ss_capture_open(struct ss_capture **out, const struct ss_capture_opts *o, st
         }
     }
     if (c->o.follow_children && (r = ss_capture_follow_attach(c, err))) goto fail;
+    if ((r = ss_capture_pev_attach(c, err))) goto fail;
     if ((r = ss_capture_buffer_open(c, err))) goto fail;
     free(log);
     *out = c;
@@ -332,6 +335,7 @@ void ss_capture_stats(struct ss_capture *c, struct ss_capture_stats *st)
     memset(st, 0, sizeof(*st));
     st->dropped = c->lost;
     st->win_failed = c->win_failed;
+    st->markers = c->markers;
     if (ncpu <= 0 || !(v = calloc(ncpu, sizeof(*v)))) return;
     if (bpf_map_lookup_elem(c->counters_fd, &zero, v) == 0) {
         uint64_t bpf_dropped = 0;
@@ -393,6 +397,7 @@ void ss_capture_close(struct ss_capture *c)
     ss_capture_stop(c);
     ss_capture_buffer_close(c);
     bpf_link__destroy(c->follow_link);
+    ss_capture_pev_close(c);
     snapshot_bpf__destroy(c->skel);
     snapshot_compat_bpf__destroy(c->cskel);
     if (c->stats_fd >= 0) close(c->stats_fd);

@@ -74,6 +74,21 @@ static void on_sample(void *ctx, const struct ss_sample *s)
         fprintf(stderr, "stacksnap: %s\n", err.msg);
 }
 
+/* A fork, exec or exit, in order with the samples: the unwinder's views
+ * follow it, the capture records it. Without -a or a command, children are
+ * not sampled: their forks need no view. */
+static void on_proc_event(void *ctx, const struct ss_proc_event *ev)
+{
+    struct rec *r = ctx;
+    if (ev->kind == SS_PROC_FORK && !r->c->all && !r->c->command) return;
+    ss_unwinder_proc_event(r->u, ev);
+    struct ss_err err = {0};
+    if (r->snap && ss_snapout_proc_event(r->snap, ev, &err) < 0) {
+        fprintf(stderr, "stacksnap: %s\n", err.msg);
+        r->failed = 1;
+    }
+}
+
 static uint64_t mono_ns(void)
 {
     struct timespec ts;
@@ -183,9 +198,9 @@ static void progress(const struct rec *r, double t0, int final)
     if (cs.copy_failed || cs.skipped || r->c->verbose)
         fprintf(stderr,
                 "stacksnap: stack copies: %llu failed, %llu cut at the end of the stack; "
-                "%llu samples without user registers\n",
+                "%llu samples without user registers; %llu process markers\n",
                 (unsigned long long)cs.copy_failed, (unsigned long long)cs.copy_partial,
-                (unsigned long long)cs.skipped);
+                (unsigned long long)cs.skipped, (unsigned long long)cs.markers);
 }
 
 static int print_prog_info(struct ss_capture *cap, FILE *f)
@@ -289,7 +304,10 @@ static int setup(struct rec *r, pid_t *child, int *release_fd)
         fprintf(stderr, "stacksnap: %s\n", err.msg);
         return 1;
     }
-    struct ss_capture_opts co = {.system_wide = c->all, .follow_children = c->command != NULL};
+    struct ss_capture_opts co = {.system_wide = c->all,
+                                 .follow_children = c->command != NULL,
+                                 .proc_event = on_proc_event,
+                                 .proc_event_arg = r};
     if (open_capture(c, &co, &r->cap)) return 1;
     if (c->verbose) print_prog_info(r->cap, stderr);
     char miss[64];

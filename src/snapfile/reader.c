@@ -282,6 +282,8 @@ static int decode(struct ss_snap_reader *r, struct slot *s, uint16_t type, uint1
         return snap_dec_perfmap(&c, &rec->perfmap, why);
     case SS_SNAP_DEBUGFILE:
         return snap_dec_debugfile(&c, &rec->debugfile, why);
+    case SS_SNAP_PROCEVENT:
+        return snap_dec_procevent(&c, &rec->procevent, why);
     }
     return -EBADMSG;
 }
@@ -628,6 +630,8 @@ const char *ss_snap_type_str(uint32_t type)
         return "perfmap";
     case SS_SNAP_DEBUGFILE:
         return "debugfile";
+    case SS_SNAP_PROCEVENT:
+        return "procevent";
     case SS_SNAP_CORRUPT:
         return "corrupt";
     case SS_SNAP_TRUNCATED:

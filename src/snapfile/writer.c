@@ -347,6 +347,14 @@ int ss_snap_write_debugfile(struct ss_snap_writer *w, const struct ss_snap_debug
     return emit_pay(w, SS_SNAP_DEBUGFILE, SNAP_Z_NONE, err);
 }
 
+int ss_snap_write_procevent(struct ss_snap_writer *w, const struct ss_proc_event *ev,
+                            struct ss_err *err)
+{
+    w->pay.len = 0;
+    snap_enc_procevent(&w->pay, ev);
+    return emit_pay(w, SS_SNAP_PROCEVENT, SNAP_Z_NONE, err);
+}
+
 uint32_t ss_snap_capture_counters(const struct ss_capture_stats *st, struct ss_snap_counter *out)
 {
     out[0] = (struct ss_snap_counter){"capture.seen", st->seen};

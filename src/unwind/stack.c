@@ -184,13 +184,34 @@ void ss_unwinder_forget(struct ss_unwinder *u, uint32_t pid)
     }
 }
 
+/* A forked child's view stays a copy of its parent's for at most this long
+ * without its exec marker (a child that never execs is then read from /proc
+ * like any other). */
+#define FORK_FROZEN_MS 1000
+
+void ss_unwinder_proc_event(struct ss_unwinder *u, const struct ss_proc_event *ev)
+{
+    u->markers = true;
+    ss_unwinder_forget(u, ev->pid); /* exec, exit; fork: a reused pid's old state */
+    if (ev->kind != SS_PROC_FORK || u->o.offline) return;
+    struct ss_uproc *pp = ss_unwinder_proc(u, ev->ppid, true, NULL);
+    struct ss_proc *cp;
+    if (!pp || !ss_proc_is_live(pp->proc) ||
+        ss_proc_fork(&cp, pp->proc, (pid_t)ev->pid, FORK_FROZEN_MS, NULL) < 0)
+        return;
+    struct ss_uproc *up = attach(u, ev->pid, cp, NULL);
+    if (up) up->used_ns = now_ns();
+}
+
 void ss_unwinder_gc(struct ss_unwinder *u)
 {
+    uint64_t now = now_ns();
     for (unsigned b = 0; b < 256; b++) {
         struct ss_uproc **pp = &u->buckets[b];
         while (*pp) {
             struct ss_uproc *up = *pp;
-            if (ss_proc_is_live(up->proc) && !ss_proc_alive(up->proc)) {
+            if (ss_proc_is_live(up->proc) && (!u->markers || now - up->used_ns > 10000000000ull) &&
+                !ss_proc_alive(up->proc)) {
                 *pp = up->next;
                 if (u->last == up) u->last = NULL;
                 uproc_free(up);
@@ -234,6 +255,7 @@ int ss_unwind(struct ss_unwinder *u, const struct ss_sample *s, struct ss_stack 
     }
     if (ss_proc_is_live(up->proc)) {
         uint64_t now = now_ns();
+        up->used_ns = now;
         ss_proc_check_exec(up->proc, now);
         /* perf map: re-read (when a lookup missed) before the walk, so that
          * one sample sees one version, the one the capture records */

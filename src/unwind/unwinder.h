@@ -28,6 +28,7 @@ struct ss_uproc {
     struct ss_unwinder *u;
     void *luajit; /* per-process state of the LuaJIT walker (owned there) */
     void (*luajit_free)(void *);
+    uint64_t used_ns; /* live: when a sample last used it */
     struct ss_uproc *next;
 };
 
@@ -45,6 +46,7 @@ struct ss_unwinder {
     struct ss_dfd *dfd;               /* debugfiles.c: debuginfod fetcher, or NULL */
     struct ss_lj_detcache *ljc;       /* detection results (o.lj_cache or ljc_own) */
     struct ss_lj_detcache *ljc_own;
+    bool markers; /* process markers arrive: exits free views (ss_unwinder_proc_event) */
 };
 
 /* The bundle for pid; created for live processes when create is set.
