@@ -100,6 +100,9 @@ bool ss_capture_is_compat(const struct ss_capture *c);
 /* Why the compat program is in use although not forced (a missing kernel
  * feature, or the ring buffer program's rejection); "" otherwise. */
 const char *ss_capture_fallback_reason(const struct ss_capture *c);
+/* Why the process markers asked for are missing (the kernel rejected the
+ * programs with them; they were loaded without), or "". */
+const char *ss_capture_markers_reason(const struct ss_capture *c);
 /* Snapshot size in effect: opts.stack_size, capped at 65176 in compat (48792 for a process with
  * windows) (a perf record must stay below 64 KiB). */
 unsigned ss_capture_stack_size(const struct ss_capture *c);

@@ -80,6 +80,8 @@ static int open_capture(struct ss_agent *a, struct ss_err *err)
     if (rc < 0) return rc;
     const char *why = ss_capture_fallback_reason(a->cap);
     if (*why) ag_log(a, "using the compat BPF program: %s", why);
+    why = ss_capture_markers_reason(a->cap);
+    if (*why) ag_log(a, "no fork/exec/exit markers: %s", why);
     for (size_t i = 0; i < a->o.npids; i++)
         if ((rc = ss_capture_add_pid(a->cap, a->o.pids[i], err)) < 0) return rc;
     return 0;

@@ -225,6 +225,17 @@ int ss_capture_open(struct ss_capture **out, const struct ss_capture_opts *o, st
     }
     old = libbpf_set_print(ss_capture_libbpf_silent);
     r = load(c, log, err);
+    if (r && c->o.proc_event) { /* the samples matter more than the markers */
+        snprintf(c->pev_why, sizeof(c->pev_why), "%s", err->msg);
+        *err = (struct ss_err){0};
+        snapshot_compat_bpf__destroy(c->cskel);
+        c->cskel = NULL;
+        c->o.proc_event = NULL;
+        c->why[0] = 0;
+        memset(log, 0, LOG_SIZE);
+        r = load(c, log, err);
+        if (r) c->pev_why[0] = 0;
+    }
     libbpf_set_print(old);
     if (r) goto fail;
     if (c->o.bpf_stats) {
@@ -362,6 +373,11 @@ bool ss_capture_is_compat(const struct ss_capture *c)
 const char *ss_capture_fallback_reason(const struct ss_capture *c)
 {
     return c->why;
+}
+
+const char *ss_capture_markers_reason(const struct ss_capture *c)
+{
+    return c->pev_why;
 }
 
 unsigned ss_capture_stack_size(const struct ss_capture *c)

@@ -243,6 +243,10 @@ static int open_capture(const struct ss_cli *c, struct ss_capture_opts *o, struc
     }
     const char *why = ss_capture_fallback_reason(*cap);
     if (*why) fprintf(stderr, "stacksnap: using the compat BPF program: %s\n", why);
+    why = ss_capture_markers_reason(*cap);
+    if (*why)
+        fprintf(stderr, "stacksnap: warning: no fork/exec/exit markers (%s): children are unwound "
+                        "with the maps /proc shows when their samples are read\n", why);
     return 0;
 }
 
