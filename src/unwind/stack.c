@@ -100,6 +100,7 @@ void ss_unwinder_free(struct ss_unwinder *u)
         }
     }
     ss_lua_detect_cache_free(u);
+    ss_forks_free(u);
     ss_dfd_free(u->dfd); /* before the files: its thread knows none of them */
     ss_elf_cache_free(u->files);
     ss_lj_detcache_free(u->ljc_own);
@@ -152,8 +153,8 @@ struct ss_uproc *ss_unwinder_proc(struct ss_unwinder *u, uint32_t pid, bool crea
         ss_err_set(err, -ESRCH, "pid %u: unknown process", pid);
         return NULL;
     }
-    struct ss_proc *proc;
-    if (ss_proc_new_live(&proc, (pid_t)pid, u->files, NULL, err) < 0) return NULL;
+    struct ss_proc *proc = ss_forks_take(u, pid); /* forked, not exec'd yet */
+    if (!proc && ss_proc_new_live(&proc, (pid_t)pid, u->files, NULL, err) < 0) return NULL;
     struct ss_uproc *up = attach(u, pid, proc, err);
     return up ? (u->last = up) : NULL;
 }
@@ -184,23 +185,12 @@ void ss_unwinder_forget(struct ss_unwinder *u, uint32_t pid)
     }
 }
 
-/* A forked child's view stays a copy of its parent's for at most this long
- * without its exec marker (a child that never execs is then read from /proc
- * like any other). */
-#define FORK_FROZEN_MS 1000
-
 void ss_unwinder_proc_event(struct ss_unwinder *u, const struct ss_proc_event *ev)
 {
     u->markers = true;
     ss_unwinder_forget(u, ev->pid); /* exec, exit; fork: a reused pid's old state */
-    if (ev->kind != SS_PROC_FORK || u->o.offline) return;
-    struct ss_uproc *pp = ss_unwinder_proc(u, ev->ppid, true, NULL);
-    struct ss_proc *cp;
-    if (!pp || !ss_proc_is_live(pp->proc) ||
-        ss_proc_fork(&cp, pp->proc, (pid_t)ev->pid, FORK_FROZEN_MS, NULL) < 0)
-        return;
-    struct ss_uproc *up = attach(u, ev->pid, cp, NULL);
-    if (up) up->used_ns = now_ns();
+    ss_forks_drop(u, ev->pid);
+    if (ev->kind == SS_PROC_FORK && !u->o.offline) ss_forks_note(u, ev->pid, ev->ppid);
 }
 
 void ss_unwinder_gc(struct ss_unwinder *u)
