@@ -56,6 +56,9 @@ struct ss_unwinder_stats {
     uint64_t processes, files;  /* processes: ever seen; files: open ELF files */
     uint64_t live, lj_runtimes; /* processes with state now, LuaJIT runtimes in them */
     uint64_t target_reads, target_calls;
+    /* debuginfod (ss_unwinder_debuginfod): fetches that brought a debug file,
+     * that ended without one (not on any server, timed out), still running */
+    uint64_t debug_fetched, debug_failed, debug_pending;
 };
 
 int ss_unwinder_new(struct ss_unwinder **out, const struct ss_unwinder_opts *o, struct ss_err *err);

@@ -111,14 +111,19 @@ static void on_debug(void *ctx, const uint8_t *id, size_t len, const char *path)
     if (r->c->verbose) fprintf(stderr, "stacksnap: debuginfod: %s\n", path);
 }
 
-/* DEBUGINFOD_URLS set: fetch missing debug files in the background, each
- * cut after DEBUGINFOD_TIMEOUT seconds (libdebuginfod's own variable; 30 s
- * when unset). Returns the timeout, 0 when off. */
-static double start_debuginfod(struct rec *r)
+double ss_cli_debuginfod_timeout(void)
 {
     const char *urls = getenv("DEBUGINFOD_URLS"), *t = getenv("DEBUGINFOD_TIMEOUT");
     if (!urls || !*urls) return 0;
-    double timeout = t && atof(t) > 0 ? atof(t) : 30;
+    return t && atof(t) > 0 ? atof(t) : 30;
+}
+
+/* DEBUGINFOD_URLS set: fetch missing debug files in the background.
+ * Returns the timeout, 0 when off. */
+static double start_debuginfod(struct rec *r)
+{
+    double timeout = ss_cli_debuginfod_timeout();
+    if (!timeout) return 0;
     struct ss_err err = {0};
     if (ss_unwinder_debuginfod(r->u, timeout, &err) < 0) {
         fprintf(stderr, "stacksnap: warning: %s (no debuginfod)\n", err.msg);
@@ -245,8 +250,10 @@ static int open_capture(const struct ss_cli *c, struct ss_capture_opts *o, struc
     if (*why) fprintf(stderr, "stacksnap: using the compat BPF program: %s\n", why);
     why = ss_capture_markers_reason(*cap);
     if (*why)
-        fprintf(stderr, "stacksnap: warning: no fork/exec/exit markers (%s): children are unwound "
-                        "with the maps /proc shows when their samples are read\n", why);
+        fprintf(stderr,
+                "stacksnap: warning: no fork/exec/exit markers (%s): children are unwound "
+                "with the maps /proc shows when their samples are read\n",
+                why);
     return 0;
 }
 

@@ -36,9 +36,13 @@ struct poll_ctx {
 static void arrived(void *ctx, const uint8_t *id, size_t len, const char *path, int rc)
 {
     struct poll_ctx *pc = ctx;
-    if (rc < 0 || !path) return; /* not on any server, timed out: stays unnamed */
     struct ss_err err = {0};
-    if (ss_elf_cache_add_debug(pc->u->files, id, len, path, &err) < 0) return;
+    /* not on any server, timed out, unusable: stays unnamed */
+    if (rc < 0 || !path || ss_elf_cache_add_debug(pc->u->files, id, len, path, &err) < 0) {
+        pc->u->st.debug_failed++;
+        return;
+    }
+    pc->u->st.debug_fetched++;
     pc->n++;
     if (pc->fn) pc->fn(pc->ctx, id, len, path);
 }

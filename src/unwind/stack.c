@@ -223,6 +223,7 @@ void ss_unwinder_stats(const struct ss_unwinder *u, struct ss_unwinder_stats *st
             st->lj_runtimes += ss_lua_nruntimes(up);
         }
     st->files = ss_elf_cache_count(u->files);
+    st->debug_pending = ss_unwinder_debug_pending((struct ss_unwinder *)u);
 }
 
 _Static_assert(SS_READ_REWALK == -ERESTART, "the capture format's marker is -ERESTART");
