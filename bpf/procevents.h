@@ -38,6 +38,14 @@ static __always_inline bool pev_selected(__u32 tgid, __u32 all, __u32 self)
     return bpf_map_lookup_elem(&pids, &tgid) != NULL;
 }
 
+/* A marker the buffer had no room for counts as a dropped record. */
+static __always_inline void pev_lost(void)
+{
+    __u32 zero = 0;
+    struct ss_counters *c = bpf_map_lookup_elem(&counters, &zero);
+    if (c) c->dropped++;
+}
+
 #ifdef SS_PEV_RINGBUF
 static __always_inline void pev_emit(void *ctx, struct ss_pev *e)
 {
@@ -45,7 +53,7 @@ static __always_inline void pev_emit(void *ctx, struct ss_pev *e)
     e->cpu = bpf_get_smp_processor_id();
     e->flags = SS_EV_PROC;
     e->time_ns = bpf_ktime_get_ns();
-    bpf_ringbuf_output(&events, e, sizeof(*e), BPF_RB_NO_WAKEUP);
+    if (bpf_ringbuf_output(&events, e, sizeof(*e), BPF_RB_NO_WAKEUP)) pev_lost();
 }
 
 SEC("tp_btf/sched_process_fork")
@@ -88,7 +96,7 @@ static __always_inline void pev_emit(void *ctx, struct ss_pev *e)
     e->cpu = bpf_get_smp_processor_id();
     e->flags = SS_EV_PROC;
     e->time_ns = bpf_ktime_get_ns();
-    bpf_perf_event_output(ctx, &events, BPF_F_CURRENT_CPU, e, sizeof(*e));
+    if (bpf_perf_event_output(ctx, &events, BPF_F_CURRENT_CPU, e, sizeof(*e))) pev_lost();
 }
 
 static __always_inline struct ss_config *pev_cfg(void)

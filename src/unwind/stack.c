@@ -247,7 +247,7 @@ int ss_unwind(struct ss_unwinder *u, const struct ss_sample *s, struct ss_stack 
     if (ss_proc_is_live(up->proc)) {
         uint64_t now = now_ns();
         up->used_ns = now;
-        ss_proc_check_exec(up->proc, now);
+        if (!u->markers) ss_proc_check_exec(up->proc, now); /* else exec markers say so */
         /* perf map: re-read (when a lookup missed) before the walk, so that
          * one sample sees one version, the one the capture records */
         ss_perfmap_sync(up->pm, (pid_t)up->pid, now, SS_PERFMAP_GAP_NS);
