@@ -148,6 +148,14 @@ int ss_unwinder_add_debug(struct ss_unwinder *u, const uint8_t *id, size_t len, 
  * name, system_name and sym_offset; strings owned by u), false to keep in. */
 bool ss_unwinder_rename(struct ss_unwinder *u, const uint8_t *id, size_t len,
                         const struct ss_frame *in, struct ss_frame *out);
+/* The same as a report's namer callback (report.h, ss_report_rename): ctx
+ * is a struct ss_unwinder_renamer. */
+struct ss_unwinder_renamer {
+    struct ss_unwinder *u;
+    const uint8_t *id;
+    size_t len;
+};
+bool ss_unwinder_rename_fn(void *renamer, const struct ss_frame *in, struct ss_frame *out);
 
 /* Replay: serve pid's target reads from ops/ctx (memory/memory.h) instead of
  * the live process. -ESRCH when the unwinder has no state for pid. */

@@ -203,29 +203,17 @@ static void unwinder_ready(struct ss_agent *a)
         ag_log(a, "no debuginfod: %s", err.msg);
 }
 
-struct renamer {
-    struct ss_unwinder *u;
-    const uint8_t *id;
-    size_t len;
-};
-
-static bool rename_frame(void *ctx, const struct ss_frame *in, struct ss_frame *out)
-{
-    const struct renamer *n = ctx;
-    return ss_unwinder_rename(n->u, n->id, n->len, in, out);
-}
-
 /* ss_unwinder_debug_fn: a debug file arrived. The open profile windows
  * rename the frames they named before it, the segment records it (its
  * replay names the same from there on). */
 static void on_debug(void *ctx, const uint8_t *id, size_t len, const char *path)
 {
     struct ss_agent *a = ctx;
-    struct renamer n = {a->u, id, len};
+    struct ss_unwinder_renamer n = {a->u, id, len};
     pthread_mutex_lock(&a->mu);
     for (struct ag_window *w = a->windows; w; w = w->next) {
         struct ss_err err = {0};
-        if (!w->done && ss_report_rename(w->rep, rename_frame, &n, &err) < 0)
+        if (!w->done && ss_report_rename(w->rep, ss_unwinder_rename_fn, &n, &err) < 0)
             ag_log(a, "renaming frames after %s: %s", path, err.msg);
     }
     pthread_mutex_unlock(&a->mu);

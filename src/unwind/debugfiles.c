@@ -71,6 +71,12 @@ int ss_unwinder_add_debug(struct ss_unwinder *u, const uint8_t *id, size_t len, 
     return ss_elf_cache_add_debug(u->files, id, len, path, err);
 }
 
+bool ss_unwinder_rename_fn(void *renamer, const struct ss_frame *in, struct ss_frame *out)
+{
+    const struct ss_unwinder_renamer *n = renamer;
+    return ss_unwinder_rename(n->u, n->id, n->len, in, out);
+}
+
 bool ss_unwinder_rename(struct ss_unwinder *u, const uint8_t *id, size_t len,
                         const struct ss_frame *in, struct ss_frame *out)
 {

@@ -43,14 +43,7 @@ Test(agent_soak, three_minutes_of_churn, .timeout = SOAK_S + 120)
     struct ag_proc ag;
     const char *args[] = {"-F", "99", NULL};
     cr_assert(ag_start(&ag, "agent-soak", args) == 0, "the agent did not start");
-    char cmd[512];
-    snprintf(cmd, sizeof(cmd),
-             "end=$(($(date +%%s) + %d)); while [ $(date +%%s) -lt $end ]; do "
-             "'%s' -e 'local s=0 for i=1,2e6 do s=s+i%%7 end'; sh -c true; ls / >/dev/null; true; "
-             "done",
-             SOAK_S, lj);
-    char *const loop[] = {"sh", "-c", cmd, NULL};
-    pid_t churn = cli_start(loop, NULL, NULL);
+    pid_t churn = ag_churn(lj, SOAK_S);
     cr_assert(churn > 0);
 
     double anon_1min = 0, anon_max = 0, live_max = 0, n = 0, trunc = 0, errs = 0, seen = 0;
