@@ -166,31 +166,6 @@ Test(debuginfod, names_from_a_real_server_live_replay_bundle, .timeout = 150)
     snprintf(url, sizeof(url), "http://127.0.0.1:%d", port);
     setenv("DEBUGINFOD_URLS", url, 1);
     setenv("DEBUGINFOD_CACHE_PATH", cache, 1);
-    char *live = cli_path(dir, "live.folded"), *snap = cli_path(dir, "live.snap");
-    text = record(ss, prog, live, snap, false, NULL);
-    expect_named(text, "live");
-    free(text);
-    char cached[4200];
-    snprintf(cached, sizeof(cached), "%s/%s/debuginfo", cache, hex);
-    cr_expect(access(cached, R_OK) == 0, "the debug file is not in the cache: %s", cached);
-    char *info[] = {(char *)ss, "info", snap, NULL};
-    run_ok(info, 30, &r);
-    const char *line = strstr(r.out, "debug file ");
-    unsigned long after = 0;
-    cr_expect(line && strstr(line, hex) &&
-                  sscanf(strstr(line, "after ") ? strstr(line, "after ") : "", "after %lu",
-                         &after) == 1 &&
-                  after >= 1,
-              "no debug file record after the first samples (renamed frames):\n%s", r.out);
-    cli_res_free(&r);
-    char *rep = cli_path(dir, "replay.folded");
-    char *rargv[] = {(char *)ss, "replay", snap, "-o", rep, NULL};
-    run_ok(rargv, 60, &r);
-    cli_res_free(&r);
-    char *d = cli_diff(live, rep);
-    cr_expect(!d, "replay differs from live: %s", d ? d : "");
-    free(d);
-
     /* the agent, -p on the program: named profile, the fetch counted */
     char *cache_ag = cli_path(dir, "cache-agent");
     setenv("DEBUGINFOD_CACHE_PATH", cache_ag, 1);
@@ -223,6 +198,32 @@ Test(debuginfod, names_from_a_real_server_live_replay_bundle, .timeout = 150)
     cli_wait(p6, 5);
     cli_rmtree(cache_ag);
     free(cache_ag);
+
+    setenv("DEBUGINFOD_CACHE_PATH", cache, 1);
+    char *live = cli_path(dir, "live.folded"), *snap = cli_path(dir, "live.snap");
+    text = record(ss, prog, live, snap, false, NULL);
+    expect_named(text, "live");
+    free(text);
+    char cached[4200];
+    snprintf(cached, sizeof(cached), "%s/%s/debuginfo", cache, hex);
+    cr_expect(access(cached, R_OK) == 0, "the debug file is not in the cache: %s", cached);
+    char *info[] = {(char *)ss, "info", snap, NULL};
+    run_ok(info, 30, &r);
+    const char *line = strstr(r.out, "debug file ");
+    unsigned long after = 0;
+    cr_expect(line && strstr(line, hex) &&
+                  sscanf(strstr(line, "after ") ? strstr(line, "after ") : "", "after %lu",
+                         &after) == 1 &&
+                  after >= 1,
+              "no debug file record after the first samples (renamed frames):\n%s", r.out);
+    cli_res_free(&r);
+    char *rep = cli_path(dir, "replay.folded");
+    char *rargv[] = {(char *)ss, "replay", snap, "-o", rep, NULL};
+    run_ok(rargv, 60, &r);
+    cli_res_free(&r);
+    char *d = cli_diff(live, rep);
+    cr_expect(!d, "replay differs from live: %s", d ? d : "");
+    free(d);
 
     /* a server that accepts connections but never answers */
     kill(srvpid, SIGSTOP);
