@@ -41,9 +41,9 @@ struct ss_capture {
     /* procev.c: process markers */
     struct bpf_program *pev_prog[3]; /* fork, exec, exit */
     struct bpf_link *pev_link[3];
-    uint64_t markers; /* delivered */
+    uint64_t markers;  /* delivered */
     char pev_why[512]; /* markers asked for but not loaded: why */
-    uint8_t *batch;   /* compat: one poll's records, by time */
+    uint8_t *batch;    /* compat: one poll's records, by time */
     void *batch_idx;
     size_t batch_len, batch_cap, batch_n, batch_icap;
 
