@@ -12,7 +12,7 @@
  * are copied after the stack area; with --kernel, the kernel stack after
  * that (kstack.h).
  * A tp_btf program on sched_process_fork follows children (loaded only when
- * asked for). */
+ * asked for); procevents.h adds the fork/exec/exit markers. */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_core_read.h>
@@ -188,5 +188,9 @@ int BPF_PROG(follow_fork, struct task_struct *parent, struct task_struct *child)
 }
 
 #include "offcpu.h" /* --off-cpu: loaded only when asked for */
+/* Fork, exec and exit markers (loaded only when asked for). */
+#define SS_PEV_RINGBUF
+#define SS_PEV_PROGRAMS
+#include "procevents.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -15,7 +15,8 @@
  * windows (kstack.h), and a sample that interrupted kernel mode is kept with
  * its kernel stack alone (SS_EV_KERNEL and no stack bytes: user space
  * drops its registers, the kernel's).
- * Children are followed through the task/task_newtask tracepoint. */
+ * Children are followed through the task/task_newtask tracepoint;
+ * procevents.h adds the fork/exec/exit markers. */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 
@@ -184,5 +185,9 @@ int follow_newtask(struct newtask_ctx *ctx)
         bpf_map_update_elem(&pids, &child, &one, BPF_ANY);
     return 0;
 }
+
+/* Fork, exec and exit markers (loaded only when asked for). */
+#define SS_PEV_PROGRAMS
+#include "procevents.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -9,3 +9,12 @@ add_dependencies(agent_e2e stacksnap_cli cli_native)
 # systemd-analyze's offline security rating).
 add_test(NAME agent_install COMMAND ${AG_T}/install.sh ${CMAKE_BINARY_DIR})
 set_tests_properties(agent_install PROPERTIES LABELS agent TIMEOUT 60)
+# The 3-minute soak under process churn (issue 19): memory flat, exited
+# processes freed, truncation and unwind errors under measured bars. Normal
+# build only (ASan's quarantine keeps freed memory resident).
+if(NOT SS_SANITIZE)
+  ss_add_test(agent_soak SOURCES ${AG_T}/soak_test.c ${AG_T}/agent_util.c LABELS "agent;soak"
+    TIMEOUT 360)
+  target_link_libraries(agent_soak PRIVATE cli_helpers)
+  add_dependencies(agent_soak stacksnap_cli)
+endif()

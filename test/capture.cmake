@@ -24,3 +24,10 @@ target_compile_definitions(capture_cost PRIVATE SS_BINARY_DIR="${CMAKE_BINARY_DI
 add_dependencies(capture_cost capture_workload)
 add_test(NAME capture_cost_smoke COMMAND capture_cost --seconds 0.5)
 set_tests_properties(capture_cost_smoke PROPERTIES TIMEOUT 60 LABELS capture)
+
+# Process markers (issue 19): fork, exec and exit in the sample stream, both
+# programs; an unwinder that lags behind still walks a child's pre-exec
+# samples with its parent's view (and a control without markers does not).
+ss_add_test(capture_procev SOURCES ${CMAKE_SOURCE_DIR}/test/capture/procev_test.c
+  LABELS capture TIMEOUT 120)
+add_dependencies(capture_procev capture_workload)

@@ -71,6 +71,7 @@ add_dependencies(cli_perfmap stacksnap_cli cli_jitmap)
 add_executable(cli_dfdprog ${CLI_T}/dfdprog.c)
 target_compile_options(cli_dfdprog PRIVATE -O1 -g -fno-sanitize=all)
 target_link_options(cli_dfdprog PRIVATE -fno-sanitize=all)
-ss_add_test(cli_debuginfod SOURCES ${CLI_T}/debuginfod.c LABELS cli TIMEOUT 180)
+ss_add_test(cli_debuginfod SOURCES ${CLI_T}/debuginfod.c ${CMAKE_CURRENT_LIST_DIR}/agent/agent_util.c
+  LABELS cli TIMEOUT 180)
 target_link_libraries(cli_debuginfod PRIVATE cli_helpers)
 add_dependencies(cli_debuginfod stacksnap_cli cli_dfdprog)

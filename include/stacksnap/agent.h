@@ -44,6 +44,10 @@ struct ss_agent_opts {
     const char *push_url;       /* NULL: no push; else the Pyroscope base URL */
     unsigned push_every_s;      /* default 15 */
     unsigned push_queue;        /* windows kept while the server is down, default 16 */
+    /* > 0: fetch the debug files of stripped files by build-id from the
+     * debuginfod servers of DEBUGINFOD_URLS (libdebuginfod), each fetch cut
+     * after this many seconds; 0: no fetching. */
+    double debuginfod_timeout_s;
     /* Log lines (no trailing newline), from any thread; optional. */
     void (*log)(void *ctx, const char *msg);
     void *log_ctx;

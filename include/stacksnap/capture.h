@@ -36,6 +36,12 @@ struct ss_capture_opts {
     bool bpf_stats;          /* enable BPF run-time stats (BPF_ENABLE_STATS, the same
                                 switch as kernel.bpf_stats_enabled) while open, for
                                 ss_capture_prog_info's run_time_ns/run_cnt */
+    /* Process markers (fork, exec, exit of selected processes), delivered
+     * by ss_capture_poll in order with the samples; NULL: the marker
+     * programs are not loaded. The compat program's markers come from
+     * per-CPU buffers: poll delivers each batch sorted by time. */
+    void (*proc_event)(void *arg, const struct ss_proc_event *ev);
+    void *proc_event_arg;
     /* Called with the whole verifier log of each program the kernel rejects
      * (also when the compat program then loads); record -v prints it. */
     void (*verifier_log)(void *arg, const char *prog, const char *log);
@@ -55,6 +61,7 @@ struct ss_capture_stats {
     uint64_t off_blocks;    /* --off-cpu: a selected thread blocked */
     uint64_t off_short;     /* its wait was below off_cpu_min_us: no sample */
     uint64_t off_unmatched; /* it blocked outside a system call or moved on: no sample */
+    uint64_t markers;       /* process markers delivered (opts.proc_event) */
 };
 
 struct ss_bpf_prog_info {
@@ -103,6 +110,9 @@ bool ss_capture_is_compat(const struct ss_capture *c);
 /* Why the compat program is in use although not forced (a missing kernel
  * feature, or the ring buffer program's rejection); "" otherwise. */
 const char *ss_capture_fallback_reason(const struct ss_capture *c);
+/* Why the process markers asked for are missing (the kernel rejected the
+ * programs with them; they were loaded without), or "". */
+const char *ss_capture_markers_reason(const struct ss_capture *c);
 /* Snapshot size in effect: opts.stack_size, capped at 65176 in compat (48792 for a process with
  * windows) (a perf record must stay below 64 KiB). */
 unsigned ss_capture_stack_size(const struct ss_capture *c);

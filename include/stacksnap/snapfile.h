@@ -36,9 +36,10 @@ enum ss_snap_type {
     SS_SNAP_COUNTERS = 5,
     SS_SNAP_BUNDLE = 6,
     SS_SNAP_TRAILER = 7,
-    SS_SNAP_PERFMAP = 8,   /* a process's perf map as the live walker used it */
-    SS_SNAP_DEBUGFILE = 9, /* a debug file (debuginfod) names a build-id from here on */
-    SS_SNAP_KSYMS = 11,    /* kernel symbols that name kernel frames from here on */
+    SS_SNAP_PERFMAP = 8,    /* a process's perf map as the live walker used it */
+    SS_SNAP_DEBUGFILE = 9,  /* a debug file (debuginfod) names a build-id from here on */
+    SS_SNAP_PROCEVENT = 10, /* a process forked, exec'd or exited (ss.h: ss_proc_event) */
+    SS_SNAP_KSYMS = 11,     /* kernel symbols that name kernel frames from here on */
     SS_SNAP_NTYPES = 12,
     /* Reader events (never on disk). */
     SS_SNAP_CORRUPT = 0x100,   /* a damaged region was skipped */
@@ -216,6 +217,7 @@ struct ss_snap_record {
         struct ss_snap_perfmap perfmap;
         struct ss_snap_debugfile debugfile;
         struct ss_snap_ksyms ksyms;
+        struct ss_proc_event procevent;
         struct ss_snap_corrupt corrupt;
         struct ss_snap_truncated truncated;
     };
@@ -263,6 +265,9 @@ int ss_snap_write_debugfile(struct ss_snap_writer *w, const struct ss_snap_debug
                             struct ss_err *err);
 int ss_snap_write_ksyms(struct ss_snap_writer *w, const struct ss_snap_ksyms *k,
                         struct ss_err *err);
+/* A process marker, where it came in the stream of samples. */
+int ss_snap_write_procevent(struct ss_snap_writer *w, const struct ss_proc_event *ev,
+                            struct ss_err *err);
 /* Fill out[6] with "capture.seen", ... from st; returns 6. */
 uint32_t ss_snap_capture_counters(const struct ss_capture_stats *st, struct ss_snap_counter *out);
 

@@ -109,6 +109,21 @@ struct ss_sample {
     0x2u /* interrupted kernel mode; regs are the user regs (all zero:                             \
             none, compat --kernel) */
 
+/* A process marker from the same stream as the samples, in order with
+ * them (capture.h: ss_capture_opts.proc_event): a fork is delivered before
+ * any sample of the child, an exec before any sample of the new image, an
+ * exit after the process's last sample. */
+enum ss_proc_event_kind { SS_PROC_FORK = 1, SS_PROC_EXEC = 2, SS_PROC_EXIT = 3 };
+struct ss_proc_event {
+    uint32_t kind; /* enum ss_proc_event_kind */
+    uint32_t pid;  /* the process (fork: the child) */
+    uint32_t tid;  /* the thread that did it (fork: the child's) */
+    uint32_t ppid; /* fork: the parent; else 0 */
+    uint32_t cpu;
+    uint64_t time_ns; /* same clock as ss_sample.time_ns */
+};
+const char *ss_proc_event_str(uint32_t kind); /* "fork", "exec", "exit", "?" */
+
 enum ss_frame_kind {
     SS_FRAME_NATIVE = 0,
     SS_FRAME_LUA = 1,

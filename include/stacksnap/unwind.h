@@ -56,6 +56,9 @@ struct ss_unwinder_stats {
     uint64_t processes, files;  /* processes: ever seen; files: open ELF files */
     uint64_t live, lj_runtimes; /* processes with state now, LuaJIT runtimes in them */
     uint64_t target_reads, target_calls;
+    /* debuginfod (ss_unwinder_debuginfod): fetches that brought a debug file,
+     * that ended without one (not on any server, timed out), still running */
+    uint64_t debug_fetched, debug_failed, debug_pending;
 };
 
 int ss_unwinder_new(struct ss_unwinder **out, const struct ss_unwinder_opts *o, struct ss_err *err);
@@ -81,6 +84,15 @@ int ss_unwinder_add_process(struct ss_unwinder *u, uint32_t pid, const char *com
  * of pid (ss.h; capture.h's ss_capture_set_plan): true, with p filled, once
  * each time the plan changes (a LuaJIT runtime's global state verified). */
 bool ss_unwinder_take_plan(struct ss_unwinder *u, uint32_t pid, struct ss_win_plan *p);
+/* A process marker (capture.h's proc_event, or a capture's record), in
+ * stream order: live, a fork gives the child a copy of the parent's view
+ * (creating the parent's from /proc if need be) that /proc does not
+ * replace until the child's exec; an exec or an exit drops the process's
+ * view, after the samples before it were unwound. Replay (offline) only
+ * drops: the capture's process records carry the views. From the first
+ * marker on, ss_unwinder_gc leaves a gone process's view alone until it
+ * has not been used for 10 s (its exit marker frees it). */
+void ss_unwinder_proc_event(struct ss_unwinder *u, const struct ss_proc_event *ev);
 /* Drop a process's state (it exited). */
 void ss_unwinder_forget(struct ss_unwinder *u, uint32_t pid);
 /* Drop live processes that are gone and close files nothing maps any more. */
@@ -136,6 +148,14 @@ int ss_unwinder_add_debug(struct ss_unwinder *u, const uint8_t *id, size_t len, 
  * name, system_name and sym_offset; strings owned by u), false to keep in. */
 bool ss_unwinder_rename(struct ss_unwinder *u, const uint8_t *id, size_t len,
                         const struct ss_frame *in, struct ss_frame *out);
+/* The same as a report's namer callback (report.h, ss_report_rename): ctx
+ * is a struct ss_unwinder_renamer. */
+struct ss_unwinder_renamer {
+    struct ss_unwinder *u;
+    const uint8_t *id;
+    size_t len;
+};
+bool ss_unwinder_rename_fn(void *renamer, const struct ss_frame *in, struct ss_frame *out);
 
 /* Kernel frames: a sample's kernel stack (ss_sample.kernel, --kernel)
  * becomes SS_FRAME_KERNEL frames before (leafward of) its user frames, named

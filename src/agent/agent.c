@@ -52,6 +52,19 @@ static void verifier_log(void *arg, const char *prog, const char *log)
     ag_log(a, "verifier log of BPF program %s:\n%s", prog, log);
 }
 
+/* A fork, exec or exit, in order with the samples: the unwinder's views
+ * follow it (a child keeps its parent's mappings until its exec; an exited
+ * process's view goes once its samples are unwound), the segment records
+ * it. With -p, children are not sampled: their forks need no view. */
+static void on_proc_event(void *ctx, const struct ss_proc_event *ev)
+{
+    struct ss_agent *a = ctx;
+    if (ev->kind <= SS_PROC_EXIT) a->live.markers[ev->kind]++;
+    if (!a->u || (ev->kind == SS_PROC_FORK && a->o.npids)) return;
+    ss_unwinder_proc_event(a->u, ev);
+    if (a->seg) ag_seg_proc_event(a->seg, ev);
+}
+
 static int open_capture(struct ss_agent *a, struct ss_err *err)
 {
     struct ss_capture_opts co = {.freq_hz = a->o.freq_hz,
@@ -60,12 +73,16 @@ static int open_capture(struct ss_agent *a, struct ss_err *err)
                                  .compat = a->o.compat,
                                  .no_windows = a->o.no_windows,
                                  .off_cpu = a->o.off_cpu,
+                                 .proc_event = on_proc_event,
+                                 .proc_event_arg = a,
                                  .verifier_log = verifier_log,
                                  .verifier_log_arg = a};
     int rc = ss_capture_open(&a->cap, &co, err);
     if (rc < 0) return rc;
     const char *why = ss_capture_fallback_reason(a->cap);
     if (*why) ag_log(a, "using the compat BPF program: %s", why);
+    why = ss_capture_markers_reason(a->cap);
+    if (*why) ag_log(a, "no fork/exec/exit markers: %s", why);
     for (size_t i = 0; i < a->o.npids; i++)
         if ((rc = ss_capture_add_pid(a->cap, a->o.pids[i], err)) < 0) return rc;
     return 0;
@@ -177,11 +194,40 @@ static void on_sample(void *ctx, const struct ss_sample *s)
         ag_log(a, "%s", err.msg);
 }
 
+/* A new unwinder (at the start, and for each capture segment): its
+ * debuginfod fetcher when asked for. */
+static void unwinder_ready(struct ss_agent *a)
+{
+    struct ss_err err = {0};
+    if (a->u && a->o.debuginfod_timeout_s > 0 &&
+        ss_unwinder_debuginfod(a->u, a->o.debuginfod_timeout_s, &err) < 0)
+        ag_log(a, "no debuginfod: %s", err.msg);
+}
+
+/* ss_unwinder_debug_fn: a debug file arrived. The open profile windows
+ * rename the frames they named before it, the segment records it (its
+ * replay names the same from there on). */
+static void on_debug(void *ctx, const uint8_t *id, size_t len, const char *path)
+{
+    struct ss_agent *a = ctx;
+    struct ss_unwinder_renamer n = {a->u, id, len};
+    pthread_mutex_lock(&a->mu);
+    for (struct ag_window *w = a->windows; w; w = w->next) {
+        struct ss_err err = {0};
+        if (!w->done && ss_report_rename(w->rep, ss_unwinder_rename_fn, &n, &err) < 0)
+            ag_log(a, "renaming frames after %s: %s", path, err.msg);
+    }
+    pthread_mutex_unlock(&a->mu);
+    if (a->seg) ag_seg_debugfile(a->seg, id, len, path);
+}
+
 static void refresh_stats(struct ss_agent *a)
 {
     ss_capture_stats(a->cap, &a->live.cap);
     ss_unwinder_stats(a->u, &a->live.unw);
     a->live.processes_seen = a->seen_before + a->live.unw.processes;
+    a->live.debug_fetched = a->fetched_before + a->live.unw.debug_fetched;
+    a->live.debug_failed = a->fetch_failed_before + a->live.unw.debug_failed;
     if (a->seg)
         ag_seg_stats(a->seg, &a->live.segments, &a->live.segment_errors, &a->live.capture_bytes,
                      &a->live.capturing);
@@ -194,6 +240,7 @@ int ss_agent_run(struct ss_agent *a, volatile sig_atomic_t *stop, struct ss_err 
 {
     int rc = 0;
     if (a->seg && (rc = ag_seg_begin(a->seg, &a->u, err)) < 0) return rc;
+    unwinder_ready(a);
     if ((rc = ss_capture_start(a->cap, err)) < 0) return rc;
     double last_stats = 0, last_gc = a->t0;
     if (a->o.off_cpu)
@@ -217,10 +264,14 @@ int ss_agent_run(struct ss_agent *a, volatile sig_atomic_t *stop, struct ss_err 
             struct ss_unwinder_stats us;
             ss_unwinder_stats(a->u, &us);
             a->seen_before += us.processes;
+            a->fetched_before += us.debug_fetched;
+            a->fetch_failed_before += us.debug_failed;
             ss_unwinder_free(a->u);
             a->u = NULL;
             if ((rc = ag_seg_begin(a->seg, &a->u, err)) < 0) break;
+            unwinder_ready(a);
         }
+        if (a->o.debuginfod_timeout_s > 0) ss_unwinder_debug_poll(a->u, on_debug, a);
         if (t - last_gc >= 2.0) { /* drop the state of processes that exited */
             ss_unwinder_gc(a->u);
             ag_procinfo_gc(a->procs);

@@ -28,7 +28,9 @@ struct ag_window {
 /* What /metrics shows; the main thread refreshes it about twice a second. */
 struct ag_stats {
     uint64_t samples, lua, truncated, errors;
-    uint64_t processes_seen; /* over every unwinder (one per capture segment) */
+    uint64_t markers[SS_PROC_EXIT + 1];   /* process markers by kind */
+    uint64_t processes_seen;              /* over every unwinder (one per capture segment) */
+    uint64_t debug_fetched, debug_failed; /* debuginfod fetches, over every unwinder */
     struct ss_capture_stats cap;
     struct ss_unwinder_stats unw;
     uint64_t segments, segment_errors, capture_bytes;
@@ -70,7 +72,8 @@ struct ss_agent {
     struct ag_push *push;
     struct ag_segments *seg;
     struct ag_stats live;
-    uint64_t seen_before; /* processes seen by the unwinders freed so far */
+    uint64_t seen_before;                         /* processes seen by the unwinders freed so far */
+    uint64_t fetched_before, fetch_failed_before; /* their debuginfod fetches */
     struct MHD_Daemon *httpd;
     int listen_fd;
     double t0;
@@ -116,6 +119,8 @@ int ag_seg_new(struct ag_segments **out, struct ss_agent *a, struct ss_err *err)
 int ag_seg_begin(struct ag_segments *g, struct ss_unwinder **u, struct ss_err *err);
 void ag_seg_sample(struct ag_segments *g, struct ss_unwinder *u, const struct ss_sample *s,
                    bool walked);
+void ag_seg_proc_event(struct ag_segments *g, const struct ss_proc_event *ev);
+void ag_seg_debugfile(struct ag_segments *g, const uint8_t *id, size_t len, const char *path);
 /* Flush; true when the segment is due to end (time or size). */
 bool ag_seg_tick(struct ag_segments *g, double now);
 /* Complete the current segment (counters, trailer) and prune old ones. */

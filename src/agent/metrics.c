@@ -52,10 +52,21 @@ char *ag_metrics_text(struct ss_agent *a, size_t *len)
     C("stack_copy_failed_total", "Samples without any stack bytes.", s.cap.copy_failed);
     C("window_copy_failed_total", "Memory windows whose copy failed at sample time.",
       s.cap.win_failed);
+    fprintf(f, "# HELP stacksnap_process_events_total Process forks, execs and exits seen in the "
+               "sample stream.\n# TYPE stacksnap_process_events_total counter\n");
+    for (uint32_t k = SS_PROC_FORK; k <= SS_PROC_EXIT; k++)
+        fprintf(f, "stacksnap_process_events_total{kind=\"%s\"} %llu\n", ss_proc_event_str(k),
+                (unsigned long long)s.markers[k]);
     G("processes", "Processes the unwinder has state for now.", s.unw.live);
     C("processes_seen_total", "Processes the unwinder has seen.", s.processes_seen);
     G("luajit_runtimes", "LuaJIT runtimes found in those processes.", s.unw.lj_runtimes);
     G("elf_files", "ELF files open for unwinding and symbols.", s.unw.files);
+    C("debuginfo_fetches_total",
+      "Debug files fetched by build-id from debuginfod servers (DEBUGINFOD_URLS).",
+      s.debug_fetched);
+    C("debuginfo_fetch_failures_total",
+      "debuginfod fetches that ended without a debug file (not found, timed out).", s.debug_failed);
+    G("debuginfo_fetches_pending", "debuginfod fetches queued or running.", s.unw.debug_pending);
     C("http_requests_total", "HTTP requests received.", h.requests);
     C("http_client_errors_total", "HTTP requests answered with a 4xx status.", h.errors_4xx);
     C("http_server_errors_total", "HTTP requests answered with a 5xx status.", h.errors_5xx);

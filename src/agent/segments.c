@@ -146,6 +146,21 @@ void ag_seg_sample(struct ag_segments *g, struct ss_unwinder *u, const struct ss
     if (ss_snapout_sample(g->so, u, s, &err) < 0) failed(g, err.msg);
 }
 
+void ag_seg_proc_event(struct ag_segments *g, const struct ss_proc_event *ev)
+{
+    struct ss_err err = {0};
+    if (g->so && ss_snapout_proc_event(g->so, ev, &err) < 0) failed(g, err.msg);
+}
+
+void ag_seg_debugfile(struct ag_segments *g, const uint8_t *id, size_t len, const char *path)
+{
+    struct ss_err err = {0};
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    uint64_t now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    if (g->so && ss_snapout_debugfile(g->so, id, len, path, now, &err) < 0) failed(g, err.msg);
+}
+
 bool ag_seg_tick(struct ag_segments *g, double now)
 {
     if (g->so && now - g->last_flush >= 1.0) {

@@ -50,6 +50,7 @@ static void deliver(struct ss_capture *c, const void *data, size_t size)
     struct ss_event e;
     struct ss_sample s;
 
+    if (ss_capture_pev_deliver(c, data, size)) return;
     if (size < sizeof(e)) {
         c->bad++;
         return;
@@ -129,10 +130,10 @@ static enum bpf_perf_event_ret on_perf(void *ctx, int cpu, struct perf_event_hea
         const char *raw = (const char *)(h + 1);
         __u32 n;
         memcpy(&n, raw, sizeof(n));
-        if (n <= h->size - sizeof(*h) - 4)
-            deliver(c, raw + 4, n);
-        else
+        if (n > h->size - sizeof(*h) - 4)
             c->bad++;
+        else if (!c->o.proc_event || ss_capture_batch_add(c, raw + 4, n) < 0)
+            deliver(c, raw + 4, n); /* no markers: per-CPU order is enough */
     } else if (h->type == PERF_RECORD_LOST && h->size >= sizeof(*h) + 16) {
         __u64 lost[2];
         memcpy(lost, h + 1, sizeof(lost));
@@ -203,6 +204,7 @@ int ss_capture_poll(struct ss_capture *c, int timeout_ms, ss_sample_fn fn, void 
     r = c->rb ? ring_buffer__poll(c->rb, timeout_ms) : perf_buffer__poll(c->pb, timeout_ms);
     if (r >= 0 || r == -EINTR) /* below the wakeup mark: read it anyway */
         r = c->rb ? ring_buffer__consume(c->rb) : perf_buffer__consume(c->pb);
+    if (c->batch_n) ss_capture_batch_flush(c, deliver);
     c->fn = NULL;
     if (r < 0 && r != -EINTR) return r;
     return c->delivered;

@@ -119,6 +119,7 @@ static int load_ringbuf(struct ss_capture *c, char *log, struct ss_err *err)
     bpf_map__set_max_entries(c->skel->maps.events, ring);
     c->skel->rodata->wake_bytes = ring / 4;
     bpf_program__set_autoload(c->skel->progs.follow_fork, c->o.follow_children);
+    ss_capture_pev_autoload(c);
     r = snapshot_bpf__load(c->skel);
     if (r) {
         rejected(c, "snapshot", r, log, err);
@@ -157,6 +158,7 @@ static int load_compat(struct ss_capture *c, char *log, struct ss_err *err)
     bpf_program__set_autoload(c->cskel->progs.follow_newtask, c->o.follow_children);
     bpf_program__set_autoload(c->cskel->progs.snapshot_compat, !c->o.kernel);
     bpf_program__set_autoload(c->cskel->progs.snapshot_compat_k, c->o.kernel);
+    ss_capture_pev_autoload(c);
     r = snapshot_compat_bpf__load(c->cskel);
     if (r) {
         rejected(c, "snapshot_compat", r, log, err);
@@ -237,6 +239,17 @@ int ss_capture_open(struct ss_capture **out, const struct ss_capture_opts *o, st
     }
     old = libbpf_set_print(ss_capture_libbpf_silent);
     r = load(c, log, err);
+    if (r && c->o.proc_event) { /* the samples matter more than the markers */
+        snprintf(c->pev_why, sizeof(c->pev_why), "%s", err->msg);
+        *err = (struct ss_err){0};
+        snapshot_compat_bpf__destroy(c->cskel);
+        c->cskel = NULL;
+        c->o.proc_event = NULL;
+        c->why[0] = 0;
+        memset(log, 0, LOG_SIZE);
+        r = load(c, log, err);
+        if (r) c->pev_why[0] = 0;
+    }
     libbpf_set_print(old);
     if (r) goto fail;
     if (c->o.bpf_stats) {
@@ -248,6 +261,7 @@ int ss_capture_open(struct ss_capture **out, const struct ss_capture_opts *o, st
         }
     }
     if (c->o.follow_children && (r = ss_capture_follow_attach(c, err))) goto fail;
+    if ((r = ss_capture_pev_attach(c, err))) goto fail;
     if ((r = ss_capture_buffer_open(c, err))) goto fail;
     free(log);
     *out = c;
@@ -346,6 +360,7 @@ void ss_capture_stats(struct ss_capture *c, struct ss_capture_stats *st)
     memset(st, 0, sizeof(*st));
     st->dropped = c->lost;
     st->win_failed = c->win_failed;
+    st->markers = c->markers;
     if (ncpu <= 0 || !(v = calloc(ncpu, sizeof(*v)))) return;
     if (bpf_map_lookup_elem(c->counters_fd, &zero, v) == 0) {
         uint64_t bpf_dropped = 0;
@@ -375,6 +390,11 @@ bool ss_capture_is_compat(const struct ss_capture *c)
 const char *ss_capture_fallback_reason(const struct ss_capture *c)
 {
     return c->why;
+}
+
+const char *ss_capture_markers_reason(const struct ss_capture *c)
+{
+    return c->pev_why;
 }
 
 unsigned ss_capture_stack_size(const struct ss_capture *c)
@@ -410,6 +430,7 @@ void ss_capture_close(struct ss_capture *c)
     ss_capture_stop(c);
     ss_capture_buffer_close(c);
     bpf_link__destroy(c->follow_link);
+    ss_capture_pev_close(c);
     snapshot_bpf__destroy(c->skel);
     snapshot_compat_bpf__destroy(c->cskel);
     if (c->stats_fd >= 0) close(c->stats_fd);

@@ -5,6 +5,8 @@
 #define STACKSNAP_CAPTURE_INT_H
 
 #include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
 
 #include <bpf/libbpf.h>
 
@@ -38,6 +40,14 @@ struct ss_capture {
     uint64_t win_failed; /* windows of delivered samples whose read failed */
 
     uint64_t kips[SS_KSTACK_MAX]; /* the delivered sample's kernel stack */
+    /* procev.c: process markers */
+    struct bpf_program *pev_prog[3]; /* fork, exec, exit */
+    struct bpf_link *pev_link[3];
+    uint64_t markers;  /* delivered */
+    char pev_why[512]; /* markers asked for but not loaded: why */
+    uint8_t *batch;    /* compat: one poll's records, by time */
+    void *batch_idx;
+    size_t batch_len, batch_cap, batch_n, batch_icap;
 
     ss_sample_fn fn; /* set during ss_capture_poll */
     void *fn_ctx;
@@ -64,5 +74,21 @@ void ss_capture_offcpu_stop(struct ss_capture *c);
 
 /* perf.c */
 int ss_capture_follow_attach(struct ss_capture *c, struct ss_err *err);
+/* Mount tracefs where it belongs if nobody did (classic tracepoints need it
+ * for their ids), as perf does. */
+void ss_capture_ensure_tracefs(void);
+
+/* procev.c: the marker programs load only with opts.proc_event
+ * (pev_autoload, before the object loads) and attach at open;
+ * pev_deliver: true when the record was a marker (delivered or counted
+ * bad). Compat: batch_add copies a record of one poll, batch_flush hands
+ * them to deliver sorted by time. */
+void ss_capture_pev_autoload(struct ss_capture *c);
+int ss_capture_pev_attach(struct ss_capture *c, struct ss_err *err);
+void ss_capture_pev_close(struct ss_capture *c);
+bool ss_capture_pev_deliver(struct ss_capture *c, const void *data, size_t size);
+int ss_capture_batch_add(struct ss_capture *c, const void *data, size_t size);
+void ss_capture_batch_flush(struct ss_capture *c,
+                            void (*deliver)(struct ss_capture *c, const void *data, size_t size));
 
 #endif

@@ -132,7 +132,7 @@ void ss_capture_stop(struct ss_capture *c)
 
 /* The compat variant's classic tracepoint needs tracefs for its id; mount
  * it where it belongs if nobody did (as perf does). */
-static void ensure_tracefs(void)
+void ss_capture_ensure_tracefs(void)
 {
     struct stat st;
     if (stat("/sys/kernel/tracing/events", &st) == 0 ||
@@ -147,7 +147,7 @@ int ss_capture_follow_attach(struct ss_capture *c, struct ss_err *err)
     libbpf_print_fn_t old;
 
     if (c->compat) {
-        ensure_tracefs();
+        ss_capture_ensure_tracefs();
         name = "tracepoint task/task_newtask";
     }
     old = libbpf_set_print(ss_capture_libbpf_silent);

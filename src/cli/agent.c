@@ -89,6 +89,7 @@ int ss_cmd_agent(const struct ss_cli *c)
         .capture_segment_s = c->capture_segment,
         .push_url = c->push_url,
         .push_every_s = c->push_every,
+        .debuginfod_timeout_s = ss_cli_debuginfod_timeout(),
         .log = log_stderr,
     };
     struct ss_agent *a;

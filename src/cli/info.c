@@ -12,6 +12,7 @@
 
 struct info {
     uint64_t samples, stack_bytes, reads, partial, kernel, rewalks, ksyms, kstacks;
+    uint64_t markers[SS_PROC_EXIT + 1]; /* process markers by kind */
     uint64_t first_ns, last_ns;
     const char *path;
 };
@@ -102,6 +103,9 @@ int ss_cmd_info(const struct ss_cli *c)
             in.kernel += (s->flags & SS_SAMPLE_KERNEL) != 0;
             break;
         }
+        case SS_SNAP_PROCEVENT:
+            in.markers[rec.procevent.kind]++;
+            break;
         case SS_SNAP_COUNTERS:
             print_counters(&rec.counters);
             break;
@@ -130,6 +134,9 @@ int ss_cmd_info(const struct ss_cli *c)
         printf("kernel       %" PRIu64 " samples with a kernel stack, %" PRIu64
                " kernel symbols recorded\n",
                in.kstacks, in.ksyms);
+    if (in.markers[SS_PROC_FORK] + in.markers[SS_PROC_EXEC] + in.markers[SS_PROC_EXIT])
+        printf("markers      %" PRIu64 " forks, %" PRIu64 " execs, %" PRIu64 " exits\n",
+               in.markers[SS_PROC_FORK], in.markers[SS_PROC_EXEC], in.markers[SS_PROC_EXIT]);
     if (in.rewalks)
         printf("rewalks      %" PRIu64 " samples walked twice (mappings re-read mid-walk)\n",
                in.rewalks);

@@ -88,23 +88,11 @@ int ss_outputs_add(struct ss_outputs *o, const struct ss_stack *st)
     return rc;
 }
 
-struct namer {
-    struct ss_unwinder *u;
-    const uint8_t *id;
-    size_t len;
-};
-
-static bool rename_one(void *ctx, const struct ss_frame *in, struct ss_frame *out)
-{
-    const struct namer *n = ctx;
-    return ss_unwinder_rename(n->u, n->id, n->len, in, out);
-}
-
 int ss_outputs_rename(struct ss_outputs *o, struct ss_unwinder *u, const uint8_t *id, size_t len)
 {
-    struct namer n = {u, id, len};
+    struct ss_unwinder_renamer n = {u, id, len};
     struct ss_err err = {0};
-    if (o->aggregate && ss_report_rename(o->rep, rename_one, &n, &err) < 0) {
+    if (o->aggregate && ss_report_rename(o->rep, ss_unwinder_rename_fn, &n, &err) < 0) {
         fprintf(stderr, "stacksnap: %s\n", err.msg);
         return 1;
     }

@@ -74,6 +74,21 @@ static void on_sample(void *ctx, const struct ss_sample *s)
         fprintf(stderr, "stacksnap: %s\n", err.msg);
 }
 
+/* A fork, exec or exit, in order with the samples: the unwinder's views
+ * follow it, the capture records it. Without -a or a command, children are
+ * not sampled: their forks need no view. */
+static void on_proc_event(void *ctx, const struct ss_proc_event *ev)
+{
+    struct rec *r = ctx;
+    if (ev->kind == SS_PROC_FORK && !r->c->all && !r->c->command) return;
+    ss_unwinder_proc_event(r->u, ev);
+    struct ss_err err = {0};
+    if (r->snap && ss_snapout_proc_event(r->snap, ev, &err) < 0) {
+        fprintf(stderr, "stacksnap: %s\n", err.msg);
+        r->failed = 1;
+    }
+}
+
 static uint64_t mono_ns(void)
 {
     struct timespec ts;
@@ -96,14 +111,19 @@ static void on_debug(void *ctx, const uint8_t *id, size_t len, const char *path)
     if (r->c->verbose) fprintf(stderr, "stacksnap: debuginfod: %s\n", path);
 }
 
-/* DEBUGINFOD_URLS set: fetch missing debug files in the background, each
- * cut after DEBUGINFOD_TIMEOUT seconds (libdebuginfod's own variable; 30 s
- * when unset). Returns the timeout, 0 when off. */
-static double start_debuginfod(struct rec *r)
+double ss_cli_debuginfod_timeout(void)
 {
     const char *urls = getenv("DEBUGINFOD_URLS"), *t = getenv("DEBUGINFOD_TIMEOUT");
     if (!urls || !*urls) return 0;
-    double timeout = t && atof(t) > 0 ? atof(t) : 30;
+    return t && atof(t) > 0 ? atof(t) : 30;
+}
+
+/* DEBUGINFOD_URLS set: fetch missing debug files in the background.
+ * Returns the timeout, 0 when off. */
+static double start_debuginfod(struct rec *r)
+{
+    double timeout = ss_cli_debuginfod_timeout();
+    if (!timeout) return 0;
     struct ss_err err = {0};
     if (ss_unwinder_debuginfod(r->u, timeout, &err) < 0) {
         fprintf(stderr, "stacksnap: warning: %s (no debuginfod)\n", err.msg);
@@ -190,9 +210,9 @@ static void progress(const struct rec *r, double t0, int final)
     if (cs.copy_failed || cs.skipped || r->c->verbose)
         fprintf(stderr,
                 "stacksnap: stack copies: %llu failed, %llu cut at the end of the stack; "
-                "%llu samples without user registers\n",
+                "%llu samples without user registers; %llu process markers\n",
                 (unsigned long long)cs.copy_failed, (unsigned long long)cs.copy_partial,
-                (unsigned long long)cs.skipped);
+                (unsigned long long)cs.skipped, (unsigned long long)cs.markers);
 }
 
 static int print_prog_info(struct ss_capture *cap, FILE *f)
@@ -238,6 +258,12 @@ static int open_capture(const struct ss_cli *c, struct ss_capture_opts *o, struc
     }
     const char *why = ss_capture_fallback_reason(*cap);
     if (*why) fprintf(stderr, "stacksnap: using the compat BPF program: %s\n", why);
+    why = ss_capture_markers_reason(*cap);
+    if (*why)
+        fprintf(stderr,
+                "stacksnap: warning: no fork/exec/exit markers (%s): children are unwound "
+                "with the maps /proc shows when their samples are read\n",
+                why);
     return 0;
 }
 
@@ -300,7 +326,10 @@ static int setup(struct rec *r, pid_t *child, int *release_fd)
         fprintf(stderr, "stacksnap: %s\n", err.msg);
         return 1;
     }
-    struct ss_capture_opts co = {.system_wide = c->all, .follow_children = c->command != NULL};
+    struct ss_capture_opts co = {.system_wide = c->all,
+                                 .follow_children = c->command != NULL,
+                                 .proc_event = on_proc_event,
+                                 .proc_event_arg = r};
     if (open_capture(c, &co, &r->cap)) return 1;
     /* after the programs loaded: their symbols too */
     if (c->kernel && ss_unwinder_kernel_syms(r->u, NULL, &err) < 0) {

@@ -32,7 +32,10 @@ struct ss_proc {
     unsigned refresh_min_ms, exec_check_ms;
     uint64_t last_refresh_ns, last_exec_check_ns;
     uint64_t exe_dev, exe_ino;
-    uint64_t start_time; /* /proc/PID/stat field 22: tells a reused pid apart */
+    uint64_t start_time;      /* /proc/PID/stat field 22: tells a reused pid apart */
+    uint64_t frozen_until_ns; /* a forked child's copy of its parent's view: no
+                                 re-read before then (its exec may already have
+                                 replaced what /proc shows) */
     /* explicit */
     ss_proc_resolve_fn fn;
     void *ctx;
@@ -398,10 +401,61 @@ int ss_proc_new(struct ss_proc **out, pid_t pid, const struct ss_map_desc *maps,
     return 0;
 }
 
+/* A copy of parent's mappings (same files, new references) for child. */
+int ss_proc_fork(struct ss_proc **out, const struct ss_proc *parent, pid_t child,
+                 unsigned frozen_ms, struct ss_err *err)
+{
+    struct ss_proc *p = calloc(1, sizeof(*p));
+    struct ss_mapping *v = calloc(parent->n ? parent->n : 1, sizeof(*v));
+    if (!p || !v) goto nomem;
+    *p = *parent;
+    p->pid = child;
+    p->gone = false;
+    p->maps = v;
+    p->n = 0;
+    p->last = 0;
+    for (size_t i = 0; i < parent->n; i++) {
+        v[i] = parent->maps[i];
+        if (!(v[i].d.path = strdup(parent->maps[i].d.path))) goto nomem;
+        if (v[i].elf) ss_elf_ref(v[i].elf);
+        p->n++;
+    }
+    uint64_t t = now_ns();
+    p->start_time = start_time(child);
+    if (!p->start_time) p->start_time = 1; /* gone already: ss_proc_alive says so */
+    p->frozen_until_ns = t + frozen_ms * 1000000ull;
+    p->last_refresh_ns = p->last_exec_check_ns = t;
+    *out = p;
+    return 0;
+nomem:
+    if (p && p->maps == v) {
+        free_maps(v, p->n);
+        v = NULL;
+    }
+    free(v);
+    free(p);
+    ss_err_set(err, -ENOMEM, "pid %d: out of memory", (int)child);
+    return -ENOMEM;
+}
+
+void ss_proc_thaw(struct ss_proc *p)
+{
+    p->frozen_until_ns = 0;
+}
+
+static bool frozen(struct ss_proc *p, uint64_t now)
+{
+    if (!p->frozen_until_ns) return false;
+    if (now < p->frozen_until_ns) return true;
+    p->frozen_until_ns = 0;
+    return false;
+}
+
 int ss_proc_check_exec(struct ss_proc *p, uint64_t now)
 {
     if (!p->live) return 0;
     if (p->gone) return -ESRCH;
+    if (frozen(p, now)) return 0;
     if (now - p->last_exec_check_ns < p->exec_check_ms * 1000000ull) return 0;
     p->last_exec_check_ns = now;
     uint64_t dev, ino;
@@ -451,7 +505,7 @@ const struct ss_mapping *ss_proc_find(struct ss_proc *p, uint64_t addr)
     bool stale = m && !(m->d.prot & SS_MAP_X);
     if ((m && !stale) || !p->live || p->gone || addr < 4096 || addr >= (1ull << 47)) return m;
     uint64_t t = now_ns();
-    if (t - p->last_refresh_ns < p->refresh_min_ms * 1000000ull) return m;
+    if (t - p->last_refresh_ns < p->refresh_min_ms * 1000000ull || frozen(p, t)) return m;
     if (ss_proc_refresh(p, NULL) < 0) return NULL;
     return ss_proc_find_cached(p, addr);
 }

@@ -66,6 +66,14 @@ int ss_proc_new_live(struct ss_proc **out, pid_t pid, struct ss_elf_cache *cache
 int ss_proc_new(struct ss_proc **out, pid_t pid, const struct ss_map_desc *maps, size_t n,
                 ss_proc_resolve_fn fn, void *ctx, struct ss_elf_cache *cache, struct ss_err *err);
 void ss_proc_free(struct ss_proc *p);
+/* A forked child's view: a copy of the parent's mappings (the child runs
+ * in a copy of its parent's memory until it execs), live reads from child.
+ * For frozen_ms it is never re-read from /proc (whose maps may already be
+ * those of an image exec'd later than the samples being unwound); the exec
+ * marker replaces it, ss_proc_thaw ends it early. */
+int ss_proc_fork(struct ss_proc **out, const struct ss_proc *parent, pid_t child,
+                 unsigned frozen_ms, struct ss_err *err);
+void ss_proc_thaw(struct ss_proc *p);
 
 /* Mapping that contains addr, or NULL. ss_proc_find is for code addresses:
  * it re-reads the maps of a live process on a miss, or when the mapping

@@ -407,6 +407,32 @@ int snap_dec_debugfile(struct snap_cur *c, struct ss_snap_debugfile *d, const ch
     return 0;
 }
 
+/* ---- process marker: u32 kind, pid, tid, ppid, cpu, u64 time ---- */
+void snap_enc_procevent(struct snap_buf *b, const struct ss_proc_event *ev)
+{
+    snap_put_u32(b, ev->kind);
+    snap_put_u32(b, ev->pid);
+    snap_put_u32(b, ev->tid);
+    snap_put_u32(b, ev->ppid);
+    snap_put_u32(b, ev->cpu);
+    snap_put_u64(b, ev->time_ns);
+}
+
+int snap_dec_procevent(struct snap_cur *c, struct ss_proc_event *ev, const char **why)
+{
+    ev->kind = snap_get_u32(c);
+    ev->pid = snap_get_u32(c);
+    ev->tid = snap_get_u32(c);
+    ev->ppid = snap_get_u32(c);
+    ev->cpu = snap_get_u32(c);
+    ev->time_ns = snap_get_u64(c);
+    if (c->bad || ev->kind < SS_PROC_FORK || ev->kind > SS_PROC_EXIT) {
+        *why = "procevent record: too short or unknown kind";
+        return -EBADMSG;
+    }
+    return 0;
+}
+
 /* ---- trailer ---- */
 void snap_enc_trailer(struct snap_buf *b, const struct ss_snap_trailer *t)
 {

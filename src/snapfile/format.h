@@ -139,6 +139,7 @@ void snap_enc_counters(struct snap_buf *b, uint64_t time_ns, const struct ss_sna
 void snap_enc_trailer(struct snap_buf *b, const struct ss_snap_trailer *t);
 void snap_enc_perfmap(struct snap_buf *b, const struct ss_snap_perfmap *m);
 void snap_enc_debugfile(struct snap_buf *b, const struct ss_snap_debugfile *d);
+void snap_enc_procevent(struct snap_buf *b, const struct ss_proc_event *ev);
 /* Reads are encoded incrementally: u64 seq, u32 n, then entries (see codec.c). */
 void snap_enc_read(struct snap_buf *b, uint64_t addr, const void *data, size_t len, int err);
 
@@ -178,6 +179,7 @@ int snap_dec_bundle(struct snap_cur *c, struct ss_snap_bundle *b, const char **w
 int snap_dec_trailer(struct snap_cur *c, struct ss_snap_trailer *t, const char **why);
 int snap_dec_perfmap(struct snap_cur *c, struct ss_snap_perfmap *m, const char **why);
 int snap_dec_debugfile(struct snap_cur *c, struct ss_snap_debugfile *d, const char **why);
+int snap_dec_procevent(struct snap_cur *c, struct ss_proc_event *ev, const char **why);
 
 /* ---- kcodec.c: kernel symbols (record 11) and the sample's tail (fields
  * appended after the windows: kernel stack, off-CPU weight) ---- */

@@ -285,6 +285,8 @@ static int decode(struct ss_snap_reader *r, struct slot *s, uint16_t type, uint1
         return snap_dec_debugfile(&c, &rec->debugfile, why);
     case SS_SNAP_KSYMS:
         return snap_dec_ksyms(&c, &s->arr, &rec->ksyms, why);
+    case SS_SNAP_PROCEVENT:
+        return snap_dec_procevent(&c, &rec->procevent, why);
     }
     return -EBADMSG;
 }
@@ -633,6 +635,8 @@ const char *ss_snap_type_str(uint32_t type)
         return "kernel symbols";
     case SS_SNAP_DEBUGFILE:
         return "debugfile";
+    case SS_SNAP_PROCEVENT:
+        return "procevent";
     case SS_SNAP_CORRUPT:
         return "corrupt";
     case SS_SNAP_TRUNCATED:

@@ -511,6 +511,9 @@ int ss_replay_run(struct ss_replay *r, ss_replay_stack_fn fn, ss_replay_msg_fn m
                     break;
                 }
             break;
+        case SS_SNAP_PROCEVENT: /* as live: an exec or an exit drops the view */
+            ss_unwinder_proc_event(r->u, &rec.procevent);
+            break;
         case SS_SNAP_PERFMAP:
             if (ss_unwinder_set_perfmap(r->u, rec.perfmap.pid, rec.perfmap.text,
                                         (size_t)rec.perfmap.len) == -ENOMEM)

@@ -339,6 +339,21 @@ fail:; /* the writer's message, prefixed with the path */
     return err->code;
 }
 
+int ss_snapout_proc_event(struct ss_snapout *so, const struct ss_proc_event *ev, struct ss_err *err)
+{
+    size_t i = 0;
+    while (i < so->nknown && so->known[i].pid != ev->pid)
+        i++;
+    if (i == so->nknown) return 0; /* not in the capture: replay has nothing to drop */
+    so->known[i] = so->known[--so->nknown];
+    if (ss_snap_write_procevent(so->w, ev, err) < 0) {
+        struct ss_err e = *err;
+        ss_err_set(err, e.code ? e.code : -EIO, "%s: %s", so->path, e.msg);
+        return err->code;
+    }
+    return 0;
+}
+
 void ss_snapout_skip(struct ss_snapout *so)
 {
     ss_snap_discard_reads(so->w);

@@ -33,6 +33,11 @@ int ss_snapout_sample(struct ss_snapout *so, struct ss_unwinder *u, const struct
  * with bundle after a bundle of the file. */
 int ss_snapout_debugfile(struct ss_snapout *so, const uint8_t *id, size_t len, const char *path,
                          uint64_t time_ns, struct ss_err *err);
+/* A process marker, after the unwinder saw it (ss_unwinder_proc_event):
+ * written when the capture holds the process (replay then drops its view
+ * where live did); the process's next sample writes a new process record. */
+int ss_snapout_proc_event(struct ss_snapout *so, const struct ss_proc_event *ev,
+                          struct ss_err *err);
 /* A sample record does not write (the live walk failed): drop its reads. */
 void ss_snapout_skip(struct ss_snapout *so);
 /* Push buffered records to the file (about once a second, so a SIGKILL

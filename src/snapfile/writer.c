@@ -355,6 +355,14 @@ int ss_snap_write_ksyms(struct ss_snap_writer *w, const struct ss_snap_ksyms *k,
     return emit_pay(w, SS_SNAP_KSYMS, SNAP_Z_FAST, err);
 }
 
+int ss_snap_write_procevent(struct ss_snap_writer *w, const struct ss_proc_event *ev,
+                            struct ss_err *err)
+{
+    w->pay.len = 0;
+    snap_enc_procevent(&w->pay, ev);
+    return emit_pay(w, SS_SNAP_PROCEVENT, SNAP_Z_NONE, err);
+}
+
 uint32_t ss_snap_capture_counters(const struct ss_capture_stats *st, struct ss_snap_counter *out)
 {
     out[0] = (struct ss_snap_counter){"capture.seen", st->seen};

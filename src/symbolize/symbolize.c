@@ -12,6 +12,7 @@
 #include "symbolize/symbolize.h"
 
 #define SC_BITS 11
+#define SC_BITS_MIN 5
 
 struct sc_ent {
     uint64_t key; /* ip | exact bit in bit 63 (user addresses never use it) */
@@ -20,7 +21,8 @@ struct sc_ent {
 };
 
 struct ss_symcache {
-    struct sc_ent e[1u << SC_BITS];
+    struct sc_ent *e; /* direct-mapped, 1 << bits entries growing to SC_BITS */
+    unsigned bits, misses;
     struct ss_perfmap *pm;            /* the process's perf map, or NULL */
     pid_t live_pid;                   /* live: re-read the map on a miss (0: never) */
     const struct ss_elf_cache *files; /* its names generation is part of the key */
@@ -64,13 +66,35 @@ static bool jit_area(const struct ss_mapping *mp)
 
 int ss_symcache_new(struct ss_symcache **out)
 {
-    *out = calloc(1, sizeof(**out));
-    return *out ? 0 : -ENOMEM;
+    struct ss_symcache *c = calloc(1, sizeof(*c));
+    if (c) c->e = calloc(1u << SC_BITS_MIN, sizeof(*c->e));
+    if (!c || !c->e) {
+        free(c);
+        *out = NULL;
+        return -ENOMEM;
+    }
+    c->bits = SC_BITS_MIN;
+    *out = c;
+    return 0;
 }
 
 void ss_symcache_free(struct ss_symcache *c)
 {
+    if (c) free(c->e);
     free(c);
+}
+
+/* As many misses as entries: four times the entries, empty (short-lived
+ * processes never need the big table). Out of memory: stay as it is. */
+static void grow(struct ss_symcache *c)
+{
+    c->misses = 0;
+    unsigned bits = c->bits + 2 < SC_BITS ? c->bits + 2 : SC_BITS;
+    struct sc_ent *n = calloc(1u << bits, sizeof(*n));
+    if (!n) return;
+    free(c->e);
+    c->e = n;
+    c->bits = bits;
 }
 
 static void resolve(struct ss_symcache *c, struct ss_strpool *pool, struct ss_proc *proc,
@@ -126,10 +150,14 @@ void ss_symbolize_native(struct ss_symcache *c, struct ss_strpool *pool, struct 
         return;
     }
     uint64_t key = ip | (exact ? 1ull << 63 : 0);
-    struct sc_ent *e = &c->e[(key * 0x9e3779b97f4a7c15ull) >> (64 - SC_BITS)];
+    struct sc_ent *e = &c->e[(key * 0x9e3779b97f4a7c15ull) >> (64 - c->bits)];
     uint64_t gen = ss_proc_generation(proc) ^ ((uint64_t)ss_perfmap_version(c->pm) << 40) ^
                    (ss_elf_cache_names_gen(c->files) << 24);
     if (e->key != key || e->gen != gen) {
+        if (++c->misses > (1u << c->bits) && c->bits < SC_BITS) {
+            grow(c);
+            e = &c->e[(key * 0x9e3779b97f4a7c15ull) >> (64 - c->bits)];
+        }
         resolve(c, pool, proc, ip, exact, &e->f);
         e->key = key;
         e->gen = gen;

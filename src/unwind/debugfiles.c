@@ -36,9 +36,13 @@ struct poll_ctx {
 static void arrived(void *ctx, const uint8_t *id, size_t len, const char *path, int rc)
 {
     struct poll_ctx *pc = ctx;
-    if (rc < 0 || !path) return; /* not on any server, timed out: stays unnamed */
     struct ss_err err = {0};
-    if (ss_elf_cache_add_debug(pc->u->files, id, len, path, &err) < 0) return;
+    /* not on any server, timed out, unusable: stays unnamed */
+    if (rc < 0 || !path || ss_elf_cache_add_debug(pc->u->files, id, len, path, &err) < 0) {
+        pc->u->st.debug_failed++;
+        return;
+    }
+    pc->u->st.debug_fetched++;
     pc->n++;
     if (pc->fn) pc->fn(pc->ctx, id, len, path);
 }
@@ -65,6 +69,12 @@ int ss_unwinder_add_debug(struct ss_unwinder *u, const uint8_t *id, size_t len, 
                           struct ss_err *err)
 {
     return ss_elf_cache_add_debug(u->files, id, len, path, err);
+}
+
+bool ss_unwinder_rename_fn(void *renamer, const struct ss_frame *in, struct ss_frame *out)
+{
+    const struct ss_unwinder_renamer *n = renamer;
+    return ss_unwinder_rename(n->u, n->id, n->len, in, out);
 }
 
 bool ss_unwinder_rename(struct ss_unwinder *u, const uint8_t *id, size_t len,

@@ -56,12 +56,18 @@ int ss_nproc_new(struct ss_nproc **out, struct ss_proc *proc, struct ss_mem *mem
                  struct ss_err *err)
 {
     struct ss_nproc *np = calloc(1, sizeof(*np));
-    if (!np) return -ENOMEM;
+    if (np) np->rc = calloc(1u << SS_RC_BITS_MIN, sizeof(*np->rc));
+    if (!np || !np->rc) {
+        free(np);
+        return -ENOMEM;
+    }
+    np->rc_bits = SS_RC_BITS_MIN;
     np->proc = proc;
     np->mem = mem;
     np->gen = ss_proc_generation(proc);
     int r = ss_unw_as_new(np, err);
     if (r < 0) {
+        free(np->rc);
         free(np);
         return r;
     }
@@ -73,6 +79,7 @@ void ss_nproc_free(struct ss_nproc *np)
 {
     if (!np) return;
     ss_unw_as_free(np);
+    free(np->rc);
     free(np);
 }
 
@@ -88,7 +95,7 @@ const struct ss_nstats *ss_nproc_stats(const struct ss_nproc *np)
 
 void ss_nproc_flush(struct ss_nproc *np)
 {
-    memset(np->rc, 0, sizeof(np->rc));
+    memset(np->rc, 0, sizeof(*np->rc) << np->rc_bits);
     unw_flush_cache(np->as, 0, 0);
     np->gen = ss_proc_generation(np->proc);
 }
@@ -107,7 +114,20 @@ enum ss_trunc ss_native_fault_reason(const struct ss_nproc *np, uint64_t addr)
 /* The rule for lookup address look (cache, file table, or fetched now). */
 static inline struct ss_rc_ent *rc_slot(struct ss_nproc *np, uint64_t look)
 {
-    return &np->rc[(look * 0x9e3779b97f4a7c15ull) >> (64 - SS_RC_BITS)];
+    return &np->rc[(look * 0x9e3779b97f4a7c15ull) >> (64 - np->rc_bits)];
+}
+
+/* As many misses as the cache has entries: four times the entries (the
+ * old ones are dropped; it is a cache). Out of memory: stay as it is. */
+static void rc_grow(struct ss_nproc *np)
+{
+    np->rc_misses = 0;
+    unsigned bits = np->rc_bits + 2 < SS_RC_BITS ? np->rc_bits + 2 : SS_RC_BITS;
+    struct ss_rc_ent *n = calloc(1u << bits, sizeof(*n));
+    if (!n) return;
+    free(np->rc);
+    np->rc = n;
+    np->rc_bits = bits;
 }
 
 /* The rule for lookup address look (cache, file table, or fetched now).
@@ -118,6 +138,7 @@ static const struct ss_nrule *get_rule(struct ss_nproc *np, uint64_t look)
     struct ss_rc_ent *ce = rc_slot(np, look);
     if (ce->key == look) return &ce->r;
     np->st.cache_misses++;
+    if (++np->rc_misses > (1u << np->rc_bits) && np->rc_bits < SS_RC_BITS) rc_grow(np);
     const struct ss_mapping *mp = ss_proc_find_cached(np->proc, look);
     struct ss_nrule rule;
     memset(&rule, 0, sizeof(rule));

@@ -9,6 +9,7 @@
 #include "unwind/native_rules.h"
 
 #define SS_RC_BITS 12
+#define SS_RC_BITS_MIN 6
 
 struct ss_rc_ent {
     uint64_t key; /* lookup address, 0 = empty */
@@ -30,7 +31,11 @@ struct ss_nproc {
     enum ss_nmode mode;
     uint64_t gen;
     struct ss_nstats st;
-    struct ss_rc_ent rc[1u << SS_RC_BITS];
+    /* rule cache, direct-mapped: 1 << rc_bits entries, from SS_RC_BITS_MIN
+     * growing to SS_RC_BITS as misses come (most processes are short and
+     * never need the big table) */
+    struct ss_rc_ent *rc;
+    unsigned rc_bits, rc_misses;
 };
 
 /* native_unw.c */

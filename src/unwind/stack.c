@@ -102,6 +102,7 @@ void ss_unwinder_free(struct ss_unwinder *u)
     }
     ss_lua_detect_cache_free(u);
     ss_ksyms_free(u->ksyms);
+    ss_forks_free(u);
     ss_dfd_free(u->dfd); /* before the files: its thread knows none of them */
     ss_elf_cache_free(u->files);
     ss_lj_detcache_free(u->ljc_own);
@@ -154,8 +155,8 @@ struct ss_uproc *ss_unwinder_proc(struct ss_unwinder *u, uint32_t pid, bool crea
         ss_err_set(err, -ESRCH, "pid %u: unknown process", pid);
         return NULL;
     }
-    struct ss_proc *proc;
-    if (ss_proc_new_live(&proc, (pid_t)pid, u->files, NULL, err) < 0) return NULL;
+    struct ss_proc *proc = ss_forks_take(u, pid); /* forked, not exec'd yet */
+    if (!proc && ss_proc_new_live(&proc, (pid_t)pid, u->files, NULL, err) < 0) return NULL;
     struct ss_uproc *up = attach(u, pid, proc, err);
     return up ? (u->last = up) : NULL;
 }
@@ -186,13 +187,23 @@ void ss_unwinder_forget(struct ss_unwinder *u, uint32_t pid)
     }
 }
 
+void ss_unwinder_proc_event(struct ss_unwinder *u, const struct ss_proc_event *ev)
+{
+    u->markers = true;
+    ss_unwinder_forget(u, ev->pid); /* exec, exit; fork: a reused pid's old state */
+    ss_forks_drop(u, ev->pid);
+    if (ev->kind == SS_PROC_FORK && !u->o.offline) ss_forks_note(u, ev->pid, ev->ppid);
+}
+
 void ss_unwinder_gc(struct ss_unwinder *u)
 {
+    uint64_t now = now_ns();
     for (unsigned b = 0; b < 256; b++) {
         struct ss_uproc **pp = &u->buckets[b];
         while (*pp) {
             struct ss_uproc *up = *pp;
-            if (ss_proc_is_live(up->proc) && !ss_proc_alive(up->proc)) {
+            if (ss_proc_is_live(up->proc) && (!u->markers || now - up->used_ns > 10000000000ull) &&
+                !ss_proc_alive(up->proc)) {
                 *pp = up->next;
                 if (u->last == up) u->last = NULL;
                 uproc_free(up);
@@ -214,6 +225,7 @@ void ss_unwinder_stats(const struct ss_unwinder *u, struct ss_unwinder_stats *st
             st->lj_runtimes += ss_lua_nruntimes(up);
         }
     st->files = ss_elf_cache_count(u->files);
+    st->debug_pending = ss_unwinder_debug_pending((struct ss_unwinder *)u);
 }
 
 _Static_assert(SS_READ_REWALK == -ERESTART, "the capture format's marker is -ERESTART");
@@ -237,7 +249,8 @@ int ss_unwind(struct ss_unwinder *u, const struct ss_sample *s, struct ss_stack 
     }
     if (ss_proc_is_live(up->proc)) {
         uint64_t now = now_ns();
-        ss_proc_check_exec(up->proc, now);
+        up->used_ns = now;
+        if (!u->markers) ss_proc_check_exec(up->proc, now); /* else exec markers say so */
         /* perf map: re-read (when a lookup missed) before the walk, so that
          * one sample sees one version, the one the capture records */
         ss_perfmap_sync(up->pm, (pid_t)up->pid, now, SS_PERFMAP_GAP_NS);

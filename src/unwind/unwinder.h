@@ -29,6 +29,7 @@ struct ss_uproc {
     struct ss_unwinder *u;
     void *luajit; /* per-process state of the LuaJIT walker (owned there) */
     void (*luajit_free)(void *);
+    uint64_t used_ns; /* live: when a sample last used it */
     struct ss_uproc *next;
 };
 
@@ -47,12 +48,22 @@ struct ss_unwinder {
     struct ss_lj_detcache *ljc;       /* detection results (o.lj_cache or ljc_own) */
     struct ss_lj_detcache *ljc_own;
     struct ss_ksyms *ksyms; /* kernel.c: kernel symbols, or NULL */
+    bool markers;           /* process markers arrive: exits free views (ss_unwinder_proc_event) */
+    struct ss_fork *forks;  /* forks.c: children forked, not sampled yet */
 };
 
 /* The bundle for pid; created for live processes when create is set.
  * NULL when the process cannot be looked at (*err says why). */
 struct ss_uproc *ss_unwinder_proc(struct ss_unwinder *u, uint32_t pid, bool create,
                                   struct ss_err *err);
+/* forks.c: note a fork (its marker), drop the note (the child's exec or
+ * exit), and at the child's first sample the copy of its parent's view it
+ * runs in (NULL: no note, or no view of the parent to copy). */
+struct ss_fork;
+void ss_forks_note(struct ss_unwinder *u, uint32_t pid, uint32_t ppid);
+void ss_forks_drop(struct ss_unwinder *u, uint32_t pid);
+struct ss_proc *ss_forks_take(struct ss_unwinder *u, uint32_t pid);
+void ss_forks_free(struct ss_unwinder *u);
 /* Make room for n output frames (u->out). */
 int ss_unwinder_reserve(struct ss_unwinder *u, size_t n);
 /* kernel.c: put the sample's kernel frames before the nn user frames in

@@ -35,3 +35,16 @@ const char *ss_trunc_str(enum ss_trunc t)
     }
     return "?";
 }
+
+const char *ss_proc_event_str(uint32_t kind)
+{
+    switch (kind) {
+    case SS_PROC_FORK:
+        return "fork";
+    case SS_PROC_EXEC:
+        return "exec";
+    case SS_PROC_EXIT:
+        return "exit";
+    }
+    return "?";
+}

@@ -327,14 +327,7 @@ Test(agent, churn_state_freed, .timeout = 120)
     struct ag_proc ag;
     const char *args[] = {"-F", "99", NULL};
     cr_assert(ag_start(&ag, "agent-churn", args) == 0, "the agent did not start");
-    char cmd[512];
-    snprintf(cmd, sizeof(cmd),
-             "end=$(($(date +%%s) + 6)); while [ $(date +%%s) -lt $end ]; do "
-             "'%s' -e 'local s=0 for i=1,2e6 do s=s+i%%7 end'; sh -c true; ls / >/dev/null; true; "
-             "done",
-             lj);
-    char *const loop[] = {"sh", "-c", cmd, NULL};
-    pid_t churn = cli_start(loop, NULL, NULL);
+    pid_t churn = ag_churn(lj, 6);
     cli_sleep(2);
     char *body = NULL;
     cr_assert_eq(ag_http(ag.port, "GET", "/metrics", &body, 5), 200);

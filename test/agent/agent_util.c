@@ -115,6 +115,18 @@ double ag_metric(const char *text, const char *name)
     return -1;
 }
 
+pid_t ag_churn(const char *lj, int secs)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof(cmd),
+             "end=$(($(date +%%s) + %d)); while [ $(date +%%s) -lt $end ]; do "
+             "'%s' -e 'local s=0 for i=1,2e6 do s=s+i%%7 end'; sh -c true; ls / >/dev/null; true; "
+             "done",
+             secs, lj);
+    char *const loop[] = {"sh", "-c", cmd, NULL};
+    return cli_start(loop, NULL, NULL);
+}
+
 int ag_free_port(void)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);

@@ -40,6 +40,9 @@ int ag_recv_count(struct ag_recv *r);
 void ag_recv_last(struct ag_recv *r, char *name, size_t len, char *path, size_t plen);
 const char *ag_recv_error(struct ag_recv *r);
 void ag_recv_stop(struct ag_recv *r);
+/* The issue's churn: a shell loop starting short processes (luajit LJ,
+ * sh, ls, true) for secs seconds; its pid. */
+pid_t ag_churn(const char *lj, int secs);
 /* A TCP port nothing listens on right now. */
 int ag_free_port(void);
 

@@ -11,7 +11,9 @@
  *     DEBUGINFOD_TIMEOUT: a clean run with unnamed frames;
  *   - a --bundle capture replays to the same names with the server gone and
  *     the cache removed;
- *   - a dead server (nothing listens): a clean run with unnamed frames. */
+ *   - a dead server (nothing listens): a clean run with unnamed frames;
+ *   - `stacksnap agent` fetches too: its profile names the loops and
+ *     /metrics counts the fetch (stacksnap_debuginfo_fetches_total). */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <netinet/in.h>
@@ -23,6 +25,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../agent/agent_util.h"
 #include "cli.h"
 #include "elf/elf.h"
 
@@ -162,6 +165,40 @@ Test(debuginfod, names_from_a_real_server_live_replay_bundle, .timeout = 150)
     char url[64], *cache = cli_path(dir, "cache");
     snprintf(url, sizeof(url), "http://127.0.0.1:%d", port);
     setenv("DEBUGINFOD_URLS", url, 1);
+    setenv("DEBUGINFOD_CACHE_PATH", cache, 1);
+    /* the agent, -p on the program: named profile, the fetch counted */
+    char *cache_ag = cli_path(dir, "cache-agent");
+    setenv("DEBUGINFOD_CACHE_PATH", cache_ag, 1);
+    char *pargv[] = {prog, "6", NULL};
+    pid_t p6 = cli_start(pargv, NULL, NULL);
+    cr_assert_gt(p6, 0);
+    char ps[16];
+    snprintf(ps, sizeof(ps), "%d", (int)p6);
+    const char *aargs[] = {"-p", ps, "-F", "199", NULL};
+    struct ag_proc ag;
+    cr_assert(ag_start(&ag, "dfd-agent", aargs) == 0, "the agent did not start");
+    char *out = NULL;
+    cr_expect_eq(ag_sh(&out, 60,
+                       "go tool pprof -top -nodecount=20 "
+                       "'http://127.0.0.1:%d/debug/pprof/profile?seconds=3' 2>&1",
+                       ag.port),
+                 0, "%s", out);
+    cr_expect(out && strstr(out, "dfd_alpha_spin") && strstr(out, "dfd_beta_spin"),
+              "the agent's profile does not name the loops:\n%s", out);
+    free(out);
+    char *body = NULL;
+    cr_assert_eq(ag_http(ag.port, "GET", "/metrics", &body, 10), 200);
+    double fetched = ag_metric(body, "stacksnap_debuginfo_fetches_total"),
+           failed = ag_metric(body, "stacksnap_debuginfo_fetch_failures_total");
+    cr_expect(fetched >= 1, "debuginfo fetches %.0f (failures %.0f):\n%s", fetched, failed, body);
+    free(body);
+    cr_expect_eq(ag_stop(&ag, 10), 0, "%s", ag.log);
+    ag_proc_free(&ag);
+    kill(p6, SIGKILL);
+    cli_wait(p6, 5);
+    cli_rmtree(cache_ag);
+    free(cache_ag);
+
     setenv("DEBUGINFOD_CACHE_PATH", cache, 1);
     char *live = cli_path(dir, "live.folded"), *snap = cli_path(dir, "live.snap");
     text = record(ss, prog, live, snap, false, NULL);

@@ -75,7 +75,7 @@ static int seed(const char *dir, const char *name, int nsamples, unsigned stack,
         if (ss_snap_write_sample(w, &s, NULL, &err)) goto fail;
     }
     free(st);
-    struct ss_capture_stats cs = {10, 9, 1, 0, 2, 0, 0, 0, 0, 0};
+    struct ss_capture_stats cs = {.seen = 10, .emitted = 9, .dropped = 1, .copy_partial = 2};
     struct ss_snap_counter c[6];
     if (ss_snap_write_counters(w, 5000, c, ss_snap_capture_counters(&cs, c), &err)) goto fail;
     if (bundle && ss_snap_write_bundle(w, "/proc/self/exe", "snapfile_mkseed",

@@ -136,7 +136,12 @@ Test(snapfile, every_record_type_round_trips)
     ss_snap_record_read(w, 0x1000, "xx", 2, 0);
     ss_snap_discard_reads(w);
 
-    struct ss_capture_stats cs = {1000, 990, 10, 3, 7, 1, 0, 0, 0, 0};
+    struct ss_capture_stats cs = {.seen = 1000,
+                                  .emitted = 990,
+                                  .dropped = 10,
+                                  .copy_failed = 3,
+                                  .copy_partial = 7,
+                                  .skipped = 1};
     struct ss_snap_counter ctr[8];
     uint32_t nctr = ss_snap_capture_counters(&cs, ctr);
     cr_assert_eq(nctr, 6);
@@ -170,6 +175,9 @@ Test(snapfile, every_record_type_round_trips)
                                    .path = "/root/.cache/debuginfod_client/x/debuginfo"};
     memcpy(df.build_id, id_libc, n_libc);
     cr_assert_eq(ss_snap_write_debugfile(w, &df, &err), 0, "%s", err.msg);
+    struct ss_proc_event pev = {
+        .kind = SS_PROC_EXEC, .pid = 4242, .tid = 4243, .cpu = 1, .time_ns = 0x123456789abcull};
+    cr_assert_eq(ss_snap_write_procevent(w, &pev, &err), 0, "%s", err.msg);
 
     struct ss_snap_stats wst;
     ss_snap_writer_stats(w, &wst);
@@ -298,6 +306,14 @@ Test(snapfile, every_record_type_round_trips)
             cr_assert_str_eq(rec.counters.items[2].name, "capture.dropped");
             cr_assert_eq(rec.counters.items[2].value, 10);
             break;
+        case SS_SNAP_PROCEVENT:
+            cr_assert_eq(rec.procevent.kind, SS_PROC_EXEC);
+            cr_assert_eq(rec.procevent.pid, 4242);
+            cr_assert_eq(rec.procevent.tid, 4243);
+            cr_assert_eq(rec.procevent.ppid, 0);
+            cr_assert_eq(rec.procevent.cpu, 1);
+            cr_assert_eq(rec.procevent.time_ns, 0x123456789abcull);
+            break;
         case SS_SNAP_DEBUGFILE:
             cr_assert_eq(rec.debugfile.time_ns, 77);
             cr_assert_eq(rec.debugfile.build_id_len, n_libc);
@@ -335,8 +351,8 @@ Test(snapfile, every_record_type_round_trips)
         }
         case SS_SNAP_TRAILER:
             /* header, process, 2 samples, their reads, counters, 2 bundles,
-             * a debug file */
-            cr_assert_eq(rec.trailer.records, 9);
+             * a debug file, a process marker */
+            cr_assert_eq(rec.trailer.records, 10);
             cr_assert_eq(rec.trailer.samples, 2);
             cr_assert_eq(rec.trailer.processes, 1);
             cr_assert_eq(rec.trailer.bundles, 2);
@@ -352,6 +368,7 @@ Test(snapfile, every_record_type_round_trips)
     cr_assert_eq(seen[SS_SNAP_COUNTERS], 1);
     cr_assert_eq(seen[SS_SNAP_BUNDLE], 2);
     cr_assert_eq(seen[SS_SNAP_DEBUGFILE], 1);
+    cr_assert_eq(seen[SS_SNAP_PROCEVENT], 1);
     cr_assert_eq(seen[SS_SNAP_TRAILER], 1);
     struct ss_snap_stats rst;
     ss_snap_reader_stats(r, &rst);
@@ -360,13 +377,14 @@ Test(snapfile, every_record_type_round_trips)
     cr_assert_eq(rst.file_bytes, (uint64_t)st.st_size);
     for (int t = 1; t < SS_SNAP_TRAILER; t++) /* writer and reader agree on sizes */
         cr_assert_eq(rst.bytes[t], wst.bytes[t], "type %d", t);
+    cr_assert_eq(rst.bytes[SS_SNAP_PROCEVENT], wst.bytes[SS_SNAP_PROCEVENT]);
 
     /* rewind: same records again */
     cr_assert(ss_snap_rewind(r, &err) == 0, "%s", err.msg);
     int again = 0;
     while (ss_snap_next(r, &rec, &err) == 1)
         again++;
-    cr_assert_eq(again, 9);
+    cr_assert_eq(again, 10);
     ss_snap_close_reader(r);
 
     th_free_maps(&maps);
