@@ -122,7 +122,7 @@ static int win_get(struct ss_snap_reader *r, uint64_t off, size_t n, const uint8
 
 static bool hdr_valid(const uint8_t *h)
 {
-    return memcmp(h, SNAP_SYNC, 4) == 0 && CRC_OK(snap_le32(h + 16), (uint32_t)crc32(0, h, 16)) &&
+    return memcmp(h, SNAP_SYNC, 4) == 0 && CRC_OK(snap_le32(h + 16), snap_crc32(0, h, 16)) &&
            snap_le32(h + 8) <= SNAP_MAX_PAYLOAD;
 }
 
@@ -358,7 +358,7 @@ static int read_record(struct ss_snap_reader *r, struct slot *s)
             return truncated(r, s, x, avail);
         }
         r->pos = x + size;
-        if (!CRC_OK(pcrc, (uint32_t)crc32_z(0, p + SNAP_REC_HDR, len)))
+        if (!CRC_OK(pcrc, snap_crc32(0, p + SNAP_REC_HDR, len)))
             return corrupt(r, s, x, size, "payload checksum mismatch");
         if (type == 0 || type >= SS_SNAP_NTYPES || (flags & ~SNAP_RF_KNOWN)) {
             r->st.unknown++;
