@@ -223,10 +223,9 @@ static int hist_readv(void *ctx, struct ss_iov *iov, int n)
     struct ss_replay *r = ctx;
     int ret = 0;
     for (int i = 0; i < n; i++) {
-        uint64_t misses = r->target.misses;
-        int rc = ss_snap_target_replay.readv(&r->target, &iov[i], 1);
+        int rc = ss_snap_replay_serve(&r->target, &iov[i]);
         if (rc < 0) ret = rc; /* the process was gone (target.c) */
-        if (r->target.misses == misses) continue;
+        if (rc) continue;
         for (const struct hist *h = r->hist[hslot(r->cur_pid, iov[i].addr)]; h; h = h->next)
             if (h->pid == r->cur_pid && h->addr == iov[i].addr && h->data && h->len >= iov[i].len) {
                 memcpy(iov[i].dst, h->data, iov[i].len);
