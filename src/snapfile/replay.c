@@ -185,6 +185,12 @@ static void hist_add(struct ss_replay *r, uint32_t pid, const struct ss_snap_sam
     for (uint32_t i = 0; i < s->nreads; i++) {
         const struct ss_snap_read *rd = &s->reads[i];
         if (rd->err || !rd->len) continue;
+        /* a run of reads of one address and size (a recursion's frames read
+         * the same function) leaves the last one in the history: skip the
+         * others */
+        if (i + 1 < s->nreads && !s->reads[i + 1].err && s->reads[i + 1].addr == rd->addr &&
+            s->reads[i + 1].len == rd->len)
+            continue;
         struct hist **pp = &r->hist[hslot(pid, rd->addr)], *h;
         for (h = *pp; h && !(h->pid == pid && h->addr == rd->addr); h = h->next)
             ;
