@@ -18,7 +18,8 @@ if(CMAKE_C_COMPILER_ID STREQUAL "Clang")
   # _nocrc accepts any CRC so that mutations reach the record decoders.
   set(SNAPFILE_FUZZ_SRC ${CMAKE_CURRENT_LIST_DIR}/fuzz/snapfile_fuzz.c
     ${CMAKE_SOURCE_DIR}/src/snapfile/codec.c ${CMAKE_SOURCE_DIR}/src/snapfile/reader.c
-    ${CMAKE_SOURCE_DIR}/src/snapfile/crc.c ${CMAKE_SOURCE_DIR}/src/snapfile/delta.c
+    ${CMAKE_SOURCE_DIR}/src/snapfile/crc.c ${CMAKE_SOURCE_DIR}/src/snapfile/payload.c
+    ${CMAKE_SOURCE_DIR}/src/snapfile/delta.c
     ${CMAKE_SOURCE_DIR}/src/snapfile/rdelta.c
     ${CMAKE_SOURCE_DIR}/src/snapfile/target.c ${CMAKE_SOURCE_DIR}/src/util/err.c)
   foreach(v snapfile_fuzz snapfile_fuzz_nocrc)
