@@ -39,16 +39,22 @@ static int find(const struct ss_snap_replay *rp, uint64_t addr, size_t len)
 
 int ss_snap_replay_serve(struct ss_snap_replay *rp, struct ss_iov *v)
 {
-    int j = -1;
-    if (rp->next < rp->n && rp->reads[rp->next].addr == v->addr &&
-        rp->reads[rp->next].len == v->len) /* the usual case: in recorded order */
-        j = (int)rp->next;
-    else if ((j = find(rp, v->addr, v->len)) < 0) {
+    const struct ss_snap_read *r;
+    if (rp->next < rp->n && (r = &rp->reads[rp->next])->addr == v->addr && r->len == v->len) {
+        /* the usual case: the next read in recorded order */
+        rp->next++;
+        rp->hits++;
+        v->err = r->err;
+        if (!r->err && v->len) memcpy(v->dst, r->data, v->len);
+        return r->err == -ESRCH ? -ESRCH : 1;
+    }
+    int j = find(rp, v->addr, v->len);
+    if (j < 0) {
         v->err = -EFAULT;
         rp->misses++;
         return 0;
     }
-    const struct ss_snap_read *r = &rp->reads[j];
+    r = &rp->reads[j];
     rp->hits++;
     if (r->addr == v->addr && r->len == v->len && (uint32_t)j >= rp->next)
         rp->next = (uint32_t)j + 1;
