@@ -223,7 +223,7 @@ void bn_bpf_info(struct bn_bpf *b, struct bn_prog_info *pi)
         struct ss_counters *c = calloc((size_t)ncpu, sizeof(*c));
         if (c && !bpf_map_lookup_elem(b->counters_fd, &zero, c))
             for (int i = 0; i < ncpu; i++) {
-                pi->seen += c[i].seen;
+                pi->seen += c[i].emitted + c[i].dropped + c[i].skipped;
                 pi->emitted += c[i].emitted;
                 pi->dropped += c[i].dropped;
             }

@@ -87,19 +87,19 @@ int snapshot(struct bpf_perf_event_data *pctx)
     struct pt_regs *r;
     __u32 seq = 1; /* odd: no version, the cache is not used */
 
+    t = bpf_get_current_task_btf();
     if (system_wide) { /* every process but ours; kernel threads have no mm */
-        if (tgid == self_tgid || !bpf_get_current_task_btf()->mm) return 0;
+        if (tgid == self_tgid || !t->mm) return 0;
     } else if (!bpf_map_lookup_elem(&pids, &tgid)) {
         return 0;
     }
     c = bpf_map_lookup_elem(&counters, &zero);
     if (!c) return 0;
-    c->seen++;
     /* The user registers, saved at kernel entry even when the sample
      * interrupted kernel mode. Kernel threads have none. */
-    r = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+    r = (struct pt_regs *)bpf_task_pt_regs(t);
     if ((r->cs & 3) != 3) {
-        c->skipped++;
+        COUNT(c->skipped);
         return 0;
     }
     /* With the window area for a process with a plan, without it for the
@@ -107,7 +107,7 @@ int snapshot(struct bpf_perf_event_data *pctx)
     if (windows) plan = bpf_map_lookup_elem(&plans, &tgid);
     e = bpf_ringbuf_reserve(&events, sizeof(*e) + size + (plan ? SS_EV_WIN_BYTES : 0), 0);
     if (!e) {
-        c->dropped++;
+        COUNT(c->dropped);
         return 0;
     }
     *(__u64 *)e = id; /* tid, tgid */
@@ -126,7 +126,6 @@ int snapshot(struct bpf_perf_event_data *pctx)
      * a change under way), or else if the byte there is unreadable (one
      * failed read, not the four or more of the search). Otherwise, or if
      * the copy fails (a page paged out), copy as without it. */
-    t = bpf_get_current_task_btf();
     if (bpf_core_field_exists(t->mm->mm_lock_seq.sequence)) seq = t->mm->mm_lock_seq.sequence;
     end = bpf_task_storage_get(&stack_ends, t, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
     len = end ? end->end - sp : 0;
@@ -142,7 +141,7 @@ int snapshot(struct bpf_perf_event_data *pctx)
             ((!(seq & 1) && end->seq == seq) ||
              bpf_probe_read_user(&e->stack_len, 1, (void *)end->end))) {
             end->seq = seq;
-            c->copy_partial++;
+            COUNT(c->copy_partial);
             goto out;
         }
     }
@@ -150,9 +149,9 @@ int snapshot(struct bpf_perf_event_data *pctx)
     if (bpf_probe_read_user(e->stack, size, (void *)sp)) {
         len = copy_prefix(e->stack, sp, size);
         if (len)
-            c->copy_partial++;
+            COUNT(c->copy_partial);
         else
-            c->copy_failed++;
+            COUNT(c->copy_failed);
     }
     if (end) {
         end->end = len && len < size ? sp + len : 0;
@@ -165,7 +164,7 @@ out:
     bpf_ringbuf_submit(e, bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wake_bytes
                               ? BPF_RB_FORCE_WAKEUP
                               : BPF_RB_NO_WAKEUP);
-    c->emitted++;
+    COUNT(c->emitted);
     return 0;
 }
 

@@ -101,15 +101,22 @@ struct ss_event {
     __u8 stack[];
 };
 
-/* Per-CPU counters (one PERCPU_ARRAY entry); user space sums them. */
+/* Per-CPU counters (one PERCPU_ARRAY entry); user space sums them. Each
+ * run for a selected process ends in exactly one of emitted, dropped or
+ * skipped (their sum is the runs). */
 struct ss_counters {
-    __u64 seen;         /* runs for a selected process */
     __u64 emitted;      /* records written to the buffer */
     __u64 dropped;      /* buffer full */
     __u64 copy_failed;  /* not even one byte of stack */
     __u64 copy_partial; /* only a prefix was readable */
     __u64 skipped;      /* no user registers (kernel thread; kernel mode in compat) */
 };
+
+#ifdef __bpf__
+/* One atomic add instruction (BPF_XADD), not a load, an add and a store:
+ * per-CPU values need no atomicity, but it is the shortest code. */
+#define COUNT(field) __sync_fetch_and_add(&(field), 1)
+#endif
 
 /* Compat variant's settings (ARRAY map, one entry): 4.x kernels have no
  * global data, so this replaces the main variant's .rodata. */

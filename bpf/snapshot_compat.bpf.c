@@ -61,7 +61,7 @@ SEC("perf_event")
 int snapshot_compat(struct bpf_perf_event_data *pctx) /* see snapshot.bpf.c */
 {
     struct ss_perf_ctx *ctx = (void *)pctx;
-    __u64 id = bpf_get_current_pid_tgid(), size, len, wb = 0;
+    __u64 id = bpf_get_current_pid_tgid(), size, len, wb = 0, kregs;
     __u32 tgid = id >> 32, zero = 0, cpu;
     struct ss_counters *c;
     struct ss_config *cfg;
@@ -77,9 +77,8 @@ int snapshot_compat(struct bpf_perf_event_data *pctx) /* see snapshot.bpf.c */
     }
     c = bpf_map_lookup_elem(&counters, &zero);
     if (!c) return 0;
-    c->seen++;
     if ((ctx->regs.cs & 3) != 3) { /* kernel mode: no user regs here */
-        c->skipped++;
+        COUNT(c->skipped);
         return 0;
     }
     cpu = bpf_get_smp_processor_id();
@@ -95,36 +94,22 @@ int snapshot_compat(struct bpf_perf_event_data *pctx) /* see snapshot.bpf.c */
     e->cpu = cpu;
     e->flags = 0;
     e->time_ns = bpf_ktime_get_ns();
-    /* struct pt_regs order, as the main variant reads it in one go */
-    e->regs[0] = ctx->regs.r15;
-    e->regs[1] = ctx->regs.r14;
-    e->regs[2] = ctx->regs.r13;
-    e->regs[3] = ctx->regs.r12;
-    e->regs[4] = ctx->regs.bp;
-    e->regs[5] = ctx->regs.bx;
-    e->regs[6] = ctx->regs.r11;
-    e->regs[7] = ctx->regs.r10;
-    e->regs[8] = ctx->regs.r9;
-    e->regs[9] = ctx->regs.r8;
-    e->regs[10] = ctx->regs.ax;
-    e->regs[11] = ctx->regs.cx;
-    e->regs[12] = ctx->regs.dx;
-    e->regs[13] = ctx->regs.si;
-    e->regs[14] = ctx->regs.di;
-    e->regs[15] = ctx->regs.orig_ax;
-    e->regs[16] = ctx->regs.ip;
-    e->regs[17] = ctx->regs.cs;
-    e->regs[18] = ctx->regs.flags;
-    e->regs[19] = ctx->regs.sp;
-    e->regs[20] = ctx->regs.ss;
+    /* The registers in one read, as the main variant does, not 21 context
+     * loads: the context is a struct bpf_perf_event_data_kern, whose first
+     * member (since 4.10) points to the sampled struct pt_regs. */
+    if (bpf_probe_read(&kregs, sizeof(kregs), pctx) ||
+        bpf_probe_read(e->regs, sizeof(e->regs), (void *)kregs)) {
+        COUNT(c->skipped);
+        return 0;
+    }
 
     len = size;
     if (bpf_probe_read(e->stack, size, (void *)e->regs[SS_PT_SP])) {
         len = copy_prefix(e->stack, e->regs[SS_PT_SP], size);
         if (len)
-            c->copy_partial++;
+            COUNT(c->copy_partial);
         else
-            c->copy_failed++;
+            COUNT(c->copy_failed);
     }
     e->stack_len = len;
     e->stack_room = len;
@@ -135,9 +120,9 @@ int snapshot_compat(struct bpf_perf_event_data *pctx) /* see snapshot.bpf.c */
         apply_plan(plan, e, e->stack + len);
     }
     if (bpf_perf_event_output(pctx, &events, BPF_F_CURRENT_CPU, e, sizeof(*e) + len + wb))
-        c->dropped++;
+        COUNT(c->dropped);
     else
-        c->emitted++;
+        COUNT(c->emitted);
     return 0;
 }
 

@@ -18,39 +18,44 @@ struct {
     __type(value, struct ss_plan);
 } plans SEC(".maps");
 
-/* Window i of plan p into area (SS_EV_WIN_BYTES bytes) of record e. prev:
- * whether the window before (or the chain it ends, SS_WIN_UNLESS_PREV)
- * copied; returns the same for the next one. A failed load or copy leaves
- * SS_WERR_FAULT in the record, where user space counts it. */
-static __noinline int copy_window(const struct ss_plan *p, __u32 i, struct ss_event *e, __u8 *area,
-                                  int prev)
+/* What every window of one sample shares; on the caller's stack, passed by
+ * pointer so that each call site is three instructions. */
+struct win_ctx {
+    const struct ss_plan *p;
+    struct ss_event *e;
+    __u8 *area; /* SS_EV_WIN_BYTES bytes */
+    __u64 ip;
+    __u64 prev; /* the window before (or the chain it ends) copied */
+    __u32 i;    /* the next window */
+};
+
+/* Window c->i of c->p into c->area, then the next one. A failed load or copy leaves SS_WERR_FAULT
+ * in the record, where user space counts it. Only w, o and c live across
+ * the helper calls (the callee-saved registers); the rest is re-read. */
+static __noinline int copy_window(struct win_ctx *c)
 {
     const struct ss_win *w;
     struct ss_ev_win *o;
-    __u64 a, len, dst, ip;
+    __u64 a, len, dst;
+    __u32 k, i = c->i++;
 
-    if (i >= SS_EV_WIN_MAX || i >= p->nwin) return prev;
-    w = &p->win[i];
-    o = &e->win[i];
+    if (i >= SS_EV_WIN_MAX || i >= c->p->nwin) return 0;
+    w = &c->p->win[i];
+    o = &c->e->win[i];
+    barrier_var(w); /* kept in a register, not rebuilt from p and i */
+    barrier_var(o);
     o->len = 0;
     o->err = SS_WERR_SKIP;
-    if ((w->flags & SS_WIN_UNLESS_PREV) && prev) return prev;
-    ip = e->regs[SS_PT_IP];
-    if ((w->flags & SS_WIN_IF_IP) && (ip < w->ip_lo || ip >= w->ip_hi)) return 0;
-    if (w->reg == SS_WIN_ABS)
-        a = w->addr;
-    else if (w->reg < SS_PT_NREGS)
-        a = e->regs[w->reg];
-    else
-        return 0;
-    if (w->nload >= 1) {
-        if (SS_PROBE_READ(&a, sizeof(a), (void *)(a + w->off[0]))) goto fault;
-        a &= w->mask[0];
-        if (!a) return 0;
-    }
-    if (w->nload >= 2) {
-        if (SS_PROBE_READ(&a, sizeof(a), (void *)(a + w->off[1]))) goto fault;
-        a &= w->mask[1];
+    if ((w->flags & SS_WIN_UNLESS_PREV) && c->prev) return 0;
+    c->prev = 0;
+    if ((w->flags & SS_WIN_IF_IP) && (c->ip < w->ip_lo || c->ip >= w->ip_hi)) return 0;
+    a = w->addr; /* 0 for a register anchor (the loader's) */
+    if (w->reg < SS_PT_NREGS) a += c->e->regs[w->reg];
+#pragma unroll
+    for (k = 0; k < 2; k++) {
+        if (k >= w->nload) break;
+        if (SS_PROBE_READ(&a, sizeof(a), (void *)(a + w->off[k]))) goto fault;
+        a &= w->mask[k];
         if (!a) return 0;
     }
     a += w->off[2];
@@ -60,35 +65,47 @@ static __noinline int copy_window(const struct ss_plan *p, __u32 i, struct ss_ev
     /* the checked registers themselves, not copies spilled before (5.10) */
     barrier_var(len);
     barrier_var(dst);
-    if (SS_PROBE_READ(area + dst, len, (void *)a)) {
+    if (SS_PROBE_READ(c->area + dst, len, (void *)a)) {
         /* Partly unreadable (e.g. its start below a mapping): its end only. */
         __u64 clamp = w->clamp;
         if (!clamp || clamp > SS_EV_WIN_LEN_MAX || clamp >= len) goto fault;
         barrier_var(clamp);
         a += len - clamp;
-        if (SS_PROBE_READ(area + dst, clamp, (void *)a)) goto fault;
+        if (SS_PROBE_READ(c->area + dst, clamp, (void *)a)) goto fault;
         len = clamp;
     }
     o->addr = a;
     o->len = len;
     o->dst = dst;
     o->err = 0;
-    return 1;
+    c->prev = 1;
+    return 0;
 fault:
     o->err = SS_WERR_FAULT;
     return 0;
 }
 
+/* Four windows a call: two calls copy all SS_EV_WIN_MAX (each call site
+ * costs instructions; the verifier still checks every path). */
+static __noinline int copy_windows4(struct win_ctx *c)
+{
+    copy_window(c);
+    copy_window(c);
+    copy_window(c);
+    copy_window(c);
+    return 0;
+}
+_Static_assert(SS_EV_WIN_MAX == 8, "two calls of copy_windows4");
+
 /* The windows of plan p into area; e->nwin says how many were applied. */
 static __always_inline void apply_plan(const struct ss_plan *p, struct ss_event *e, __u8 *area)
 {
+    struct win_ctx c = {.p = p, .e = e, .area = area, .ip = e->regs[SS_PT_IP]};
     __u32 n = p->nwin;
-    int prev = 0;
 
     e->nwin = n < SS_EV_WIN_MAX ? n : SS_EV_WIN_MAX;
-#pragma unroll
-    for (__u32 i = 0; i < SS_EV_WIN_MAX; i++)
-        prev = copy_window(p, i, e, area, prev);
+    copy_windows4(&c);
+    copy_windows4(&c);
 }
 
 #endif

@@ -54,11 +54,12 @@ struct ss_mem;
 #define SS_LJ_D_ENTRY 0x1u /* VM entries: L_glref..L_status, g2disp, G_vmstate, G_cur_L, cf_* */
 #define SS_LJ_D_EXIT 0x2u  /* vm_exit_handler: G_jit_base, g2j */
 #define SS_LJ_D_JLOOP 0x4u /* BC_JLOOP: J_trace, T_mcode */
+#define SS_LJ_D_GC 0x8u    /* the VM's GC checks: G_gc_total (gc.threshold follows it) */
 struct ss_lj_derived {
     uint32_t have; /* SS_LJ_D_* */
     int32_t g2disp, g2j;
     uint32_t L_glref, L_base, L_top, L_cframe, L_status;
-    uint32_t G_vmstate, G_cur_L, G_jit_base;
+    uint32_t G_vmstate, G_cur_L, G_jit_base, G_gc_total;
     uint32_t J_trace, T_mcode;
     uint32_t cf_size, cf_L, cf_pc, cf_prev, cf_nres;
     uint32_t nentries; /* VM entry functions decoded that agreed (>= 2) */
@@ -126,17 +127,24 @@ struct ss_lj_stats {
      * guards place (builds without mcofs) was also checked against mcofs,
      * and how many of them showed the same frames */
     uint64_t guard_checked, guard_same;
+    /* walks whose objects were read after the sample: proved (no GC step
+     * between the sample and the reads), moved (a GC step ran: walked again
+     * from live memory); function headers taken from the cache */
+    uint64_t gc_proved, gc_moved, hdr_trusted;
 };
 void ss_lj_runtime_stats(const struct ss_lj_runtime *rt, struct ss_lj_stats *st);
 /* Self-check for builds without SnapShot.mcofs: on x86-64 non-GC64 builds
  * that have it, also place snapshots by their guards and count agreement
  * in guard_checked/guard_same (costs one more read per trace load). */
 void ss_lj_runtime_check_guards(struct ss_lj_runtime *rt, bool on);
-/* The memory windows this runtime wants copied at every sample (plan.c),
- * window 0 at its global state: 1 with p filled; 0 when that global state
- * is have_G (the caller has this plan; p untouched); -1 until a global
- * state verified (or when Lua walking is off). Cheap when 0 (per sample). */
-int ss_lj_runtime_plan(const struct ss_lj_runtime *rt, uint64_t have_G, struct ss_win_plan *p);
+
+/* The memory windows this runtime wants copied at every sample (plan.c)
+ * for its global state *G: 1 with p and *G filled; 0 when that global
+ * state is have_G (the caller has this plan; p untouched); -1 until a
+ * global state verified (or when Lua walking is off). Cheap when 0 (per
+ * sample). */
+int ss_lj_runtime_plan(const struct ss_lj_runtime *rt, uint64_t have_G, struct ss_win_plan *p,
+                       uint64_t *G);
 
 /* ---- 3. splicing ---- */
 

@@ -294,7 +294,7 @@ int ss_capture_set_plan(struct ss_capture *c, pid_t pid, const struct ss_win_pla
         o->len = w->len;
         o->clamp = w->clamp;
         o->dst = w->dst;
-        o->addr = w->addr;
+        o->addr = reg == SS_WIN_ABS ? w->addr : 0; /* the BPF side adds it to a register */
         memcpy(o->off, w->off, sizeof(o->off));
         memcpy(o->mask, w->mask, sizeof(o->mask));
         o->ip_lo = w->ip_lo;
@@ -336,7 +336,7 @@ void ss_capture_stats(struct ss_capture *c, struct ss_capture_stats *st)
     if (bpf_map_lookup_elem(c->counters_fd, &zero, v) == 0) {
         uint64_t bpf_dropped = 0;
         for (int i = 0; i < ncpu; i++) {
-            st->seen += v[i].seen;
+            st->seen += v[i].emitted + v[i].dropped + v[i].skipped;
             st->emitted += v[i].emitted;
             bpf_dropped += v[i].dropped;
             st->copy_failed += v[i].copy_failed;

@@ -40,7 +40,22 @@ void ss_mem_set_windows(struct ss_mem *m, const struct ss_window *win, unsigned 
     }
 }
 
-const void *ss_mem_peek(struct ss_mem *m, uint64_t addr, size_t len)
+static uint64_t from(uint64_t base, uint64_t len, uint64_t lo, uint64_t hi, uint64_t best)
+{
+    if (!len || hi <= base || hi - base > len) return best;
+    uint64_t x = lo > base ? lo : base;
+    return x < best ? x : best;
+}
+
+uint64_t ss_mem_sample_from(const struct ss_mem *m, uint64_t lo, uint64_t hi)
+{
+    uint64_t x = from(m->snap_base, m->snap_len, lo, hi, hi);
+    for (unsigned i = 0; i < m->nwin; i++)
+        x = from(m->win[i].addr, m->win[i].len, lo, hi, x);
+    return x;
+}
+
+const void *ss_mem_peek_sample(const struct ss_mem *m, uint64_t addr, size_t len)
 {
     const void *p = ss_mem_peek_snap(m, addr, len);
     if (p) return p;
@@ -49,6 +64,13 @@ const void *ss_mem_peek(struct ss_mem *m, uint64_t addr, size_t len)
         uint64_t off = addr - m->cw[i].addr;
         if (off < m->cw[i].len && len <= m->cw[i].len - off) return m->cw[i].data + off;
     }
+    return NULL;
+}
+
+const void *ss_mem_peek(struct ss_mem *m, uint64_t addr, size_t len)
+{
+    const void *p = ss_mem_peek_sample(m, addr, len);
+    if (p) return p;
     if (!m->proc || addr + len < addr) return NULL;
     uint64_t gen = ss_proc_generation(m->proc);
     if (addr >= m->last_lo && addr + len <= m->last_hi && m->last_gen == gen)
@@ -71,6 +93,19 @@ const void *ss_mem_peek(struct ss_mem *m, uint64_t addr, size_t len)
 static void record(struct ss_mem *m, const struct ss_iov *v)
 {
     if (m->record) m->record(m->record_ctx, v->addr, v->err ? NULL : v->dst, v->len, v->err);
+}
+
+int ss_mem_read_target(struct ss_mem *m, uint64_t addr, void *dst, size_t len)
+{
+    if (len == 0) return 0;
+    if (!m->target) return -EFAULT;
+    struct ss_iov v = {.addr = addr, .dst = dst, .len = len, .err = 0};
+    int r = m->target->readv(m->target_ctx, &v, 1);
+    m->n_target_calls++;
+    m->n_target_reads++;
+    if (r < 0 && !v.err) v.err = r;
+    record(m, &v);
+    return v.err;
 }
 
 int ss_mem_read(struct ss_mem *m, uint64_t addr, void *dst, size_t len)
@@ -102,7 +137,7 @@ int ss_mem_readv(struct ss_mem *m, struct ss_iov *iov, int n)
                 iov[i].err = 0;
                 continue;
             }
-            const void *p = ss_mem_peek(m, iov[i].addr, iov[i].len);
+            const void *p = iov[i].live ? NULL : ss_mem_peek(m, iov[i].addr, iov[i].len);
             if (p) {
                 memcpy(iov[i].dst, p, iov[i].len);
                 iov[i].err = 0;

@@ -10,6 +10,7 @@
 #ifndef SS_MEMORY_H
 #define SS_MEMORY_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -18,12 +19,14 @@
 
 struct ss_proc; /* process/: mappings of one process */
 
-/* One element of a batched read. err: 0 ok, negative errno on failure. */
+/* One element of a batched read. err: 0 ok, negative errno on failure.
+ * live: from the target itself (layer 3), not the sample's copies. */
 struct ss_iov {
     uint64_t addr;
     void *dst;
     size_t len;
     int err;
+    bool live;
 };
 
 /* Target backend: live process or recorded reads (replay). */
@@ -75,9 +78,22 @@ void ss_mem_init(struct ss_mem *m, struct ss_proc *proc, const struct ss_target_
 void ss_mem_set_snapshot(struct ss_mem *m, uint64_t sp, const uint8_t *bytes, size_t len);
 void ss_mem_set_windows(struct ss_mem *m, const struct ss_window *win, unsigned nwin);
 
+/* Pointer to len bytes at addr in the sample itself (its stack snapshot or
+ * one of its windows), or NULL. */
+const void *ss_mem_peek_sample(const struct ss_mem *m, uint64_t addr, size_t len);
+
 /* Pointer to len bytes at addr from layers 1-2 only (no syscall), or NULL.
  * Layer-2 pointers stay valid while the process view is not refreshed. */
 const void *ss_mem_peek(struct ss_mem *m, uint64_t addr, size_t len);
+
+/* Read from the target itself (layer 3, recorded like every target read),
+ * not from the sample's copies: to compare the two. */
+int ss_mem_read_target(struct ss_mem *m, uint64_t addr, void *dst, size_t len);
+
+/* The lowest x in [lo, hi] such that [x, hi) lies in the stack snapshot or
+ * in one window: the part of [lo, hi) that the sample itself holds (hi when
+ * none of it). */
+uint64_t ss_mem_sample_from(const struct ss_mem *m, uint64_t lo, uint64_t hi);
 
 /* Layer 1 only, inline: the hot path of the native unwinder. */
 static inline const void *ss_mem_peek_snap(const struct ss_mem *m, uint64_t addr, size_t len)

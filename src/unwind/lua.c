@@ -442,10 +442,11 @@ bool ss_unwinder_take_plan(struct ss_unwinder *u, uint32_t pid, struct ss_win_pl
     struct ulua *l = up ? up->luajit : NULL;
     for (unsigned i = 0; l && i < l->n; i++) {
         const struct ss_lj_runtime *rt = l->rts[i].rt;
-        int r = rt ? ss_lj_runtime_plan(rt, l->plan_G, p) : -1;
+        uint64_t G = 0;
+        int r = rt ? ss_lj_runtime_plan(rt, l->plan_G, p, &G) : -1;
         if (r < 0) continue;
         if (r == 0) return false; /* already handed out */
-        l->plan_G = p->w[0].addr; /* window 0 is the global state */
+        l->plan_G = G;
         return true;
     }
     return false;

@@ -23,6 +23,10 @@ int main(void)
     P("G_vmstate", offsetof(global_State, vmstate));
     P("G_cur_L", offsetof(global_State, cur_L));
     P("G_jit_base", offsetof(global_State, jit_base));
+    P("G_gc_total", offsetof(global_State, gc.total));
+    P("G_gc_currentwhite", offsetof(global_State, gc.currentwhite));
+    P("G_gc_state", offsetof(global_State, gc.state));
+    P("G_gc_estimate", offsetof(global_State, gc.estimate));
     P("g2disp", GG_G2DISP);
     P("cf_size", CFRAME_SIZE);
     P("cf_L", CFRAME_OFS_L);

@@ -263,10 +263,11 @@ Test(snapfile, every_record_type_round_trips)
                 struct ss_snap_replay rp = {0};
                 ss_snap_replay_set(&rp, x);
                 uint8_t b0[64], b1[64], b3[16], b4[8];
-                struct ss_iov iov[4] = {{reads_in[0].addr, b0, reads_in[0].len, 1},
-                                        {reads_in[1].addr + 8, b1, 16, 1}, /* inside read 1 */
-                                        {8, b3, 16, 1},
-                                        {0x1234, b4, 8, 1}}; /* never read live */
+                struct ss_iov iov[4] = {
+                    {reads_in[0].addr, b0, reads_in[0].len, 1, false},
+                    {reads_in[1].addr + 8, b1, 16, 1, false}, /* inside read 1 */
+                    {8, b3, 16, 1, false},
+                    {0x1234, b4, 8, 1, false}}; /* never read live */
                 cr_assert_eq(ss_snap_target_replay.readv(&rp, iov, 4), 0);
                 cr_assert_eq(iov[0].err, 0);
                 cr_assert_arr_eq(b0, want[0], reads_in[0].len);

@@ -16,6 +16,8 @@
  *    [DISPATCH+GG_DISP2J]` (g2j), `mov [DISPATCH+jit_base], 0`, and after
  *    the call SAVE_L / SAVE_PC through the cframe (must agree with the
  *    entries);
+ *  - the GC checks of allocating bytecodes: gc.total and gc.threshold
+ *    (gc_facts);
  *  - BC_JLOOP: `mov RA, [DISPATCH+J.trace]; mov TRACE:RD, [RA+RD*8];
  *    mov RD, TRACE:RD->mcode; ...; mov [DISPATCH+jit_base], BASE`, found
  *    by a sweep of the VM code; exactly one match.
@@ -352,6 +354,61 @@ static bool jloop_facts(csh h, Elf *e, const struct ss_lj_elfinfo *info, struct 
     return true;
 }
 
+/* The GC check of allocating bytecodes and fast functions (BC_TNEW, TDUP,
+ * FNEW, CAT, ffgccheck): `mov R, [DISPATCH+gc.total]; cmp R, [DISPATCH+
+ * gc.threshold]`, GCSize wide (8 bytes GC64, else 4), threshold right after
+ * total. A sweep of the VM code: the most frequent such pair, seen at least
+ * three times and no other pair as often. */
+static bool gc_facts(csh h, Elf *e, const struct ss_lj_elfinfo *info, struct ss_lj_derived *dv)
+{
+    uint64_t lo = info->vm_lo, hi = info->vm_hi;
+    if (hi <= lo || hi - lo > (1u << 20)) return false;
+    const uint8_t *b = ss_lj_vaddr_bytes(e, lo, hi - lo);
+    if (!b) return false;
+    cs_insn *ci = cs_malloc(h);
+    if (!ci) return false;
+    const int DISP = X86_REG_R14;
+    const unsigned w = info->gc64 ? 8 : 4;
+    struct gcpair {
+        int64_t disp;
+        unsigned n;
+    } seen[8];
+    unsigned ns = 0;
+    struct ins prev = {0}, cur;
+    size_t len = hi - lo;
+    uint64_t addr = lo;
+    while (cs_disasm_iter(h, &b, &len, &addr, ci)) {
+        conv(ci, &cur);
+        const struct op *pa = &prev.op[0], *pb = &prev.op[1], *ca = &cur.op[0], *cb = &cur.op[1];
+        if (prev.id == X86_INS_MOV && cur.id == X86_INS_CMP && prev.nops == 2 && cur.nops == 2 &&
+            pa->type == X86_OP_REG && is_mem(pb, DISP) && pb->size == w && is_reg(ca, pa->reg) &&
+            is_mem(cb, DISP) && cb->size == w && cb->disp == pb->disp + w) {
+            unsigned k = 0;
+            while (k < ns && seen[k].disp != pb->disp)
+                k++;
+            if (k == ns && ns < 8) seen[ns++] = (struct gcpair){pb->disp, 0};
+            if (k < ns) seen[k].n++;
+        }
+        prev = cur;
+    }
+    cs_free(ci, 1);
+    unsigned best = 0, second = 0;
+    int64_t disp = 0;
+    for (unsigned k = 0; k < ns; k++) {
+        if (seen[k].n > best) {
+            second = best;
+            best = seen[k].n;
+            disp = seen[k].disp;
+        } else if (seen[k].n > second) {
+            second = seen[k].n;
+        }
+    }
+    int64_t total = disp + dv->g2disp;
+    if (best < 3 || second == best || total < 0 || total > 256 || total % w) return false;
+    dv->G_gc_total = (uint32_t)total;
+    return true;
+}
+
 void ss_lj_derive(Elf *e, struct ss_lj_elfinfo *info, const uint64_t *api, unsigned napi)
 {
     struct ss_lj_derived *dv = &info->derived;
@@ -377,6 +434,7 @@ void ss_lj_derive(Elf *e, struct ss_lj_elfinfo *info, const uint64_t *api, unsig
     if (ne >= 2 && merge_entries(info, ent, ne, dv)) {
         dv->have |= SS_LJ_D_ENTRY;
         dv->nentries = ne;
+        if (gc_facts(h, e, info, dv)) dv->have |= SS_LJ_D_GC;
         if (exit_facts(h, e, info, dv)) {
             dv->have |= SS_LJ_D_EXIT;
             if (jloop_facts(h, e, info, dv)) dv->have |= SS_LJ_D_JLOOP;

@@ -61,14 +61,35 @@ static void read_cframe(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t a, 
     c->ok = true;
 }
 
-/* Read [lo, hi) of the stack into s (bounded). */
-static int read_stack(struct ss_mem *m, struct stackbuf *s, uint64_t lo, uint64_t hi)
+/* Read [lo, hi) of the stack into s (bounded): all of it live when live,
+ * else the part the sample copied (its window around BASE) from there,
+ * only what lies below it live. The
+ * live part is read with SEAM bytes of overlap: if those differ from the
+ * sample's, the older frames below were popped and pushed again since the
+ * sample, and the copy ends at the window (the walk is cut there). */
+#define SEAM 256u
+static int read_stack(struct ss_mem *m, struct stackbuf *s, uint64_t lo, uint64_t hi, bool live)
 {
     if (hi - lo > STACK_MAX) lo = hi - STACK_MAX;
-    uint8_t *b = realloc(s->buf, hi - lo);
+    uint8_t *b = realloc(s->buf, hi - lo + SEAM);
     if (!b) return -ENOMEM;
     s->buf = b;
-    int rc = ss_mem_read(m, lo, b, hi - lo);
+    uint64_t x = live ? hi : ss_mem_sample_from(m, lo, hi);
+    int rc = x < hi ? ss_mem_read(m, x, b + (x - lo), hi - x) : 0;
+    if (!rc && lo < x) {
+        uint64_t ov = hi - x < SEAM ? hi - x : SEAM;
+        uint8_t *live = b + (hi - lo); /* SEAM spare bytes after the copy */
+        rc = x < hi || live ? ss_mem_read_target(m, lo, b, x - lo + ov)
+                            : ss_mem_read(m, lo, b, x - lo);
+        if (!rc && x < hi) {
+            memcpy(live, b + (x - lo), ov); /* the live seam, then the sample's back */
+            ss_mem_read(m, x, b + (x - lo), ov);
+            if (memcmp(live, b + (x - lo), ov)) {
+                memmove(b, b + (x - lo), hi - x);
+                lo = x;
+            }
+        }
+    }
     if (rc) return rc;
     s->lo = lo;
     s->hi = hi;
@@ -196,48 +217,86 @@ static struct lj_fnpt *fnpt_slot(struct ss_lj_runtime *rt, uint64_t fn)
 
 /* Function headers, and in the same batch the prototype header each
  * function had last time (fn -> pt cache, checked against fn->pc read in
- * that batch); prototype headers not guessed right take a second batch. */
-static int resolve(struct ss_lj_runtime *rt, struct ss_mem *m, struct lj_walk *w)
+ * that batch); prototype headers not guessed right take a second batch.
+ * With the sample's GC state (gc.c): headers proved in the generation the
+ * sample still shows come from the cache without a read, and the reads
+ * made end with the live GC state; if that moved since the sample, the
+ * objects may have been freed and reused: -ECANCELED (the walk is made
+ * again from the live stack). */
+static int resolve(struct ss_lj_runtime *rt, struct ss_mem *m, struct lj_walk *w, bool live)
 {
     const struct lj_layout *lay = rt->lay;
     struct ss_iov iov[2 * LJ_MAX_FRAMES];
     uint8_t(*hb)[112] = malloc(sizeof(*hb) * 2 * (w->n ? w->n : 1));
     if (!hb) return -ENOMEM;
     uint8_t(*pb)[112] = hb + w->n;
-    int guess[LJ_MAX_FRAMES];
-    unsigned nv = 0;
-    for (unsigned i = 0; i < w->n; i++)
-        iov[nv++] = (struct ss_iov){.addr = w->f[i].fn, .dst = hb[i], .len = lay->fn_size};
+    int guess[LJ_MAX_FRAMES], at[LJ_MAX_FRAMES];
+    uint8_t sep[88], lep[88];
+    size_t elen = live ? 0 : ss_lj_gc_sample(rt, m, w->G, sep);
+    bool trust = ss_lj_gc_current(rt, sep, elen);
+    unsigned nv = 0, nread = 0;
+    for (unsigned i = 0; i < w->n; i++) {
+        struct lj_wframe *wf = &w->f[i];
+        const struct lj_fnpt *c = fnpt_slot(rt, wf->fn);
+        at[i] = -1;
+        if (trust && c->fn == wf->fn && c->gen == rt->gcp.gen) {
+            wf->ffid = c->ffid;
+            wf->fnpc = c->fnpc;
+            wf->cf = c->cf;
+            if (wf->ffid == 0 && wf->fnpc >= lay->pt_size + 4096) {
+                wf->pt = wf->fnpc - lay->pt_size;
+                wf->proto = ss_lj_proto_trusted(rt, wf->pt);
+            }
+            if (wf->ffid != 0 || wf->proto) {
+                rt->st.hdr_trusted++;
+                continue;
+            }
+        }
+        at[i] = (int)nv;
+        iov[nv++] = (struct ss_iov){.addr = wf->fn, .dst = hb[i], .len = lay->fn_size};
+    }
     for (unsigned i = 0; i < w->n; i++) {
         const struct lj_fnpt *c = fnpt_slot(rt, w->f[i].fn);
         guess[i] = -1;
-        if (c->fn == w->f[i].fn && c->pt) {
+        if (at[i] >= 0 && c->fn == w->f[i].fn && c->pt) {
             guess[i] = (int)nv;
             iov[nv++] = (struct ss_iov){.addr = c->pt, .dst = pb[i], .len = lay->pt_size};
         }
     }
-    rt->st.rounds++;
-    int rc = ss_mem_readv(m, iov, (int)nv);
-    if (rc) goto out;
+    int rc = 0;
+    if (nv) {
+        rt->st.rounds++;
+        rc = ss_mem_readv(m, iov, (int)nv);
+        if (rc) goto out;
+    }
+    nread = nv;
     unsigned np = 0;
     uint32_t idx[LJ_MAX_FRAMES];
     for (unsigned i = 0; i < w->n; i++) {
         struct lj_wframe *wf = &w->f[i];
-        if (iov[i].err || hb[i][lay->gct] != LJ_GCT_FUNC) {
+        if (at[i] < 0) continue;
+        if (iov[at[i]].err || hb[i][lay->gct] != LJ_GCT_FUNC) {
             rc = -EINVAL;
             goto out;
         }
         wf->ffid = hb[i][lay->fn_ffid];
         wf->fnpc = lj_ref(lay, hb[i] + lay->fn_pc);
         if (wf->ffid != 0) wf->cf = lj_u64(hb[i] + lay->fn_cf);
+        struct lj_fnpt *c = fnpt_slot(rt, wf->fn);
+        if (elen) /* the header, for the cache once the GC state proves it */
+            *c = (struct lj_fnpt){.fn = wf->fn,
+                                  .pt = c->fn == wf->fn ? c->pt : 0,
+                                  .fnpc = wf->fnpc,
+                                  .cf = wf->cf,
+                                  .ffid = wf->ffid};
         if (wf->ffid != 0 || wf->fnpc < lay->pt_size + 4096) continue;
         wf->pt = wf->fnpc - lay->pt_size;
-        struct lj_fnpt *c = fnpt_slot(rt, wf->fn);
         if (guess[i] >= 0 && c->pt == wf->pt && !iov[guess[i]].err) {
             wf->proto = ss_lj_proto(rt, m, wf->pt, pb[i]);
             continue;
         }
-        *c = (struct lj_fnpt){wf->fn, wf->pt};
+        if (c->fn != wf->fn) *c = (struct lj_fnpt){.fn = wf->fn, .fnpc = wf->fnpc};
+        c->pt = wf->pt;
         idx[np++] = i;
     }
     /* prototype headers not guessed (reuse pb rows) */
@@ -247,11 +306,27 @@ static int resolve(struct ss_lj_runtime *rt, struct ss_mem *m, struct lj_walk *w
         rt->st.rounds++;
         rc = ss_mem_readv(m, iov, (int)np);
         if (rc) goto out;
+        nread += np;
     }
     for (unsigned j = 0; j < np; j++) {
         struct lj_wframe *wf = &w->f[idx[j]];
         if (iov[j].err) continue;
         wf->proto = ss_lj_proto(rt, m, wf->pt, pb[idx[j]]);
+    }
+    /* the proof: the live GC state after every object read */
+    if (elen && nread) {
+        struct ss_iov g = ss_lj_gc_iov(rt, w->G, lep);
+        rt->st.rounds++;
+        if ((rc = ss_mem_readv(m, &g, 1))) goto out;
+        if (g.err || !ss_lj_gc_prove(rt, sep, lep, elen)) {
+            rc = -ECANCELED;
+            goto out;
+        }
+        for (unsigned i = 0; i < w->n; i++) {
+            if (at[i] < 0) continue;
+            fnpt_slot(rt, w->f[i].fn)->gen = rt->gcp.gen;
+            if (w->f[i].proto) w->f[i].proto->gcgen = rt->gcp.gen;
+        }
     }
 out:
     free(hb);
@@ -338,16 +413,28 @@ static int frame_pcs(struct ss_lj_runtime *rt, const struct lj_start *st, struct
     return 0;
 }
 
+/* The lua_State header and the stack below base: from the sample when it
+ * carries the Lua state (windows), else (no windows: --no-lua-window, older
+ * captures; or live: the GC moved between the sample and its walk) from the
+ * live process, the header and a window below the sampled BASE in one batch
+ * as before the windows existed, so that older captures replay as recorded. */
 static int walk_once(struct ss_lj_runtime *rt, struct ss_mem *m, const struct lj_start *st,
-                     struct lj_walk *w, struct stackbuf *s)
+                     struct lj_walk *w, struct stackbuf *s, bool live)
 {
     const struct lj_layout *lay;
     uint8_t Lb[128];
+    bool sampled = m->nwin && !live;
     uint64_t win_lo = 0, win_hi = 0;
     struct ss_iov iov[2];
     int n = 0;
-    iov[n++] = (struct ss_iov){.addr = st->L, .dst = Lb, .len = 112};
-    if (st->top && st->base > STACK_WINDOW && !(st->base & 7)) {
+    /* from the sample: the header at its verified size (the window holds
+     * exactly that much); live: 112 bytes, enough for any */
+    size_t lsz = sampled && rt->lay && rt->lay->sizeof_L >= 64 && rt->lay->sizeof_L <= 112
+                     ? rt->lay->sizeof_L
+                     : 112;
+    memset(Lb, 0, sizeof(Lb));
+    iov[n++] = (struct ss_iov){.addr = st->L, .dst = Lb, .len = lsz, .live = live};
+    if (!sampled && st->top && st->base > STACK_WINDOW && !(st->base & 7)) {
         win_lo = st->base - STACK_WINDOW;
         /* the stack start seen last time for this thread bounds the window
          * (validated below against the lua_State read in the same batch) */
@@ -357,7 +444,7 @@ static int walk_once(struct ss_lj_runtime *rt, struct ss_mem *m, const struct lj
         uint8_t *b = realloc(s->buf, win_hi - win_lo);
         if (!b) return -ENOMEM;
         s->buf = b;
-        iov[n++] = (struct ss_iov){.addr = win_lo, .dst = b, .len = win_hi - win_lo};
+        iov[n++] = (struct ss_iov){.addr = win_lo, .dst = b, .len = win_hi - win_lo, .live = live};
     }
     rt->st.rounds++;
     int rc = ss_mem_readv(m, iov, n);
@@ -377,7 +464,7 @@ static int walk_once(struct ss_lj_runtime *rt, struct ss_mem *m, const struct lj
     uint64_t ssize = lj_u32(Lb + lay->L_stacksize);
     if (!stack || (stack & 7) || ssize < 8 || ssize > (1u << 20)) return -EINVAL;
     uint64_t shi = stack + ssize * 8;
-    rt->lstack[(st->L >> 4) % LJ_LSTACK_SLOTS] = (struct lj_lstack){st->L, stack};
+    if (!sampled) rt->lstack[(st->L >> 4) % LJ_LSTACK_SLOTS] = (struct lj_lstack){st->L, stack};
     /* the sampled VM entry is the thread's newest cframe, or (not the
      * leaf) only protected C calls are newer */
     uint64_t lcf = lj_u64(Lb + lay->L_cframe) & ~(uint64_t)3;
@@ -390,30 +477,33 @@ static int walk_once(struct ss_lj_runtime *rt, struct ss_mem *m, const struct lj
     else
         base = lj_u64(Lb + lay->L_base);
     if (base <= stack || base >= shi || (base & 7)) return -EINVAL;
-    /* the stack copy must cover [stack, base); the window is used only if it
-     * holds base (a BASE register from a torn state may be anywhere: the
-     * extension below would span the distance, gigabytes) */
-    if (n == 2 && !iov[1].err && win_lo <= base && win_hi >= base) {
+    if (sampled) {
+        /* [stack, base]: the sample's copy around BASE, the rest (deep
+         * stacks) read live (read_stack) */
+        rt->st.rounds++;
+        if ((rc = read_stack(m, s, stack, base + 16, false))) return rc;
+    } else if (n == 2 && !iov[1].err && win_lo <= base && win_hi >= base) {
+        /* the window is used only if it holds base (a BASE register from a
+         * torn state may be anywhere: the extension below would span the
+         * distance, gigabytes); extend it downwards with one more read */
         s->lo = win_lo;
         s->hi = win_hi;
-        if (win_lo > stack) {
-            /* extend downwards with one more read */
-            uint64_t lo = base - stack > STACK_MAX ? base - STACK_MAX : stack;
-            if (lo < win_lo) {
-                size_t old = win_hi - win_lo, add = win_lo - lo;
-                uint8_t *b = malloc(old + add);
-                if (!b) return -ENOMEM;
-                memcpy(b + add, s->buf, old);
-                free(s->buf);
-                s->buf = b;
-                rt->st.rounds++;
-                if ((rc = ss_mem_read(m, lo, b, add))) return rc;
-                s->lo = lo;
-            }
+        uint64_t lo = base - stack > STACK_MAX ? base - STACK_MAX : stack;
+        if (win_lo > stack && lo < win_lo) {
+            size_t old = win_hi - win_lo, add = win_lo - lo;
+            uint8_t *b = malloc(old + add);
+            if (!b) return -ENOMEM;
+            memcpy(b + add, s->buf, old);
+            free(s->buf);
+            s->buf = b;
+            rt->st.rounds++;
+            rc = live ? ss_mem_read_target(m, lo, b, add) : ss_mem_read(m, lo, b, add);
+            if (rc) return rc;
+            s->lo = lo;
         }
     } else {
         rt->st.rounds++;
-        if ((rc = read_stack(m, s, stack, base + 8))) return rc;
+        if ((rc = read_stack(m, s, stack, base + 8, live))) return rc;
     }
     /* cframe chain: the current one (others are read as frames use them) */
     struct cfr cf[LJ_MAX_SEGS];
@@ -421,7 +511,7 @@ static int walk_once(struct ss_lj_runtime *rt, struct ss_mem *m, const struct lj
     unsigned ncf = 1;
     read_cframe(rt, m, lj_u64(Lb + lay->L_cframe) & ~(uint64_t)3, &cf[0]);
     if ((rc = chain(rt, m, s, stack, base, st->L, cf, &ncf, w))) return rc;
-    if ((rc = resolve(rt, m, w))) return rc;
+    if ((rc = resolve(rt, m, w, live))) return rc;
     /* Sampled in the VM between a frame's link and its function (call
      * setup or return): PC is the caller's return pc. The caller is the
      * frame that runs; the half-built or half-gone frame is dropped. */
@@ -469,9 +559,14 @@ int ss_lj_walk_thread(struct ss_lj_runtime *rt, struct ss_mem *m, const struct l
     memset(w, 0, offsetof(struct lj_walk, f));
     if (st->L < 4096 || (st->L & 7) || rt->disabled) return -EINVAL;
     rt->st.walks++;
+    bool live = false;
     for (int attempt = 0; attempt < 3; attempt++) {
         w->truncated = false;
-        rc = walk_once(rt, m, st, w, &s);
+        rc = walk_once(rt, m, st, w, &s, live);
+        if (rc == -ECANCELED && !live) { /* the GC moved: the sample's objects may be gone */
+            live = true;
+            rc = -EAGAIN;
+        }
         if (rc != -EAGAIN) break;
     }
     /* C called from an ASM fast function (math.sin -> sin): the VM did not
@@ -483,7 +578,7 @@ int ss_lj_walk_thread(struct ss_lj_runtime *rt, struct ss_mem *m, const struct l
         alt.base = st->rb;
         alt.use_base = true;
         w->truncated = false;
-        rc = walk_once(rt, m, &alt, w, &s);
+        rc = walk_once(rt, m, &alt, w, &s, live);
         if (!rc && (!w->n || w->f[0].ffid <= 1)) rc = -ESTALE;
     }
     free(s.buf);

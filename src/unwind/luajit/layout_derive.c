@@ -4,8 +4,8 @@
  *
  * Per fact (docs/design.md, "LuaJIT layouts"):
  *  - derived from the code: L_glref, L_base, L_top, L_cframe, G2DISP,
- *    G_vmstate, G_cur_L, the cframe size and its SAVE_L/SAVE_PC/SAVE_CFRAME/
- *    SAVE_NRES slots; with the JIT also G_jit_base, G2J, J_trace,
+ *    G_vmstate, G_cur_L, G_gc_total, the cframe size and its SAVE_L/SAVE_PC/
+ *    SAVE_CFRAME/SAVE_NRES slots; with the JIT also G_jit_base, G2J, J_trace,
  *    GCtrace.mcode;
  *  - derived at run time from the live global state: sizeof(lua_State) =
  *    G - G->mainthref (the main thread precedes global_State in GG_State);
@@ -61,6 +61,7 @@ void ss_lj_layout_apply(const struct ss_lj_elfinfo *info, const struct lj_layout
     o->cf_nres = d->cf_nres;
     o->G_mainthref = d->G_vmstate + (t->G_mainthref - t->G_vmstate);
     o->G_vmstate = d->G_vmstate;
+    o->G_gc_total = d->have & SS_LJ_D_GC ? d->G_gc_total : 0;
     o->g2disp = d->g2disp;
     if (nojit) {
         o->G_jit_base = d->G_cur_L + (t->G_jit_base - t->G_cur_L);

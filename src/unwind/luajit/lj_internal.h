@@ -22,6 +22,9 @@ struct lj_layout {
     uint32_t gct; /* GCHeader type byte: 9 (GC64) / 5 */
     /* global_State */
     uint32_t G_vmstate, G_mainthref, G_strempty, G_cur_L, G_jit_base, G_size;
+    /* GCState gc.total (gc.c reads the collector's state after it); 0: not
+     * known (no proof that no GC ran between a sample and its walk) */
+    uint32_t G_gc_total;
     int32_t g2disp, g2j;
     uint32_t J_trace, J_sizetrace;
     /* GCfunc */
@@ -178,6 +181,7 @@ struct lj_proto {
     uint8_t *blob;     /* bytes [addr, addr + sizept) */
     struct lj_pname names[LJ_NAMES_PER_PROTO];
     uint64_t epoch;   /* splice that last used it (ss_lj_runtime.epoch) */
+    uint64_t gcgen;   /* GC generation its header was last matched in (gc.c) */
     const char *self; /* last name a full walk gave this function (partial.c) */
 };
 
@@ -189,14 +193,18 @@ struct lj_insent {
 struct lj_strblk;
 
 #define LJ_FNPT_SLOTS 1024
-struct lj_fnpt {
-    uint64_t fn, pt; /* function -> prototype seen last time (a guess) */
-};
-
 #define LJ_LSTACK_SLOTS 16
 #define LJ_TBASE_SLOTS 8
 struct lj_lstack {
-    uint64_t L, stack; /* last stack start seen for thread L */
+    uint64_t L, stack; /* last stack start seen for thread L (walks without windows) */
+};
+
+struct lj_fnpt {
+    uint64_t fn, pt; /* function -> prototype seen last time (a guess) */
+    /* the function's header as read in GC generation gen (gc.c): trusted
+     * without a read while the collector has not moved since */
+    uint64_t fnpc, cf, gen;
+    uint8_t ffid;
 };
 
 /* One sample in trace code, as trace.c validated it (frames outermost
@@ -214,6 +222,14 @@ struct ss_lj_tsample {
     uint64_t link[LJ_TRACE_MAXFR]; /* frame link as the snapshot restores it */
     uint64_t pt[LJ_TRACE_MAXFR];
     struct lj_proto *proto[LJ_TRACE_MAXFR]; /* [0] unused (frames.c resolves it) */
+};
+
+/* GC generations (gc.c): the collector's bytes (gc.total .. gc.estimate)
+ * of the last proof. */
+struct lj_gcproof {
+    uint8_t ep[88];
+    uint64_t gen;  /* generation of ep; 0: none proven since the last step seen */
+    uint64_t last; /* generations handed out */
 };
 
 struct ss_lj_runtime {
@@ -242,6 +258,7 @@ struct ss_lj_runtime {
      * ends: a prototype that misses on a slot this splice already uses goes
      * to a spill entry instead of overwriting it (freed by the next splice). */
     uint64_t epoch; /* bumped by every ss_lj_splice; 0: no protection */
+    struct lj_gcproof gcp;
     uint64_t spill_epoch;
     struct lj_proto *spill; /* LJ_SPILL entries, allocated on first use */
     unsigned nspill;
@@ -355,5 +372,22 @@ int ss_lj_partial(struct ss_lj_runtime *rt, struct ss_mem *m, const struct ss_lj
 /* Fill fr (kind SS_FRAME_LUA) for walk frame i. */
 void ss_lj_frame_text(struct ss_lj_runtime *rt, struct ss_mem *m, const struct lj_walk *w,
                       unsigned i, struct ss_frame *fr);
+
+/* GC generations (gc.c). The collector's bytes in the sample's copy of
+ * global_State G into ep (88 bytes): their length, 0 when the layout or the
+ * sample has none. */
+size_t ss_lj_gc_sample(const struct ss_lj_runtime *rt, const struct ss_mem *m, uint64_t G,
+                       uint8_t *ep);
+/* The live read of the same bytes, to come after every object read of a walk. */
+struct ss_iov ss_lj_gc_iov(const struct ss_lj_runtime *rt, uint64_t G, uint8_t *dst);
+/* Does the sample show no atomic phase since the last proof (the headers
+ * proved in the current generation hold)? */
+bool ss_lj_gc_current(const struct ss_lj_runtime *rt, const uint8_t *ep, size_t n);
+/* Sample vs live bytes: true (and the generation current) when no atomic
+ * phase ran between. */
+bool ss_lj_gc_prove(struct ss_lj_runtime *rt, const uint8_t *sample, const uint8_t *live, size_t n);
+/* The prototype at pt when its header was matched in the current
+ * generation (no read), else NULL. */
+struct lj_proto *ss_lj_proto_trusted(struct ss_lj_runtime *rt, uint64_t pt);
 
 #endif

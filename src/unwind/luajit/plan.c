@@ -4,10 +4,14 @@
  * milliseconds later. Chosen from the verified layout of the runtime's
  * global state; the kernel side learns nothing about LuaJIT.
  *
- *   0  global_State (and the head of jit_State up to J->sizetrace):
- *      vmstate, cur_L, jit_base, the trace array; fixed address
+ *   0  the main lua_State, global_State and the head of jit_State up to
+ *      J->sizetrace (GG_State keeps them in that order): vmstate, cur_L,
+ *      jit_base, the trace array; fixed address
  *   1  the running lua_State's header: *(G + cur_L), one load
- *   2  the Lua stack below BASE, the first of these that applies:
+ *   2  the main thread's Lua stack below its L->base, one load: a coroutine
+ *      resumed from the main thread (a request, a generator) runs on its
+ *      own stack while the resumer's frames wait there
+ *   3  the running Lua stack below BASE, the first of these that applies:
  *      a  BASE register (rdx) when the ip is in the VM's code
  *      b  G->jit_base when it is set (a trace, or C code called from one)
  *      c  cur_L->base (C code called from the interpreter), two loads
@@ -24,6 +28,7 @@
 #define LJ_WIN_ABOVE 512u
 #define LJ_WIN_BELOW (SS_WIN_LEN_MAX - LJ_WIN_ABOVE)
 #define LJ_WIN_CLAMP 2048u
+#define LJ_WIN_MAIN_ABOVE 64u
 
 static struct ss_win_spec *add(struct ss_win_plan *p, uint16_t dst, uint16_t len)
 {
@@ -36,25 +41,36 @@ static struct ss_win_spec *add(struct ss_win_plan *p, uint16_t dst, uint16_t len
     return w;
 }
 
-int ss_lj_runtime_plan(const struct ss_lj_runtime *rt, uint64_t have_G, struct ss_win_plan *p)
+int ss_lj_runtime_plan(const struct ss_lj_runtime *rt, uint64_t have_G, struct ss_win_plan *p,
+                       uint64_t *Gp)
 {
     const struct lj_layout *lay = rt->lay;
     if (rt->disabled || !lay || !rt->ngs) return -1;
     uint64_t G = rt->gs[0];
     if (G == have_G) return 0; /* the plan the caller has: nothing to build */
+    *Gp = G;
     memset(p, 0, sizeof(*p));
     /* GC64: 64-bit pointers; otherwise GCRef/MRef are 32 bits. */
     uint64_t ref = lay->gc64 ? ~0ull : 0xffffffffull;
-    uint32_t glen = lay->nojit ? lay->G_size : (uint32_t)lay->g2j + lay->J_sizetrace + 4;
-    if (glen > 4096 || lay->sizeof_L > 512) return -1;
+    uint32_t L = lay->sizeof_L;
+    uint32_t glen = L + (lay->nojit ? lay->G_size : (uint32_t)lay->g2j + lay->J_sizetrace + 4);
+    if (glen > 4096 || L > 512) return -1;
 
     struct ss_win_spec *w = add(p, 0, (uint16_t)glen);
-    w->addr = G;
+    w->addr = G - L;
 
-    w = add(p, 4096, (uint16_t)lay->sizeof_L);
+    w = add(p, 4096, (uint16_t)L);
     w->addr = G + lay->G_cur_L;
     w->nload = 1;
     w->mask[0] = ref;
+
+    uint16_t mdst = (uint16_t)((4096 + L + 7) & ~7u), mlen = (uint16_t)(8192 - mdst);
+    w = add(p, mdst, mlen); /* the main thread's stack */
+    w->addr = G - L + lay->L_base;
+    w->nload = 1;
+    w->mask[0] = ref;
+    w->off[2] = -(int64_t)(mlen - LJ_WIN_MAIN_ABOVE);
+    w->clamp = LJ_WIN_CLAMP;
 
     uint16_t dst = SS_WIN_AREA - SS_WIN_LEN_MAX;
     w = add(p, dst, SS_WIN_LEN_MAX); /* a: BASE in the VM */

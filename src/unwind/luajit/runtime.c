@@ -353,6 +353,15 @@ struct lj_proto *ss_lj_proto(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_
     return p;
 }
 
+struct lj_proto *ss_lj_proto_trusted(struct ss_lj_runtime *rt, uint64_t pt)
+{
+    struct lj_proto *p = &rt->protos[(pt >> 3) % LJ_PROTO_SLOTS];
+    if (!pt || p->addr != pt || !rt->gcp.gen || p->gcgen != rt->gcp.gen) return NULL;
+    rt->st.proto_hits++;
+    p->epoch = rt->epoch;
+    return p;
+}
+
 uint32_t ss_lj_proto_line(const struct ss_lj_runtime *rt, const struct lj_proto *p, uint32_t pos)
 {
     const struct lj_layout *lay = rt->lay;
