@@ -18,6 +18,7 @@ if(CMAKE_C_COMPILER_ID STREQUAL "Clang")
   # _nocrc accepts any CRC so that mutations reach the record decoders.
   set(SNAPFILE_FUZZ_SRC ${CMAKE_CURRENT_LIST_DIR}/fuzz/snapfile_fuzz.c
     ${CMAKE_SOURCE_DIR}/src/snapfile/codec.c ${CMAKE_SOURCE_DIR}/src/snapfile/reader.c
+    ${CMAKE_SOURCE_DIR}/src/snapfile/crc.c ${CMAKE_SOURCE_DIR}/src/snapfile/payload.c
     ${CMAKE_SOURCE_DIR}/src/snapfile/delta.c
     ${CMAKE_SOURCE_DIR}/src/snapfile/rdelta.c ${CMAKE_SOURCE_DIR}/src/snapfile/kcodec.c
     ${CMAKE_SOURCE_DIR}/src/snapfile/target.c ${CMAKE_SOURCE_DIR}/src/util/err.c)
@@ -26,7 +27,7 @@ if(CMAKE_C_COMPILER_ID STREQUAL "Clang")
     target_include_directories(${v} PRIVATE ${CMAKE_SOURCE_DIR}/include ${CMAKE_SOURCE_DIR}/src)
     target_compile_options(${v} PRIVATE -fsanitize=fuzzer,address,undefined)
     target_link_options(${v} PRIVATE -fsanitize=fuzzer,address,undefined)
-    target_link_libraries(${v} PRIVATE PkgConfig::ZLIB PkgConfig::ZSTD)
+    target_link_libraries(${v} PRIVATE PkgConfig::ZLIB PkgConfig::ZSTD PkgConfig::ISAL)
     # a short smoke run in ctest; run it long by hand (see the docs)
     add_test(NAME ${v} COMMAND sh -c "rm -rf corpus-${v} && mkdir corpus-${v} && \
 $<TARGET_FILE:snapfile_mkseed> corpus-${v} && $<TARGET_FILE:${v}> -runs=10000 -max_len=8192 corpus-${v}")

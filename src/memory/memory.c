@@ -27,6 +27,17 @@ void ss_mem_set_windows(struct ss_mem *m, const struct ss_window *win, unsigned 
 {
     m->win = win;
     m->nwin = win ? nwin : 0;
+    /* the copied windows sorted by address (insertion: at most SS_WIN_MAX),
+     * so that a read below the next window stops the search */
+    m->ncw = 0;
+    for (unsigned i = 0; i < m->nwin && m->ncw < SS_WIN_MAX; i++) {
+        const struct ss_window *w = &win[i];
+        if (!w->len || !w->data) continue;
+        unsigned k = m->ncw++;
+        for (; k > 0 && m->cw[k - 1].addr > w->addr; k--)
+            m->cw[k] = m->cw[k - 1];
+        m->cw[k] = (struct ss_mem_win){w->addr, w->len, w->data};
+    }
 }
 
 static uint64_t from(uint64_t base, uint64_t len, uint64_t lo, uint64_t hi, uint64_t best)
@@ -48,10 +59,10 @@ const void *ss_mem_peek_sample(const struct ss_mem *m, uint64_t addr, size_t len
 {
     const void *p = ss_mem_peek_snap(m, addr, len);
     if (p) return p;
-    for (unsigned i = 0; i < m->nwin; i++) {
-        const struct ss_window *w = &m->win[i];
-        uint64_t off = addr - w->addr;
-        if (w->len && off < w->len && len <= w->len - off) return w->data + off;
+    /* windows that start above addr cannot hold it: the search stops there */
+    for (unsigned i = 0; i < m->ncw && m->cw[i].addr <= addr; i++) {
+        uint64_t off = addr - m->cw[i].addr;
+        if (off < m->cw[i].len && len <= m->cw[i].len - off) return m->cw[i].data + off;
     }
     return NULL;
 }
@@ -64,7 +75,13 @@ const void *ss_mem_peek(struct ss_mem *m, uint64_t addr, size_t len)
     uint64_t gen = ss_proc_generation(m->proc);
     if (addr >= m->last_lo && addr + len <= m->last_hi && m->last_gen == gen)
         return m->last_ptr + (addr - m->last_lo);
+    if (addr >= m->none_lo && addr < m->none_hi && m->none_gen == gen) return NULL;
     const struct ss_mapping *mp = ss_proc_find_cached(m->proc, addr);
+    if (mp && !mp->file_base) { /* no file mapping can hold addr: remember */
+        m->none_lo = mp->d.start;
+        m->none_hi = mp->d.end;
+        m->none_gen = gen;
+    }
     if (!mp || !mp->file_base || addr < mp->file_lo || addr + len > mp->file_hi) return NULL;
     m->last_lo = mp->file_lo;
     m->last_hi = mp->file_hi;

@@ -46,6 +46,12 @@ struct ss_mem {
     size_t snap_len;
     const struct ss_window *win; /* the sample's windows (ss.h), nwin of them */
     unsigned nwin;
+    /* the copied ones (len > 0), by address: what ss_mem_peek searches */
+    struct ss_mem_win {
+        uint64_t addr, len;
+        const uint8_t *data;
+    } cw[SS_WIN_MAX];
+    unsigned ncw;
     /* layer 2: files of mapped modules (may be NULL) */
     struct ss_proc *proc;
     /* layer 3: target */
@@ -59,6 +65,9 @@ struct ss_mem {
     uint64_t last_lo, last_hi;
     const uint8_t *last_ptr;
     uint64_t last_gen; /* ss_proc_generation when the last hit was cached */
+    /* last miss: a mapping without file bytes (heap, stacks, anonymous), where
+     * layer 2 has nothing for any address */
+    uint64_t none_lo, none_hi, none_gen;
 };
 
 /* Set up a reader: proc (layer 2) and target (layer 3) may be NULL. */

@@ -1,10 +1,10 @@
-/* snapfile/reader.c: reading a capture. A forward-only read window over the
- * file descriptor (works on pipes), record framing checks (sync marker,
- * header CRC, payload CRC), resynchronisation after damage by scanning for
- * the next sync marker whose header CRC holds, decompression (zstd, or
- * deflate in older captures), typed decoding into
- * one of two slots, and the one-record lookahead that attaches a sample's
- * memory reads to the sample. Damage never fails the read: it becomes a
+/* snapfile/reader.c: reading a capture as a stream. A forward-only read
+ * window over the file descriptor (works on pipes), record framing checks
+ * (sync marker, header CRC, payload CRC), resynchronisation after damage by
+ * scanning for the next sync marker whose header CRC holds, the payload
+ * handed to payload.c (decompression, typed decoding) into one of two
+ * slots, and the one-record lookahead that attaches a sample's memory reads
+ * to the sample. Damage never fails the read: it becomes a
  * SS_SNAP_CORRUPT event; a cut-short tail becomes one SS_SNAP_TRUNCATED. */
 #include <errno.h>
 #include <fcntl.h>
@@ -13,25 +13,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <zlib.h>
-#include <zstd.h>
-#include <zstd_errors.h>
 
-#include "snapfile/delta.h"
-#include "snapfile/rdelta.h"
 #include "snapfile/format.h"
+#include "snapfile/payload.h"
+#include "snapfile/rdelta.h"
 
 #define WIN_INIT (64u << 10) /* grows to the largest record */
 #define SCAN_CHUNK (64u << 10)
-
-struct slot {
-    uint8_t *raw; /* the record's payload (copied or decompressed), owned */
-    size_t raw_cap;
-    struct snap_arrays arr;
-    struct ss_snap_record rec;
-    struct snap_delta dl; /* a version-3 sample's bytes, applied at delivery */
-    char msg[128];
-};
 
 struct ss_snap_reader {
     int fd;
@@ -45,16 +33,14 @@ struct ss_snap_reader {
     bool done;    /* end reached (clean, truncated or corrupt to the end) */
     int late_err; /* I/O error met while looking ahead */
     char late_msg[sizeof(((struct ss_err *)0)->msg)];
-    struct slot slots[2];
+    struct snap_slot slots[2];
     int pend; /* slot holding an undelivered lookahead record, or -1 */
     int last; /* slot of the record delivered last, or -1 */
     struct ss_snap_header header;
     bool have_header;
     char *header_cmd;
     struct ss_snap_stats st;
-    z_stream zs; /* deflate records (captures written before zstd) */
-    bool zs_ready;
-    ZSTD_DCtx *zd; /* created on first use, reused */
+    struct snap_decoder dec; /* decompression, typed decoding (payload.c) */
     uint32_t version;
     struct snap_dstate *delta;  /* version 3: the threads' bytes so far */
     struct snap_rstate *rdelta; /* version 4: the threads' key memory reads */
@@ -122,7 +108,7 @@ static int win_get(struct ss_snap_reader *r, uint64_t off, size_t n, const uint8
 
 static bool hdr_valid(const uint8_t *h)
 {
-    return memcmp(h, SNAP_SYNC, 4) == 0 && CRC_OK(snap_le32(h + 16), (uint32_t)crc32(0, h, 16)) &&
+    return memcmp(h, SNAP_SYNC, 4) == 0 && CRC_OK(snap_le32(h + 16), snap_crc32(0, h, 16)) &&
            snap_le32(h + 8) <= SNAP_MAX_PAYLOAD;
 }
 
@@ -156,74 +142,6 @@ static uint64_t file_end(const struct ss_snap_reader *r)
     return r->base + r->len; /* valid once eof is set */
 }
 
-/* ---- decoding ---- */
-
-/* Room for a raw payload of n bytes in s->raw. */
-static int raw_room(struct slot *s, size_t n)
-{
-    if (n <= s->raw_cap) return 0;
-    uint8_t *b = realloc(s->raw, n);
-    if (!b) return -ENOMEM;
-    s->raw = b;
-    s->raw_cap = n;
-    return 0;
-}
-
-/* A compressed payload p[0..len): u32 raw length, then the stream. The raw
- * length is trusted only up to what the stream could produce (max_ratio). */
-static int raw_length(const uint8_t *p, uint32_t len, uint64_t max_ratio, uint32_t *raw)
-{
-    if (len < 4) return -EBADMSG;
-    *raw = snap_le32(p);
-    if (*raw > SNAP_MAX_PAYLOAD || *raw > (uint64_t)(len - 4) * max_ratio + 1024) return -EBADMSG;
-    return 0;
-}
-
-static int inflate_payload(struct ss_snap_reader *r, struct slot *s, const uint8_t *p, uint32_t len,
-                           size_t *out_len, const char **why)
-{
-    *why = "bad compressed payload (deflate)";
-    uint32_t raw;
-    int rc = raw_length(p, len, 1032, &raw); /* deflate's maximum ratio */
-    if (rc || (rc = raw_room(s, raw))) return rc;
-    if (!r->zs_ready) {
-        memset(&r->zs, 0, sizeof(r->zs));
-        if (inflateInit(&r->zs) != Z_OK) return -ENOMEM;
-        r->zs_ready = true;
-    } else if (inflateReset(&r->zs) != Z_OK) {
-        return -EIO;
-    }
-    r->zs.next_in = (Bytef *)p + 4;
-    r->zs.avail_in = len - 4;
-    r->zs.next_out = s->raw;
-    r->zs.avail_out = raw;
-    int zr = inflate(&r->zs, Z_FINISH);
-    if (zr != Z_STREAM_END || r->zs.total_out != raw) return -EBADMSG;
-    *out_len = raw;
-    return 0;
-}
-
-static int unzstd_payload(struct ss_snap_reader *r, struct slot *s, const uint8_t *p, uint32_t len,
-                          size_t *out_len, const char **why)
-{
-    *why = "bad compressed payload (zstd)";
-    uint32_t raw;
-    int rc = raw_length(p, len, SNAP_ZSTD_MAX_RATIO, &raw);
-    if (rc || (rc = raw_room(s, raw))) return rc;
-    if (!r->zd && !(r->zd = ZSTD_createDCtx())) return -ENOMEM;
-    /* exactly one frame of exactly raw bytes: a frame claiming more fails
-     * (dstSize_tooSmall), trailing bytes fail, a short one is caught here */
-    size_t n = ZSTD_decompressDCtx(r->zd, s->raw, raw, p + 4, len - 4);
-    if (ZSTD_isError(n)) {
-        if (ZSTD_getErrorCode(n) == ZSTD_error_memory_allocation) return -ENOMEM;
-        ZSTD_DCtx_reset(r->zd, ZSTD_reset_session_only);
-        return -EBADMSG;
-    }
-    if (n != raw) return -EBADMSG;
-    *out_len = raw;
-    return 0;
-}
-
 static int keep_header(struct ss_snap_reader *r, const struct ss_snap_header *h)
 {
     if (r->have_header) return 0;
@@ -236,62 +154,7 @@ static int keep_header(struct ss_snap_reader *r, const struct ss_snap_header *h)
     return 0;
 }
 
-/* Decode the payload p[0..len) of a record of known type into s->rec. */
-static int decode(struct ss_snap_reader *r, struct slot *s, uint16_t type, uint16_t flags,
-                  const uint8_t *p, uint32_t len, const char **why)
-{
-    size_t n = len;
-    int rc;
-    if ((flags & SNAP_RF_DEFLATE) && (flags & SNAP_RF_ZSTD)) {
-        *why = "record flags both deflate and zstd";
-        return -EBADMSG;
-    } else if (flags & SNAP_RF_ZSTD) {
-        rc = unzstd_payload(r, s, p, len, &n, why);
-        if (rc) return rc;
-    } else if (flags & SNAP_RF_DEFLATE) {
-        rc = inflate_payload(r, s, p, len, &n, why);
-        if (rc) return rc;
-    } else {
-        if ((rc = raw_room(s, len))) return rc;
-        if (len) memcpy(s->raw, p, len);
-    }
-    struct snap_cur c = {.p = s->raw, .len = n};
-    struct ss_snap_record *rec = &s->rec;
-    switch (type) {
-    case SS_SNAP_HEADER:
-        rc = snap_dec_header(&c, &rec->header, why);
-        rec->header.version = r->version;
-        if (!rc) rc = keep_header(r, &rec->header);
-        return rc;
-    case SS_SNAP_PROCESS:
-        return snap_dec_process(&c, &s->arr, &rec->process, why);
-    case SS_SNAP_SAMPLE:
-        rc = snap_dec_sample(&c, r->version, &rec->sample, &s->dl, why);
-        return rc ? rc : snap_dec_sample_tail(&c, &rec->sample, why);
-    case SS_SNAP_MEMREADS:
-        if (r->version >= 4)
-            return r->rdelta ? snap_rdelta_decode(r->rdelta, &c, &s->arr, &rec->memreads, why)
-                             : -ENOMEM;
-        return snap_dec_memreads(&c, &s->arr, &rec->memreads, why);
-    case SS_SNAP_COUNTERS:
-        return snap_dec_counters(&c, &s->arr, &rec->counters, why);
-    case SS_SNAP_BUNDLE:
-        return snap_dec_bundle(&c, &rec->bundle, why);
-    case SS_SNAP_TRAILER:
-        return snap_dec_trailer(&c, &rec->trailer, why);
-    case SS_SNAP_PERFMAP:
-        return snap_dec_perfmap(&c, &rec->perfmap, why);
-    case SS_SNAP_DEBUGFILE:
-        return snap_dec_debugfile(&c, &rec->debugfile, why);
-    case SS_SNAP_KSYMS:
-        return snap_dec_ksyms(&c, &s->arr, &rec->ksyms, why);
-    case SS_SNAP_PROCEVENT:
-        return snap_dec_procevent(&c, &rec->procevent, why);
-    }
-    return -EBADMSG;
-}
-
-static int corrupt(struct ss_snap_reader *r, struct slot *s, uint64_t off, uint64_t skipped,
+static int corrupt(struct ss_snap_reader *r, struct snap_slot *s, uint64_t off, uint64_t skipped,
                    const char *why)
 {
     memset(&s->rec, 0, sizeof(s->rec));
@@ -305,7 +168,7 @@ static int corrupt(struct ss_snap_reader *r, struct slot *s, uint64_t off, uint6
     return 1;
 }
 
-static int truncated(struct ss_snap_reader *r, struct slot *s, uint64_t off, uint64_t ignored)
+static int truncated(struct ss_snap_reader *r, struct snap_slot *s, uint64_t off, uint64_t ignored)
 {
     memset(&s->rec, 0, sizeof(s->rec));
     s->rec.type = SS_SNAP_TRUNCATED;
@@ -319,7 +182,7 @@ static int truncated(struct ss_snap_reader *r, struct slot *s, uint64_t off, uin
 
 /* Read the next deliverable record or event into s. 1, 0 at the end, or
  * negative errno (I/O, memory). */
-static int read_record(struct ss_snap_reader *r, struct slot *s)
+static int read_record(struct ss_snap_reader *r, struct snap_slot *s)
 {
     for (;;) {
         if (r->done) return 0;
@@ -363,7 +226,7 @@ static int read_record(struct ss_snap_reader *r, struct slot *s)
             return truncated(r, s, x, avail);
         }
         r->pos = x + size;
-        if (!CRC_OK(pcrc, (uint32_t)crc32_z(0, p + SNAP_REC_HDR, len)))
+        if (!CRC_OK(pcrc, snap_crc32(0, p + SNAP_REC_HDR, len)))
             return corrupt(r, s, x, size, "payload checksum mismatch");
         if (type == 0 || type >= SS_SNAP_NTYPES || (flags & ~SNAP_RF_KNOWN)) {
             r->st.unknown++;
@@ -372,7 +235,10 @@ static int read_record(struct ss_snap_reader *r, struct slot *s)
         }
         const char *why = "malformed record";
         memset(&s->rec, 0, sizeof(s->rec));
-        rc = decode(r, s, type, flags, p + SNAP_REC_HDR, len, &why);
+        r->dec.version = r->version;
+        r->dec.rdelta = r->rdelta;
+        rc = snap_decode_payload(&r->dec, s, type, flags, p + SNAP_REC_HDR, len, &why);
+        if (!rc && type == SS_SNAP_HEADER) rc = keep_header(r, &s->rec.header);
         if (rc == -ENOMEM) return rc;
         if (rc) return corrupt(r, s, x, size, why);
         s->rec.type = type;
@@ -485,9 +351,9 @@ int ss_snap_next(struct ss_snap_reader *r, struct ss_snap_record *rec, struct ss
             return rc;
         }
     }
-    struct slot *s = &r->slots[cur];
+    struct snap_slot *s = &r->slots[cur];
     if (s->rec.type == SS_SNAP_SAMPLE) {
-        struct slot *o = &r->slots[1 - cur];
+        struct snap_slot *o = &r->slots[1 - cur];
         int rc = read_record(r, o);
         if (rc == 1 && o->rec.type == SS_SNAP_MEMREADS &&
             o->rec.memreads.sample_seq == s->rec.sample.seq) {
@@ -539,7 +405,7 @@ int ss_snap_foreach(struct ss_snap_reader *r, ss_snap_record_fn fn, void *ctx, s
 uint8_t *ss_snap_take_bundle(struct ss_snap_reader *r, size_t *len)
 {
     if (r->last < 0) return NULL;
-    struct slot *s = &r->slots[r->last];
+    struct snap_slot *s = &r->slots[r->last];
     if (s->rec.type != SS_SNAP_BUNDLE || !s->raw || !s->rec.bundle.data) return NULL;
     size_t n = (size_t)s->rec.bundle.size;
     uint8_t *b = s->raw;
@@ -585,8 +451,7 @@ void ss_snap_close_reader(struct ss_snap_reader *r)
         free(r->slots[i].raw);
         snap_arrays_free(&r->slots[i].arr);
     }
-    if (r->zs_ready) inflateEnd(&r->zs);
-    ZSTD_freeDCtx(r->zd);
+    snap_decoder_free(&r->dec);
     snap_dstate_free(r->delta);
     snap_rstate_free(r->rdelta);
     free(r->header_cmd);

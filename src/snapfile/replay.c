@@ -185,6 +185,12 @@ static void hist_add(struct ss_replay *r, uint32_t pid, const struct ss_snap_sam
     for (uint32_t i = 0; i < s->nreads; i++) {
         const struct ss_snap_read *rd = &s->reads[i];
         if (rd->err || !rd->len) continue;
+        /* a run of reads of one address and size (a recursion's frames read
+         * the same function) leaves the last one in the history: skip the
+         * others */
+        if (i + 1 < s->nreads && !s->reads[i + 1].err && s->reads[i + 1].addr == rd->addr &&
+            s->reads[i + 1].len == rd->len)
+            continue;
         struct hist **pp = &r->hist[hslot(pid, rd->addr)], *h;
         for (h = *pp; h && !(h->pid == pid && h->addr == rd->addr); h = h->next)
             ;
@@ -223,10 +229,9 @@ static int hist_readv(void *ctx, struct ss_iov *iov, int n)
     struct ss_replay *r = ctx;
     int ret = 0;
     for (int i = 0; i < n; i++) {
-        uint64_t misses = r->target.misses;
-        int rc = ss_snap_target_replay.readv(&r->target, &iov[i], 1);
+        int rc = ss_snap_replay_serve(&r->target, &iov[i]);
         if (rc < 0) ret = rc; /* the process was gone (target.c) */
-        if (r->target.misses == misses) continue;
+        if (rc) continue;
         for (const struct hist *h = r->hist[hslot(r->cur_pid, iov[i].addr)]; h; h = h->next)
             if (h->pid == r->cur_pid && h->addr == iov[i].addr && h->data && h->len >= iov[i].len) {
                 memcpy(iov[i].dst, h->data, iov[i].len);

@@ -37,28 +37,39 @@ static int find(const struct ss_snap_replay *rp, uint64_t addr, size_t len)
     return -1;
 }
 
+int ss_snap_replay_serve(struct ss_snap_replay *rp, struct ss_iov *v)
+{
+    const struct ss_snap_read *r;
+    if (rp->next < rp->n && (r = &rp->reads[rp->next])->addr == v->addr && r->len == v->len) {
+        /* the usual case: the next read in recorded order */
+        rp->next++;
+        rp->hits++;
+        v->err = r->err;
+        if (!r->err && v->len) memcpy(v->dst, r->data, v->len);
+        return r->err == -ESRCH ? -ESRCH : 1;
+    }
+    int j = find(rp, v->addr, v->len);
+    if (j < 0) {
+        v->err = -EFAULT;
+        rp->misses++;
+        return 0;
+    }
+    r = &rp->reads[j];
+    rp->hits++;
+    if (r->addr == v->addr && r->len == v->len && (uint32_t)j >= rp->next)
+        rp->next = (uint32_t)j + 1;
+    v->err = r->err;
+    if (!r->err && v->len) memcpy(v->dst, r->data + (v->addr - r->addr), v->len);
+    return r->err == -ESRCH ? -ESRCH : 1;
+}
+
 /* Like the live backend: a read that found the process gone (ESRCH) makes
  * the whole call fail, as process_vm_readv did (callers tell the two apart). */
 static int replay_readv(void *ctx, struct ss_iov *iov, int n)
 {
-    struct ss_snap_replay *rp = ctx;
     int ret = 0;
-    for (int i = 0; i < n; i++) {
-        int j = find(rp, iov[i].addr, iov[i].len);
-        if (j < 0) {
-            iov[i].err = -EFAULT;
-            rp->misses++;
-            continue;
-        }
-        const struct ss_snap_read *r = &rp->reads[j];
-        rp->hits++;
-        if (r->addr == iov[i].addr && r->len == iov[i].len && (uint32_t)j >= rp->next)
-            rp->next = (uint32_t)j + 1;
-        iov[i].err = r->err;
-        if (r->err == -ESRCH) ret = -ESRCH;
-        if (!r->err && iov[i].len)
-            memcpy(iov[i].dst, r->data + (iov[i].addr - r->addr), iov[i].len);
-    }
+    for (int i = 0; i < n; i++)
+        if (ss_snap_replay_serve(ctx, &iov[i]) < 0) ret = -ESRCH;
     return ret;
 }
 

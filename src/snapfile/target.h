@@ -28,5 +28,9 @@ void ss_snap_replay_rewalk(struct ss_snap_replay *rp);
  * contains it); it gets the recorded bytes or the recorded error. Elements
  * never read live fail with -EFAULT and count as misses. */
 extern const struct ss_target_ops ss_snap_target_replay;
+/* One element as readv serves it: 1 served (bytes or the recorded error),
+ * 0 never read live (v->err = -EFAULT, counted as a miss), -ESRCH served a
+ * read that found the process gone. */
+int ss_snap_replay_serve(struct ss_snap_replay *rp, struct ss_iov *v);
 
 #endif

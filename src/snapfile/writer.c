@@ -11,7 +11,6 @@
 #include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include "snapfile/writer.h"
 #include "util/outfile.h"
@@ -167,9 +166,9 @@ int snap_emit(struct ss_snap_writer *w, uint16_t type, enum snap_level level,
             flags |= SNAP_RF_ZSTD;
         }
     }
-    uint32_t pcrc = (uint32_t)crc32(0, Z_NULL, 0);
-    for (int i = 0; i < nparts; i++) /* (a NULL buffer would reset the CRC) */
-        if (parts[i].len) pcrc = (uint32_t)crc32_z(pcrc, parts[i].p, parts[i].len);
+    uint32_t pcrc = 0;
+    for (int i = 0; i < nparts; i++)
+        if (parts[i].len) pcrc = snap_crc32(pcrc, parts[i].p, parts[i].len);
     uint8_t h[SNAP_REC_HDR];
     memcpy(h, SNAP_SYNC, 4);
     h[4] = (uint8_t)type, h[5] = (uint8_t)(type >> 8);
@@ -178,7 +177,7 @@ int snap_emit(struct ss_snap_writer *w, uint16_t type, enum snap_level level,
         h[8 + i] = (uint8_t)(raw >> (8 * i));
         h[12 + i] = (uint8_t)(pcrc >> (8 * i));
     }
-    uint32_t hcrc = (uint32_t)crc32(0, h, 16);
+    uint32_t hcrc = snap_crc32(0, h, 16);
     for (int i = 0; i < 4; i++)
         h[16 + i] = (uint8_t)(hcrc >> (8 * i));
     int rc = out_put(w, h, sizeof(h), err);
