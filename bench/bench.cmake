@@ -17,7 +17,7 @@ target_compile_options(bench_native_fp PRIVATE -fno-omit-frame-pointer -mno-omit
 target_compile_definitions(bench_native_fp PRIVATE BN_FP=1)
 
 add_executable(bench_driver ${BN_DIR}/driver.c ${BN_DIR}/bpfrun.c ${BN_DIR}/truth.c
-  ${BN_DIR}/kcost.c ${BN_DIR}/luacfg.c ${BN_DIR}/usercost.c ${BN_DIR}/slowdown.c ${BN_DIR}/report.c)
+  ${BN_DIR}/kcost.c ${BN_DIR}/plan.c ${BN_DIR}/shortcov.c ${BN_DIR}/luacfg.c ${BN_DIR}/usercost.c ${BN_DIR}/slowdown.c ${BN_DIR}/report.c)
 target_link_libraries(bench_driver PRIVATE stacksnap)
 set_target_properties(bench_driver PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR})
 add_dependencies(bench_driver bench_native bench_native_fp stacksnap_cli)

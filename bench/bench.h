@@ -5,6 +5,8 @@
  *               attach it to one task's cpu-clock event, drain, read stats
  *   kcost.c     kernel cost per sample (interleaved slices), in-kernel coverage
  *   luacfg.c    the LuaJIT walker's settings from the profiler's layout table
+ *   plan.c      the window plan `record` gives a LuaJIT process
+ *   shortcov.c  coverage of short calls (test/cli/short.lua) at load 0 and 4
  *   truth.c     what a correct stack of each workload is: main's address
  *               range, the C workload's functions, the expected Lua frames
  *   usercost.c  in-process replay of our captures, `perf script` on perf.data
@@ -123,9 +125,15 @@ typedef void (*bn_record_fn)(void *ctx, const void *rec, size_t len);
 struct bn_bpf;
 /* Load a program: stack_size for the snapshot program; cfg for the Lua
  * walker (may be set later with bn_bpf_set_lua_cfg); follow loads the
- * snapshot object's fork-following program too (verifier view). */
-int bn_bpf_open(struct bn_bpf **out, enum bn_prog kind, unsigned stack_size, bool follow, char *msg,
-                size_t len);
+ * snapshot object's fork-following program too (verifier view); windows
+ * loads it as `record` does (the plans map applied), else as
+ * `record --no-lua-window` (the window code dropped by the verifier). */
+int bn_bpf_open(struct bn_bpf **out, enum bn_prog kind, unsigned stack_size, bool follow,
+                bool windows, char *msg, size_t len);
+/* The snapshot program (opened with windows): pid's window plan, as
+ * `record` sets it (capture.h: ss_capture_set_plan). 0 or -errno. */
+struct ss_win_plan;
+int bn_bpf_set_plan(struct bn_bpf *b, pid_t pid, const struct ss_win_plan *p);
 int bn_bpf_set_lua_cfg(struct bn_bpf *b, const struct bench_lua_cfg *cfg);
 /* Attach to pid's cpu-clock event at freq Hz and select it (select false:
  * the program runs but rejects the pid: the floor cost of a run). */
@@ -151,6 +159,12 @@ int bn_lua_cfg_vm(pid_t pid, struct bench_lua_cfg *cfg);
 /* First line and chunk of the prototype at pt in pid (cached by caller). */
 int bn_lua_proto(pid_t pid, const char *layout_name, uint64_t pt, int32_t *first, char *chunk,
                  size_t len);
+
+/* The window plan `record` gives pid (ss.h: struct ss_win_plan) and up to
+ * max distinct r14 values of its samples, from a short capture unwound by
+ * our unwinder (plan.c). 0 or -errno (msg says why). */
+int bn_take_plan(const struct bn_opts *o, pid_t pid, struct ss_win_plan *plan, uint64_t *r14,
+                 size_t *nr14, size_t max, char *msg, size_t len);
 
 /* ---- user-space cost (usercost.c) ---- */
 
@@ -200,6 +214,21 @@ struct bn_slow {
 /* lua_cfg: the walker's layout (from phase A) or NULL (no Lua column). */
 int bn_slowdown(const struct bn_opts *o, const struct bench_lua_cfg *lua_cfg, struct bn_slow *s);
 
+/* ---- short calls' coverage (shortcov.c) ---- */
+
+#define BN_SHORTROWS 12
+struct bn_shortrow {
+    int jit, load, who; /* who: 0 ours, 1 ours --no-lua-window, 2 the in-kernel walker */
+    long callee, whole, samples;
+};
+struct bn_shortcov {
+    struct bn_shortrow row[BN_SHORTROWS];
+    int n;
+};
+void bn_shortcov(const struct bn_opts *o, struct bn_shortcov *sc);
+/* Its table; returns 1 when it has no row. */
+int bn_shortcov_report(const struct bn_shortcov *sc, FILE *f);
+
 /* ---- results and report (report.c) ---- */
 
 #define BN_NSIZES 4
@@ -213,6 +242,14 @@ struct bn_results {
     struct bn_user user[BN_NWL];
     struct bn_perf perf[BN_NWL];
     long lua_start[BN_NWL][4]; /* Lua walker: samples by start kind */
+    /* LuaJIT workloads: the 16 KiB snapshot with the window plan `record`
+     * sets (snap[w][1] is without: --no-lua-window), in the same slices */
+    struct bn_prog_info snapw[BN_NWL];
+    bool have_snapw[BN_NWL];
+    unsigned plan_n[BN_NWL];     /* windows in the plan */
+    long win_recs[BN_NWL];       /* its records that carried windows */
+    struct bn_shortcov shortcov; /* short calls' coverage (shortcov.c) */
+    bool have_shortcov;
     /* verifier view of programs not measured per workload */
     struct bn_prog_info follow, compat, floor;
     bool have_follow, have_compat, have_floor;

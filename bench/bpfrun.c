@@ -21,6 +21,7 @@
 
 #include "bench.h"
 #include "bench_fp.skel.h"
+#include "capture/capture_int.h" /* ss_capture_pt_reg */
 #include "bench_lua.skel.h"
 #include "snapshot.skel.h"
 
@@ -32,7 +33,7 @@ struct bn_bpf {
     struct bench_fp_bpf *fp;
     struct bench_lua_bpf *lua;
     struct bpf_program *prog, *follow;
-    int pids_fd, counters_fd, cfg_fd;
+    int pids_fd, counters_fd, cfg_fd, plans_fd;
     struct ring_buffer *rb;
     int perf_fd;
     struct bpf_link *link;
@@ -61,8 +62,8 @@ int bn_bpf_stats_on(void)
     return fd < 0 ? -errno : fd;
 }
 
-int bn_bpf_open(struct bn_bpf **out, enum bn_prog kind, unsigned stack_size, bool follow, char *msg,
-                size_t len)
+int bn_bpf_open(struct bn_bpf **out, enum bn_prog kind, unsigned stack_size, bool follow,
+                bool windows, char *msg, size_t len)
 {
     struct bn_bpf *b = calloc(1, sizeof(*b));
     struct bpf_map *events = NULL;
@@ -72,6 +73,7 @@ int bn_bpf_open(struct bn_bpf **out, enum bn_prog kind, unsigned stack_size, boo
     b->kind = kind;
     b->perf_fd = -1;
     b->cfg_fd = -1;
+    b->plans_fd = -1;
     libbpf_print_fn_t old = libbpf_set_print(silent);
     switch (kind) {
     case BN_PROG_SNAP:
@@ -80,6 +82,7 @@ int bn_bpf_open(struct bn_bpf **out, enum bn_prog kind, unsigned stack_size, boo
         b->snap->rodata->stack_size = stack_size;
         b->snap->rodata->self_tgid = getpid();
         b->snap->rodata->wake_bytes = RING_BYTES / 4;
+        b->snap->rodata->windows = windows;
         bpf_map__set_max_entries(b->snap->maps.events, RING_BYTES);
         bpf_program__set_autoload(b->snap->progs.follow_fork, follow);
         r = snapshot_bpf__load(b->snap);
@@ -88,6 +91,7 @@ int bn_bpf_open(struct bn_bpf **out, enum bn_prog kind, unsigned stack_size, boo
         events = b->snap->maps.events;
         b->pids_fd = bpf_map__fd(b->snap->maps.pids);
         b->counters_fd = bpf_map__fd(b->snap->maps.counters);
+        b->plans_fd = bpf_map__fd(b->snap->maps.plans);
         break;
     case BN_PROG_FP:
         b->fp = bench_fp_bpf__open();
@@ -141,6 +145,35 @@ int bn_bpf_set_lua_cfg(struct bn_bpf *b, const struct bench_lua_cfg *cfg)
     __u32 zero = 0;
     if (b->cfg_fd < 0) return -EINVAL;
     return bpf_map_update_elem(b->cfg_fd, &zero, cfg, BPF_ANY) ? -errno : 0;
+}
+
+int bn_bpf_set_plan(struct bn_bpf *b, pid_t pid, const struct ss_win_plan *p)
+{
+    struct ss_plan v;
+    __u32 key = (__u32)pid;
+    if (b->plans_fd < 0 || !p->n || p->n > SS_WIN_MAX) return -EINVAL;
+    memset(&v, 0, sizeof(v));
+    v.nwin = p->n;
+    for (unsigned i = 0; i < p->n; i++) {
+        const struct ss_win_spec *w = &p->w[i];
+        struct ss_win *o = &v.win[i];
+        int reg = w->reg == SS_WIN_ABS ? (int)SS_WIN_ABS : ss_capture_pt_reg(w->reg);
+        if (reg < 0) return -EINVAL;
+        /* the fields as ss_capture_set_plan writes them (the plan comes from
+         * our own unwinder, which record's loader validates) */
+        *o = (struct ss_win){.reg = (__u8)reg,
+                             .nload = w->nload,
+                             .flags = w->flags,
+                             .len = w->len,
+                             .clamp = w->clamp,
+                             .dst = w->dst,
+                             .addr = reg == SS_WIN_ABS ? w->addr : 0,
+                             .ip_lo = w->ip_lo,
+                             .ip_hi = w->ip_hi};
+        memcpy(o->off, w->off, sizeof(o->off));
+        memcpy(o->mask, w->mask, sizeof(o->mask));
+    }
+    return bpf_map_update_elem(b->plans_fd, &key, &v, BPF_ANY) ? -errno : 0;
 }
 
 int bn_bpf_attach(struct bn_bpf *b, pid_t pid, unsigned freq, bool select, char *msg, size_t len)

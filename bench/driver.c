@@ -309,6 +309,8 @@ int main(int argc, char **argv)
     for (int w = 0; w < BN_NWL; w++)
         phase_a(&o, w, &r, &lua_cfg, &have_lua_cfg);
     compat_info(&r);
+    bn_shortcov(&o, &r.shortcov);
+    r.have_shortcov = true;
     bn_log(&o, "perf script start-up");
     double startup = bn_perf_startup(&o);
     for (int w = 0; w < BN_NWL; w++)

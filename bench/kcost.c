@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "bench.h"
+#include "stacksnap/ss.h"
 
 struct grow {
     uint8_t *p;
@@ -39,15 +40,10 @@ struct r14set {
     size_t n;
 };
 
-static void keep_r14(void *ctx, const void *rec, size_t len)
+static void count_win(void *ctx, const void *rec, size_t len)
 {
-    struct r14set *s = ctx;
     const struct ss_event *e = rec;
-    if (len < sizeof(*e) || s->n >= 16) return;
-    uint64_t r14 = e->regs[SS_PT_R14];
-    for (size_t i = 0; i < s->n; i++)
-        if (s->v[i] == r14) return;
-    s->v[s->n++] = r14;
+    if (len >= sizeof(*e) && e->nwin) ++*(long *)ctx;
 }
 
 static void eval_fp(const struct grow *g, const struct bn_truth *t, struct bn_cov *cov)
@@ -130,7 +126,7 @@ struct slot {
 };
 
 static int add(struct slot *sl, int *n, enum bn_prog kind, unsigned size, bool select, bool follow,
-               struct bn_prog_info *out, bool *have, struct bn_results *r)
+               bool windows, struct bn_prog_info *out, bool *have, struct bn_results *r)
 {
     char msg[256];
     struct slot *x = &sl[*n];
@@ -140,7 +136,7 @@ static int add(struct slot *sl, int *n, enum bn_prog kind, unsigned size, bool s
     x->select = select;
     x->out = out;
     x->have = have;
-    if (bn_bpf_open(&x->b, kind, size, follow, msg, sizeof(msg))) {
+    if (bn_bpf_open(&x->b, kind, size, follow, windows, msg, sizeof(msg))) {
         bn_note(r, "BPF program %d (%u): %s", (int)kind, size, msg);
         return -1;
     }
@@ -175,17 +171,16 @@ void bn_kernel_phase(const struct bn_opts *o, int w, pid_t pid, const struct bn_
     char msg[256], layout[64];
     bool native = !bn_wl_lua(w);
 
-    /* the LuaJIT walker's settings need a DISPATCH value: a short snapshot
-     * capture gives r14 of real samples */
+    /* the LuaJIT walker's settings need a DISPATCH value, and the window
+     * program the plan `record` would set: a short capture unwound by our
+     * own unwinder gives r14 of real samples and that plan */
     struct r14set r14 = {0};
     struct bench_lua_cfg cfg;
+    struct ss_win_plan plan = {0};
     bool lua = false;
     if (!native) {
-        struct slot pre = {.kind = BN_PROG_SNAP, .select = true, .fn = keep_r14, .ctx = &r14};
-        if (!bn_bpf_open(&pre.b, BN_PROG_SNAP, 16384, false, msg, sizeof(msg))) {
-            slice(o, &pre, pid, 0.3);
-            bn_bpf_close(pre.b);
-        }
+        if (bn_take_plan(o, pid, &plan, r14.v, &r14.n, 16, msg, sizeof(msg)))
+            bn_note(r, "%s: no window plan: %s", bn_wl_name[w], msg);
         if (bn_lua_cfg(pid, r14.v, r14.n, &cfg, layout, sizeof(layout), msg, sizeof(msg)))
             bn_note(r, "%s: LuaJIT walker not run: %s", bn_wl_name[w], msg);
         else
@@ -195,22 +190,36 @@ void bn_kernel_phase(const struct bn_opts *o, int w, pid_t pid, const struct bn_
     for (int s = 0; s < BN_NSIZES; s++) {
         if (w == BN_NATIVE_FP && bn_sizes[s] != 16384) continue;
         bool follow = w == BN_NATIVE && s == 1;
-        k = add(sl, &n, BN_PROG_SNAP, bn_sizes[s], true, follow, &r->snap[w][s],
+        k = add(sl, &n, BN_PROG_SNAP, bn_sizes[s], true, follow, false, &r->snap[w][s],
                 &r->have_snap[w][s], r);
         if (k >= 0 && follow) {
             bn_bpf_info_follow(sl[k].b, &r->follow);
             r->have_follow = true;
         }
     }
-    if (w == BN_NATIVE) add(sl, &n, BN_PROG_FP, 0, false, false, &r->floor, &r->have_floor, r);
+    long nwinrec = 0;
+    if (plan.n && (k = add(sl, &n, BN_PROG_SNAP, 16384, true, false, true, &r->snapw[w],
+                           &r->have_snapw[w], r)) >= 0) {
+        if (bn_bpf_set_plan(sl[k].b, pid, &plan)) {
+            bn_note(r, "%s: window plan not set", bn_wl_name[w]);
+            bn_bpf_close(sl[k].b);
+            n--;
+        } else {
+            r->plan_n[w] = plan.n;
+            sl[k].fn = count_win;
+            sl[k].ctx = &nwinrec;
+        }
+    }
+    if (w == BN_NATIVE)
+        add(sl, &n, BN_PROG_FP, 0, false, false, false, &r->floor, &r->have_floor, r);
     struct grow g = {.rec = sizeof(struct bench_fp_event)};
-    if ((k = add(sl, &n, BN_PROG_FP, 0, true, false, &r->fp[w], &r->have_fp[w], r)) >= 0) {
+    if ((k = add(sl, &n, BN_PROG_FP, 0, true, false, false, &r->fp[w], &r->have_fp[w], r)) >= 0) {
         sl[k].fn = keep_rec;
         sl[k].ctx = &g;
     }
     struct grow lg = {.rec = sizeof(struct bench_lua_event)};
-    if (lua &&
-        (k = add(sl, &n, BN_PROG_LUA, 0, true, false, &r->lua[w], &r->have_lua[w], r)) >= 0) {
+    if (lua && (k = add(sl, &n, BN_PROG_LUA, 0, true, false, false, &r->lua[w], &r->have_lua[w],
+                        r)) >= 0) {
         bn_bpf_set_lua_cfg(sl[k].b, &cfg);
         sl[k].fn = keep_rec;
         sl[k].ctx = &lg;
@@ -237,6 +246,7 @@ void bn_kernel_phase(const struct bn_opts *o, int w, pid_t pid, const struct bn_
         }
         bn_bpf_close(x->b);
     }
+    r->win_recs[w] = nwinrec;
     if (r->have_fp[w]) eval_fp(&g, t, &r->cov_fp[w]);
     if (r->have_lua[w]) eval_lua(&lg, t, layout, &r->cov_lua[w], r->lua_start[w]);
     free(g.p);

@@ -38,7 +38,7 @@ static double run_comparator(const struct cond *c, char **argv, const char *out,
     struct bn_bpf *b;
     char msg[256];
     int rel;
-    if (bn_bpf_open(&b, c->prof == BN_PROF_FP ? BN_PROG_FP : BN_PROG_LUA, 0, false, msg,
+    if (bn_bpf_open(&b, c->prof == BN_PROF_FP ? BN_PROG_FP : BN_PROG_LUA, 0, false, false, msg,
                     sizeof(msg)))
         return -1;
     struct bench_lua_cfg cfg;
