@@ -116,14 +116,7 @@ int ss_mem_read(struct ss_mem *m, uint64_t addr, void *dst, size_t len)
         memcpy(dst, p, len);
         return 0;
     }
-    if (!m->target) return -EFAULT;
-    struct ss_iov v = {.addr = addr, .dst = dst, .len = len, .err = 0};
-    int r = m->target->readv(m->target_ctx, &v, 1);
-    m->n_target_calls++;
-    m->n_target_reads++;
-    if (r < 0 && !v.err) v.err = r;
-    record(m, &v);
-    return v.err;
+    return ss_mem_read_target(m, addr, dst, len);
 }
 
 int ss_mem_readv(struct ss_mem *m, struct ss_iov *iov, int n)

@@ -307,20 +307,26 @@ static bool exit_facts(csh h, Elf *e, const struct ss_lj_elfinfo *info, struct s
     return true;
 }
 
+/* The VM's code bytes (at most 1 MiB), or NULL. */
+static const uint8_t *vm_code(Elf *e, const struct ss_lj_elfinfo *info, size_t *len)
+{
+    uint64_t lo = info->vm_lo, hi = info->vm_hi;
+    if (hi <= lo || hi - lo > (1u << 20)) return NULL;
+    *len = hi - lo;
+    return ss_lj_vaddr_bytes(e, lo, hi - lo);
+}
+
 /* BC_JLOOP: the one store of BASE to jit_base, after the trace lookup. */
 static bool jloop_facts(csh h, Elf *e, const struct ss_lj_elfinfo *info, struct ss_lj_derived *dv)
 {
-    uint64_t lo = info->vm_lo, hi = info->vm_hi;
-    if (hi <= lo || hi - lo > (1u << 20)) return false;
-    const uint8_t *b = ss_lj_vaddr_bytes(e, lo, hi - lo);
-    if (!b) return false;
-    cs_insn *ci = cs_malloc(h);
+    size_t len;
+    const uint8_t *b = vm_code(e, info, &len);
+    cs_insn *ci = b ? cs_malloc(h) : NULL;
     if (!ci) return false;
     struct ins win[8];
     unsigned nw = 0, found = 0;
     int32_t jt = UNSET, mc = UNSET;
-    size_t len = hi - lo;
-    uint64_t addr = lo;
+    uint64_t addr = info->vm_lo;
     const int DISP = X86_REG_R14;
     int64_t want = (int64_t)dv->G_jit_base - dv->g2disp;
     while (cs_disasm_iter(h, &b, &len, &addr, ci)) {
@@ -361,11 +367,9 @@ static bool jloop_facts(csh h, Elf *e, const struct ss_lj_elfinfo *info, struct 
  * three times and no other pair as often. */
 static bool gc_facts(csh h, Elf *e, const struct ss_lj_elfinfo *info, struct ss_lj_derived *dv)
 {
-    uint64_t lo = info->vm_lo, hi = info->vm_hi;
-    if (hi <= lo || hi - lo > (1u << 20)) return false;
-    const uint8_t *b = ss_lj_vaddr_bytes(e, lo, hi - lo);
-    if (!b) return false;
-    cs_insn *ci = cs_malloc(h);
+    size_t len;
+    const uint8_t *b = vm_code(e, info, &len);
+    cs_insn *ci = b ? cs_malloc(h) : NULL;
     if (!ci) return false;
     const int DISP = X86_REG_R14;
     const unsigned w = info->gc64 ? 8 : 4;
@@ -375,8 +379,7 @@ static bool gc_facts(csh h, Elf *e, const struct ss_lj_elfinfo *info, struct ss_
     } seen[8];
     unsigned ns = 0;
     struct ins prev = {0}, cur;
-    size_t len = hi - lo;
-    uint64_t addr = lo;
+    uint64_t addr = info->vm_lo;
     while (cs_disasm_iter(h, &b, &len, &addr, ci)) {
         conv(ci, &cur);
         const struct op *pa = &prev.op[0], *pb = &prev.op[1], *ca = &cur.op[0], *cb = &cur.op[1];
