@@ -231,7 +231,6 @@ static int resolve(struct ss_lj_runtime *rt, struct ss_mem *m, struct lj_walk *w
     if (!hb) return -ENOMEM;
     uint8_t(*pb)[112] = hb + w->n;
     int guess[LJ_MAX_FRAMES], at[LJ_MAX_FRAMES];
-    bool known[LJ_MAX_FRAMES];
     uint8_t sep[88], lep[88];
     size_t elen = live ? 0 : ss_lj_gc_sample(rt, m, w->G, sep);
     bool trust = ss_lj_gc_current(rt, sep, elen);
@@ -284,14 +283,11 @@ static int resolve(struct ss_lj_runtime *rt, struct ss_mem *m, struct lj_walk *w
         wf->fnpc = lj_ref(lay, hb[i] + lay->fn_pc);
         if (wf->ffid != 0) wf->cf = lj_u64(hb[i] + lay->fn_cf);
         struct lj_fnpt *c = fnpt_slot(rt, wf->fn);
-        uint64_t cf = wf->ffid != 0 ? wf->cf : 0;
-        bool same = c->fn == wf->fn && c->ffid == wf->ffid && c->fnpc == wf->fnpc && c->cf == cf;
-        known[i] = same && c->gen; /* this content was proved at this address */
-        if (elen && !same)         /* the header, for the cache once the GC state proves it */
+        if (elen) /* the header, for the cache once the GC state proves it */
             *c = (struct lj_fnpt){.fn = wf->fn,
                                   .pt = c->fn == wf->fn ? c->pt : 0,
                                   .fnpc = wf->fnpc,
-                                  .cf = cf,
+                                  .cf = wf->cf,
                                   .ffid = wf->ffid};
         if (wf->ffid != 0 || wf->fnpc < lay->pt_size + 4096) continue;
         wf->pt = wf->fnpc - lay->pt_size;
@@ -323,18 +319,7 @@ static int resolve(struct ss_lj_runtime *rt, struct ss_mem *m, struct lj_walk *w
         rt->st.rounds++;
         if ((rc = ss_mem_readv(m, &g, 1))) goto out;
         if (g.err || !ss_lj_gc_prove(rt, sep, lep, elen)) {
-            /* An atomic phase ran: objects the sample named may be gone and
-             * their memory reused. Headers read now that equal what an
-             * earlier proof showed at the same address name the frame the
-             * same either way; any other: walk the live stack instead. */
-            rc = g.err ? g.err : 0;
-            for (unsigned i = 0; i < w->n && !rc; i++) {
-                const struct lj_wframe *wf = &w->f[i];
-                if (at[i] >= 0 &&
-                    (!known[i] || (wf->ffid == 0 && (!wf->proto || !wf->proto->gcgen))))
-                    rc = -ECANCELED;
-            }
-            if (!rc) rt->st.gc_known++;
+            rc = -ECANCELED;
             goto out;
         }
         for (unsigned i = 0; i < w->n; i++) {
