@@ -21,10 +21,10 @@
  * cycles in between that end with the same white, an equal or smaller
  * estimate and a later state.
  *
- * Generations: a proof whose bytes show an atomic phase since the last one
- * starts a new generation. Headers proved in the current generation stay
- * true for every later sample whose bytes show no atomic phase since the
- * last proof (the caches of frames.c and runtime.c: no read at all).
+ * Generations: headers proved while the collector's bytes stay exactly the
+ * same (no allocation since) are trusted without a read for later samples
+ * that show the same bytes (the caches of frames.c and runtime.c); any
+ * change starts a new generation (ss_lj_gc_current).
  * gc.total's offset is derived from the VM's code (derive.c) and in the
  * tables (layout.c); GCState's field order is the same in every 2.1 tree
  * (Debian 12, Debian 13/OpenResty, Tarantool 2.6): threshold, currentwhite,
@@ -79,9 +79,15 @@ struct ss_iov ss_lj_gc_iov(const struct ss_lj_runtime *rt, uint64_t G, uint8_t *
         .addr = G + rt->lay->G_gc_total, .dst = dst, .len = ep_len(rt->lay), .live = true};
 }
 
+/* A generation lasts only while the collector's bytes stay the same to the
+ * byte (no allocation at all since its proof): LuaJIT keeps no count of GC
+ * cycles, and two whole cycles between two looks can end with the same
+ * white, state and estimate (a loop calling collectgarbage() at the same
+ * point: rl_torn). Any allocation starts a new generation, whose headers
+ * are read and proved again. */
 bool ss_lj_gc_current(const struct ss_lj_runtime *rt, const uint8_t *ep, size_t n)
 {
-    return n && rt->gcp.gen && no_atomic(rt->lay, rt->gcp.ep, ep);
+    return n && rt->gcp.gen && !memcmp(rt->gcp.ep, ep, n);
 }
 
 bool ss_lj_gc_prove(struct ss_lj_runtime *rt, const uint8_t *sample, const uint8_t *live, size_t n)
@@ -92,7 +98,7 @@ bool ss_lj_gc_prove(struct ss_lj_runtime *rt, const uint8_t *sample, const uint8
         return false;
     }
     rt->st.gc_proved++;
-    if (!rt->gcp.gen || !no_atomic(rt->lay, rt->gcp.ep, live)) rt->gcp.gen = ++rt->gcp.last;
+    if (!rt->gcp.gen || memcmp(rt->gcp.ep, live, n)) rt->gcp.gen = ++rt->gcp.last;
     memcpy(rt->gcp.ep, live, n);
     return true;
 }
