@@ -96,6 +96,10 @@ static void record_dd(const char *tag, const char *mode)
     free(d);
     free(text);
     cli_rmtree(dir);
+    free(again);
+    free(snap);
+    free(folded);
+    free(dir);
 }
 
 Test(kernel, ringbuf_syscall_path)
@@ -134,4 +138,6 @@ Test(kernel, hidden_addresses)
     cr_expect_eq(ss_unwinder_kernel_syms(u, "/proc/kallsyms", &err), 0, "%s", err.msg);
     ss_unwinder_free(u);
     cli_rmtree(dir);
+    free(path);
+    free(dir);
 }

@@ -69,6 +69,10 @@ static void run_free(struct run *r)
     cli_rmtree(r->dir);
     free(r->text);
     free(r->err);
+    free(r->folded);
+    free(r->snap);
+    free(r->pb);
+    free(r->dir);
 }
 
 /* Microseconds of the luajit lines that contain every needle (NULL-ended)
@@ -257,6 +261,8 @@ Test(offcpu, agent_profile)
     cr_expect(ns > 1.5e9 && ns < 2.5e9, "%lld ns off the CPU in a 2 s profile", ns);
     perftools__profiles__profile__free_unpacked(p, NULL);
     cli_rmtree(dir);
+    free(pb);
+    free(dir);
     free(lua);
 }
 
@@ -367,5 +373,6 @@ Test(offcpu, nginx_blocking_read, .timeout = 240)
     cr_expect_gt(loop, 0, "no epoll_wait under ngx_process_events_and_timers:\n%.3000s", text);
     free(text);
     cli_rmtree(dir);
+    free(dir);
     free(ext);
 }
