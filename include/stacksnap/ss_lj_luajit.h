@@ -127,10 +127,9 @@ struct ss_lj_stats {
      * guards place (builds without mcofs) was also checked against mcofs,
      * and how many of them showed the same frames */
     uint64_t guard_checked, guard_same;
-    /* walks whose objects were read after the sample: proved (the
-     * collector's bytes identical in the sample and after the reads), moved
-     * (they differed: walked again from live memory); function headers taken
-     * from the cache */
+    /* walks whose objects were read after the sample: proved (no GC step
+     * between the sample and the reads), moved (a GC step ran: walked again
+     * from live memory); function headers taken from the cache */
     uint64_t gc_proved, gc_moved, hdr_trusted;
 };
 void ss_lj_runtime_stats(const struct ss_lj_runtime *rt, struct ss_lj_stats *st);

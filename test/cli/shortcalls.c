@@ -29,15 +29,17 @@ struct share {
 
 /* Folded text: samples in the handler's callees, and those whose whole
  * chain is main > run > recurse x (depth + 1) > handler > callee [> spin]. */
-static struct share measure(const char *folded, int depth)
+static struct share measure(const char *folded, int depth, bool co)
 {
     char re[512];
     regex_t whole, callee;
 #define F " \\([^;()]*short\\.lua:[0-9]+\\)" /* " (CHUNK:LINE)", CHUNK ending in short.lua */
     int n = snprintf(re, sizeof(re), ";main" F ";run" F ";recurse" F);
     if (depth) n += snprintf(re + n, sizeof(re) - n, "(;recurse" F "){%d}", depth);
-    snprintf(re + n, sizeof(re) - n,
-             ";handler" F ";(parse|route|render)" F "(;spin" F ")?(;[^(;]+)*$");
+    /* a coroutine per call: the resumer's frames, the wrap function, then
+     * the coroutine's (its body has no caller to name it) */
+    snprintf(re + n, sizeof(re) - n, "%s" F ";(parse|route|render)" F "(;spin" F ")?(;[^(;]+)*$",
+             co ? ";coroutine\\.wrap \\(\\[builtin\\]:0\\);anonymous" : ";handler");
     cr_assert_eq(regcomp(&whole, re, REG_EXTENDED | REG_NOSUB), 0);
     cr_assert_eq(regcomp(&callee, "(spin|parse|route|render)" F, REG_EXTENDED | REG_NOSUB), 0);
     struct share s = {0};
@@ -88,7 +90,7 @@ static void stop_load(pid_t *pids, int n)
 /* cmd: the program and its options before the script (NULL-terminated);
  * lua: the script's path as that program sees it. */
 static struct share record(const char *mode, const char *const *cmd, const char *lua, int depth,
-                           bool windows)
+                           bool co, bool windows)
 {
     char *dir = cli_tmpdir("short");
     char *out = cli_path(dir, "s.folded");
@@ -109,19 +111,21 @@ static struct share record(const char *mode, const char *const *cmd, const char 
     argv[a++] = (char *)lua;
     argv[a++] = "2";
     argv[a++] = d;
+    if (co) argv[a++] = "co";
     argv[a] = NULL;
     struct cli_res r;
     cr_assert_eq(cli_run(&r, 90, argv), 0);
     cr_assert_eq(r.status, 0, "record: %s", r.err);
     char *text = cli_load(out, NULL);
     cr_assert(text, "no folded output");
-    struct share s = measure(text, depth);
+    struct share s = measure(text, depth, co);
     char what[128] = "";
     for (int i = 0; cmd[i]; i++)
         snprintf(what + strlen(what), sizeof(what) - strlen(what), "%s%s", i ? " " : "", cmd[i]);
-    cr_log_info("%s %s depth %d %s: %lld of %lld callee samples whole (%.1f%%), %lld samples, "
+    cr_log_info("%s %s depth %d%s %s: %lld of %lld callee samples whole (%.1f%%), %lld samples, "
                 "%.1f s",
-                mode, what, depth, windows ? "windows" : "--no-lua-window", s.whole, s.callee,
+                mode, what, depth, co ? " coroutine per call" : "",
+                windows ? "windows" : "--no-lua-window", s.whole, s.callee,
                 s.callee ? 100.0 * (double)s.whole / (double)s.callee : 0.0, s.total, r.secs);
     free(text);
     cli_res_free(&r);
@@ -133,13 +137,13 @@ static struct share record(const char *mode, const char *const *cmd, const char 
 
 /* compare: also record with --no-lua-window, for the log (the bench has
  * the full comparison) */
-static void check_cmd(const char *const *cmd, const char *lua, int depth, int load, double bar,
-                      bool compare)
+static void check_cmd(const char *const *cmd, const char *lua, int depth, bool co, int load,
+                      double bar, bool compare)
 {
     pid_t busy[4];
     if (load) start_load(busy, load);
-    struct share with = record(load ? "load 4" : "idle", cmd, lua, depth, true);
-    if (compare) record(load ? "load 4" : "idle", cmd, lua, depth, false);
+    struct share with = record(load ? "load 4" : "idle", cmd, lua, depth, co, true);
+    if (compare) record(load ? "load 4" : "idle", cmd, lua, depth, co, false);
     if (load) stop_load(busy, load);
     cr_assert_geq(with.callee, with.total / 2, "callee samples %lld of %lld", with.callee,
                   with.total);
@@ -160,7 +164,7 @@ static void check(const char *jit, int depth, int load, double bar)
 {
     const char *cmd[] = {"luajit", jit, NULL};
     char *lua = cli_src("test/cli/short.lua");
-    check_cmd(cmd, lua, depth, load, bar, !load && !depth);
+    check_cmd(cmd, lua, depth, false, load, bar, !load && !depth);
     free(lua);
 }
 
@@ -193,7 +197,7 @@ Test(cli_shortcalls, c_host, .timeout = 120)
     snprintf(host, sizeof(host), "%s/lj_host", SS_BINARY_DIR);
     const char *cmd[] = {host, NULL};
     char *lua = cli_src("test/cli/short.lua");
-    check_cmd(cmd, lua, 0, 0, 0.99, true);
+    check_cmd(cmd, lua, 0, false, 0, 0.99, true);
     free(lua);
 }
 
@@ -210,7 +214,7 @@ static void matrix(const char *variant)
     snprintf(bin, sizeof(bin), "%s/ext/lj-%s/luajit", SS_BINARY_DIR, variant);
     const char *argv[] = {bin, NULL};
     char *lua = cli_src("test/cli/short.lua");
-    check_cmd(argv, lua, 0, 0, 0.99, false);
+    check_cmd(argv, lua, 0, false, 0, 0.99, false);
     free(lua);
 }
 
@@ -248,7 +252,7 @@ static void trixie(const char *jit)
     cr_assert_eq(cli_copy(lua, dst, 0644), 0, "%s", dst);
     const char *argv[] = {"unshare", "--mount", "--pid",  "--fork", "--kill-child",
                           "chroot",  root,      "luajit", jit,      NULL};
-    check_cmd(argv, "/tmp/ss-short.lua", 0, 0, 0.99, false);
+    check_cmd(argv, "/tmp/ss-short.lua", 0, false, 0, 0.99, false);
     free(lua);
 }
 
@@ -267,6 +271,6 @@ Test(cli_shortcalls, tarantool_fiber, .timeout = 120)
 {
     const char *cmd[] = {"tarantool", NULL};
     char *lua = cli_src("test/cli/short.lua");
-    check_cmd(cmd, lua, 0, 0, 0.99, false);
+    check_cmd(cmd, lua, 0, false, 0, 0.99, false);
     free(lua);
 }
