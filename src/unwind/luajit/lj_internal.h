@@ -380,10 +380,11 @@ size_t ss_lj_gc_sample(const struct ss_lj_runtime *rt, const struct ss_mem *m, u
                        uint8_t *ep);
 /* The live read of the same bytes, to come after every object read of a walk. */
 struct ss_iov ss_lj_gc_iov(const struct ss_lj_runtime *rt, uint64_t G, uint8_t *dst);
-/* Does the sample show the bytes of the last proof (the headers proved in
- * the current generation hold)? */
+/* Does the sample show no atomic phase since the last proof (the headers
+ * proved in the current generation hold)? */
 bool ss_lj_gc_current(const struct ss_lj_runtime *rt, const uint8_t *ep, size_t n);
-/* Sample vs live bytes: true (and the generation current) when identical. */
+/* Sample vs live bytes: true (and the generation current) when no atomic
+ * phase ran between. */
 bool ss_lj_gc_prove(struct ss_lj_runtime *rt, const uint8_t *sample, const uint8_t *live, size_t n);
 /* The prototype at pt when its header was matched in the current
  * generation (no read), else NULL. */
