@@ -31,6 +31,7 @@
 
 struct bn_opts {
     bool quick, check;
+    bool kernel_only;   /* phase A's kernel cost alone (--kernel-only) */
     unsigned freq;      /* phase A rate (cost, coverage) */
     double attach_s;    /* seconds per program in phase A */
     double record_s;    /* seconds of `stacksnap record` and `perf record` in phase A */

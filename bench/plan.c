@@ -12,11 +12,12 @@
 
 struct take {
     struct ss_unwinder *u;
+    struct ss_capture *c;
     struct ss_win_plan *plan;
     bool have;
     uint64_t *r14;
     size_t *nr14, max;
-    long samples;
+    long samples, plans;
 };
 
 static void on_sample(void *ctx, const struct ss_sample *s)
@@ -30,7 +31,10 @@ static void on_sample(void *ctx, const struct ss_sample *s)
         i++;
     if (i == *t->nr14 && i < t->max) t->r14[(*t->nr14)++] = v;
     if (ss_unwind(t->u, s, &st) < 0) return;
-    if (ss_unwinder_take_plan(t->u, s->pid, t->plan)) t->have = true;
+    if (!ss_unwinder_take_plan(t->u, s->pid, t->plan)) return;
+    struct ss_err err = {0};
+    t->have = ss_capture_set_plan(t->c, (pid_t)s->pid, t->plan, &err) == 0;
+    t->plans++;
 }
 
 int bn_take_plan(const struct bn_opts *o, pid_t pid, struct ss_win_plan *plan, uint64_t *r14,
@@ -50,9 +54,12 @@ int bn_take_plan(const struct bn_opts *o, pid_t pid, struct ss_win_plan *plan, u
         snprintf(msg, len, "%s", err.msg);
         goto out;
     }
-    /* as record: a short poll, so the live reads see the sampled stack */
+    t.c = c;
+    /* as record: a short poll, so the live reads see the sampled stack;
+     * long enough for the plan's sizes to follow the samples (plan.c), the
+     * last plan handed out is the one record keeps */
     double end = bn_now() + 2.0;
-    while (bn_now() < end && !(t.have && t.samples >= 20))
+    while (bn_now() < end)
         ss_capture_poll(c, 2, on_sample, &t);
     ss_capture_stop(c);
     r = t.have ? 0 : -ENOENT;

@@ -138,13 +138,13 @@ void ss_lj_runtime_stats(const struct ss_lj_runtime *rt, struct ss_lj_stats *st)
  * in guard_checked/guard_same (costs one more read per trace load). */
 void ss_lj_runtime_check_guards(struct ss_lj_runtime *rt, bool on);
 
-/* The memory windows this runtime wants copied at every sample (plan.c)
- * for its global state *G: 1 with p and *G filled; 0 when that global
- * state is have_G (the caller has this plan; p untouched); -1 until a
- * global state verified (or when Lua walking is off). Cheap when 0 (per
- * sample). */
-int ss_lj_runtime_plan(const struct ss_lj_runtime *rt, uint64_t have_G, struct ss_win_plan *p,
-                       uint64_t *G);
+/* The memory windows this runtime wants copied at every sample (plan.c):
+ * 1 with p and *key filled (the plan's global state and window sizes); 0
+ * when the caller's plan (have, a key this returned before, 0: none) is
+ * still good (p untouched); -1 until a global state verified (or when Lua
+ * walking is off). Cheap when 0 (per sample). */
+int ss_lj_runtime_plan(const struct ss_lj_runtime *rt, uint64_t have, struct ss_win_plan *p,
+                       uint64_t *key);
 
 /* ---- 3. splicing ---- */
 

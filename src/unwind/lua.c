@@ -70,8 +70,8 @@ struct ulua {
     unsigned cap;
     uint32_t *tokens; /* per native frame: ss_lj_trace_cfa token, 0 = not a trace */
     unsigned tcap;
-    bool exit_leaf;  /* this sample's leaf is in the trace exit handler: not the VM's top */
-    uint64_t plan_G; /* the global state of the window plan last handed out, 0: none */
+    bool exit_leaf;    /* this sample's leaf is in the trace exit handler: not the VM's top */
+    uint64_t plan_key; /* the window plan last handed out (ss_lj_runtime_plan), 0: none */
 };
 
 static void set_id(struct verdict *v, const struct ss_elf *e)
@@ -442,11 +442,11 @@ bool ss_unwinder_take_plan(struct ss_unwinder *u, uint32_t pid, struct ss_win_pl
     struct ulua *l = up ? up->luajit : NULL;
     for (unsigned i = 0; l && i < l->n; i++) {
         const struct ss_lj_runtime *rt = l->rts[i].rt;
-        uint64_t G = 0;
-        int r = rt ? ss_lj_runtime_plan(rt, l->plan_G, p, &G) : -1;
+        uint64_t key = 0;
+        int r = rt ? ss_lj_runtime_plan(rt, l->plan_key, p, &key) : -1;
         if (r < 0) continue;
         if (r == 0) return false; /* already handed out */
-        l->plan_G = G;
+        l->plan_key = key;
         return true;
     }
     return false;

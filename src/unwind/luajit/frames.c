@@ -480,6 +480,7 @@ static int walk_once(struct ss_lj_runtime *rt, struct ss_mem *m, const struct lj
     if (sampled) {
         /* [stack, base]: the sample's copy around BASE, the rest (deep
          * stacks) read live (read_stack) */
+        ss_lj_need(rt, m, G, st->L, base - stack);
         rt->st.rounds++;
         if ((rc = read_stack(m, s, stack, base + 16, false))) return rc;
     } else if (n == 2 && !iov[1].err && win_lo <= base && win_hi >= base) {

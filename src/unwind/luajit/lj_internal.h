@@ -232,6 +232,17 @@ struct lj_gcproof {
     uint64_t last; /* generations handed out */
 };
 
+/* Window sizes (plan.c): how much Lua stack lies below BASE in the walks of
+ * the recent samples, [0] the running thread's, [1] the main thread's under
+ * a running coroutine (its resumer); bytes, the maximum of an epoch of
+ * LJ_NEED_EPOCH walks. The plan covers the larger of this epoch's and the
+ * last one's. */
+struct lj_winneed {
+    uint32_t cur[2], prev[2];
+    unsigned walks;  /* in this epoch */
+    unsigned epochs; /* completed */
+};
+
 struct ss_lj_runtime {
     struct ss_lj_elfinfo info;
     uint64_t bias, vm_lo, vm_hi;
@@ -259,6 +270,7 @@ struct ss_lj_runtime {
      * to a spill entry instead of overwriting it (freed by the next splice). */
     uint64_t epoch; /* bumped by every ss_lj_splice; 0: no protection */
     struct lj_gcproof gcp;
+    struct lj_winneed need;
     uint64_t spill_epoch;
     struct lj_proto *spill; /* LJ_SPILL entries, allocated on first use */
     unsigned nspill;
@@ -278,6 +290,11 @@ struct lj_proto *ss_lj_proto(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_
                              const uint8_t *hdr);
 /* Line for bytecode position pos (0-based index of the instruction). */
 uint32_t ss_lj_proto_line(const struct ss_lj_runtime *rt, const struct lj_proto *p, uint32_t pos);
+
+/* A sample's walk of thread L (of global state G) found `below` bytes of
+ * its Lua stack below BASE: what the plan's windows should hold (plan.c). */
+void ss_lj_need(struct ss_lj_runtime *rt, const struct ss_mem *m, uint64_t G, uint64_t L,
+                uint64_t below);
 
 /* ---- walking (frames.c) ---- */
 

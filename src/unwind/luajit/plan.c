@@ -16,11 +16,21 @@
  *      b  G->jit_base when it is set (a trace, or C code called from one)
  *      c  cur_L->base (C code called from the interpreter), two loads
  *
- * Stack windows cover LJ_WIN_BELOW bytes below BASE (the callers' frames:
- * 40 frames of 20 slots) and LJ_WIN_ABOVE above; one whose start is not
- * readable keeps its last LJ_WIN_CLAMP bytes. Slots beyond it are read live
- * and validated as before. Prototypes, strings and traces do not change
- * while alive and stay live reads with their caches. */
+ * Window 2 only while coroutines run (a sample of the last two epochs had a
+ * resumer on the main thread), or before the first sizes are known.
+ *
+ * Sizes follow the stacks the samples show (struct lj_winneed): every byte
+ * copied costs kernel time at each sample (~0.15 ns a byte into the ring
+ * buffer's cold lines), so a stack window covers the Lua stack the recent
+ * walks found below BASE plus LJ_NEED_MARGIN, at least LJ_WIN_MIN, at most
+ * LJ_WIN_BELOW (40 frames of 24 slots: call sites of real Lua code average
+ * 12 slots between frames, 90% are within 25), and LJ_WIN_ABOVE above.
+ * Until LJ_NEED_FIRST walks are in, the windows are the largest. A deeper
+ * stack grows them at once; they shrink when the wanted size is
+ * LJ_NEED_SLACK below the given one. One whose start is not readable keeps
+ * its last LJ_WIN_CLAMP bytes (half, if smaller). Slots beyond a window are read live and
+ * validated as before. Prototypes, strings and traces do not change while
+ * alive and stay live reads with their caches. */
 #include <string.h>
 
 #include "unwind/luajit/lj_internal.h"
@@ -29,6 +39,57 @@
 #define LJ_WIN_BELOW (SS_WIN_LEN_MAX - LJ_WIN_ABOVE)
 #define LJ_WIN_CLAMP 2048u
 #define LJ_WIN_MAIN_ABOVE 64u
+#define LJ_WIN_MIN 512u
+#define LJ_WIN_UNIT 256u /* sizes are multiples of this */
+#define LJ_NEED_MARGIN 256u
+#define LJ_NEED_SLACK 1024u
+#define LJ_NEED_FIRST 64u
+#define LJ_NEED_EPOCH 512u
+
+void ss_lj_need(struct ss_lj_runtime *rt, const struct ss_mem *m, uint64_t G, uint64_t L,
+                uint64_t below)
+{
+    const struct lj_layout *lay = rt->lay;
+    unsigned w = lay->gc64 ? 8 : 4;
+    const uint8_t *p = ss_mem_peek_sample(m, G + lay->G_cur_L, w);
+    uint64_t cur = p ? (lay->gc64 ? lj_u64(p) : lj_u32(p)) : 0;
+    int k = L == cur ? 0 : L == G - lay->sizeof_L ? 1 : -1;
+    struct lj_winneed *n = &rt->need;
+    if (k < 0) return; /* a coroutine that resumed the running one: read live */
+    if (below > UINT32_MAX) below = UINT32_MAX;
+    if (n->cur[k] < below) n->cur[k] = (uint32_t)below;
+    if (k == 0 && ++n->walks >= LJ_NEED_EPOCH) {
+        memcpy(n->prev, n->cur, sizeof(n->prev));
+        memset(n->cur, 0, sizeof(n->cur));
+        n->walks = 0;
+        n->epochs++;
+    }
+}
+
+/* Bytes below BASE the windows of stack k should cover (0: no window),
+ * at most max. */
+static uint32_t want(const struct lj_winneed *n, int k, uint32_t max)
+{
+    if (!n->epochs && n->walks < LJ_NEED_FIRST) return max; /* not known yet */
+    uint32_t b = n->cur[k] > n->prev[k] ? n->cur[k] : n->prev[k];
+    if (!b && k) return 0; /* no coroutine lately */
+    b = (b + LJ_NEED_MARGIN + LJ_WIN_UNIT - 1) / LJ_WIN_UNIT * LJ_WIN_UNIT;
+    return b < LJ_WIN_MIN ? LJ_WIN_MIN : b > max ? max : b;
+}
+
+/* A plan's key: its global state (a user address, below 2^48) and the two
+ * sizes in units. */
+static uint64_t key_of(uint64_t G, uint32_t below, uint32_t mainb)
+{
+    return G | (uint64_t)(below / LJ_WIN_UNIT) << 48 | (uint64_t)(mainb / LJ_WIN_UNIT) << 56;
+}
+
+/* Is the given size good enough for the wanted one? */
+static bool keeps(uint32_t given, uint32_t wanted)
+{
+    if (!given != !wanted) return false;
+    return wanted <= given && wanted + LJ_NEED_SLACK > given;
+}
 
 static struct ss_win_spec *add(struct ss_win_plan *p, uint16_t dst, uint16_t len)
 {
@@ -41,20 +102,27 @@ static struct ss_win_spec *add(struct ss_win_plan *p, uint16_t dst, uint16_t len
     return w;
 }
 
-int ss_lj_runtime_plan(const struct ss_lj_runtime *rt, uint64_t have_G, struct ss_win_plan *p,
-                       uint64_t *Gp)
+int ss_lj_runtime_plan(const struct ss_lj_runtime *rt, uint64_t have, struct ss_win_plan *p,
+                       uint64_t *key)
 {
     const struct lj_layout *lay = rt->lay;
     if (rt->disabled || !lay || !rt->ngs) return -1;
     uint64_t G = rt->gs[0];
-    if (G == have_G) return 0; /* the plan the caller has: nothing to build */
-    *Gp = G;
+    uint32_t L = lay->sizeof_L;
+    if (L > 512 || G >> 48) return -1;
+    uint16_t mdst = (uint16_t)((4096 + L + 7) & ~7u);
+    uint32_t below = want(&rt->need, 0, LJ_WIN_BELOW);
+    uint32_t mainb = want(&rt->need, 1, 8192u - mdst - LJ_WIN_MAIN_ABOVE);
+    if ((have & ((1ull << 48) - 1)) == G &&
+        keeps((uint32_t)(have >> 48 & 0xff) * LJ_WIN_UNIT, below) &&
+        keeps((uint32_t)(have >> 56) * LJ_WIN_UNIT, mainb))
+        return 0; /* the plan the caller has still fits: nothing to build */
+    *key = key_of(G, below, mainb);
     memset(p, 0, sizeof(*p));
     /* GC64: 64-bit pointers; otherwise GCRef/MRef are 32 bits. */
     uint64_t ref = lay->gc64 ? ~0ull : 0xffffffffull;
-    uint32_t L = lay->sizeof_L;
     uint32_t glen = L + (lay->nojit ? lay->G_size : (uint32_t)lay->g2j + lay->J_sizetrace + 4);
-    if (glen > 4096 || L > 512) return -1;
+    if (glen > 4096) return -1;
 
     struct ss_win_spec *w = add(p, 0, (uint16_t)glen);
     w->addr = G - L;
@@ -64,38 +132,41 @@ int ss_lj_runtime_plan(const struct ss_lj_runtime *rt, uint64_t have_G, struct s
     w->nload = 1;
     w->mask[0] = ref;
 
-    uint16_t mdst = (uint16_t)((4096 + L + 7) & ~7u), mlen = (uint16_t)(8192 - mdst);
-    w = add(p, mdst, mlen); /* the main thread's stack */
-    w->addr = G - L + lay->L_base;
-    w->nload = 1;
-    w->mask[0] = ref;
-    w->off[2] = -(int64_t)(mlen - LJ_WIN_MAIN_ABOVE);
-    w->clamp = LJ_WIN_CLAMP;
+    if (mainb) {
+        uint16_t mlen = (uint16_t)(mainb + LJ_WIN_MAIN_ABOVE);
+        w = add(p, mdst, mlen); /* the main thread's stack */
+        w->addr = G - L + lay->L_base;
+        w->nload = 1;
+        w->mask[0] = ref;
+        w->off[2] = -(int64_t)mainb;
+        w->clamp = LJ_WIN_CLAMP < mlen / 2 ? LJ_WIN_CLAMP : mlen / 2;
+    }
 
-    uint16_t dst = SS_WIN_AREA - SS_WIN_LEN_MAX;
-    w = add(p, dst, SS_WIN_LEN_MAX); /* a: BASE in the VM */
+    uint16_t dst = SS_WIN_AREA - SS_WIN_LEN_MAX, slen = (uint16_t)(below + LJ_WIN_ABOVE);
+    uint16_t clamp = LJ_WIN_CLAMP < slen / 2 ? LJ_WIN_CLAMP : slen / 2;
+    w = add(p, dst, slen); /* a: BASE in the VM */
     w->reg = SS_REG_DX;
     w->flags = SS_WIN_IF_IP;
     w->ip_lo = rt->vm_lo;
     w->ip_hi = rt->vm_hi;
-    w->off[2] = -(int64_t)LJ_WIN_BELOW;
-    w->clamp = LJ_WIN_CLAMP;
+    w->off[2] = -(int64_t)below;
+    w->clamp = clamp;
     if (!lay->nojit) { /* b: G->jit_base */
-        w = add(p, dst, SS_WIN_LEN_MAX);
+        w = add(p, dst, slen);
         w->flags = SS_WIN_UNLESS_PREV;
         w->addr = G + lay->G_jit_base;
         w->nload = 1;
         w->mask[0] = ref;
-        w->off[2] = -(int64_t)LJ_WIN_BELOW;
-        w->clamp = LJ_WIN_CLAMP;
+        w->off[2] = -(int64_t)below;
+        w->clamp = clamp;
     }
-    w = add(p, dst, SS_WIN_LEN_MAX); /* c: cur_L->base */
+    w = add(p, dst, slen); /* c: cur_L->base */
     w->flags = SS_WIN_UNLESS_PREV;
     w->addr = G + lay->G_cur_L;
     w->nload = 2;
     w->mask[0] = w->mask[1] = ref;
     w->off[1] = lay->L_base;
-    w->off[2] = -(int64_t)LJ_WIN_BELOW;
-    w->clamp = LJ_WIN_CLAMP;
+    w->off[2] = -(int64_t)below;
+    w->clamp = clamp;
     return 1;
 }
