@@ -21,7 +21,7 @@
 
 #include "bench.h"
 #include "bench_fp.skel.h"
-#include "capture/capture_int.h" /* ss_capture_pt_reg */
+#include "capture/capture_int.h" /* ss_capture_pt_reg, ss_capture_win_ip */
 #include "bench_lua.skel.h"
 #include "snapshot.skel.h"
 
@@ -167,9 +167,8 @@ int bn_bpf_set_plan(struct bn_bpf *b, pid_t pid, const struct ss_win_plan *p)
                              .len = w->len,
                              .clamp = w->clamp,
                              .dst = w->dst,
-                             .addr = reg == SS_WIN_ABS ? w->addr : 0,
-                             .ip_lo = w->ip_lo,
-                             .ip_hi = w->ip_hi};
+                             .addr = reg == SS_WIN_ABS ? w->addr : 0};
+        ss_capture_win_ip(o, w);
         memcpy(o->off, w->off, sizeof(o->off));
         memcpy(o->mask, w->mask, sizeof(o->mask));
     }

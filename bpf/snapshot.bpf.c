@@ -9,8 +9,8 @@
  * copied instead (prefix.h), and its end is kept per thread (stack_ends) so
  * the next sample copies just that much at once. No unwinding, no loops, no
  * tail calls. For a process with a window plan (windows.h), the windows
- * are copied after the stack area; with --kernel, the kernel stack after
- * that (kstack.h).
+ * are copied right after the copied stack (stack_room = stack_len); with
+ * --kernel, the kernel stack after the stack and window areas (kstack.h).
  * A tp_btf program on sched_process_fork follows children (loaded only when
  * asked for); procevents.h adds the fork/exec/exit markers. */
 #include "vmlinux.h"
@@ -124,7 +124,6 @@ int snapshot(struct bpf_perf_event_data *pctx)
     bpf_probe_read_kernel(e->regs, sizeof(e->regs), r);
     e->stack_room = size;
     e->nwin = 0;
-    if (plan) apply_plan(plan, e, e->stack + size);
 
     sp = r->sp;
     /* The known end of this thread's readable stack is within reach: copy
@@ -166,6 +165,14 @@ int snapshot(struct bpf_perf_event_data *pctx)
     }
 out:
     e->stack_len = len;
+    /* The windows right after the copied stack: every page of the buffer a
+     * record touches costs more than its bytes (~0.2 us in a VM). The
+     * kernel stack stays after the whole area (user space looks there). */
+    if (plan) {
+        if (len > size) len = size;
+        e->stack_room = len;
+        apply_plan(plan, e, e->stack + len);
+    }
     /* Wake the reader only once enough has piled up: a wakeup per record
      * (an irq_work) would cost more than the whole copy. */
     bpf_ringbuf_submit(e, bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wake_bytes

@@ -47,7 +47,7 @@ enum ss_ev_reg {
 #define SS_EV_WIN_BYTES 16384u  /* window area of a sample with a plan */
 #define SS_EV_WIN_LEN_MAX 8192u /* one window */
 #define SS_WIN_ABS 0xffu        /* anchor: ss_win.addr, not a register */
-#define SS_WIN_IF_IP 0x1u       /* only when ip_lo <= the sample's ip < ip_hi */
+#define SS_WIN_IF_IP 0x1u       /* only when ip_lo <= the sample's ip < ip_lo + ip_span */
 #define SS_WIN_UNLESS_PREV 0x2u /* only when the window before copied nothing */
 struct ss_win {
     __u8 reg;   /* enum ss_ev_reg, or SS_WIN_ABS */
@@ -61,7 +61,9 @@ struct ss_win {
     __u64 addr;    /* the anchor with SS_WIN_ABS */
     __s64 off[3];  /* added before load 1, before load 2, before the copy */
     __u64 mask[2]; /* ANDed with the value of load 1, load 2 */
-    __u64 ip_lo, ip_hi;
+    /* copied only when ip - ip_lo < ip_span (unsigned): the loader gives
+     * windows without SS_WIN_IF_IP 0 and ~0, so the program tests no flag */
+    __u64 ip_lo, ip_span;
 };
 struct ss_plan {
     __u32 nwin, pad;
@@ -107,7 +109,8 @@ struct ss_event {
     __u64 time_ns;           /* bpf_ktime_get_ns() */
     __u64 stack_len;         /* bytes copied (a readable prefix) */
     __u64 regs[SS_PT_NREGS]; /* enum ss_ev_reg; cs, ss: low 16 bits */
-    __u32 stack_room;        /* ring buffer: the snapshot size; compat: stack_len */
+    __u32 stack_room;        /* where the window area starts: stack_len with a plan (ring buffer
+                                without --kernel, compat), else the snapshot size */
     __u32 nwin;              /* windows of the plan applied; 0: no window area */
     struct ss_ev_win win[SS_EV_WIN_MAX];
     __u8 stack[];

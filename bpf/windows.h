@@ -48,7 +48,7 @@ static __noinline int copy_window(struct win_ctx *c)
     o->err = SS_WERR_SKIP;
     if ((w->flags & SS_WIN_UNLESS_PREV) && c->prev) return 0;
     c->prev = 0;
-    if ((w->flags & SS_WIN_IF_IP) && (c->ip < w->ip_lo || c->ip >= w->ip_hi)) return 0;
+    if (c->ip - w->ip_lo >= w->ip_span) return 0; /* SS_WIN_IF_IP */
     a = w->addr; /* 0 for a register anchor (the loader's) */
     if (w->reg < SS_PT_NREGS) a += c->e->regs[w->reg];
 #pragma unroll
@@ -103,7 +103,7 @@ static __always_inline void apply_plan(const struct ss_plan *p, struct ss_event 
     struct win_ctx c = {.p = p, .e = e, .area = area, .ip = e->regs[SS_PT_IP]};
     __u32 n = p->nwin;
 
-    e->nwin = n < SS_EV_WIN_MAX ? n : SS_EV_WIN_MAX;
+    e->nwin = n; /* at most SS_EV_WIN_MAX: the loader's check (and user space's) */
     copy_windows4(&c);
     copy_windows4(&c);
 }

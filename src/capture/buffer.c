@@ -34,6 +34,13 @@ int ss_capture_pt_reg(unsigned r)
     return r < SS_NREGS ? pt_of[r] : -1;
 }
 
+void ss_capture_win_ip(struct ss_win *o, const struct ss_win_spec *w)
+{
+    bool in = w->flags & SS_WIN_IF_IP;
+    o->ip_lo = in ? w->ip_lo : 0;
+    o->ip_span = !in ? ~0ull : w->ip_hi > w->ip_lo ? w->ip_hi - w->ip_lo : 0;
+}
+
 static void perf_regs(uint64_t out[SS_NREGS], const __u64 in[SS_PT_NREGS])
 {
     for (int i = 0; i < SS_NREGS; i++)
@@ -98,7 +105,11 @@ static void deliver(struct ss_capture *c, const void *data, size_t size)
     s.stack = (const uint8_t *)data + sizeof(e);
     s.nkernel = 0;
     s.kernel = c->kips;
-    size_t koff = sizeof(e) + e.stack_room + (e.nwin ? SS_EV_WIN_BYTES : 0);
+    /* the kernel stack follows the window area: after the whole stack area
+     * in the ring buffer (its windows may start right after the copied
+     * stack), after the copied stack in compat */
+    size_t koff = sizeof(e) + (c->compat ? e.stack_room : c->stack_size) +
+                  (e.nwin ? SS_EV_WIN_BYTES : 0);
     if (c->o.kernel && size >= koff + SS_EV_KSTACK_BYTES) { /* compat: may not have fit */
         struct ss_ev_kstack k;
         memcpy(&k, (const uint8_t *)data + koff, sizeof(k));

@@ -325,8 +325,7 @@ int ss_capture_set_plan(struct ss_capture *c, pid_t pid, const struct ss_win_pla
         o->addr = reg == SS_WIN_ABS ? w->addr : 0; /* the BPF side adds it to a register */
         memcpy(o->off, w->off, sizeof(o->off));
         memcpy(o->mask, w->mask, sizeof(o->mask));
-        o->ip_lo = w->ip_lo;
-        o->ip_hi = w->ip_hi;
+        ss_capture_win_ip(o, w);
     }
     r = bpf_map_update_elem(c->plans_fd, &key, &v, BPF_ANY);
     if (r < 0) ss_err_set(err, r, "window plan of pid %d: %s", (int)pid, strerror(-r));

@@ -10,6 +10,7 @@
 
 #include <bpf/libbpf.h>
 
+#include "snapshot.h" /* struct ss_win */
 #include "stacksnap/capture.h"
 
 struct snapshot_bpf;
@@ -65,6 +66,9 @@ const char *ss_capture_log_reason(char *log);
 /* buffer.c. ss_capture_pt_reg: a register of enum ss_reg (perf's order)
  * as the programs index it (enum ss_ev_reg), -1 when they have none. */
 int ss_capture_pt_reg(unsigned r);
+/* The program's range test of window o from w's SS_WIN_IF_IP range: any ip
+ * passes without the flag. */
+void ss_capture_win_ip(struct ss_win *o, const struct ss_win_spec *w);
 int ss_capture_buffer_open(struct ss_capture *c, struct ss_err *err);
 void ss_capture_buffer_close(struct ss_capture *c);
 

@@ -4,9 +4,10 @@
  * milliseconds later. Chosen from the verified layout of the runtime's
  * global state; the kernel side learns nothing about LuaJIT.
  *
- *   0  the main lua_State, global_State and the head of jit_State up to
- *      J->sizetrace (GG_State keeps them in that order): vmstate, cur_L,
- *      jit_base, the trace array; fixed address
+ *   0  the main lua_State and global_State up to jit_base (GG_State keeps
+ *      them in that order): the collector's state, vmstate, cur_L,
+ *      jit_base; fixed address. With the JIT, J->trace and J->sizetrace
+ *      too (a window of their own: the fields between are cold lines)
  *   1  the running lua_State's header: *(G + cur_L), one load
  *   2  the main thread's Lua stack below its L->base, one load: a coroutine
  *      resumed from the main thread (a request, a generator) runs on its
@@ -39,6 +40,7 @@
 #define LJ_WIN_BELOW (SS_WIN_LEN_MAX - LJ_WIN_ABOVE)
 #define LJ_WIN_CLAMP 2048u
 #define LJ_WIN_MAIN_ABOVE 64u
+#define LJ_WIN_MAIN_MAX (4096u - LJ_WIN_MAIN_ABOVE)
 #define LJ_WIN_MIN 512u
 #define LJ_WIN_UNIT 256u /* sizes are multiples of this */
 #define LJ_NEED_MARGIN 256u
@@ -91,13 +93,15 @@ static bool keeps(uint32_t given, uint32_t wanted)
     return wanted <= given && wanted + LJ_NEED_SLACK > given;
 }
 
-static struct ss_win_spec *add(struct ss_win_plan *p, uint16_t dst, uint16_t len)
+/* The next window, at *d in the area (then *d moves past it, 8-aligned). */
+static struct ss_win_spec *add(struct ss_win_plan *p, uint16_t *d, uint16_t len)
 {
     struct ss_win_spec *w = &p->w[p->n++];
     memset(w, 0, sizeof(*w));
     w->reg = SS_WIN_ABS;
-    w->dst = dst;
+    w->dst = *d;
     w->len = len;
+    *d = (uint16_t)((*d + len + 7) & ~7u);
     w->mask[0] = w->mask[1] = ~0ull;
     return w;
 }
@@ -110,9 +114,8 @@ int ss_lj_runtime_plan(const struct ss_lj_runtime *rt, uint64_t have, struct ss_
     uint64_t G = rt->gs[0];
     uint32_t L = lay->sizeof_L;
     if (L > 512 || G >> 48) return -1;
-    uint16_t mdst = (uint16_t)((4096 + L + 7) & ~7u);
     uint32_t below = want(&rt->need, 0, LJ_WIN_BELOW);
-    uint32_t mainb = want(&rt->need, 1, 8192u - mdst - LJ_WIN_MAIN_ABOVE);
+    uint32_t mainb = want(&rt->need, 1, LJ_WIN_MAIN_MAX);
     if ((have & ((1ull << 48) - 1)) == G &&
         keeps((uint32_t)(have >> 48 & 0xff) * LJ_WIN_UNIT, below) &&
         keeps((uint32_t)(have >> 56) * LJ_WIN_UNIT, mainb))
@@ -121,20 +124,26 @@ int ss_lj_runtime_plan(const struct ss_lj_runtime *rt, uint64_t have, struct ss_
     memset(p, 0, sizeof(*p));
     /* GC64: 64-bit pointers; otherwise GCRef/MRef are 32 bits. */
     uint64_t ref = lay->gc64 ? ~0ull : 0xffffffffull;
-    uint32_t glen = L + (lay->nojit ? lay->G_size : (uint32_t)lay->g2j + lay->J_sizetrace + 4);
-    if (glen > 4096) return -1;
+    uint32_t glen = L + lay->G_jit_base + (lay->gc64 ? 8 : 4);
+    if (glen > 2048 || lay->G_cur_L > lay->G_jit_base || lay->G_vmstate > lay->G_jit_base)
+        return -1;
 
-    struct ss_win_spec *w = add(p, 0, (uint16_t)glen);
+    uint16_t d = 0; /* windows back to back: fewer pages of the buffer */
+    struct ss_win_spec *w = add(p, &d, (uint16_t)glen);
     w->addr = G - L;
+    if (!lay->nojit) { /* J->trace, J->sizetrace */
+        w = add(p, &d, 16);
+        w->addr = G + (uint64_t)(int64_t)lay->g2j + lay->J_trace;
+    }
 
-    w = add(p, 4096, (uint16_t)L);
+    w = add(p, &d, (uint16_t)L);
     w->addr = G + lay->G_cur_L;
     w->nload = 1;
     w->mask[0] = ref;
 
     if (mainb) {
         uint16_t mlen = (uint16_t)(mainb + LJ_WIN_MAIN_ABOVE);
-        w = add(p, mdst, mlen); /* the main thread's stack */
+        w = add(p, &d, mlen); /* the main thread's stack */
         w->addr = G - L + lay->L_base;
         w->nload = 1;
         w->mask[0] = ref;
@@ -142,9 +151,9 @@ int ss_lj_runtime_plan(const struct ss_lj_runtime *rt, uint64_t have, struct ss_
         w->clamp = LJ_WIN_CLAMP < mlen / 2 ? LJ_WIN_CLAMP : mlen / 2;
     }
 
-    uint16_t dst = SS_WIN_AREA - SS_WIN_LEN_MAX, slen = (uint16_t)(below + LJ_WIN_ABOVE);
+    uint16_t dst = d, slen = (uint16_t)(below + LJ_WIN_ABOVE);
     uint16_t clamp = LJ_WIN_CLAMP < slen / 2 ? LJ_WIN_CLAMP : slen / 2;
-    w = add(p, dst, slen); /* a: BASE in the VM */
+    w = add(p, &d, slen); /* a: BASE in the VM */
     w->reg = SS_REG_DX;
     w->flags = SS_WIN_IF_IP;
     w->ip_lo = rt->vm_lo;
@@ -152,7 +161,8 @@ int ss_lj_runtime_plan(const struct ss_lj_runtime *rt, uint64_t have, struct ss_
     w->off[2] = -(int64_t)below;
     w->clamp = clamp;
     if (!lay->nojit) { /* b: G->jit_base */
-        w = add(p, dst, slen);
+        d = dst; /* the same place: one of a, b, c is copied */
+        w = add(p, &d, slen);
         w->flags = SS_WIN_UNLESS_PREV;
         w->addr = G + lay->G_jit_base;
         w->nload = 1;
@@ -160,7 +170,8 @@ int ss_lj_runtime_plan(const struct ss_lj_runtime *rt, uint64_t have, struct ss_
         w->off[2] = -(int64_t)below;
         w->clamp = clamp;
     }
-    w = add(p, dst, slen); /* c: cur_L->base */
+    d = dst;
+    w = add(p, &d, slen); /* c: cur_L->base */
     w->flags = SS_WIN_UNLESS_PREV;
     w->addr = G + lay->G_cur_L;
     w->nload = 2;
