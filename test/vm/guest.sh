@@ -92,6 +92,9 @@ for mode in $modes; do
     say "short_$mode" "rc=$?" \
         "$(share /tmp/s.folded "(spin|parse|route|render)$F" ";main$F;run$F;recurse$F;handler$F;(parse|route|render)$F(;spin$F)?(;[^(;]+)*\$")" \
         "$(tail -n 1 /tmp/rec.err)"
+    grep -E "(spin|parse|route|render)$F" /tmp/s.folded |
+        grep -Ev ";main$F;run$F;recurse$F;handler$F;(parse|route|render)$F(;spin$F)?(;[^(;]+)*\$" |
+        awk '{print $NF, $0}' | sort -n | tail -n 4 | cut -d' ' -f2- | sed 's/^/SSVM-LOG short: /'
     # Kernel cost per sample (emulated: compare kernels, not hosts), for
     # bench/kernels only (kernel command line ssvm.bench).
     if grep -q ssvm.bench /proc/cmdline; then
