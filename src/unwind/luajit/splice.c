@@ -15,7 +15,7 @@
 
 #include "unwind/luajit/lj_internal.h"
 
-#define MAX_THREADS 8
+#define MAX_THREADS LJ_SPLICE_THREADS
 
 struct thr {
     uint64_t L, cframe; /* cframe of the VM frame the walk started from */
@@ -210,7 +210,8 @@ int ss_lj_splice(struct ss_lj_runtime *const *rts, uint32_t nrts, struct ss_mem 
             if (!t && nth < MAX_THREADS) {
                 t = &th[nth++];
                 t->L = L;
-                t->w = malloc(sizeof(*t->w));
+                if (!rt->walks[nth - 1]) rt->walks[nth - 1] = malloc(sizeof(*t->w));
+                t->w = rt->walks[nth - 1];
                 t->rc = -ENOMEM;
                 t->cframe = cframe;
                 t->retried = false;
@@ -254,7 +255,5 @@ int ss_lj_splice(struct ss_lj_runtime *const *rts, uint32_t nrts, struct ss_mem 
             rc = push(out, (int32_t)i, NULL);
         }
     }
-    for (unsigned k = 0; k < nth; k++)
-        free(th[k].w);
     return rc;
 }
