@@ -254,10 +254,10 @@ static bool anon_code(struct ss_uproc *up, uint64_t ip)
 static uint64_t trace_frame(struct ss_uproc *up, struct ulua *l, struct ss_native_frame *nf,
                             unsigned k, bool exact, uint64_t time_ns)
 {
+    if (!l->n || !anon_code(up, ss_nf_ip(&nf[k]))) return 0;
     struct ss_lj_runtime *rts[MAX_RTS];
     uint64_t regs[SS_NREGS] = {0};
     uint32_t known = 0;
-    if (!l->n || !anon_code(up, ss_nf_ip(&nf[k]))) return 0;
     for (unsigned i = 0; i < l->n; i++)
         rts[i] = l->rts[i].rt;
     for (unsigned r = 0; r < SS_NREGS; r++)

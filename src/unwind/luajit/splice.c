@@ -56,12 +56,13 @@ static int emit_segment(struct ss_lj_runtime *rt, struct ss_mem *m, const struct
     for (unsigned i = 0; i < w->n; i++) {
         const struct lj_wframe *wf = &w->f[i];
         if (wf->seg != seg || (wf->ftsz & 7) == LJ_FRAME_VARG || wf->ffid == 1) continue;
-        struct ss_frame fr;
-        ss_lj_frame_text(rt, m, w, i, &fr);
-        if (wf->proto && fr.name && strcmp(fr.name, "anonymous")) /* for partial.c */
-            wf->proto->self = fr.name;
-        int rc = push(out, -1, &fr);
-        if (rc) return rc;
+        if (out->n >= out->cap) return -ENOSPC;
+        struct ss_lj_item *it = &out->items[out->n++]; /* the text goes there directly */
+        it->native = -1;
+        ss_lj_frame_text(rt, m, w, i, &it->lua);
+        const char *name = it->lua.name;
+        if (wf->proto && name && strcmp(name, "anonymous")) /* for partial.c */
+            wf->proto->self = name;
         out->lua_frames++;
     }
     return 0;
