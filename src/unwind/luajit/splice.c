@@ -61,7 +61,8 @@ static int emit_segment(struct ss_lj_runtime *rt, struct ss_mem *m, const struct
         it->native = -1;
         ss_lj_frame_text(rt, m, w, i, &it->lua);
         const char *name = it->lua.name;
-        if (wf->proto && name && strcmp(name, "anonymous")) /* for partial.c */
+        /* for partial.c (the same name again: nothing to compare) */
+        if (wf->proto && name && name != wf->proto->self && strcmp(name, "anonymous"))
             wf->proto->self = name;
         out->lua_frames++;
     }
