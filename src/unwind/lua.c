@@ -274,10 +274,11 @@ static uint64_t exit_frame(struct ulua *l, struct ss_uproc *up, struct ss_native
 {
     struct ss_lj_runtime *rts[MAX_RTS];
     uint64_t rsp = 0;
-    if (!ss_nf_reg(nf, SS_REG_SP, &rsp)) return 0;
     for (unsigned i = 0; i < l->n; i++)
         rts[i] = l->rts[i].rt;
     uint64_t ip = ss_nf_ip(nf);
+    if (!leaf && !ss_lj_exit_ret(rts, l->n, ip)) return 0; /* most frames: no need for rsp */
+    if (!ss_nf_reg(nf, SS_REG_SP, &rsp)) return 0;
     uint64_t cfa = leaf ? ss_lj_exit_leaf_cfa(rts, l->n, &up->mem, ip, rsp)
                         : ss_lj_exit_cfa(rts, l->n, &up->mem, ip, rsp);
     if (cfa) nf->regs.valid &= ~(1u << SS_DR_RBX | 1u << SS_DR_R15 | 1u << SS_DR_RBP);
