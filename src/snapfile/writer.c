@@ -281,9 +281,9 @@ int ss_snap_write_sample(struct ss_snap_writer *w, const struct ss_sample *s, ui
     }
     w->pay.len = 0;
     snap_enc_sample(&w->pay, s, seq);
-    if (w->delta || (w->delta = snap_dstate_new()))
-        snap_delta_encode(w->delta, &w->pay, s, seq); /* key or delta: both stored as is */
-    snap_enc_sample_tail(&w->pay, s);                 /* kernel stack, weight: none without */
+    /* key or delta: both stored as is (below) */
+    if (w->delta || (w->delta = snap_dstate_new())) snap_delta_encode(w->delta, &w->pay, s, seq);
+    snap_enc_sample_tail(&w->pay, s); /* kernel stack, weight: none without */
     if (w->delta && !w->pay.oom) {
         struct snap_part part = {w->pay.p, w->pay.len};
         /* stored as is, keys too: a small zstd frame costs more to inflate
