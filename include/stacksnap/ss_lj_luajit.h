@@ -198,6 +198,9 @@ uint64_t ss_lj_leaf_cfa(struct ss_lj_runtime *rt, struct ss_mem *mem, const uint
  * 0 when ip is no such address or nothing checks out. */
 uint64_t ss_lj_exit_cfa(struct ss_lj_runtime *const *rts, uint32_t nrts, struct ss_mem *mem,
                         uint64_t ip, uint64_t rsp);
+/* Whether ss_lj_exit_cfa could answer for ip (the return address of one of
+ * rts' vm_exit_handler): a check without reads, for every native frame. */
+bool ss_lj_exit_ret(struct ss_lj_runtime *const *rts, uint32_t nrts, uint64_t ip);
 /* The same for a sample whose leaf ip is in vm_exit_handler up to that
  * call (rsp: the sample's); its registers there are the trace's, not the
  * interpreter's. */

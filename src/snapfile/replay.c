@@ -11,10 +11,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "elf/elf.h"
 #include "process/process.h"
 #include "snapfile/target.h"
 #include "snapfile/writer.h"
 #include "stacksnap/replay.h"
+#include "unwind/unwinder.h"
 #include "util/safeopen.h"
 
 struct bundle {
@@ -47,6 +49,9 @@ struct ss_replay {
     struct ss_unwinder *u;
     ss_replay_debug_fn on_debug; /* debugfile records: the consumer renames */
     struct ss_lj_detcache *ljc;  /* LuaJIT detection, shared by the runs' unwinders */
+    struct ss_elf_cache *files;  /* opened files, shared by the runs' unwinders (files_ok) */
+    bool files_ok;               /* the run left files as a fresh one would start: no debug
+                                    file added, no bundle (its debug root is per run) */
     struct ss_snap_replay target;
     struct hist *hist[HIST_BUCKETS];
     uint32_t cur_pid;
@@ -334,6 +339,7 @@ static int add_debugfile(struct ss_replay *r, const struct ss_snap_debugfile *d,
         if (access(p, R_OK) == 0) path = p; /* else it could not be bundled */
     }
     struct ss_err e = {0};
+    r->files_ok = false; /* symbol tables changed: the next run starts afresh */
     if (ss_unwinder_add_debug(r->u, d->build_id, d->build_id_len, path, &e) < 0) {
         say(r, "%.400s%s", e.msg, " (its frames stay unnamed)");
         return 0;
@@ -440,6 +446,10 @@ static void reset(struct ss_replay *r)
     hist_free(r);
     ss_unwinder_free(r->u);
     r->u = NULL;
+    if (!r->files_ok) {
+        ss_elf_cache_free(r->files);
+        r->files = NULL;
+    }
     for (size_t i = 0; i < r->nbundles; i++)
         close(r->bundles[i].fd);
     free(r->bundles);
@@ -488,7 +498,14 @@ int ss_replay_run(struct ss_replay *r, ss_replay_stack_fn fn, ss_replay_msg_fn m
         ss_err_set(err, rc, "replay: cannot create a folder for bundled debug files in %s: %s",
                    getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", strerror(-rc));
     uo.debug_root = r->dbgroot;
-    if (rc == 0) rc = ss_unwinder_new(&r->u, &uo, err);
+    /* the files a run opened serve the next one (same files by build-id, or
+     * device/inode/size/mtime, as within a run): symbol tables, FDE indexes
+     * and rule rows are built once. Not for a bundled capture (its debug
+     * root is made per run) or after a debug file changed names. */
+    if (rc == 0 && !r->files && !r->dbgroot && (rc = ss_elf_cache_new(&r->files, NULL)) < 0)
+        ss_err_set(err, rc, "replay: %s", strerror(-rc));
+    r->files_ok = r->files != NULL;
+    if (rc == 0) rc = ss_unwinder_new_files(&r->u, &uo, r->files, err);
     struct ss_snap_record rec;
     char line[512];
     while (rc == 0 && (rc = ss_snap_next(r->rd, &rec, err)) == 1) {
@@ -555,6 +572,7 @@ void ss_replay_close(struct ss_replay *r)
 {
     if (!r) return;
     reset(r);
+    ss_elf_cache_free(r->files);
     ss_lj_detcache_free(r->ljc);
     ss_snap_close_reader(r->rd);
     free(r->maps);

@@ -281,15 +281,16 @@ int ss_snap_write_sample(struct ss_snap_writer *w, const struct ss_sample *s, ui
     }
     w->pay.len = 0;
     snap_enc_sample(&w->pay, s, seq);
-    int key = 1;
-    if (w->delta || (w->delta = snap_dstate_new()))
-        key = snap_delta_encode(w->delta, &w->pay, s, seq);
+    /* key or delta: both stored as is (below) */
+    if (w->delta || (w->delta = snap_dstate_new())) snap_delta_encode(w->delta, &w->pay, s, seq);
     snap_enc_sample_tail(&w->pay, s); /* kernel stack, weight: none without */
     if (w->delta && !w->pay.oom) {
         struct snap_part part = {w->pay.p, w->pay.len};
-        /* deltas stay uncompressed: a small zstd frame costs more to inflate
-         * than its bytes cost to read (docs/capture-format.md) */
-        rc = snap_emit(w, SS_SNAP_SAMPLE, key ? SNAP_Z_FAST : SNAP_Z_NONE, &part, 1, err);
+        /* stored as is, keys too: a small zstd frame costs more to inflate
+         * than its bytes cost to read, and a key's stack bytes (short
+         * matches) inflate at ~7 instructions a byte, 3x what the rest of
+         * its replay costs (docs/capture-format.md) */
+        rc = snap_emit(w, SS_SNAP_SAMPLE, SNAP_Z_NONE, &part, 1, err);
     } else {
         w->pay.oom = false;
         ss_err_set(err, rc, "capture %s: out of memory", w->path);
@@ -309,7 +310,7 @@ int ss_snap_write_sample(struct ss_snap_writer *w, const struct ss_sample *s, ui
             if (rc)
                 ss_err_set(err, rc, "capture %s: out of memory for memory reads", w->path);
             else
-                rc = snap_emit(w, SS_SNAP_MEMREADS, SNAP_Z_FAST, &part, 1, err);
+                rc = snap_emit(w, SS_SNAP_MEMREADS, SNAP_Z_NONE, &part, 1, err); /* as samples */
             w->pay.oom = false;
         }
     }

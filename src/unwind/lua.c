@@ -254,10 +254,10 @@ static bool anon_code(struct ss_uproc *up, uint64_t ip)
 static uint64_t trace_frame(struct ss_uproc *up, struct ulua *l, struct ss_native_frame *nf,
                             unsigned k, bool exact, uint64_t time_ns)
 {
+    if (!l->n || !anon_code(up, ss_nf_ip(&nf[k]))) return 0;
     struct ss_lj_runtime *rts[MAX_RTS];
     uint64_t regs[SS_NREGS] = {0};
     uint32_t known = 0;
-    if (!l->n || !anon_code(up, ss_nf_ip(&nf[k]))) return 0;
     for (unsigned i = 0; i < l->n; i++)
         rts[i] = l->rts[i].rt;
     for (unsigned r = 0; r < SS_NREGS; r++)
@@ -274,10 +274,11 @@ static uint64_t exit_frame(struct ulua *l, struct ss_uproc *up, struct ss_native
 {
     struct ss_lj_runtime *rts[MAX_RTS];
     uint64_t rsp = 0;
-    if (!ss_nf_reg(nf, SS_REG_SP, &rsp)) return 0;
     for (unsigned i = 0; i < l->n; i++)
         rts[i] = l->rts[i].rt;
     uint64_t ip = ss_nf_ip(nf);
+    if (!leaf && !ss_lj_exit_ret(rts, l->n, ip)) return 0; /* most frames: no need for rsp */
+    if (!ss_nf_reg(nf, SS_REG_SP, &rsp)) return 0;
     uint64_t cfa = leaf ? ss_lj_exit_leaf_cfa(rts, l->n, &up->mem, ip, rsp)
                         : ss_lj_exit_cfa(rts, l->n, &up->mem, ip, rsp);
     if (cfa) nf->regs.valid &= ~(1u << SS_DR_RBX | 1u << SS_DR_R15 | 1u << SS_DR_RBP);

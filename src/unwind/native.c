@@ -12,35 +12,13 @@
 #include "process/process.h"
 #include "unwind/native_int.h"
 
-static const uint8_t perf_to_dwarf[SS_NREGS] = {
-    [SS_REG_AX] = SS_DR_RAX,  [SS_REG_BX] = SS_DR_RBX,  [SS_REG_CX] = SS_DR_RCX,
-    [SS_REG_DX] = SS_DR_RDX,  [SS_REG_SI] = SS_DR_RSI,  [SS_REG_DI] = SS_DR_RDI,
-    [SS_REG_BP] = SS_DR_RBP,  [SS_REG_SP] = SS_DR_RSP,  [SS_REG_IP] = SS_DR_RIP,
-    [SS_REG_R8] = SS_DR_R8,   [SS_REG_R9] = SS_DR_R9,   [SS_REG_R10] = SS_DR_R10,
-    [SS_REG_R11] = SS_DR_R11, [SS_REG_R12] = SS_DR_R12, [SS_REG_R13] = SS_DR_R13,
-    [SS_REG_R14] = SS_DR_R14, [SS_REG_R15] = SS_DR_R15,
-};
-static const uint32_t perf_gp_mask = (1u << SS_REG_AX) | (1u << SS_REG_BX) | (1u << SS_REG_CX) |
-                                     (1u << SS_REG_DX) | (1u << SS_REG_SI) | (1u << SS_REG_DI) |
-                                     (1u << SS_REG_BP) | (1u << SS_REG_SP) | (1u << SS_REG_IP) |
-                                     (0xffu << SS_REG_R8);
-
-bool ss_nf_reg(const struct ss_native_frame *f, enum ss_reg reg, uint64_t *val)
-{
-    if ((unsigned)reg >= SS_NREGS || !(perf_gp_mask & (1u << reg))) return false;
-    unsigned d = perf_to_dwarf[reg];
-    if (!(f->regs.valid & (1u << d))) return false;
-    *val = f->regs.r[d];
-    return true;
-}
-
 void ss_native_frame_from_sample(struct ss_native_frame *f, const uint64_t regs[SS_NREGS])
 {
     memset(f, 0, sizeof(*f));
     for (unsigned i = 0; i < SS_NREGS; i++)
-        if (perf_gp_mask & (1u << i)) {
-            f->regs.r[perf_to_dwarf[i]] = regs[i];
-            f->regs.valid |= 1u << perf_to_dwarf[i];
+        if (SS_PERF_GP_MASK & (1u << i)) {
+            f->regs.r[ss_perf_to_dwarf[i]] = regs[i];
+            f->regs.valid |= 1u << ss_perf_to_dwarf[i];
         }
     f->flags = SS_NF_EXACT;
 }

@@ -89,8 +89,31 @@ static inline uint64_t ss_nf_sp(const struct ss_native_frame *f)
 {
     return f->regs.r[SS_DR_RSP];
 }
-/* Register by perf/ss.h numbering (SS_REG_BX...); false when unknown. */
-bool ss_nf_reg(const struct ss_native_frame *f, enum ss_reg reg, uint64_t *val);
+/* perf/ss.h register numbers -> DWARF ones, for the general-purpose
+ * registers (SS_PERF_GP_MASK) */
+static const uint8_t ss_perf_to_dwarf[SS_NREGS] = {
+    [SS_REG_AX] = SS_DR_RAX,  [SS_REG_BX] = SS_DR_RBX,  [SS_REG_CX] = SS_DR_RCX,
+    [SS_REG_DX] = SS_DR_RDX,  [SS_REG_SI] = SS_DR_RSI,  [SS_REG_DI] = SS_DR_RDI,
+    [SS_REG_BP] = SS_DR_RBP,  [SS_REG_SP] = SS_DR_RSP,  [SS_REG_IP] = SS_DR_RIP,
+    [SS_REG_R8] = SS_DR_R8,   [SS_REG_R9] = SS_DR_R9,   [SS_REG_R10] = SS_DR_R10,
+    [SS_REG_R11] = SS_DR_R11, [SS_REG_R12] = SS_DR_R12, [SS_REG_R13] = SS_DR_R13,
+    [SS_REG_R14] = SS_DR_R14, [SS_REG_R15] = SS_DR_R15,
+};
+#define SS_PERF_GP_MASK                                                                            \
+    ((1u << SS_REG_AX) | (1u << SS_REG_BX) | (1u << SS_REG_CX) | (1u << SS_REG_DX) |               \
+     (1u << SS_REG_SI) | (1u << SS_REG_DI) | (1u << SS_REG_BP) | (1u << SS_REG_SP) |               \
+     (1u << SS_REG_IP) | (0xffu << SS_REG_R8))
+
+/* Register by perf/ss.h numbering (SS_REG_BX...); false when unknown.
+ * Inline: the LuaJIT splice asks for four per native frame. */
+static inline bool ss_nf_reg(const struct ss_native_frame *f, enum ss_reg reg, uint64_t *val)
+{
+    if ((unsigned)reg >= SS_NREGS || !(SS_PERF_GP_MASK & (1u << reg))) return false;
+    unsigned d = ss_perf_to_dwarf[reg];
+    if (!(f->regs.valid & (1u << d))) return false;
+    *val = f->regs.r[d];
+    return true;
+}
 /* The address whose CFI row describes f: ip, or ip - 1 for return addresses. */
 static inline uint64_t ss_nf_lookup_ip(const struct ss_native_frame *f)
 {

@@ -33,13 +33,18 @@ static void record_hook(void *ctx, uint64_t addr, const void *data, size_t len, 
     if (u->o.record) u->o.record(u->o.record_ctx, up->pid, addr, data, len, err);
 }
 
-int ss_unwinder_new(struct ss_unwinder **out, const struct ss_unwinder_opts *o, struct ss_err *err)
+int ss_unwinder_new_files(struct ss_unwinder **out, const struct ss_unwinder_opts *o,
+                          struct ss_elf_cache *files, struct ss_err *err)
 {
     struct ss_unwinder *u = calloc(1, sizeof(*u));
     if (!u) return -ENOMEM;
     if (o) u->o = *o;
     if (!u->o.max_frames) u->o.max_frames = 512;
-    int r = ss_elf_cache_new(&u->files, u->o.debug_root);
+    int r = 0;
+    if (files)
+        u->files = files, u->files_shared = true;
+    else
+        r = ss_elf_cache_new(&u->files, u->o.debug_root);
     if (r == 0 && !(u->ljc = u->o.lj_cache)) r = ss_lj_detcache_new(&u->ljc_own);
     if (r == 0 && !u->ljc) u->ljc = u->ljc_own;
     if (r == 0) ss_elf_cache_set_synth(u->files, ss_lj_internal_syms, u->ljc);
@@ -55,6 +60,11 @@ int ss_unwinder_new(struct ss_unwinder **out, const struct ss_unwinder_opts *o, 
     }
     *out = u;
     return 0;
+}
+
+int ss_unwinder_new(struct ss_unwinder **out, const struct ss_unwinder_opts *o, struct ss_err *err)
+{
+    return ss_unwinder_new_files(out, o, NULL, err);
 }
 
 int ss_unwinder_reserve(struct ss_unwinder *u, size_t n)
@@ -104,7 +114,7 @@ void ss_unwinder_free(struct ss_unwinder *u)
     ss_ksyms_free(u->ksyms);
     ss_forks_free(u);
     ss_dfd_free(u->dfd); /* before the files: its thread knows none of them */
-    ss_elf_cache_free(u->files);
+    if (!u->files_shared) ss_elf_cache_free(u->files);
     ss_lj_detcache_free(u->ljc_own);
     ss_strpool_free(u->strs);
     free(u->nf);

@@ -36,6 +36,7 @@ struct ss_uproc {
 struct ss_unwinder {
     struct ss_unwinder_opts o;
     struct ss_elf_cache *files;
+    bool files_shared; /* files belongs to the caller (ss_unwinder_new_files) */
     struct ss_strpool *strs;
     struct ss_uproc *buckets[256];
     struct ss_uproc *last;
@@ -52,6 +53,11 @@ struct ss_unwinder {
     struct ss_fork *forks;  /* forks.c: children forked, not sampled yet */
 };
 
+/* ss_unwinder_new with the caller's cache of opened files (NULL: its own):
+ * a replay's runs share one, so a file's symbol table, FDE index and rule
+ * rows are built once. files must outlive the unwinder and is not freed. */
+int ss_unwinder_new_files(struct ss_unwinder **out, const struct ss_unwinder_opts *o,
+                          struct ss_elf_cache *files, struct ss_err *err);
 /* The bundle for pid; created for live processes when create is set.
  * NULL when the process cannot be looked at (*err says why). */
 struct ss_uproc *ss_unwinder_proc(struct ss_unwinder *u, uint32_t pid, bool create,

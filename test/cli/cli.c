@@ -338,6 +338,62 @@ static void inproc_msg(void *ctx, const char *msg)
     snprintf(p->msgs + used, p->msgslen - used, "%s\n", msg);
 }
 
+/* One run of r into the folded and/or text file (NULL: none). */
+static int inproc_run(struct ss_replay *r, const char *folded, const char *txt, struct inproc *p)
+{
+    struct ss_err err = {0};
+    const struct ss_snap_header *h = ss_replay_header(r);
+    uint32_t freq = h ? h->freq_hz : 99;
+    struct ss_report_opts ro = {.freq_hz = freq};
+    int rc = 0;
+    p->nsinks = 0;
+    p->rep = ss_report_new(&ro, &err);
+    const char *paths[2] = {folded, txt};
+    for (int i = 0; p->rep && i < 2; i++)
+        if (paths[i]) {
+            p->sinks[p->nsinks] = ss_report_sink_open(paths[i], SS_REPORT_NONE, freq, &err);
+            if (!p->sinks[p->nsinks]) {
+                rc = err.code ? err.code : -EINVAL;
+                break;
+            }
+            p->nsinks++;
+        }
+    if (!p->rep) rc = -ENOMEM;
+    if (rc == 0) {
+        rc = ss_replay_run(r, inproc_stack, inproc_msg, p, &err);
+        if (rc > 0) rc = -EIO;
+    }
+    for (int i = 0; i < p->nsinks; i++)
+        if (ss_report_sink_close(p->sinks[i], p->rep, &err) < 0 && rc == 0) rc = -EIO;
+    if (rc < 0 && err.msg[0]) inproc_msg(p, err.msg);
+    ss_report_free(p->rep);
+    p->rep = NULL;
+    return rc;
+}
+
+int cli_replay_runs(const char *snap, const char *symfs, int runs, const char *dir, char *msgs,
+                    size_t msgslen)
+{
+    struct ss_err err = {0};
+    struct ss_replay *r;
+    struct ss_replay_opts o = {.symfs = symfs};
+    struct inproc p = {.msgs = msgs, .msgslen = msgslen};
+    if (msgs && msgslen) msgs[0] = 0;
+    int rc = ss_replay_open(&r, snap, &o, &err);
+    if (rc < 0) {
+        inproc_msg(&p, err.msg);
+        return rc;
+    }
+    for (int k = 0; rc == 0 && k < runs; k++) {
+        char folded[4096], txt[4096];
+        snprintf(folded, sizeof(folded), "%s/run%d.folded", dir, k);
+        snprintf(txt, sizeof(txt), "%s/run%d.txt", dir, k);
+        rc = inproc_run(r, dir ? folded : NULL, dir ? txt : NULL, &p);
+    }
+    ss_replay_close(r);
+    return rc;
+}
+
 int cli_replay_inproc(const char *snap, const char *symfs, const char *folded, const char *txt,
                       char *msgs, size_t msgslen)
 {
@@ -351,29 +407,7 @@ int cli_replay_inproc(const char *snap, const char *symfs, const char *folded, c
         inproc_msg(&p, err.msg);
         return rc;
     }
-    const struct ss_snap_header *h = ss_replay_header(r);
-    uint32_t freq = h ? h->freq_hz : 99;
-    struct ss_report_opts ro = {.freq_hz = freq};
-    p.rep = ss_report_new(&ro, &err);
-    const char *paths[2] = {folded, txt};
-    for (int i = 0; p.rep && i < 2; i++)
-        if (paths[i]) {
-            p.sinks[p.nsinks] = ss_report_sink_open(paths[i], SS_REPORT_NONE, freq, &err);
-            if (!p.sinks[p.nsinks]) {
-                rc = err.code ? err.code : -EINVAL;
-                break;
-            }
-            p.nsinks++;
-        }
-    if (!p.rep) rc = -ENOMEM;
-    if (rc == 0) {
-        rc = ss_replay_run(r, inproc_stack, inproc_msg, &p, &err);
-        if (rc > 0) rc = -EIO;
-    }
-    for (int i = 0; i < p.nsinks; i++)
-        if (ss_report_sink_close(p.sinks[i], p.rep, &err) < 0 && rc == 0) rc = -EIO;
-    if (rc < 0 && err.msg[0]) inproc_msg(&p, err.msg);
-    ss_report_free(p.rep);
+    rc = inproc_run(r, folded, txt, &p);
     ss_replay_close(r);
     return rc;
 }

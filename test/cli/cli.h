@@ -70,6 +70,10 @@ long long cli_leaf_count(const char *text, const char *leaf);
  * Returns 0 or a negative errno. */
 int cli_replay_inproc(const char *snap, const char *symfs, const char *folded, const char *txt,
                       char *msgs, size_t msgslen);
+/* The same, runs times over one ss_replay (its later runs reuse what the
+ * first opened): run K into DIR/runK.folded and DIR/runK.txt. */
+int cli_replay_runs(const char *snap, const char *symfs, int runs, const char *dir, char *msgs,
+                    size_t msgslen);
 
 /* A gzipped pprof file unpacked (free with
  * perftools__profiles__profile__free_unpacked), or NULL. */

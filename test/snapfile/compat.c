@@ -140,9 +140,10 @@ Test(snapfile_compat, zstd_written_and_deflate_records_read_back_identically)
     size_t plain, defl, zst, nrec;
     count_flags(b, n, &plain, &defl, &zst, &nrec);
     cr_assert_eq(defl, 0, "the writer must not write deflate any more");
-    /* delta samples are stored uncompressed (format 4): the key sample of
-     * 16 KiB stack and the maps list are zstd records */
-    cr_assert_geq(zst, 2, "the key sample of 16 KiB stack and the maps list must be zstd records");
+    /* samples and memory reads are stored as is (key samples too, since
+     * format 4's second writer): the maps list is a zstd record; zstd
+     * samples of older writers: fixtures_read_without_damage */
+    cr_assert_geq(zst, 1, "the maps list must be a zstd record");
 
     /* Re-frame every zstd payload as deflate: u32 raw length + zlib stream,
      * exactly the layout of captures written before zstd. */

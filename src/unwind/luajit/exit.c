@@ -68,6 +68,17 @@ static uint64_t exit_cfa(struct ss_lj_runtime *const *rts, uint32_t nrts, struct
     return 0;
 }
 
+bool ss_lj_exit_ret(struct ss_lj_runtime *const *rts, uint32_t nrts, uint64_t ip)
+{
+    for (uint32_t i = 0; i < nrts; i++) {
+        const struct ss_lj_runtime *rt = rts[i];
+        if (rt && rt->lay && !rt->disabled && rt->info.exit_ret &&
+            ip == rt->bias + rt->info.exit_ret)
+            return true;
+    }
+    return false;
+}
+
 uint64_t ss_lj_exit_cfa(struct ss_lj_runtime *const *rts, uint32_t nrts, struct ss_mem *m,
                         uint64_t ip, uint64_t rsp)
 {

@@ -27,7 +27,19 @@
 struct stackbuf {
     uint64_t lo, hi; /* [lo, hi) copied */
     uint8_t *buf;
+    size_t cap; /* bytes at buf (the runtime's scratch, kept between walks) */
 };
+
+/* Room for n bytes at s->buf; what it held is kept. */
+static uint8_t *sb_room(struct stackbuf *s, size_t n)
+{
+    if (n <= s->cap) return s->buf;
+    uint8_t *b = realloc(s->buf, n);
+    if (!b) return NULL;
+    s->buf = b;
+    s->cap = n;
+    return b;
+}
 
 static bool sb_u64(const struct stackbuf *s, uint64_t a, uint64_t *v)
 {
@@ -71,9 +83,8 @@ static void read_cframe(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t a, 
 static int read_stack(struct ss_mem *m, struct stackbuf *s, uint64_t lo, uint64_t hi, bool live)
 {
     if (hi - lo > STACK_MAX) lo = hi - STACK_MAX;
-    uint8_t *b = realloc(s->buf, hi - lo + SEAM);
+    uint8_t *b = sb_room(s, hi - lo + SEAM);
     if (!b) return -ENOMEM;
-    s->buf = b;
     uint64_t x = live ? hi : ss_mem_sample_from(m, lo, hi);
     int rc = x < hi ? ss_mem_read(m, x, b + (x - lo), hi - x) : 0;
     if (!rc && lo < x) {
@@ -227,8 +238,14 @@ static int resolve(struct ss_lj_runtime *rt, struct ss_mem *m, struct lj_walk *w
 {
     const struct lj_layout *lay = rt->lay;
     struct ss_iov iov[2 * LJ_MAX_FRAMES];
-    uint8_t(*hb)[112] = malloc(sizeof(*hb) * 2 * (w->n ? w->n : 1));
-    if (!hb) return -ENOMEM;
+    size_t hlen = 112 * 2 * (w->n ? w->n : 1);
+    if (hlen > rt->hbuf_cap) {
+        uint8_t *nb = realloc(rt->hbuf, hlen);
+        if (!nb) return -ENOMEM;
+        rt->hbuf = nb;
+        rt->hbuf_cap = hlen;
+    }
+    uint8_t(*hb)[112] = (uint8_t(*)[112])rt->hbuf;
     uint8_t(*pb)[112] = hb + w->n;
     int guess[LJ_MAX_FRAMES], at[LJ_MAX_FRAMES];
     uint8_t sep[88], lep[88];
@@ -329,7 +346,6 @@ static int resolve(struct ss_lj_runtime *rt, struct ss_mem *m, struct lj_walk *w
         }
     }
 out:
-    free(hb);
     return rc;
 }
 
@@ -441,9 +457,8 @@ static int walk_once(struct ss_lj_runtime *rt, struct ss_mem *m, const struct lj
         const struct lj_lstack *ls = &rt->lstack[(st->L >> 4) % LJ_LSTACK_SLOTS];
         if (ls->L == st->L && ls->stack < st->base && ls->stack > win_lo) win_lo = ls->stack;
         win_hi = st->base + 16;
-        uint8_t *b = realloc(s->buf, win_hi - win_lo);
+        uint8_t *b = sb_room(s, win_hi - win_lo);
         if (!b) return -ENOMEM;
-        s->buf = b;
         iov[n++] = (struct ss_iov){.addr = win_lo, .dst = b, .len = win_hi - win_lo, .live = live};
     }
     rt->st.rounds++;
@@ -492,11 +507,9 @@ static int walk_once(struct ss_lj_runtime *rt, struct ss_mem *m, const struct lj
         uint64_t lo = base - stack > STACK_MAX ? base - STACK_MAX : stack;
         if (win_lo > stack && lo < win_lo) {
             size_t old = win_hi - win_lo, add = win_lo - lo;
-            uint8_t *b = malloc(old + add);
+            uint8_t *b = sb_room(s, old + add);
             if (!b) return -ENOMEM;
-            memcpy(b + add, s->buf, old);
-            free(s->buf);
-            s->buf = b;
+            memmove(b + add, b, old);
             rt->st.rounds++;
             rc = live ? ss_mem_read_target(m, lo, b, add) : ss_mem_read(m, lo, b, add);
             if (rc) return rc;
@@ -555,7 +568,7 @@ static int walk_once(struct ss_lj_runtime *rt, struct ss_mem *m, const struct lj
 int ss_lj_walk_thread(struct ss_lj_runtime *rt, struct ss_mem *m, const struct lj_start *st,
                       struct lj_walk *w)
 {
-    struct stackbuf s = {0};
+    struct stackbuf s = {.buf = rt->sbuf, .cap = rt->sbuf_cap};
     int rc = -EINVAL;
     memset(w, 0, offsetof(struct lj_walk, f));
     if (st->L < 4096 || (st->L & 7) || rt->disabled) return -EINVAL;
@@ -582,7 +595,8 @@ int ss_lj_walk_thread(struct ss_lj_runtime *rt, struct ss_mem *m, const struct l
         rc = walk_once(rt, m, &alt, w, &s, live);
         if (!rc && (!w->n || w->f[0].ffid <= 1)) rc = -ESTALE;
     }
-    free(s.buf);
+    rt->sbuf = s.buf;
+    rt->sbuf_cap = s.cap;
     if (rc) {
         w->n = 0;
         w->nsegs = 0;

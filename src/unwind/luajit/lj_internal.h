@@ -160,6 +160,7 @@ bool ss_lj_layout_same(const struct lj_layout *a, const struct lj_layout *b);
 
 #define LJ_MAX_GS 8
 #define LJ_PROTO_SLOTS 1024
+#define LJ_SPLICE_THREADS 8 /* lua_States walked per sample (splice.c) */
 #define LJ_INS_SLOTS 4096
 #define LJ_NAMES_PER_PROTO 8
 #define LJ_SPILL 512
@@ -274,6 +275,12 @@ struct ss_lj_runtime {
     uint64_t spill_epoch;
     struct lj_proto *spill; /* LJ_SPILL entries, allocated on first use */
     unsigned nspill;
+    /* scratch kept from sample to sample (no allocation per walk): the
+     * walks of one splice (splice.c), the copy of the Lua stack and the
+     * header batch of a walk (frames.c); contents never carried over */
+    struct lj_walk *walks[LJ_SPLICE_THREADS];
+    uint8_t *sbuf, *hbuf;
+    size_t sbuf_cap, hbuf_cap;
 };
 
 /* Intern a string (len bytes, need not be NUL-terminated); NULL on ENOMEM. */

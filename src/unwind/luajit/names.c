@@ -211,8 +211,9 @@ static bool slotname(const struct nctx *c, uint32_t pos, uint32_t slot, char *ou
 static const char *call_name(struct ss_lj_runtime *rt, struct ss_mem *m, struct lj_proto *p,
                              uint32_t pos)
 {
-    for (unsigned i = 0; i < LJ_NAMES_PER_PROTO; i++)
-        if (p->names[i].pos == pos + 1) return p->names[i].name;
+    /* a position's name is kept in slot pos % LJ_NAMES_PER_PROTO only */
+    const struct lj_pname *hit = &p->names[pos % LJ_NAMES_PER_PROTO];
+    if (hit->pos == pos + 1) return hit->name;
     struct nctx c = {rt, m, p};
     uint32_t ins = ins_at(&c, pos);
     unsigned op = op_of(ins);

@@ -134,6 +134,10 @@ void ss_lj_runtime_free(struct ss_lj_runtime *rt)
     for (unsigned i = 0; rt->spill && i < rt->nspill; i++)
         free(rt->spill[i].blob);
     free(rt->spill);
+    for (unsigned i = 0; i < LJ_SPLICE_THREADS; i++)
+        free(rt->walks[i]);
+    free(rt->sbuf);
+    free(rt->hbuf);
     free(rt->ins);
     free(rt->fnpt);
     ss_lj_trace_free(rt);

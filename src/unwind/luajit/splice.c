@@ -15,7 +15,7 @@
 
 #include "unwind/luajit/lj_internal.h"
 
-#define MAX_THREADS 8
+#define MAX_THREADS LJ_SPLICE_THREADS
 
 struct thr {
     uint64_t L, cframe; /* cframe of the VM frame the walk started from */
@@ -56,12 +56,14 @@ static int emit_segment(struct ss_lj_runtime *rt, struct ss_mem *m, const struct
     for (unsigned i = 0; i < w->n; i++) {
         const struct lj_wframe *wf = &w->f[i];
         if (wf->seg != seg || (wf->ftsz & 7) == LJ_FRAME_VARG || wf->ffid == 1) continue;
-        struct ss_frame fr;
-        ss_lj_frame_text(rt, m, w, i, &fr);
-        if (wf->proto && fr.name && strcmp(fr.name, "anonymous")) /* for partial.c */
-            wf->proto->self = fr.name;
-        int rc = push(out, -1, &fr);
-        if (rc) return rc;
+        if (out->n >= out->cap) return -ENOSPC;
+        struct ss_lj_item *it = &out->items[out->n++]; /* the text goes there directly */
+        it->native = -1;
+        ss_lj_frame_text(rt, m, w, i, &it->lua);
+        const char *name = it->lua.name;
+        /* for partial.c (the same name again: nothing to compare) */
+        if (wf->proto && name && name != wf->proto->self && strcmp(name, "anonymous"))
+            wf->proto->self = name;
         out->lua_frames++;
     }
     return 0;
@@ -210,7 +212,8 @@ int ss_lj_splice(struct ss_lj_runtime *const *rts, uint32_t nrts, struct ss_mem 
             if (!t && nth < MAX_THREADS) {
                 t = &th[nth++];
                 t->L = L;
-                t->w = malloc(sizeof(*t->w));
+                if (!rt->walks[nth - 1]) rt->walks[nth - 1] = malloc(sizeof(*t->w));
+                t->w = rt->walks[nth - 1];
                 t->rc = -ENOMEM;
                 t->cframe = cframe;
                 t->retried = false;
@@ -254,7 +257,5 @@ int ss_lj_splice(struct ss_lj_runtime *const *rts, uint32_t nrts, struct ss_mem 
             rc = push(out, (int32_t)i, NULL);
         }
     }
-    for (unsigned k = 0; k < nth; k++)
-        free(th[k].w);
     return rc;
 }
