@@ -30,7 +30,7 @@ if(NOT SS_SANITIZE)
     USES_TERMINAL_BUILD OFF)
   # Each fuzzer: first every regression input (crashes found earlier, fixed),
   # then a short run from the seeds. Run them long by hand: docs/security.md.
-  set(FZ_SECS 20)
+  set(FZ_SECS 10)
   set(FZ_RUN ${RL_DIR}/fuzz_run.sh)
   add_test(NAME fuzz_elf COMMAND ${FZ_RUN} ${FZ_BIN}/elf_fuzz ${FZ_DIR}/regress/elf ${FZ_SECS}
     -max_len=65536 ${FZ_BIN}/elf_seeds)

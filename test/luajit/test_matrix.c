@@ -22,6 +22,14 @@
 
 enum { CHAIN, NAMES, CORO, FFI, NCASES };
 static const char *const scripts[NCASES] = {"w.lua", "n.lua", "co.lua", "ffi_cb.lua"};
+#if defined(__SANITIZE_ADDRESS__)
+/* Under ASan the point is the walker's memory safety on each layout: the
+ * chain and the coroutine case of every build (the names and the FFI
+ * callback cases judge agreement: normal build), in half the suite time. */
+#define CASES (1u << CHAIN | 1u << CORO)
+#else
+#define CASES (~0u)
+#endif
 
 /* Run the cases in mask on a luajit-like command: argv0 [pre...] script;
  * in a namespaced chroot of root when set (the scripts are /mnt/... there,
@@ -30,7 +38,7 @@ static void run_cases_in(const char *label, const char *bin, const char *pre, co
                          const char *layout, unsigned mask, const char *root, bool derived)
 {
     for (unsigned k = 0; k < NCASES; k++) {
-        if (!(mask & (1u << k))) continue;
+        if (!(mask & CASES & (1u << k))) continue;
         static struct ljc c;
         memset(&c, 0, sizeof(c));
         char script[512], name[600];
