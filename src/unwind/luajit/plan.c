@@ -36,7 +36,7 @@
 
 #include "unwind/luajit/lj_internal.h"
 
-#define LJ_WIN_ABOVE 512u
+#define LJ_WIN_ABOVE 64u
 #define LJ_WIN_BELOW (SS_WIN_LEN_MAX - LJ_WIN_ABOVE)
 #define LJ_WIN_CLAMP 2048u
 #define LJ_WIN_MAIN_ABOVE 64u
