@@ -198,6 +198,12 @@ static int load(struct ss_capture *c, char *log, struct ss_err *err)
     if (!c->compat) {
         r = load_ringbuf(c, log, err);
         if (!r) return 0;
+        if (c->o.off_cpu) { /* compat has no off-CPU programs: no fallback */
+            char why[sizeof(err->msg)];
+            snprintf(why, sizeof(why), "%s", err->msg);
+            snprintf(err->msg, sizeof(err->msg), "--off-cpu: %.480s", why);
+            return r;
+        }
         snprintf(c->why, sizeof(c->why), "the ring buffer program was rejected (%.400s)", err->msg);
         *err = (struct ss_err){0};
         c->compat = true;

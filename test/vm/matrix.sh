@@ -67,8 +67,30 @@ for m in $modes; do
     done
     # windows copied at sample time: short calls whole even under emulation
     line=$(val "short_$m"); check "short_$m" "$line" "$(ratio "$line" 0.95)"
+    # --kernel: dd's kernel samples on the system call's path; most have kernel frames
+    line=$(val "kernel_$m"); ok=0
+    [[ $line == rc=0* ]] && [ "$(ratio "${line%%all_*}" 0.90)" = 1 ] && [ "$(ratio "${line#*all_}" 0.50)" = 1 ] && ok=1
+    check "kernel_$m" "$line" $ok
     echo "cost $suite $m: $(val "cost_$m")"
     echo "costwin $suite $m: $(val "costwin_$m")"
 done
+# --off-cpu: the ring buffer program's sched_switch and sys_exit programs,
+# 5.15+ (bpf_task_pt_regs); before that a clear error and exit status 1.
+line=$(val offcpu)
+if [ "$major" -gt 5 ] || { [ "$major" = 5 ] && [ "$minor" -ge 15 ]; }; then
+    num() { sed -nE "s/.* $1=([0-9.]+).*/\1/p" <<<"$line"; }
+    ok=$(awk -v t="$(num total)" -v a="$(num a)" -v b="$(num b)" -v w="$(num whole)" -v k="$(num kern)" \
+        -v ta="$(sed -nE 's/.*truth ([0-9.]+) .*/\1/p' <<<"$line")" \
+        -v tb="$(sed -nE 's/.*truth [0-9.]+ ([0-9.]+).*/\1/p' <<<"$line")" 'BEGIN {
+        tt = (ta + tb) * 1e6
+        # weights present and near the clock; the 3 ms share within 5 points;
+        # whole chains and kernel frames on 90% of the time
+        print (t > 0 && tt > 0 && t > 0.8 * tt && t < 1.2 * tt && a + b > 0 &&
+               (a / (a + b) - ta / (ta + tb))^2 < 0.0025 && w >= 0.9 * t && k >= 0.9 * t) ? 1 : 0 }')
+    [[ $line == rc=0* ]] || ok=0
+else
+    ok=0; [[ $line == rc=1* && $line == *"--off-cpu needs the ring buffer program"* ]] && ok=1
+fi
+check offcpu "$line" "$ok"
 [ $fails = 0 ] || { echo "$suite: $fails checks failed"; exit 1; }
 echo "$suite: all checks passed"
