@@ -22,9 +22,10 @@ say() { echo "SSVM $*"; }
 say kernel "$(uname -r)"
 say btf "$([ -r /sys/kernel/btf/vmlinux ] && echo yes || echo no)"
 
-# Which program loads by default, its size, and the forced compat one.
-for mode in default compat; do
-    flag=; [ $mode = compat ] && flag=--compat
+# Which program loads by default, its size, the forced compat one, and the
+# one --kernel loads (the ring buffer one from 5.15 on, as by default).
+for mode in default compat kernel; do
+    flag=; [ $mode = compat ] && flag=--compat; [ $mode = kernel ] && flag=--kernel
     out=$($ss info --bpf $flag -v 2>/tmp/bpf.err); rc=$?
     say "bpf_$mode" "rc=$rc" "$out" "$(grep '^stacksnap: ' /tmp/bpf.err | grep -v 'verifier log' | tr '\n' ' ')"
     grep -v '^stacksnap: ' /tmp/bpf.err | tail -n 40 | sed "s/^/SSVM-LOG verifier: /"
