@@ -109,6 +109,8 @@ static int load_ringbuf(struct ss_capture *c, char *log, struct ss_err *err)
     c->skel->rodata->windows = !c->o.no_windows;
     c->skel->rodata->kernel_stack = c->o.kernel;
     c->skel->rodata->offcpu_min_ns = (__u64)c->o.off_cpu_min_us * 1000;
+    bpf_program__set_autoload(c->skel->progs.snapshot, !c->o.kernel);
+    bpf_program__set_autoload(c->skel->progs.snapshot_k, c->o.kernel);
     bpf_program__set_autoload(c->skel->progs.offcpu_switch, c->o.off_cpu);
     bpf_program__set_autoload(c->skel->progs.offcpu_exit, c->o.off_cpu);
     /* a power of two, and room for one record at least */
@@ -127,7 +129,7 @@ static int load_ringbuf(struct ss_capture *c, char *log, struct ss_err *err)
         c->skel = NULL;
         return r;
     }
-    c->prog = c->skel->progs.snapshot;
+    c->prog = c->o.kernel ? c->skel->progs.snapshot_k : c->skel->progs.snapshot;
     c->follow_prog = c->skel->progs.follow_fork;
     c->pids_fd = bpf_map__fd(c->skel->maps.pids);
     c->plans_fd = bpf_map__fd(c->skel->maps.plans);
