@@ -85,6 +85,7 @@ int bn_bpf_open(struct bn_bpf **out, enum bn_prog kind, unsigned stack_size, boo
         b->snap->rodata->windows = windows;
         bpf_map__set_max_entries(b->snap->maps.events, RING_BYTES);
         bpf_program__set_autoload(b->snap->progs.follow_fork, follow);
+        bpf_program__set_autoload(b->snap->progs.snapshot_k, false); /* --kernel's */
         r = snapshot_bpf__load(b->snap);
         b->prog = b->snap->progs.snapshot;
         b->follow = follow ? b->snap->progs.follow_fork : NULL;

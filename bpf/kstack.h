@@ -20,8 +20,12 @@ static __always_inline void copy_kstack_traced(void *ctx, struct ss_ev_kstack *k
 }
 
 /* Ring buffer variant: reserve off bytes and the kernel stack area, fill
- * the area; NULL when the buffer is full. */
-static __noinline void *reserve_kstack(void *rb, void *ctx, __u64 off)
+ * the area; NULL when the buffer is full. Inline, not a subprogram: one
+ * that returns the record it tested makes the caller test a pointer the
+ * verifier knows is not NULL, and 6.1 still walks the NULL branch then,
+ * with the reference held ("Unreleased reference": it rejected the program
+ * and record --kernel fell back to compat). */
+static __always_inline void *reserve_kstack(void *rb, void *ctx, __u64 off)
 {
     __u8 *e = bpf_ringbuf_reserve(rb, off + SS_EV_KSTACK_BYTES, 0);
 

@@ -10,7 +10,8 @@
  * the next sample copies just that much at once. No unwinding, no loops, no
  * tail calls. For a process with a window plan (windows.h), the windows
  * are copied right after the copied stack (stack_room = stack_len); with
- * --kernel, the kernel stack after the stack and window areas (kstack.h).
+ * --kernel (entry point snapshot_k), the kernel stack after the stack and
+ * window areas (kstack.h).
  * A tp_btf program on sched_process_fork follows children (loaded only when
  * asked for); procevents.h adds the fork/exec/exit markers. */
 #include "vmlinux.h"
@@ -76,8 +77,7 @@ struct {
  * verifiers of 6.1 and 6.12 accept a main program's context argument only
  * under that name ("reg type unsupported for arg#0"; 7.2 takes any). It is
  * read through snapshot.h's uapi copy, with no CO-RE relocation. */
-SEC("perf_event")
-int snapshot(struct bpf_perf_event_data *pctx)
+static __always_inline int snapshot_body(struct bpf_perf_event_data *pctx, const bool kstack)
 {
     struct ss_perf_ctx *ctx = (void *)pctx;
     __u64 id = bpf_get_current_pid_tgid(), size = stack_size, len, sp;
@@ -108,7 +108,7 @@ int snapshot(struct bpf_perf_event_data *pctx)
     /* With the window area for a process with a plan, without it for the
      * others: a constant size on each path (the ring buffer takes no other). */
     if (windows) plan = bpf_map_lookup_elem(&plans, &tgid);
-    if (kernel_stack) { /* the kernel stack after the stack and windows */
+    if (kstack) { /* the kernel stack after the stack and windows */
         e = reserve_kstack(&events, pctx, sizeof(*e) + size + (plan ? SS_EV_WIN_BYTES : 0));
     } else {
         e = bpf_ringbuf_reserve(&events, sizeof(*e) + size + (plan ? SS_EV_WIN_BYTES : 0), 0);
@@ -180,6 +180,21 @@ out:
                               : BPF_RB_NO_WAKEUP);
     COUNT(c->emitted);
     return 0;
+}
+
+SEC("perf_event")
+int snapshot(struct bpf_perf_event_data *pctx)
+{
+    return snapshot_body(pctx, false);
+}
+
+/* --kernel: a second entry point of the same body, loaded instead of
+ * snapshot, so that the default program holds no kernel stack code at all
+ * (its size budget, test/capture/prog_test.c). */
+SEC("perf_event")
+int snapshot_k(struct bpf_perf_event_data *pctx)
+{
+    return snapshot_body(pctx, true);
 }
 
 /* Follow children: a fork by a selected process selects the child. */

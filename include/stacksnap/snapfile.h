@@ -268,7 +268,10 @@ int ss_snap_write_ksyms(struct ss_snap_writer *w, const struct ss_snap_ksyms *k,
 /* A process marker, where it came in the stream of samples. */
 int ss_snap_write_procevent(struct ss_snap_writer *w, const struct ss_proc_event *ev,
                             struct ss_err *err);
-/* Fill out[6] with "capture.seen", ... from st; returns 6. */
+/* Fill out[] with "capture.seen", ... from st and, when st saw off-CPU waits
+ * (--off-cpu), "capture.off_blocks", "capture.off_short" and
+ * "capture.off_unmatched"; returns how many (6, or SS_SNAP_CAPTURE_COUNTERS). */
+#define SS_SNAP_CAPTURE_COUNTERS 9
 uint32_t ss_snap_capture_counters(const struct ss_capture_stats *st, struct ss_snap_counter *out);
 
 /* Bundle the ELF file at open_path (recorded as name; NULL = open_path):

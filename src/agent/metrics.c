@@ -52,6 +52,16 @@ char *ag_metrics_text(struct ss_agent *a, size_t *len)
     C("stack_copy_failed_total", "Samples without any stack bytes.", s.cap.copy_failed);
     C("window_copy_failed_total", "Memory windows whose copy failed at sample time.",
       s.cap.win_failed);
+    if (a->o.off_cpu) { /* bpf/offcpu.h's counters */
+        C("offcpu_waits_total", "Times a thread of a selected process blocked (--off-cpu).",
+          s.cap.off_blocks);
+        C("offcpu_short_waits_total",
+          "Waits that ended within the off-CPU threshold (100 us): no sample.", s.cap.off_short);
+        C("offcpu_unmatched_waits_total",
+          "Waits outside a system call, or whose thread moved on before it returned: no sample.",
+          s.cap.off_unmatched);
+        C("offcpu_samples_total", "Off-CPU samples written to the BPF buffer.", s.cap.emitted);
+    }
     fprintf(f, "# HELP stacksnap_process_events_total Process forks, execs and exits seen in the "
                "sample stream.\n# TYPE stacksnap_process_events_total counter\n");
     for (uint32_t k = SS_PROC_FORK; k <= SS_PROC_EXIT; k++)

@@ -109,6 +109,8 @@ static int load_ringbuf(struct ss_capture *c, char *log, struct ss_err *err)
     c->skel->rodata->windows = !c->o.no_windows;
     c->skel->rodata->kernel_stack = c->o.kernel;
     c->skel->rodata->offcpu_min_ns = (__u64)c->o.off_cpu_min_us * 1000;
+    bpf_program__set_autoload(c->skel->progs.snapshot, !c->o.kernel);
+    bpf_program__set_autoload(c->skel->progs.snapshot_k, c->o.kernel);
     bpf_program__set_autoload(c->skel->progs.offcpu_switch, c->o.off_cpu);
     bpf_program__set_autoload(c->skel->progs.offcpu_exit, c->o.off_cpu);
     /* a power of two, and room for one record at least */
@@ -127,7 +129,7 @@ static int load_ringbuf(struct ss_capture *c, char *log, struct ss_err *err)
         c->skel = NULL;
         return r;
     }
-    c->prog = c->skel->progs.snapshot;
+    c->prog = c->o.kernel ? c->skel->progs.snapshot_k : c->skel->progs.snapshot;
     c->follow_prog = c->skel->progs.follow_fork;
     c->pids_fd = bpf_map__fd(c->skel->maps.pids);
     c->plans_fd = bpf_map__fd(c->skel->maps.plans);
@@ -198,6 +200,12 @@ static int load(struct ss_capture *c, char *log, struct ss_err *err)
     if (!c->compat) {
         r = load_ringbuf(c, log, err);
         if (!r) return 0;
+        if (c->o.off_cpu) { /* compat has no off-CPU programs: no fallback */
+            char why[sizeof(err->msg)];
+            snprintf(why, sizeof(why), "%s", err->msg);
+            snprintf(err->msg, sizeof(err->msg), "--off-cpu: %.480s", why);
+            return r;
+        }
         snprintf(c->why, sizeof(c->why), "the ring buffer program was rejected (%.400s)", err->msg);
         *err = (struct ss_err){0};
         c->compat = true;

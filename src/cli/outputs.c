@@ -142,3 +142,15 @@ void ss_outputs_summary(const struct ss_outputs *o, FILE *f)
     fprintf(f, ", %.1f%% with Lua frames, %.1f%% truncated", pct(o->lua, o->samples),
             pct(o->truncated, o->samples));
 }
+
+void ss_outputs_offcpu_summary(FILE *f, uint64_t waits, uint64_t shorter, uint64_t unmatched,
+                               unsigned min_us)
+{
+    char than[32] = "than the threshold";
+    if (min_us) snprintf(than, sizeof(than), "than %u us", min_us);
+    fprintf(f,
+            "stacksnap: off-CPU: %llu waits, %llu shorter %s, %llu not in a system call (no "
+            "sample)\n",
+            (unsigned long long)waits, (unsigned long long)shorter, than,
+            (unsigned long long)unmatched);
+}

@@ -44,5 +44,10 @@ int ss_outputs_close(struct ss_outputs *o);
 void ss_outputs_free(struct ss_outputs *o);
 /* "N samples (comm pid: n, ...), L% with Lua frames, T% truncated" */
 void ss_outputs_summary(const struct ss_outputs *o, FILE *f);
+/* --off-cpu's counters (ss_capture_stats off_*): "stacksnap: off-CPU: N
+ * waits, S shorter than M us, U not in a system call (no sample)"; min_us 0:
+ * "than the threshold" (a replay does not know it). */
+void ss_outputs_offcpu_summary(FILE *f, uint64_t waits, uint64_t shorter, uint64_t unmatched,
+                               unsigned min_us);
 
 #endif

@@ -201,12 +201,8 @@ static void progress(const struct rec *r, double t0, int final)
     fprintf(stderr, ", %llu drops, %llu unwind errors, %.1fs\n", (unsigned long long)cs.dropped,
             (unsigned long long)r->out.errors, el);
     if (r->c->off_cpu)
-        fprintf(stderr,
-                "stacksnap: off-CPU: %llu waits, %llu shorter than %u us, %llu not in a system "
-                "call (no sample)\n",
-                (unsigned long long)cs.off_blocks, (unsigned long long)cs.off_short,
-                r->c->off_cpu_min_us ? r->c->off_cpu_min_us : 100,
-                (unsigned long long)cs.off_unmatched);
+        ss_outputs_offcpu_summary(stderr, cs.off_blocks, cs.off_short, cs.off_unmatched,
+                                  r->c->off_cpu_min_us ? r->c->off_cpu_min_us : 100);
     if (cs.copy_failed || cs.skipped || r->c->verbose)
         fprintf(stderr,
                 "stacksnap: stack copies: %llu failed, %llu cut at the end of the stack; "

@@ -76,6 +76,10 @@ int ss_cmd_replay(const struct ss_cli *c)
     ss_outputs_summary(&out, stderr);
     fprintf(stderr, ", %llu drops while recording\n",
             (unsigned long long)ss_replay_counter(r, "capture.dropped"));
+    if (local.off_cpu)
+        ss_outputs_offcpu_summary(stderr, ss_replay_counter(r, "capture.off_blocks"),
+                                  ss_replay_counter(r, "capture.off_short"),
+                                  ss_replay_counter(r, "capture.off_unmatched"), 0);
     ss_outputs_free(&out);
     ss_replay_close(r);
     return rc;

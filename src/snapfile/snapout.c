@@ -379,7 +379,7 @@ uint64_t ss_snapout_bytes(const struct ss_snapout *so)
 int ss_snapout_close(struct ss_snapout *so, struct ss_capture *cap, struct ss_unwinder *u,
                      struct ss_err *err)
 {
-    struct ss_snap_counter c[6 + SS_TRUNC_ERROR + 2];
+    struct ss_snap_counter c[SS_SNAP_CAPTURE_COUNTERS + SS_TRUNC_ERROR + 2];
     uint32_t n = 0;
     if (cap) {
         struct ss_capture_stats cs;

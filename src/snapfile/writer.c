@@ -371,7 +371,11 @@ uint32_t ss_snap_capture_counters(const struct ss_capture_stats *st, struct ss_s
     out[3] = (struct ss_snap_counter){"capture.copy_failed", st->copy_failed};
     out[4] = (struct ss_snap_counter){"capture.copy_partial", st->copy_partial};
     out[5] = (struct ss_snap_counter){"capture.skipped", st->skipped};
-    return 6;
+    if (!st->off_blocks && !st->off_short && !st->off_unmatched) return 6; /* as before */
+    out[6] = (struct ss_snap_counter){"capture.off_blocks", st->off_blocks};
+    out[7] = (struct ss_snap_counter){"capture.off_short", st->off_short};
+    out[8] = (struct ss_snap_counter){"capture.off_unmatched", st->off_unmatched};
+    return SS_SNAP_CAPTURE_COUNTERS;
 }
 
 /* ---- end ---- */

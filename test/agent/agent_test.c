@@ -170,6 +170,8 @@ Test(agent, http_endpoints_real_clients, .timeout = 120)
     cr_expect(ag_metric(body, "stacksnap_profile_requests_abandoned_total") >= 1, "%s", body);
     cr_expect(ag_metric(body, "stacksnap_profile_requests_rejected_total") >= 1, "%s", body);
     cr_expect(ag_metric(body, "stacksnap_resident_memory_bytes") > 1e6, "%s", body);
+    /* off-CPU counters only with --off-cpu (test/cli/offcpu.c checks them) */
+    cr_expect(!strstr(body, "stacksnap_offcpu_"), "%s", body);
     free(body);
 
     /* the real Prometheus server scraped us: its query API has the counter */

@@ -5,7 +5,9 @@
  * 3 ms and 1 ms told apart by their Lua function; JIT (traces inline both functions): usleep 3 ms
  * and nanosleep 1 ms told apart by their native chain; a pipe fed at a known pace. Replay gives the
  * same folded text; pprof says off_cpu/nanoseconds plus a count; --off-cpu-min-us drops the shorter
- * waits and says so; the agent's /debug/pprof/profile of a sleeper with --off-cpu is its time. */
+ * waits and says so, in the capture's counters too (info, replay); the agent's
+ * /debug/pprof/profile of a sleeper with --off-cpu is its time, its /metrics has the off-CPU
+ * counters. */
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -221,6 +223,37 @@ Test(offcpu, threshold)
               r.err);
     cr_expect_geq(shorter, 150, "%s", r.err);
     cr_expect_geq(waits, 400, "%s", r.err);
+    /* the same counters in the capture: info lists them, replay says them */
+    unsigned long long unmatched = 0;
+    cr_assert(sscanf(s, "off-CPU: %*u waits, %*u shorter than %*u us, %llu not", &unmatched) == 1,
+              "%s", r.err);
+    char *iargv[] = {(char *)cli_ss(), "info", r.snap, NULL};
+    struct cli_res res;
+    cr_assert_eq(cli_run(&res, 60, iargv), 0);
+    cr_assert_eq(res.status, 0, "info: %s", res.err);
+    unsigned long long v[3] = {0, 0, 0};
+    const char *names[3] = {"capture.off_blocks", "capture.off_short", "capture.off_unmatched"};
+    for (int i = 0; i < 3; i++) {
+        const char *l = strstr(res.out, names[i]);
+        if (l) sscanf(l + strlen(names[i]), "%llu", &v[i]);
+    }
+    cr_expect(v[0] == waits && v[1] == shorter && v[2] == unmatched,
+              "info counters %llu %llu %llu, record said %llu %llu %llu:\n%s", v[0], v[1], v[2],
+              waits, shorter, unmatched, res.out);
+    cli_res_free(&res);
+    char *again = cli_path(r.dir, "r.folded");
+    char *rargv[] = {(char *)cli_ss(), "replay", r.snap, "-o", again, NULL};
+    cr_assert_eq(cli_run(&res, 60, rargv), 0);
+    cr_assert_eq(res.status, 0, "replay: %s", res.err);
+    unsigned long long rw = 0, rs = 0, ru = 0;
+    s = strstr(res.err, "off-CPU: ");
+    cr_expect(s &&
+                  sscanf(s, "off-CPU: %llu waits, %llu shorter than the threshold, %llu not", &rw,
+                         &rs, &ru) == 3 &&
+                  rw == waits && rs == shorter && ru == unmatched,
+              "replay: %s\nrecord: %s", res.err, r.err);
+    cli_res_free(&res);
+    free(again);
     free(lua);
     run_free(&r);
 }
@@ -244,6 +277,33 @@ Test(offcpu, agent_profile)
     cr_assert_eq(cli_run(&res, 60, curl), 0);
     int st = res.status;
     cli_res_free(&res);
+    /* /metrics has the off-CPU counters, and promtool accepts it */
+    char *mf = cli_path(dir, "metrics.txt"), *promtool = cli_which("promtool"), cmd[512];
+    char *mcurl[] = {"curl", "-sf", "-o", mf, "http://127.0.0.1:7496/metrics", NULL};
+    cr_assert_eq(cli_run(&res, 30, mcurl), 0);
+    cr_expect_eq(res.status, 0, "curl /metrics");
+    cli_res_free(&res);
+    char *metrics = cli_load(mf, NULL);
+    cr_assert(metrics, "%s", mf);
+    cr_assert(promtool, "promtool not installed (Debian prometheus; scripts/dev installs it)");
+    snprintf(cmd, sizeof(cmd), "'%s' check metrics < '%s'", promtool, mf);
+    char *sh[] = {"sh", "-c", cmd, NULL};
+    cr_assert_eq(cli_run(&res, 30, sh), 0);
+    cr_expect_eq(res.status, 0, "promtool: %s%s", res.out, res.err);
+    cli_res_free(&res);
+    /* the sleeper blocks ~500 times a second (3 ms and 1 ms): nearly all sampled */
+    double m[4] = {-1, -1, -1, -1};
+    const char *mn[4] = {"\nstacksnap_offcpu_waits_total ", "\nstacksnap_offcpu_short_waits_total ",
+                         "\nstacksnap_offcpu_unmatched_waits_total ",
+                         "\nstacksnap_offcpu_samples_total "};
+    for (int i = 0; i < 4; i++) {
+        const char *l = strstr(metrics, mn[i]);
+        if (l) m[i] = atof(l + strlen(mn[i]));
+    }
+    cr_expect(m[0] >= 300 && m[1] >= 0 && m[2] >= 0 && m[3] >= 0.8 * m[0] && m[3] <= m[0],
+              "off-CPU metrics %g waits, %g short, %g unmatched, %g samples:\n%s", m[0], m[1], m[2],
+              m[3], metrics);
+    free(metrics), free(mf), free(promtool);
     kill(agent, SIGTERM);
     cli_wait(agent, 10);
     kill(sleeper, SIGKILL);

@@ -22,9 +22,10 @@ say() { echo "SSVM $*"; }
 say kernel "$(uname -r)"
 say btf "$([ -r /sys/kernel/btf/vmlinux ] && echo yes || echo no)"
 
-# Which program loads by default, its size, and the forced compat one.
-for mode in default compat; do
-    flag=; [ $mode = compat ] && flag=--compat
+# Which program loads by default, its size, the forced compat one, and the
+# one --kernel loads (the ring buffer one from 5.15 on, as by default).
+for mode in default compat kernel; do
+    flag=; [ $mode = compat ] && flag=--compat; [ $mode = kernel ] && flag=--kernel
     out=$($ss info --bpf $flag -v 2>/tmp/bpf.err); rc=$?
     say "bpf_$mode" "rc=$rc" "$out" "$(grep '^stacksnap: ' /tmp/bpf.err | grep -v 'verifier log' | tr '\n' ' ')"
     grep -v '^stacksnap: ' /tmp/bpf.err | tail -n 40 | sed "s/^/SSVM-LOG verifier: /"
@@ -95,6 +96,13 @@ for mode in $modes; do
     grep -E "(spin|parse|route|render)$F" /tmp/s.folded |
         grep -Ev ";main$F;run$F;recurse$F;handler$F;(parse|route|render)$F(;spin$F)?(;[^(;]+)*\$" |
         awk '{print $NF, $0}' | sort -n | tail -n 4 | cut -d' ' -f2- | sed 's/^/SSVM-LOG short: /'
+    # Kernel frames (--kernel, bpf_get_stack): a syscall-heavy dd, its
+    # kernel samples on the system call's path (issue 17).
+    $ss record $flag --kernel -F 499 -d 1.5 -o /tmp/k.folded -- dd if=/dev/zero of=/dev/null bs=64k \
+        >/dev/null 2>/tmp/rec.err
+    say "kernel_$mode" "rc=$?" "$(share /tmp/k.folded '_[[]k[]]' '^[^;]*;(.*;)?entry_SYSCALL_64[a-z_]*_[[]k[]](;|$)')" \
+        "all_$(share /tmp/k.folded '' '_[[]k[]]')" "$(tail -n 1 /tmp/rec.err)"
+    grep '_\[k\]' /tmp/k.folded | grep -v 'entry_SYSCALL_64' | head -n 3 | sed 's/^/SSVM-LOG kernel: /'
     # Kernel cost per sample (emulated: compare kernels, not hosts), for
     # bench/kernels only (kernel command line ssvm.bench).
     if grep -q ssvm.bench /proc/cmdline; then
@@ -102,6 +110,22 @@ for mode in $modes; do
         say "costwin_$mode" "$($build/capture_cost $flag --windows --seconds 2 2>&1 | tr '\n' ' ')"
     fi
 done
+# Off-CPU (--off-cpu --kernel: tp_btf/sched_switch and sys_exit, the ring
+# buffer program only): 3 ms and 1 ms usleeps of the interpreter, weighted by
+# time; on kernels without what it needs (5.10: compat) a clear error.
+# "offcpu rc=N total=US a=US b=US whole=US kern=US truth A B": a and b on
+# their Lua function, whole on main..a/b down to usleep, kern with kernel
+# frames; truth is the program's own clock (s).
+(cd "$src/test/cli" && $ss record --off-cpu --kernel -o /tmp/o.folded -- luajit -joff offcpu_sleep.lua usleep 100 \
+    >/dev/null 2>/tmp/rec.err)
+rc=$?
+w=$(awk '/^luajit;/ { n = $NF; t += n
+        if ($0 ~ /;a [(]/) a += n; if ($0 ~ /;b [(]/) b += n
+        if ($0 ~ /;main [(]offcpu_sleep[.]lua:[0-9]+[)];[ab] [(]offcpu_sleep[.]lua:[0-9]+[)];.*usleep/) k += n
+        if ($0 ~ /_[[]k[]]/) kk += n }
+    END { printf "total=%d a=%d b=%d whole=%d kern=%d", t, a, b, k, kk }' /tmp/o.folded 2>/dev/null)
+say offcpu "rc=$rc" "$w" "$(grep -m1 '^truth ' /tmp/rec.err)" "$(grep '^stacksnap: ' /tmp/rec.err | tail -n 2 | tr '\n' ' ')"
+[ $rc = 0 ] || tail -n 5 /tmp/rec.err | sed 's/^/SSVM-LOG offcpu: /'
 say end
 sync
 poweroff -f

@@ -43,10 +43,11 @@ for b in "${bins[@]}"; do add "$b"; done
 for l in $libs /lib64/ld-linux-x86-64.so.2 /usr/bin/luajit; do from "$l"; done
 add "$src/test/vm/chain.lua"
 add "$src/test/cli/short.lua"
+add "$src/test/cli/offcpu_sleep.lua"
 mkdir -p "$root/bin" "$root/proc" "$root/sys" "$root/dev" "$root/tmp" "$root/run"
 cp "$deb/bin/busybox" "$root/bin/busybox"
 for a in sh mount umount mkdir cat echo grep awk sed sort head tail wc tr cut sleep poweroff \
-         uname ls rm timeout seq date printf test dmesg sync kill; do
+         uname ls rm timeout seq date printf test dmesg sync kill dd; do
     ln -sf busybox "$root/bin/$a"
 done
 ln -sf bin "$root/sbin"
