@@ -50,4 +50,12 @@ int ljt_perf_fd(const struct ljt_perf *p);
  * ';'. Native items print as "[native]". */
 void ljt_folded(const struct ss_lj_out *out, char *buf, size_t cap);
 
+/* A test that repeats another one's code paths on one more build: normal
+ * build only (the ASan run's share of the suite time). */
+#if defined(__SANITIZE_ADDRESS__)
+#define LJT_NOT_ASAN .disabled = true
+#else
+#define LJT_NOT_ASAN .disabled = false
+#endif
+
 #endif

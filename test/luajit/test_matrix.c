@@ -115,7 +115,7 @@ Test(luajit_matrix, trixie_built_gc64_jit)
 {
     built_trixie("gc64-jit", "derived-gc64-jit");
 }
-Test(luajit_matrix, trixie_built_gc64_nojit)
+Test(luajit_matrix, trixie_built_gc64_nojit, LJT_NOT_ASAN)
 {
     built_trixie("gc64-nojit", "derived-gc64-nojit");
 }
@@ -123,7 +123,7 @@ Test(luajit_matrix, trixie_built_nogc64_jit)
 {
     built_trixie("nogc64-jit", "derived-nogc64-jit");
 }
-Test(luajit_matrix, trixie_built_nogc64_nojit)
+Test(luajit_matrix, trixie_built_nogc64_nojit, LJT_NOT_ASAN)
 {
     built_trixie("nogc64-nojit", "derived-nogc64-nojit");
 }
@@ -143,7 +143,7 @@ Test(luajit_matrix, trixie_luajit_container)
 /* A C host (lj_host.c) linking Debian 13's libluajit-5.1.so.2, compiled
  * here (the Lua C API headers are the same) into the root's /tmp and run in
  * the container against that library and glibc. */
-Test(luajit_matrix, trixie_libluajit_host_container)
+Test(luajit_matrix, trixie_libluajit_host_container, LJT_NOT_ASAN)
 {
     char root[512], cmd[2048], bin[64];
     ljt_trixie_root(root, sizeof(root));
@@ -165,7 +165,7 @@ Test(luajit_matrix, built_gc64_jit)
     built("gc64-jit", "debian-luajit-2.1.0-beta3-git20220320");
 }
 
-Test(luajit_matrix, built_gc64_nojit)
+Test(luajit_matrix, built_gc64_nojit, LJT_NOT_ASAN)
 {
     built("gc64-nojit", "luajit-2.1-git20220320-gc64-nojit");
 }
@@ -175,7 +175,7 @@ Test(luajit_matrix, built_nogc64_jit)
     built("nogc64-jit", "luajit-2.1-git20220320-nogc64");
 }
 
-Test(luajit_matrix, built_nogc64_nojit)
+Test(luajit_matrix, built_nogc64_nojit, LJT_NOT_ASAN)
 {
     built("nogc64-nojit", "luajit-2.1-git20220320-nogc64-nojit");
 }

@@ -99,14 +99,14 @@ Test(luajit_trace, inline_trixie_built_gc64_jit)
     inline_chain("trixie built gc64-jit", ljt_built_trixie("gc64-jit"), NULL, "derived-gc64-jit");
 }
 
-Test(luajit_trace, inline_trixie_built_nogc64_jit)
+Test(luajit_trace, inline_trixie_built_nogc64_jit, LJT_NOT_ASAN)
 {
     inline_chain("trixie built nogc64-jit", ljt_built_trixie("nogc64-jit"), NULL,
                  "derived-nogc64-jit");
 }
 
 /* Debian 13's own luajit in mount+pid namespaces chrooted into its root. */
-Test(luajit_trace, inline_trixie_luajit_container)
+Test(luajit_trace, inline_trixie_luajit_container, LJT_NOT_ASAN)
 {
     char root[512];
     ljt_trixie_root(root, sizeof(root));
@@ -266,7 +266,7 @@ Test(luajit_trace, vm_state_frames_stripped)
 }
 
 /* Debian 13's stripped luajit in a container. */
-Test(luajit_trace, vm_state_frames_stripped_trixie_container)
+Test(luajit_trace, vm_state_frames_stripped_trixie_container, LJT_NOT_ASAN)
 {
     char root[512];
     ljt_trixie_root(root, sizeof(root));
@@ -311,7 +311,7 @@ Test(luajit_trace, state_functions_stripped)
     state_functions_stripped(ljt_built("gc64-jit"));
 }
 
-Test(luajit_trace, state_functions_stripped_trixie)
+Test(luajit_trace, state_functions_stripped_trixie, LJT_NOT_ASAN)
 {
     state_functions_stripped(ljt_built_trixie("gc64-jit"));
 }
@@ -385,7 +385,7 @@ Test(luajit_trace, trace_exits_trixie_gc64)
 {
     trace_exits("trixie-gc64-jit");
 }
-Test(luajit_trace, trace_exits_trixie_nogc64)
+Test(luajit_trace, trace_exits_trixie_nogc64, LJT_NOT_ASAN)
 {
     trace_exits("trixie-nogc64-jit");
 }
