@@ -59,6 +59,7 @@ ratio() { # line bar -> 1 when whole/total >= bar and total >= 100
 }
 modes="default compat"
 [ "$(val same_program)" = yes ] && modes=default # the default program is the compat one
+[ "$(val compat_records)" = no ] && modes=default # after 6.1: loading and capture_test only
 for m in $modes; do
     line=$(val "native_$m"); check "native_$m" "$line" "$(ratio "$line" 0.95)"
     js="joff jon"
