@@ -49,7 +49,7 @@ static __noinline int copy_window(struct win_ctx *c)
     if ((w->flags & SS_WIN_UNLESS_PREV) && c->prev) return 0;
     c->prev = 0;
     if (c->ip - w->ip_lo >= w->ip_span) return 0; /* SS_WIN_IF_IP */
-    a = w->addr; /* 0 for a register anchor (the loader's) */
+    a = w->addr;                                  /* 0 for a register anchor (the loader's) */
     if (w->reg < SS_PT_NREGS) a += c->e->regs[w->reg];
 #pragma unroll
     for (k = 0; k < 2; k++) {

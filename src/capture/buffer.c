@@ -108,8 +108,8 @@ static void deliver(struct ss_capture *c, const void *data, size_t size)
     /* the kernel stack follows the window area: after the whole stack area
      * in the ring buffer (its windows may start right after the copied
      * stack), after the copied stack in compat */
-    size_t koff = sizeof(e) + (c->compat ? e.stack_room : c->stack_size) +
-                  (e.nwin ? SS_EV_WIN_BYTES : 0);
+    size_t koff =
+        sizeof(e) + (c->compat ? e.stack_room : c->stack_size) + (e.nwin ? SS_EV_WIN_BYTES : 0);
     if (c->o.kernel && size >= koff + SS_EV_KSTACK_BYTES) { /* compat: may not have fit */
         struct ss_ev_kstack k;
         memcpy(&k, (const uint8_t *)data + koff, sizeof(k));

@@ -20,17 +20,20 @@
  * Window 2 only while coroutines run (a sample of the last two epochs had a
  * resumer on the main thread), or before the first sizes are known.
  *
- * Sizes follow the stacks the samples show (struct lj_winneed): every byte
- * copied costs kernel time at each sample (~0.15 ns a byte into the ring
- * buffer's cold lines), so a stack window covers the Lua stack the recent
- * walks found below BASE plus LJ_NEED_MARGIN, at least LJ_WIN_MIN, at most
- * LJ_WIN_BELOW (40 frames of 24 slots: call sites of real Lua code average
- * 12 slots between frames, 90% are within 25), and LJ_WIN_ABOVE above.
- * Until LJ_NEED_FIRST walks are in, the windows are the largest. A deeper
- * stack grows them at once; they shrink when the wanted size is
- * LJ_NEED_SLACK below the given one. One whose start is not readable keeps
- * its last LJ_WIN_CLAMP bytes (half, if smaller). Slots beyond a window are read live and
- * validated as before. Prototypes, strings and traces do not change while
+ * Sizes follow the stacks the samples show (struct lj_winneed): a window
+ * costs kernel time at every sample, ~0.15 ns a byte written to the ring
+ * buffer's cold lines and ~0.2 us a page the record touches (so they are
+ * back to back, right after the copied stack). A stack window covers the
+ * Lua stack the recent walks found below BASE plus LJ_NEED_MARGIN, at
+ * least LJ_WIN_MIN, at most LJ_WIN_BELOW (40 frames of 25 slots: call sites
+ * of real Lua code average 12 slots between frames, 90% are within 25), and
+ * LJ_WIN_ABOVE above (the walk reads 16 bytes there; a trace's inlined
+ * frames come from its snapshot). Until LJ_NEED_FIRST walks are in, the
+ * windows are the largest. A deeper stack grows them at once; they shrink
+ * when the wanted size is LJ_NEED_SLACK below the given one. One whose
+ * start is not readable keeps its last LJ_WIN_CLAMP bytes (half, if
+ * smaller). Slots beyond a window are read live and validated as before.
+ * Prototypes, strings and traces do not change while
  * alive and stay live reads with their caches. */
 #include <string.h>
 
@@ -161,7 +164,7 @@ int ss_lj_runtime_plan(const struct ss_lj_runtime *rt, uint64_t have, struct ss_
     w->off[2] = -(int64_t)below;
     w->clamp = clamp;
     if (!lay->nojit) { /* b: G->jit_base */
-        d = dst; /* the same place: one of a, b, c is copied */
+        d = dst;       /* the same place: one of a, b, c is copied */
         w = add(p, &d, slen);
         w->flags = SS_WIN_UNLESS_PREV;
         w->addr = G + lay->G_jit_base;
