@@ -307,6 +307,7 @@ struct ss_elf *ss_elf_open_image(const uint8_t *image, size_t size, int owned, c
         return NULL;
     }
     e->image_owned = owned;
+    e->image_mmapped = owned == 2;
     return e;
 }
 
@@ -375,6 +376,7 @@ int ss_elf_open_fd(struct ss_elf_cache *c, int fd, const char *path, struct ss_e
         return -ENOMEM;
     }
     e->image = img;
+    e->image_mmapped = true;
     e->size = st.st_size;
     e->dev = st.st_dev;
     e->ino = st.st_ino;
@@ -440,6 +442,41 @@ const void *ss_elf_vaddr_ptr(const struct ss_elf *e, uint64_t vaddr, size_t len)
         }
     }
     return NULL;
+}
+
+static bool table_section(const GElf_Shdr *sh)
+{
+    switch (sh->sh_type) {
+    case SHT_SYMTAB:
+    case SHT_DYNSYM:
+    case SHT_STRTAB:
+    case SHT_RELA:
+    case SHT_REL:
+    case SHT_HASH:
+    case SHT_GNU_HASH:
+    case SHT_GNU_versym:
+    case SHT_GNU_verdef:
+    case SHT_GNU_verneed:
+        return !(sh->sh_flags & SHF_COMPRESSED);
+    default:
+        return false;
+    }
+}
+
+void ss_elf_release_tables(const struct ss_elf *e)
+{
+    if (!e || !e->image_mmapped || !e->elf) return;
+    const uintptr_t page = 4096;
+    Elf_Scn *scn = NULL;
+    while ((scn = elf_nextscn(e->elf, scn))) {
+        GElf_Shdr sh;
+        if (!gelf_getshdr(scn, &sh) || !table_section(&sh)) continue;
+        if (sh.sh_offset > e->size || sh.sh_size > e->size - sh.sh_offset) continue;
+        uintptr_t lo = (uintptr_t)e->image + sh.sh_offset, hi = lo + sh.sh_size;
+        lo = (lo + page - 1) & ~(page - 1);
+        hi &= ~(page - 1);
+        if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
+    }
 }
 
 const void *ss_elf_section(struct ss_elf *e, const char *name, size_t *size, uint64_t *vaddr)

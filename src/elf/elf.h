@@ -71,7 +71,8 @@ struct ss_elf {
     void (*unwind_priv_free)(void *);
 
     int refs;
-    int image_owned; /* images opened without the cache: 1 free, 2 munmap */
+    int image_owned;    /* images opened without the cache: 1 free, 2 munmap */
+    bool image_mmapped; /* image is a private file mapping (ss_elf_release_tables) */
     struct ss_elf_cache *cache;
     struct ss_elf *next; /* cache chain */
 };
@@ -99,6 +100,13 @@ void ss_elf_put(struct ss_elf *e);
 const struct ss_elf_seg *ss_elf_seg_for_offset(const struct ss_elf *e, uint64_t off, uint64_t len);
 /* Pointer to the file bytes of ELF vaddr range [vaddr, vaddr + len), or NULL. */
 const void *ss_elf_vaddr_ptr(const struct ss_elf *e, uint64_t vaddr, size_t len);
+/* Give back the pages of e's symbol, string, hash, version and relocation
+ * sections (whole pages inside them): they are read whole once, to build
+ * the symbol table and by LuaJIT detection; afterwards only the names of
+ * the symbols looked up are read again. Only for images that are private
+ * file mappings the agent never writes (a later read faults the page in
+ * again from the page cache, same bytes); a no-op otherwise. */
+void ss_elf_release_tables(const struct ss_elf *e);
 /* Named section data (uncompressed); NULL when absent. */
 const void *ss_elf_section(struct ss_elf *e, const char *name, size_t *size, uint64_t *vaddr);
 

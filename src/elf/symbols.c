@@ -264,14 +264,16 @@ static struct ss_symtab *load(struct ss_elf *e)
     Elf *elf = e->elf;
     collect(t, &cs, elf, SHT_DYNSYM);
     bool full = true;
+    struct ss_elf *dbg = NULL;
     if (has_symtab(elf)) {
         collect(t, &cs, elf, SHT_SYMTAB);
     } else {
-        struct ss_elf *dbg = ss_elf_debug(e);
+        dbg = ss_elf_debug(e);
         if (!dbg || !has_symtab(dbg->elf)) dbg = ss_elf_fetched_debug(e);
         if (dbg && has_symtab(dbg->elf)) {
             collect(t, &cs, dbg->elf, SHT_SYMTAB);
         } else {
+            dbg = NULL;
             full = false;
             size_t sz = 0;
             void *img = ss_elf_minidebuginfo(e, &sz);
@@ -319,6 +321,12 @@ static struct ss_symtab *load(struct ss_elf *e)
     free(cs.v);
     for (size_t i = 0; i < t->n; i++) /* zero-sized: up to the next symbol */
         if (!t->v[i].size && i + 1 < t->n) t->v[i].size = t->v[i + 1].addr - t->v[i].addr;
+    /* Building read every symbol, name and relocation of the tables; from
+     * now on only the names of the symbols looked up are read (the names
+     * point into the mapped string tables), so give the pages back and let
+     * those lookups fault in the few they need. */
+    ss_elf_release_tables(e);
+    ss_elf_release_tables(dbg);
     return t;
 }
 
