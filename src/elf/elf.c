@@ -107,12 +107,35 @@ void ss_elf_cache_free(struct ss_elf_cache *c)
     free(c);
 }
 
+/* Files no mapping refers to stay open for a few collections (a compiler
+ * or shell started again a second later finds its files parsed, their
+ * symbol tables and unwind rows built), at most SS_ELF_IDLE_MAX of them:
+ * past that the longest idle go first. */
+#define SS_ELF_IDLE_ROUNDS 8
+#define SS_ELF_IDLE_MAX 16
+
 void ss_elf_cache_gc(struct ss_elf_cache *c)
 {
+    unsigned idle = 0, hist[SS_ELF_IDLE_ROUNDS + 1] = {0};
+    for (struct ss_elf *e = c->head; e; e = e->next) {
+        if (e->refs > 0) {
+            e->idle_rounds = 0;
+            continue;
+        }
+        if (e->idle_rounds < SS_ELF_IDLE_ROUNDS) e->idle_rounds++;
+        idle++;
+        hist[e->idle_rounds]++;
+    }
+    /* the idle age from which files go: the oldest until SS_ELF_IDLE_MAX remain */
+    unsigned cut = SS_ELF_IDLE_ROUNDS;
+    while (cut > 1 && idle > SS_ELF_IDLE_MAX) {
+        idle -= hist[cut];
+        cut--;
+    }
     struct ss_elf **pp = &c->head;
     while (*pp) {
         struct ss_elf *e = *pp;
-        if (e->refs <= 0) {
+        if (e->refs <= 0 && e->idle_rounds >= cut) {
             *pp = e->next;
             c->count--;
             elf_destroy(e);
@@ -362,6 +385,16 @@ int ss_elf_open_fd(struct ss_elf_cache *c, int fd, const char *path, struct ss_e
         ss_err_set(err, -EINVAL, "%s: not a regular ELF file", path);
         return -EINVAL;
     }
+    /* the same file (device, inode, size, mtime) already open: no new
+     * mapping, no parse (every process of a host maps the same libraries) */
+    uint64_t mtime = st.st_mtim.tv_sec * 1000000000ull + st.st_mtim.tv_nsec;
+    for (struct ss_elf *o = c->head; o; o = o->next)
+        if (o->ino == (uint64_t)st.st_ino && o->dev == (uint64_t)st.st_dev &&
+            o->fsize == (uint64_t)st.st_size && o->mtime == mtime) {
+            close(fd);
+            *out = ss_elf_ref(o);
+            return 0;
+        }
     void *img = mmap(NULL, st.st_size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
     close(fd);
     if (img == MAP_FAILED) {
@@ -381,7 +414,7 @@ int ss_elf_open_fd(struct ss_elf_cache *c, int fd, const char *path, struct ss_e
     e->dev = st.st_dev;
     e->ino = st.st_ino;
     e->fsize = st.st_size;
-    e->mtime = st.st_mtim.tv_sec * 1000000000ull + st.st_mtim.tv_nsec;
+    e->mtime = mtime;
     int r = ss_elf_parse(e, err);
     if (r < 0) {
         elf_destroy(e);

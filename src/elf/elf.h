@@ -71,8 +71,9 @@ struct ss_elf {
     void (*unwind_priv_free)(void *);
 
     int refs;
-    int image_owned;    /* images opened without the cache: 1 free, 2 munmap */
-    bool image_mmapped; /* image is a private file mapping (ss_elf_release_tables) */
+    unsigned idle_rounds; /* collections (ss_elf_cache_gc) seen unreferenced */
+    int image_owned;      /* images opened without the cache: 1 free, 2 munmap */
+    bool image_mmapped;   /* image is a private file mapping (ss_elf_release_tables) */
     struct ss_elf_cache *cache;
     struct ss_elf *next; /* cache chain */
 };
@@ -81,12 +82,14 @@ struct ss_elf {
  * NULL = "/"), so tests and --symfs can point elsewhere. */
 int ss_elf_cache_new(struct ss_elf_cache **out, const char *debug_root);
 void ss_elf_cache_free(struct ss_elf_cache *c);
-/* Close files no mapping refers to any more. */
+/* Close files no mapping has referred to for the last 8 collections, and
+ * the longest unreferenced beyond 16 such files. */
 void ss_elf_cache_gc(struct ss_elf_cache *c);
 size_t ss_elf_cache_count(const struct ss_elf_cache *c);
 
 /* Open the ELF file on fd (always consumed) and return a referenced ss_elf:
- * the cached one when a file with the same build-id is already open. */
+ * the cached one when the same file (device, inode, size, mtime; not mapped
+ * again) or a file with the same build-id is already open. */
 int ss_elf_open_fd(struct ss_elf_cache *c, int fd, const char *path, struct ss_elf **out,
                    struct ss_err *err);
 /* Open by path (host filesystem); for tests and tools. */
