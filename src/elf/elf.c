@@ -496,19 +496,27 @@ static bool table_section(const GElf_Shdr *sh)
     }
 }
 
+void ss_elf_release_range(const struct ss_elf *e, const void *p, size_t len)
+{
+    if (!e || !e->image_mmapped || !p) return;
+    uintptr_t img = (uintptr_t)e->image, lo = (uintptr_t)p;
+    if (lo < img || lo - img > e->size || len > e->size - (lo - img)) return; /* not ours */
+    const uintptr_t page = 4096;
+    uintptr_t hi = lo + len;
+    lo = (lo + page - 1) & ~(page - 1);
+    hi &= ~(page - 1);
+    if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
 void ss_elf_release_tables(const struct ss_elf *e)
 {
     if (!e || !e->image_mmapped || !e->elf) return;
-    const uintptr_t page = 4096;
     Elf_Scn *scn = NULL;
     while ((scn = elf_nextscn(e->elf, scn))) {
         GElf_Shdr sh;
         if (!gelf_getshdr(scn, &sh) || !table_section(&sh)) continue;
         if (sh.sh_offset > e->size || sh.sh_size > e->size - sh.sh_offset) continue;
-        uintptr_t lo = (uintptr_t)e->image + sh.sh_offset, hi = lo + sh.sh_size;
-        lo = (lo + page - 1) & ~(page - 1);
-        hi &= ~(page - 1);
-        if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
+        ss_elf_release_range(e, e->image + sh.sh_offset, sh.sh_size);
     }
 }
 

@@ -110,6 +110,13 @@ const void *ss_elf_vaddr_ptr(const struct ss_elf *e, uint64_t vaddr, size_t len)
  * file mappings the agent never writes (a later read faults the page in
  * again from the page cache, same bytes); a no-op otherwise. */
 void ss_elf_release_tables(const struct ss_elf *e);
+/* The same for the whole pages of [p, p + len) when they lie in e's image:
+ * long one-pass scans (relocations, symbol entries) give back what they
+ * have read as they go, so a big library never has its tables resident at
+ * once. */
+void ss_elf_release_range(const struct ss_elf *e, const void *p, size_t len);
+/* Entries a scan reads between two ss_elf_release_range calls. */
+#define SS_ELF_RELEASE_EVERY 8192
 /* Named section data (uncompressed); NULL when absent. */
 const void *ss_elf_section(struct ss_elf *e, const char *name, size_t *size, uint64_t *vaddr);
 
