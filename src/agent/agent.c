@@ -65,9 +65,29 @@ static void on_proc_event(void *ctx, const struct ss_proc_event *ev)
     if (a->seg) ag_seg_proc_event(a->seg, ev);
 }
 
+/* The ring buffer of CPU samples: room for half a second of samples at the
+ * rate on every CPU, each at its largest (stack snapshot, window area,
+ * header), as a power of two from 1 to 8 MiB (record's size, the default).
+ * The ring is locked kernel memory mapped twice into the agent, so 8 MiB
+ * for 19 Hz on a small host was 16 MiB of the agent's RSS for nothing.
+ * Off-CPU samples follow the workload's blocking, not the rate: default. */
+static unsigned ring_bytes(const struct ss_agent_opts *o)
+{
+    if (o->off_cpu) return 0;
+    long cpus = sysconf(_SC_NPROCESSORS_CONF);
+    uint64_t rec = (uint64_t)(o->stack_size ? o->stack_size : SS_STACK_DEFAULT) + 16384 + 1024;
+    uint64_t want =
+        (uint64_t)(o->freq_hz ? o->freq_hz : 19) * (uint64_t)(cpus > 0 ? cpus : 1) * rec / 2;
+    unsigned ring = 1u << 20;
+    while (ring < want && ring < (8u << 20))
+        ring <<= 1;
+    return ring;
+}
+
 static int open_capture(struct ss_agent *a, struct ss_err *err)
 {
     struct ss_capture_opts co = {.freq_hz = a->o.freq_hz,
+                                 .ringbuf_bytes = ring_bytes(&a->o),
                                  .stack_size = a->o.stack_size,
                                  .system_wide = a->o.npids == 0,
                                  .compat = a->o.compat,

@@ -1,5 +1,6 @@
 /* cli/main.c: `stacksnap` entry point — parse, dispatch, map errors to exit codes
  * (0 success, 1 runtime failure, 2 usage or bad input). */
+#include <malloc.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -9,6 +10,12 @@
 
 int main(int argc, char **argv)
 {
+    /* Blocks of 128 KiB and more always come from mmap and go back when
+     * freed. glibc otherwise raises this threshold to the largest block
+     * freed so far, so the big short-lived arrays of a symbol table build
+     * (candidates, sort keys) end up in the heap, which keeps their pages
+     * for good: a long-running agent's RSS then holds its worst build. */
+    mallopt(M_MMAP_THRESHOLD, 128 * 1024);
     struct ss_cli c;
     if (argc == 2 && !strcmp(argv[1], "--version")) {
         printf("stacksnap %s\n", SS_VERSION);

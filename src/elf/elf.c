@@ -107,12 +107,35 @@ void ss_elf_cache_free(struct ss_elf_cache *c)
     free(c);
 }
 
+/* Files no mapping refers to stay open for a few collections (a compiler
+ * or shell started again a second later finds its files parsed, their
+ * symbol tables and unwind rows built), at most SS_ELF_IDLE_MAX of them:
+ * past that the longest idle go first. */
+#define SS_ELF_IDLE_ROUNDS 8
+#define SS_ELF_IDLE_MAX 16
+
 void ss_elf_cache_gc(struct ss_elf_cache *c)
 {
+    unsigned idle = 0, hist[SS_ELF_IDLE_ROUNDS + 1] = {0};
+    for (struct ss_elf *e = c->head; e; e = e->next) {
+        if (e->refs > 0) {
+            e->idle_rounds = 0;
+            continue;
+        }
+        if (e->idle_rounds < SS_ELF_IDLE_ROUNDS) e->idle_rounds++;
+        idle++;
+        hist[e->idle_rounds]++;
+    }
+    /* the idle age from which files go: the oldest until SS_ELF_IDLE_MAX remain */
+    unsigned cut = SS_ELF_IDLE_ROUNDS;
+    while (cut > 1 && idle > SS_ELF_IDLE_MAX) {
+        idle -= hist[cut];
+        cut--;
+    }
     struct ss_elf **pp = &c->head;
     while (*pp) {
         struct ss_elf *e = *pp;
-        if (e->refs <= 0) {
+        if (e->refs <= 0 && e->idle_rounds >= cut) {
             *pp = e->next;
             c->count--;
             elf_destroy(e);
@@ -307,6 +330,7 @@ struct ss_elf *ss_elf_open_image(const uint8_t *image, size_t size, int owned, c
         return NULL;
     }
     e->image_owned = owned;
+    e->image_mmapped = owned == 2;
     return e;
 }
 
@@ -361,6 +385,16 @@ int ss_elf_open_fd(struct ss_elf_cache *c, int fd, const char *path, struct ss_e
         ss_err_set(err, -EINVAL, "%s: not a regular ELF file", path);
         return -EINVAL;
     }
+    /* the same file (device, inode, size, mtime) already open: no new
+     * mapping, no parse (every process of a host maps the same libraries) */
+    uint64_t mtime = st.st_mtim.tv_sec * 1000000000ull + st.st_mtim.tv_nsec;
+    for (struct ss_elf *o = c->head; o; o = o->next)
+        if (o->ino == (uint64_t)st.st_ino && o->dev == (uint64_t)st.st_dev &&
+            o->fsize == (uint64_t)st.st_size && o->mtime == mtime) {
+            close(fd);
+            *out = ss_elf_ref(o);
+            return 0;
+        }
     void *img = mmap(NULL, st.st_size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
     close(fd);
     if (img == MAP_FAILED) {
@@ -375,11 +409,12 @@ int ss_elf_open_fd(struct ss_elf_cache *c, int fd, const char *path, struct ss_e
         return -ENOMEM;
     }
     e->image = img;
+    e->image_mmapped = true;
     e->size = st.st_size;
     e->dev = st.st_dev;
     e->ino = st.st_ino;
     e->fsize = st.st_size;
-    e->mtime = st.st_mtim.tv_sec * 1000000000ull + st.st_mtim.tv_nsec;
+    e->mtime = mtime;
     int r = ss_elf_parse(e, err);
     if (r < 0) {
         elf_destroy(e);
@@ -440,6 +475,49 @@ const void *ss_elf_vaddr_ptr(const struct ss_elf *e, uint64_t vaddr, size_t len)
         }
     }
     return NULL;
+}
+
+static bool table_section(const GElf_Shdr *sh)
+{
+    switch (sh->sh_type) {
+    case SHT_SYMTAB:
+    case SHT_DYNSYM:
+    case SHT_STRTAB:
+    case SHT_RELA:
+    case SHT_REL:
+    case SHT_HASH:
+    case SHT_GNU_HASH:
+    case SHT_GNU_versym:
+    case SHT_GNU_verdef:
+    case SHT_GNU_verneed:
+        return !(sh->sh_flags & SHF_COMPRESSED);
+    default:
+        return false;
+    }
+}
+
+void ss_elf_release_range(const struct ss_elf *e, const void *p, size_t len)
+{
+    if (!e || !e->image_mmapped || !p) return;
+    uintptr_t img = (uintptr_t)e->image, lo = (uintptr_t)p;
+    if (lo < img || lo - img > e->size || len > e->size - (lo - img)) return; /* not ours */
+    const uintptr_t page = 4096;
+    uintptr_t hi = lo + len;
+    lo = (lo + page - 1) & ~(page - 1);
+    hi &= ~(page - 1);
+    if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
+void ss_elf_release_tables(const struct ss_elf *e)
+{
+    if (!e || !e->image_mmapped || !e->elf) return;
+    Elf_Scn *scn = NULL;
+    while ((scn = elf_nextscn(e->elf, scn))) {
+        GElf_Shdr sh;
+        if (!gelf_getshdr(scn, &sh) || !table_section(&sh)) continue;
+        if (sh.sh_offset > e->size || sh.sh_size > e->size - sh.sh_offset) continue;
+        ss_elf_release_range(e, e->image + sh.sh_offset, sh.sh_size);
+    }
 }
 
 const void *ss_elf_section(struct ss_elf *e, const char *name, size_t *size, uint64_t *vaddr)

@@ -71,7 +71,9 @@ struct ss_elf {
     void (*unwind_priv_free)(void *);
 
     int refs;
-    int image_owned; /* images opened without the cache: 1 free, 2 munmap */
+    unsigned idle_rounds; /* collections (ss_elf_cache_gc) seen unreferenced */
+    int image_owned;      /* images opened without the cache: 1 free, 2 munmap */
+    bool image_mmapped;   /* image is a private file mapping (ss_elf_release_tables) */
     struct ss_elf_cache *cache;
     struct ss_elf *next; /* cache chain */
 };
@@ -80,12 +82,14 @@ struct ss_elf {
  * NULL = "/"), so tests and --symfs can point elsewhere. */
 int ss_elf_cache_new(struct ss_elf_cache **out, const char *debug_root);
 void ss_elf_cache_free(struct ss_elf_cache *c);
-/* Close files no mapping refers to any more. */
+/* Close files no mapping has referred to for the last 8 collections, and
+ * the longest unreferenced beyond 16 such files. */
 void ss_elf_cache_gc(struct ss_elf_cache *c);
 size_t ss_elf_cache_count(const struct ss_elf_cache *c);
 
 /* Open the ELF file on fd (always consumed) and return a referenced ss_elf:
- * the cached one when a file with the same build-id is already open. */
+ * the cached one when the same file (device, inode, size, mtime; not mapped
+ * again) or a file with the same build-id is already open. */
 int ss_elf_open_fd(struct ss_elf_cache *c, int fd, const char *path, struct ss_elf **out,
                    struct ss_err *err);
 /* Open by path (host filesystem); for tests and tools. */
@@ -99,6 +103,20 @@ void ss_elf_put(struct ss_elf *e);
 const struct ss_elf_seg *ss_elf_seg_for_offset(const struct ss_elf *e, uint64_t off, uint64_t len);
 /* Pointer to the file bytes of ELF vaddr range [vaddr, vaddr + len), or NULL. */
 const void *ss_elf_vaddr_ptr(const struct ss_elf *e, uint64_t vaddr, size_t len);
+/* Give back the pages of e's symbol, string, hash, version and relocation
+ * sections (whole pages inside them): they are read whole once, to build
+ * the symbol table and by LuaJIT detection; afterwards only the names of
+ * the symbols looked up are read again. Only for images that are private
+ * file mappings the agent never writes (a later read faults the page in
+ * again from the page cache, same bytes); a no-op otherwise. */
+void ss_elf_release_tables(const struct ss_elf *e);
+/* The same for the whole pages of [p, p + len) when they lie in e's image:
+ * long one-pass scans (relocations, symbol entries) give back what they
+ * have read as they go, so a big library never has its tables resident at
+ * once. */
+void ss_elf_release_range(const struct ss_elf *e, const void *p, size_t len);
+/* Entries a scan reads between two ss_elf_release_range calls. */
+#define SS_ELF_RELEASE_EVERY 8192
 /* Named section data (uncompressed); NULL when absent. */
 const void *ss_elf_section(struct ss_elf *e, const char *name, size_t *size, uint64_t *vaddr);
 

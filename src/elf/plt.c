@@ -70,8 +70,10 @@ static const char *sym_name(Elf *elf, Elf_Scn *symscn, Elf_Data *symd, size_t id
 
 /* The JUMP_SLOT, GLOB_DAT and IRELATIVE relocations of one allocated
  * SHT_RELA section (.rela.plt, .rela.dyn). */
-static void collect_relocs(Elf *elf, Elf_Scn *scn, const GElf_Shdr *sh, struct prels *rs)
+static void collect_relocs(const struct ss_elf *e, Elf_Scn *scn, const GElf_Shdr *sh,
+                           struct prels *rs)
 {
+    Elf *elf = e->elf;
     if (sh->sh_entsize && sh->sh_entsize != sizeof(Elf64_Rela)) return;
     Elf_Data *d = elf_getdata(scn, NULL);
     if (!d || !d->d_buf) return;
@@ -86,6 +88,10 @@ static void collect_relocs(Elf *elf, Elf_Scn *scn, const GElf_Shdr *sh, struct p
     for (size_t i = 0; i < n && i <= INT32_MAX && rs->n < MAX_RELOCS; i++) {
         GElf_Rela r;
         if (!gelf_getrela(d, (int)i, &r)) break;
+        if (i && i % SS_ELF_RELEASE_EVERY == 0)
+            ss_elf_release_range(
+                e, (const uint8_t *)d->d_buf + (i - SS_ELF_RELEASE_EVERY) * sizeof(Elf64_Rela),
+                SS_ELF_RELEASE_EVERY * sizeof(Elf64_Rela));
         uint32_t type = GELF_R_TYPE(r.r_info);
         const char *name = NULL;
         if (type == R_X86_64_JUMP_SLOT || type == R_X86_64_GLOB_DAT) {
@@ -181,7 +187,7 @@ void ss_elf_plt_symbols(struct ss_elf *e, ss_plt_fn fn, void *ctx)
     while ((scn = elf_nextscn(elf, scn))) {
         GElf_Shdr sh;
         if (gelf_getshdr(scn, &sh) && sh.sh_type == SHT_RELA && (sh.sh_flags & SHF_ALLOC))
-            collect_relocs(elf, scn, &sh, &rs);
+            collect_relocs(e, scn, &sh, &rs);
     }
     if (!rs.n) {
         free(rs.v);

@@ -88,8 +88,9 @@ static struct cand *cand_add(struct cands *cs)
 }
 
 /* Collect function symbols of one symbol table section. */
-static void collect(struct ss_symtab *t, struct cands *cs, Elf *elf, uint32_t type)
+static void collect(struct ss_symtab *t, struct cands *cs, const struct ss_elf *e, uint32_t type)
 {
+    Elf *elf = e->elf;
     Elf_Scn *scn = NULL;
     while ((scn = elf_nextscn(elf, scn))) {
         GElf_Shdr sh;
@@ -100,6 +101,10 @@ static void collect(struct ss_symtab *t, struct cands *cs, Elf *elf, uint32_t ty
         for (size_t i = 0; i < n; i++) {
             GElf_Sym sym;
             if (!gelf_getsym(d, (int)i, &sym)) break;
+            if (i && i % SS_ELF_RELEASE_EVERY == 0 && d->d_buf)
+                ss_elf_release_range(
+                    e, (const uint8_t *)d->d_buf + (i - SS_ELF_RELEASE_EVERY) * sizeof(Elf64_Sym),
+                    SS_ELF_RELEASE_EVERY * sizeof(Elf64_Sym));
             int st = GELF_ST_TYPE(sym.st_info);
             if (st != STT_FUNC && st != STT_GNU_IFUNC) continue;
             if (sym.st_shndx == SHN_UNDEF || sym.st_value == 0) continue;
@@ -262,23 +267,25 @@ static struct ss_symtab *load(struct ss_elf *e)
     struct cands cs = {0};
     if (!t) return NULL;
     Elf *elf = e->elf;
-    collect(t, &cs, elf, SHT_DYNSYM);
+    collect(t, &cs, e, SHT_DYNSYM);
     bool full = true;
+    struct ss_elf *dbg = NULL;
     if (has_symtab(elf)) {
-        collect(t, &cs, elf, SHT_SYMTAB);
+        collect(t, &cs, e, SHT_SYMTAB);
     } else {
-        struct ss_elf *dbg = ss_elf_debug(e);
+        dbg = ss_elf_debug(e);
         if (!dbg || !has_symtab(dbg->elf)) dbg = ss_elf_fetched_debug(e);
         if (dbg && has_symtab(dbg->elf)) {
-            collect(t, &cs, dbg->elf, SHT_SYMTAB);
+            collect(t, &cs, dbg, SHT_SYMTAB);
         } else {
+            dbg = NULL;
             full = false;
             size_t sz = 0;
             void *img = ss_elf_minidebuginfo(e, &sz);
             if (img) {
                 t->mini = ss_elf_open_image(img, sz, 1, ".gnu_debugdata");
                 if (t->mini)
-                    collect(t, &cs, t->mini->elf, SHT_SYMTAB);
+                    collect(t, &cs, t->mini, SHT_SYMTAB);
                 else
                     free(img);
             }
@@ -319,6 +326,12 @@ static struct ss_symtab *load(struct ss_elf *e)
     free(cs.v);
     for (size_t i = 0; i < t->n; i++) /* zero-sized: up to the next symbol */
         if (!t->v[i].size && i + 1 < t->n) t->v[i].size = t->v[i + 1].addr - t->v[i].addr;
+    /* Building read every symbol, name and relocation of the tables; from
+     * now on only the names of the symbols looked up are read (the names
+     * point into the mapped string tables), so give the pages back and let
+     * those lookups fault in the few they need. */
+    ss_elf_release_tables(e);
+    ss_elf_release_tables(dbg);
     return t;
 }
 

@@ -34,7 +34,18 @@ struct ss_perfmap {
     uint32_t version;
     bool want; /* a lookup missed, or never tried */
     uint64_t last_ns;
+    /* live: the target's pid in its namespace (0 = not read yet); the gap
+     * between looks while the file does not exist (doubles up to
+     * SS_PERFMAP_ABSENT_MAX_NS, 0 = the caller's); size and mtime of the
+     * last read (a file that did not change is not read again) */
+    long nspid;
+    uint64_t absent_gap_ns;
+    bool seen;
+    int64_t fsize;
+    uint64_t fmtime;
 };
+
+#define SS_PERFMAP_ABSENT_MAX_NS 640000000ull
 
 struct ss_perfmap *ss_perfmap_new(void)
 {
@@ -157,11 +168,12 @@ static long ns_pid(pid_t pid)
     return v;
 }
 
-static int open_map(pid_t pid, uid_t *owner)
+static int open_map(pid_t pid, long *nspid, uid_t *owner)
 {
     char root[64], rel[64], proc[32];
     snprintf(root, sizeof(root), "/proc/%d/root", (int)pid);
-    snprintf(rel, sizeof(rel), "tmp/perf-%ld.map", ns_pid(pid));
+    if (!*nspid) *nspid = ns_pid(pid); /* a process keeps its pid namespace */
+    snprintf(rel, sizeof(rel), "tmp/perf-%ld.map", *nspid);
     snprintf(proc, sizeof(proc), "/proc/%d", (int)pid);
     struct stat pst;
     if (stat(proc, &pst) < 0) return -errno;
@@ -178,16 +190,32 @@ static int open_map(pid_t pid, uid_t *owner)
 
 bool ss_perfmap_sync(struct ss_perfmap *m, pid_t pid, uint64_t now_ns, uint64_t min_gap_ns)
 {
-    if (!m || !m->want || (m->last_ns && now_ns - m->last_ns < min_gap_ns)) return false;
+    uint64_t gap = m && m->absent_gap_ns > min_gap_ns ? m->absent_gap_ns : min_gap_ns;
+    if (!m || !m->want || (m->last_ns && now_ns - m->last_ns < gap)) return false;
     m->want = false;
     m->last_ns = now_ns;
     uid_t owner = 0;
-    int fd = open_map(pid, &owner);
+    int fd = open_map(pid, &m->nspid, &owner);
+    if (fd == -ENOENT) { /* most processes never write one: look less and less often */
+        m->absent_gap_ns = 2 * gap < SS_PERFMAP_ABSENT_MAX_NS ? 2 * gap : SS_PERFMAP_ABSENT_MAX_NS;
+        return false;
+    }
+    m->absent_gap_ns = 0;
     if (fd < 0) return false;
     struct stat st;
     char *buf = NULL;
     size_t len = 0;
-    if (fstat(fd, &st) == 0 && (st.st_uid == owner || st.st_uid == 0)) {
+    bool ok = fstat(fd, &st) == 0;
+    uint64_t mt =
+        ok ? (uint64_t)st.st_mtim.tv_sec * 1000000000ull + (uint64_t)st.st_mtim.tv_nsec : 0;
+    if (ok && m->seen && st.st_size == m->fsize && mt == m->fmtime) { /* unchanged */
+        close(fd);
+        return false;
+    }
+    if (ok && (st.st_uid == owner || st.st_uid == 0)) {
+        m->seen = true;
+        m->fsize = st.st_size;
+        m->fmtime = mt;
         size_t cap = st.st_size > 0 && (uint64_t)st.st_size < SS_PERFMAP_MAX_BYTES
                          ? (size_t)st.st_size + 1
                          : SS_PERFMAP_MAX_BYTES;

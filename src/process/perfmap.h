@@ -23,8 +23,10 @@ const char *ss_perfmap_find(struct ss_perfmap *m, uint64_t addr, uint64_t *start
 /* Live: (re)read the map of pid when a lookup missed (or never tried) and
  * min_gap_ns passed since the last look; from the target's own root
  * (/proc/PID/root, RESOLVE_IN_ROOT) under its pid namespace's number, owned
- * by the target's user or root, regular file only. Returns true when the
- * contents changed (version() moved). */
+ * by the target's user or root, regular file only. While there is no such
+ * file the gap between looks doubles (up to 640 ms); a file whose size and
+ * mtime did not change is not read again. Returns true when the contents
+ * changed (version() moved). */
 bool ss_perfmap_sync(struct ss_perfmap *m, pid_t pid, uint64_t now_ns, uint64_t min_gap_ns);
 /* Replace the contents (replay: the text a capture recorded); 0 or -ENOMEM. */
 int ss_perfmap_set(struct ss_perfmap *m, const char *text, size_t len);

@@ -120,6 +120,46 @@ Test(elf, own_symtab_matches_nm)
     ss_elf_put(e);
 }
 
+/* Pages of [p, p + len) present in this process's page tables. */
+static size_t resident_pages(const void *p, size_t len)
+{
+    int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+    cr_assert(fd >= 0, "/proc/self/pagemap: %s", strerror(errno));
+    uintptr_t lo = (uintptr_t)p & ~4095ul, hi = ((uintptr_t)p + len + 4095) & ~4095ul;
+    size_t n = 0;
+    for (uintptr_t a = lo; a < hi; a += 4096) {
+        uint64_t ent = 0;
+        cr_assert_eq(pread(fd, &ent, 8, (off_t)(a / 4096 * 8)), 8);
+        n += ent >> 63;
+    }
+    close(fd);
+    return n;
+}
+
+/* The symbol table build reads libstdc++'s whole .dynsym and .dynstr and
+ * gives their pages back (ss_elf_release_tables); lookups still name, by
+ * faulting in the page of the name they return. */
+Test(elf, symbol_tables_released_after_build)
+{
+    const char *lib = "/usr/lib/x86_64-linux-gnu/libstdc++.so.6";
+    struct ss_elf *e;
+    cr_assert_eq(ss_elf_open_path(cache, lib, &e, NULL), 0, "%s (Debian libstdc++6)", lib);
+    size_t dsz = 0, ssz = 0;
+    const void *dynsym = ss_elf_section(e, ".dynsym", &dsz, NULL);
+    const void *dynstr = ss_elf_section(e, ".dynstr", &ssz, NULL);
+    cr_assert(dynsym && dynstr && dsz > 64 * 1024 && ssz > 64 * 1024);
+    cr_assert_gt(ss_elf_symbol_count(e), 1000);
+    size_t rs = resident_pages(dynsym, dsz), rt = resident_pages(dynstr, ssz);
+    cr_expect_leq(rs, 2, ".dynsym: %zu of %zu pages still mapped in", rs, dsz / 4096);
+    cr_expect_leq(rt, 2, ".dynstr: %zu of %zu pages still mapped in", rt, ssz / 4096);
+    uint64_t a = nm_addr("-D --without-symbol-versions /usr/lib/x86_64-linux-gnu/libstdc++.so.6",
+                         "_ZSt9terminatev");
+    cr_assert(a, "nm -D has no std::terminate");
+    const struct ss_sym *sym = ss_elf_symbol(e, a);
+    cr_assert(sym && !strcmp(sym->name, "_ZSt9terminatev"), "got %s", sym ? sym->name : "(none)");
+    ss_elf_put(e);
+}
+
 Test(elf, libc_debug_file_by_build_id)
 {
     struct ss_elf *e;

@@ -58,6 +58,7 @@ int ss_lj_detcache_get(struct ss_lj_detcache *c, const struct ss_elf *e, struct 
             return c->v[i].rc;
         }
     int rc = ss_lj_detect_image(e->image, e->size, e->path, out, NULL);
+    ss_elf_release_tables(e); /* its symbol tables were scanned once, for good */
     if (!c || !keyed) return rc;
     if (c->n == c->cap) {
         size_t cap = c->cap ? c->cap * 2 : 16;
