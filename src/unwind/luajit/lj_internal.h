@@ -240,8 +240,9 @@ struct lj_gcproof {
  * last one's. */
 struct lj_winneed {
     uint32_t cur[2], prev[2];
-    unsigned walks;  /* in this epoch */
-    unsigned epochs; /* completed */
+    bool coro, coro_prev; /* a coroutine ran (cur_L not the main thread) */
+    unsigned walks;       /* in this epoch */
+    unsigned epochs;      /* completed */
 };
 
 struct ss_lj_runtime {

@@ -17,15 +17,16 @@
  *      b  G->jit_base when it is set (a trace, or C code called from one)
  *      c  cur_L->base (C code called from the interpreter), two loads
  *
- * Window 2 only while coroutines run (a sample of the last two epochs had a
- * resumer on the main thread), or before the first sizes are known.
+ * Window 1 only while coroutines run (a sample of the last two epochs ran
+ * one), window 2 only while a resumer waits on the main thread, both before
+ * the first sizes are known.
  *
  * Sizes follow the stacks the samples show (struct lj_winneed): a window
  * costs kernel time at every sample, ~0.15 ns a byte written to the ring
  * buffer's cold lines and ~0.2 us a page the record touches (so they are
  * back to back, right after the copied stack). A stack window covers the
  * Lua stack the recent walks found below BASE plus LJ_NEED_MARGIN, at
- * least LJ_WIN_MIN, at most LJ_WIN_BELOW (40 frames of 25 slots: call sites
+ * least LJ_WIN_MIN, at most LJ_WIN_BELOW (40 frames of 24 slots: call sites
  * of real Lua code average 12 slots between frames, 90% are within 25), and
  * LJ_WIN_ABOVE above (the walk reads 16 bytes there; a trace's inlined
  * frames come from its snapshot). Until LJ_NEED_FIRST walks are in, the
@@ -40,10 +41,11 @@
 #include "unwind/luajit/lj_internal.h"
 
 #define LJ_WIN_ABOVE 64u
-#define LJ_WIN_BELOW (SS_WIN_LEN_MAX - LJ_WIN_ABOVE)
+/* (the largest sizes are whole units: plan keys hold units) */
+#define LJ_WIN_BELOW ((SS_WIN_LEN_MAX - LJ_WIN_ABOVE) / LJ_WIN_UNIT * LJ_WIN_UNIT)
 #define LJ_WIN_CLAMP 2048u
 #define LJ_WIN_MAIN_ABOVE 64u
-#define LJ_WIN_MAIN_MAX (4096u - LJ_WIN_MAIN_ABOVE)
+#define LJ_WIN_MAIN_MAX ((4096u - LJ_WIN_MAIN_ABOVE) / LJ_WIN_UNIT * LJ_WIN_UNIT)
 #define LJ_WIN_MIN 512u
 #define LJ_WIN_UNIT 256u /* sizes are multiples of this */
 #define LJ_NEED_MARGIN 256u
@@ -58,14 +60,18 @@ void ss_lj_need(struct ss_lj_runtime *rt, const struct ss_mem *m, uint64_t G, ui
     unsigned w = lay->gc64 ? 8 : 4;
     const uint8_t *p = ss_mem_peek_sample(m, G + lay->G_cur_L, w);
     uint64_t cur = p ? (lay->gc64 ? lj_u64(p) : lj_u32(p)) : 0;
-    int k = L == cur ? 0 : L == G - lay->sizeof_L ? 1 : -1;
+    uint64_t mainL = G - lay->sizeof_L;
+    int k = L == cur ? 0 : L == mainL ? 1 : -1;
     struct lj_winneed *n = &rt->need;
     if (k < 0) return; /* a coroutine that resumed the running one: read live */
+    if (cur != mainL) n->coro = true;
     if (below > UINT32_MAX) below = UINT32_MAX;
     if (n->cur[k] < below) n->cur[k] = (uint32_t)below;
     if (k == 0 && ++n->walks >= LJ_NEED_EPOCH) {
         memcpy(n->prev, n->cur, sizeof(n->prev));
         memset(n->cur, 0, sizeof(n->cur));
+        n->coro_prev = n->coro;
+        n->coro = false;
         n->walks = 0;
         n->epochs++;
     }
@@ -82,11 +88,19 @@ static uint32_t want(const struct lj_winneed *n, int k, uint32_t max)
     return b < LJ_WIN_MIN ? LJ_WIN_MIN : b > max ? max : b;
 }
 
-/* A plan's key: its global state (a user address, below 2^48) and the two
- * sizes in units. */
-static uint64_t key_of(uint64_t G, uint32_t below, uint32_t mainb)
+/* Window 1, the running lua_State's header: only while coroutines run
+ * (else it is the main thread's, in window 0), or when not known yet. */
+static bool want_L(const struct lj_winneed *n)
 {
-    return G | (uint64_t)(below / LJ_WIN_UNIT) << 48 | (uint64_t)(mainb / LJ_WIN_UNIT) << 56;
+    return (!n->epochs && n->walks < LJ_NEED_FIRST) || n->coro || n->coro_prev;
+}
+
+/* A plan's key: its global state (a user address, below 2^48), the two
+ * sizes in units (below 2^5 each) and whether window 1 is in it. */
+static uint64_t key_of(uint64_t G, uint32_t below, uint32_t mainb, bool curL)
+{
+    return G | (uint64_t)(below / LJ_WIN_UNIT) << 48 | (uint64_t)(mainb / LJ_WIN_UNIT) << 56 |
+           (uint64_t)curL << 63;
 }
 
 /* Is the given size good enough for the wanted one? */
@@ -119,11 +133,12 @@ int ss_lj_runtime_plan(const struct ss_lj_runtime *rt, uint64_t have, struct ss_
     if (L > 512 || G >> 48) return -1;
     uint32_t below = want(&rt->need, 0, LJ_WIN_BELOW);
     uint32_t mainb = want(&rt->need, 1, LJ_WIN_MAIN_MAX);
+    bool curL = want_L(&rt->need);
     if ((have & ((1ull << 48) - 1)) == G &&
         keeps((uint32_t)(have >> 48 & 0xff) * LJ_WIN_UNIT, below) &&
-        keeps((uint32_t)(have >> 56) * LJ_WIN_UNIT, mainb))
+        keeps((uint32_t)(have >> 56 & 0x7f) * LJ_WIN_UNIT, mainb) && curL == have >> 63)
         return 0; /* the plan the caller has still fits: nothing to build */
-    *key = key_of(G, below, mainb);
+    *key = key_of(G, below, mainb, curL);
     memset(p, 0, sizeof(*p));
     /* GC64: 64-bit pointers; otherwise GCRef/MRef are 32 bits. */
     uint64_t ref = lay->gc64 ? ~0ull : 0xffffffffull;
@@ -139,10 +154,12 @@ int ss_lj_runtime_plan(const struct ss_lj_runtime *rt, uint64_t have, struct ss_
         w->addr = G + (uint64_t)(int64_t)lay->g2j + lay->J_trace;
     }
 
-    w = add(p, &d, (uint16_t)L);
-    w->addr = G + lay->G_cur_L;
-    w->nload = 1;
-    w->mask[0] = ref;
+    if (curL) {
+        w = add(p, &d, (uint16_t)L);
+        w->addr = G + lay->G_cur_L;
+        w->nload = 1;
+        w->mask[0] = ref;
+    }
 
     if (mainb) {
         uint16_t mlen = (uint16_t)(mainb + LJ_WIN_MAIN_ABOVE);
