@@ -371,19 +371,28 @@ static int inproc_run(struct ss_replay *r, const char *folded, const char *txt, 
     return rc;
 }
 
-int cli_replay_runs(const char *snap, const char *symfs, int runs, const char *dir, char *msgs,
-                    size_t msgslen)
+/* Open snap for in-process runs; NULL with the reason in p's messages. */
+static struct ss_replay *inproc_open(const char *snap, const char *symfs, struct inproc *p, int *rc)
 {
     struct ss_err err = {0};
     struct ss_replay *r;
     struct ss_replay_opts o = {.symfs = symfs};
-    struct inproc p = {.msgs = msgs, .msgslen = msgslen};
-    if (msgs && msgslen) msgs[0] = 0;
-    int rc = ss_replay_open(&r, snap, &o, &err);
-    if (rc < 0) {
-        inproc_msg(&p, err.msg);
-        return rc;
+    if (p->msgs && p->msgslen) p->msgs[0] = 0;
+    *rc = ss_replay_open(&r, snap, &o, &err);
+    if (*rc < 0) {
+        inproc_msg(p, err.msg);
+        return NULL;
     }
+    return r;
+}
+
+int cli_replay_runs(const char *snap, const char *symfs, int runs, const char *dir, char *msgs,
+                    size_t msgslen)
+{
+    struct inproc p = {.msgs = msgs, .msgslen = msgslen};
+    int rc;
+    struct ss_replay *r = inproc_open(snap, symfs, &p, &rc);
+    if (!r) return rc;
     for (int k = 0; rc == 0 && k < runs; k++) {
         char folded[4096], txt[4096];
         snprintf(folded, sizeof(folded), "%s/run%d.folded", dir, k);
@@ -397,16 +406,10 @@ int cli_replay_runs(const char *snap, const char *symfs, int runs, const char *d
 int cli_replay_inproc(const char *snap, const char *symfs, const char *folded, const char *txt,
                       char *msgs, size_t msgslen)
 {
-    struct ss_err err = {0};
-    struct ss_replay *r;
-    struct ss_replay_opts o = {.symfs = symfs};
     struct inproc p = {.msgs = msgs, .msgslen = msgslen};
-    if (msgs && msgslen) msgs[0] = 0;
-    int rc = ss_replay_open(&r, snap, &o, &err);
-    if (rc < 0) {
-        inproc_msg(&p, err.msg);
-        return rc;
-    }
+    int rc;
+    struct ss_replay *r = inproc_open(snap, symfs, &p, &rc);
+    if (!r) return rc;
     rc = inproc_run(r, folded, txt, &p);
     ss_replay_close(r);
     return rc;
