@@ -59,7 +59,8 @@ void ss_lj_need(struct ss_lj_runtime *rt, const struct ss_mem *m, uint64_t G, ui
     const struct lj_layout *lay = rt->lay;
     unsigned w = lay->gc64 ? 8 : 4;
     const uint8_t *p = ss_mem_peek_sample(m, G + lay->G_cur_L, w);
-    uint64_t cur = p ? (lay->gc64 ? lj_u64(p) : lj_u32(p)) : 0;
+    if (!p) return; /* the sample has no global state: nothing to go by */
+    uint64_t cur = lay->gc64 ? lj_u64(p) : lj_u32(p);
     uint64_t mainL = G - lay->sizeof_L;
     int k = L == cur ? 0 : L == mainL ? 1 : -1;
     struct lj_winneed *n = &rt->need;
