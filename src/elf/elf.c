@@ -355,6 +355,13 @@ void ss_elf_close_image(struct ss_elf *e)
     free(e);
 }
 
+/* Is e the file with this device, inode, size and mtime? */
+static bool same_file(const struct ss_elf *e, uint64_t dev, uint64_t ino, uint64_t size,
+                      uint64_t mtime)
+{
+    return e->dev == dev && e->ino == ino && e->fsize == size && e->mtime == mtime;
+}
+
 static struct ss_elf *cache_find(struct ss_elf_cache *c, const struct ss_elf *k)
 {
     for (struct ss_elf *e = c->head; e; e = e->next) {
@@ -362,8 +369,7 @@ static struct ss_elf *cache_find(struct ss_elf_cache *c, const struct ss_elf *k)
             if (e->build_id_len == k->build_id_len &&
                 !memcmp(e->build_id, k->build_id, k->build_id_len))
                 return e;
-        } else if (!e->build_id_len && e->dev == k->dev && e->ino == k->ino &&
-                   e->fsize == k->fsize && e->mtime == k->mtime) {
+        } else if (!e->build_id_len && same_file(e, k->dev, k->ino, k->fsize, k->mtime)) {
             return e;
         }
     }
@@ -389,8 +395,7 @@ int ss_elf_open_fd(struct ss_elf_cache *c, int fd, const char *path, struct ss_e
      * mapping, no parse (every process of a host maps the same libraries) */
     uint64_t mtime = st.st_mtim.tv_sec * 1000000000ull + st.st_mtim.tv_nsec;
     for (struct ss_elf *o = c->head; o; o = o->next)
-        if (o->ino == (uint64_t)st.st_ino && o->dev == (uint64_t)st.st_dev &&
-            o->fsize == (uint64_t)st.st_size && o->mtime == mtime) {
+        if (same_file(o, st.st_dev, st.st_ino, st.st_size, mtime)) {
             close(fd);
             *out = ss_elf_ref(o);
             return 0;
