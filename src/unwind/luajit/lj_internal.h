@@ -342,6 +342,15 @@ struct lj_start {
     bool use_base;     /* not top, but walk from base (validated like any non-top start) */
 };
 
+/* The function and prototype headers of w's frames (resolve.c): ffid,
+ * fnpc, cf, pt and proto of each; -ECANCELED when the GC state moved since
+ * the sample (walk the live stack), -EINVAL on a header that is no
+ * function. live: the walk reads the live target (no GC proof). */
+int ss_lj_resolve(struct ss_lj_runtime *rt, struct ss_mem *m, struct lj_walk *w, bool live);
+/* Room for n bytes of scratch at *buf (cap bytes now, grown and kept);
+ * NULL on ENOMEM. */
+void *ss_lj_scratch(uint8_t **buf, size_t *cap, size_t n);
+
 /* Walk all frames of thread st->L. 0 or negative errno (-EINVAL: state
  * not valid / inconsistent; the walk is then empty). */
 int ss_lj_walk_thread(struct ss_lj_runtime *rt, struct ss_mem *m, const struct lj_start *st,
