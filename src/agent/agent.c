@@ -75,7 +75,8 @@ static unsigned ring_bytes(const struct ss_agent_opts *o)
 {
     if (o->off_cpu) return 0;
     long cpus = sysconf(_SC_NPROCESSORS_CONF);
-    uint64_t rec = (uint64_t)(o->stack_size ? o->stack_size : SS_STACK_DEFAULT) + 16384 + 1024;
+    uint64_t rec = (uint64_t)(o->stack_size ? o->stack_size : SS_STACK_DEFAULT) + SS_WIN_AREA +
+                   1024; /* + the record header and kernel stack area */
     uint64_t want =
         (uint64_t)(o->freq_hz ? o->freq_hz : 19) * (uint64_t)(cpus > 0 ? cpus : 1) * rec / 2;
     unsigned ring = 1u << 20;
