@@ -30,3 +30,9 @@ if(NOT SS_SANITIZE)
     --build-dir ${CMAKE_BINARY_DIR})
   set_tests_properties(bench_quick PROPERTIES LABELS bench TIMEOUT 600)
 endif()
+
+# Live user-space cost per Lua sample (target calls, reads, CPU; issue 14):
+# run by hand, `bench_livereads -- luajit test/cli/short.lua 10`.
+add_executable(bench_livereads ${BN_DIR}/livereads.c)
+target_link_libraries(bench_livereads PRIVATE stacksnap)
+set_target_properties(bench_livereads PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR})

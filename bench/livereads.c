@@ -1,0 +1,168 @@
+/* bench/livereads.c: live user-space cost per Lua sample (issue 14's goal:
+ * at most 0.5 process_vm_readv calls and 10 us of CPU per Lua sample,
+ * median, warm). Records a LuaJIT command with real BPF as `stacksnap
+ * record` does (plan handed to the capture after the sample that verified
+ * it, poll every 2 ms) and unwinds each sample at once; per Lua sample
+ * (a stack with a Lua frame) after the first WARM_S seconds: the target
+ * calls and reads the unwinder made (ss_unwinder_stats before and after)
+ * and this thread's CPU time in ss_unwind. Several runs; the table shows
+ * each run's mean and the median of the runs.
+ *
+ *   bench_livereads [-n RUNS] [-s SECONDS] [--no-lua-window] -- COMMAND...
+ */
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "stacksnap/capture.h"
+#include "stacksnap/ss_lj_luajit.h"
+#include "stacksnap/unwind.h"
+
+extern char **environ;
+
+#define WARM_S 1.0
+
+struct run {
+    struct ss_unwinder *u;
+    struct ss_capture *cap;
+    double t0;
+    unsigned long samples, lua, warm;
+    double calls, reads, cpu_ns;
+    unsigned long zero_calls; /* warm Lua samples that made no target call */
+};
+
+static double mono(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static double thread_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+static void on_sample(void *ctx, const struct ss_sample *s)
+{
+    struct run *r = ctx;
+    struct ss_unwinder_stats a, b;
+    struct ss_stack st;
+    ss_unwinder_stats(r->u, &a);
+    double c0 = thread_ns();
+    int rc = ss_unwind(r->u, s, &st);
+    double c1 = thread_ns();
+    ss_unwinder_stats(r->u, &b);
+    r->samples++;
+    bool lua = false;
+    for (uint32_t i = 0; rc == 0 && i < st.nframes && !lua; i++)
+        lua = st.frames[i].kind == SS_FRAME_LUA;
+    struct ss_win_plan plan;
+    if (ss_unwinder_take_plan(r->u, s->pid, &plan))
+        ss_capture_set_plan(r->cap, (pid_t)s->pid, &plan, NULL);
+    if (!lua) return;
+    r->lua++;
+    if (mono() - r->t0 < WARM_S) return;
+    r->warm++;
+    r->calls += (double)(b.target_calls - a.target_calls);
+    r->reads += (double)(b.target_reads - a.target_reads);
+    r->cpu_ns += c1 - c0;
+    r->zero_calls += b.target_calls == a.target_calls;
+}
+
+static int one(char *const argv[], double secs, bool windows, struct run *r)
+{
+    struct ss_err err = {0};
+    pid_t pid;
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", 1, 0);
+    if (posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ)) return -1;
+    posix_spawn_file_actions_destroy(&fa);
+    usleep(300000);
+    struct ss_capture_opts o = {.freq_hz = 499, .stack_size = 16384, .no_windows = !windows};
+    struct ss_unwinder_opts uo = {0};
+    memset(r, 0, sizeof(*r));
+    int rc = ss_unwinder_new(&r->u, &uo, &err);
+    if (!rc) rc = ss_capture_open(&r->cap, &o, &err);
+    if (!rc) rc = ss_capture_add_pid(r->cap, pid, &err);
+    if (!rc) rc = ss_capture_start(r->cap, &err);
+    if (rc) {
+        fprintf(stderr, "bench_livereads: %s\n", err.msg);
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        return -1;
+    }
+    r->t0 = mono();
+    while (mono() - r->t0 < secs)
+        if (ss_capture_poll(r->cap, 2, on_sample, r) < 0) break;
+    ss_capture_stop(r->cap);
+    while (ss_capture_poll(r->cap, 0, on_sample, r) > 0)
+        ;
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    ss_capture_close(r->cap);
+    ss_unwinder_free(r->u);
+    return 0;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+int main(int argc, char **argv)
+{
+    int runs = 5, i = 1;
+    double secs = 4;
+    bool windows = true;
+    for (; i < argc && strcmp(argv[i], "--"); i++) {
+        if (!strcmp(argv[i], "-n") && i + 1 < argc)
+            runs = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "-s") && i + 1 < argc)
+            secs = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--no-lua-window"))
+            windows = false;
+        else {
+            fprintf(stderr, "usage: bench_livereads [-n RUNS] [-s SECONDS] [--no-lua-window] -- "
+                            "COMMAND...\n");
+            return 2;
+        }
+    }
+    if (i + 1 >= argc || runs < 1 || runs > 64) {
+        fprintf(stderr, "bench_livereads: no command (or bad -n)\n");
+        return 2;
+    }
+    double calls[64], reads[64], cpu[64], zero[64];
+    printf("| run | samples | Lua | warm Lua | calls/Lua sample | reads/Lua sample | "
+           "no-call share | CPU us/Lua sample |\n|---|---|---|---|---|---|---|---|\n");
+    for (int k = 0; k < runs; k++) {
+        struct run r;
+        if (one(&argv[i + 1], secs, windows, &r) || !r.warm) {
+            fprintf(stderr, "bench_livereads: run %d failed (no warm Lua samples)\n", k);
+            return 1;
+        }
+        calls[k] = r.calls / (double)r.warm;
+        reads[k] = r.reads / (double)r.warm;
+        cpu[k] = r.cpu_ns / (double)r.warm / 1000;
+        zero[k] = 100.0 * (double)r.zero_calls / (double)r.warm;
+        printf("| %d | %lu | %lu | %lu | %.2f | %.2f | %.1f%% | %.1f |\n", k + 1, r.samples, r.lua,
+               r.warm, calls[k], reads[k], zero[k], cpu[k]);
+        fflush(stdout);
+    }
+    qsort(calls, (size_t)runs, sizeof(double), cmp_d);
+    qsort(reads, (size_t)runs, sizeof(double), cmp_d);
+    qsort(cpu, (size_t)runs, sizeof(double), cmp_d);
+    qsort(zero, (size_t)runs, sizeof(double), cmp_d);
+    printf("| median | | | | %.2f | %.2f | %.1f%% | %.1f |\n", calls[runs / 2], reads[runs / 2],
+           zero[runs / 2], cpu[runs / 2]);
+    return 0;
+}
