@@ -178,6 +178,7 @@ static int chain(struct ss_lj_runtime *rt, struct ss_mem *m, const struct stackb
         if ((ftsz & 3) == LJ_FRAME_LUA) {
             uint64_t retpc = lay->gc64 ? (uint64_t)ftsz : (uint32_t)ftsz;
             if (retpc < 4096 || (retpc & 3)) return -EINVAL;
+            if (retpc >> 47) return -EFAULT; /* no user address: what its read gives */
             struct lj_insent *ie = ins_slot(rt, retpc);
             if (ie->retpc != retpc) {
                 uint32_t ins;

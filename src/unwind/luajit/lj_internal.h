@@ -240,9 +240,10 @@ struct lj_gcproof {
  * last one's. */
 struct lj_winneed {
     uint32_t cur[2], prev[2];
-    bool coro, coro_prev; /* a coroutine ran (cur_L not the main thread) */
-    unsigned walks;       /* in this epoch */
-    unsigned epochs;      /* completed */
+    uint32_t tr_cur, tr_prev; /* highest trace number a trace sample showed, + 1 */
+    bool coro, coro_prev;     /* a coroutine ran (cur_L not the main thread) */
+    unsigned walks;           /* in this epoch */
+    unsigned epochs;          /* completed */
 };
 
 struct ss_lj_runtime {
@@ -303,6 +304,9 @@ uint32_t ss_lj_proto_line(const struct ss_lj_runtime *rt, const struct lj_proto 
  * its Lua stack below BASE: what the plan's windows should hold (plan.c). */
 void ss_lj_need(struct ss_lj_runtime *rt, const struct ss_mem *m, uint64_t G, uint64_t L,
                 uint64_t below);
+/* A sample ran in trace number traceno: the J->trace window should hold
+ * its slot (plan.c). */
+void ss_lj_need_trace(struct ss_lj_runtime *rt, uint32_t traceno);
 
 /* ---- walking (frames.c) ---- */
 

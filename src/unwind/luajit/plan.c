@@ -8,6 +8,9 @@
  *      them in that order): the collector's state, vmstate, cur_L,
  *      jit_base; fixed address. With the JIT, J->trace and J->sizetrace
  *      too (a window of their own: the fields between are cold lines)
+ *      and, once samples ran in traces, the J->trace array itself up to
+ *      the highest trace number they showed, one load: the slot of the
+ *      sampled trace as of the sample (trace.c)
  *   1  the running lua_State's header: *(G + cur_L), one load
  *   2  the main thread's Lua stack below its L->base, one load: a coroutine
  *      resumed from the main thread (a request, a generator) runs on its
@@ -52,6 +55,8 @@
 #define LJ_NEED_SLACK 1024u
 #define LJ_NEED_FIRST 64u
 #define LJ_NEED_EPOCH 512u
+#define LJ_TR_UNIT 16u   /* J->trace window sizes: multiples of this many slots */
+#define LJ_TR_MAXB 2048u /* at most (the later windows' dst stay in bounds) */
 
 void ss_lj_need(struct ss_lj_runtime *rt, const struct ss_mem *m, uint64_t G, uint64_t L,
                 uint64_t below)
@@ -73,9 +78,25 @@ void ss_lj_need(struct ss_lj_runtime *rt, const struct ss_mem *m, uint64_t G, ui
         memset(n->cur, 0, sizeof(n->cur));
         n->coro_prev = n->coro;
         n->coro = false;
+        n->tr_prev = n->tr_cur;
+        n->tr_cur = 0;
         n->walks = 0;
         n->epochs++;
     }
+}
+
+void ss_lj_need_trace(struct ss_lj_runtime *rt, uint32_t traceno)
+{
+    if (traceno < LJ_TR_MAXB / 4 && rt->need.tr_cur <= traceno) rt->need.tr_cur = traceno + 1;
+}
+
+/* J->trace slots (rs bytes each) the trace window should cover, in units
+ * (0: none; a higher trace number's slot is read live). */
+static uint32_t want_tr(const struct lj_winneed *n, unsigned rs)
+{
+    uint32_t s = n->tr_cur > n->tr_prev ? n->tr_cur : n->tr_prev;
+    uint32_t u = (s + LJ_TR_UNIT - 1) / LJ_TR_UNIT, max = LJ_TR_MAXB / (LJ_TR_UNIT * rs);
+    return u < max ? u : max;
 }
 
 /* Bytes below BASE the windows of stack k should cover (0: no window),
@@ -97,11 +118,17 @@ static bool want_L(const struct lj_winneed *n)
 }
 
 /* A plan's key: its global state (a user address, below 2^48), the two
- * sizes in units (below 2^5 each) and whether window 1 is in it. */
-static uint64_t key_of(uint64_t G, uint32_t below, uint32_t mainb, bool curL)
+ * stack sizes in units (below 2^5 and 2^4), the trace window's units
+ * (below 2^6: bits 53-55 and 60-62) and whether window 1 is in it. */
+static uint64_t key_of(uint64_t G, uint32_t below, uint32_t mainb, uint32_t tr, bool curL)
 {
-    return G | (uint64_t)(below / LJ_WIN_UNIT) << 48 | (uint64_t)(mainb / LJ_WIN_UNIT) << 56 |
-           (uint64_t)curL << 63;
+    return G | (uint64_t)(below / LJ_WIN_UNIT) << 48 | (uint64_t)(tr & 7) << 53 |
+           (uint64_t)(mainb / LJ_WIN_UNIT) << 56 | (uint64_t)(tr >> 3) << 60 | (uint64_t)curL << 63;
+}
+
+static uint32_t key_tr(uint64_t key)
+{
+    return (uint32_t)(key >> 53 & 7) | (uint32_t)(key >> 60 & 7) << 3;
 }
 
 /* Is the given size good enough for the wanted one? */
@@ -135,17 +162,25 @@ int ss_lj_runtime_plan(const struct ss_lj_runtime *rt, uint64_t have, struct ss_
     uint32_t below = want(&rt->need, 0, LJ_WIN_BELOW);
     uint32_t mainb = want(&rt->need, 1, LJ_WIN_MAIN_MAX);
     bool curL = want_L(&rt->need);
-    if ((have & ((1ull << 48) - 1)) == G &&
-        keeps((uint32_t)(have >> 48 & 0xff) * LJ_WIN_UNIT, below) &&
-        keeps((uint32_t)(have >> 56 & 0x7f) * LJ_WIN_UNIT, mainb) && curL == have >> 63)
-        return 0; /* the plan the caller has still fits: nothing to build */
-    *key = key_of(G, below, mainb, curL);
-    memset(p, 0, sizeof(*p));
-    /* GC64: 64-bit pointers; otherwise GCRef/MRef are 32 bits. */
-    uint64_t ref = lay->gc64 ? ~0ull : 0xffffffffull;
+    unsigned rs = lay->gc64 ? 8 : 4;
+    uint32_t tr = lay->nojit ? 0 : want_tr(&rt->need, rs);
     uint32_t glen = L + lay->G_jit_base + (lay->gc64 ? 8 : 4);
     if (glen > 2048 || lay->G_cur_L > lay->G_jit_base || lay->G_vmstate > lay->G_jit_base)
         return -1;
+    /* the windows before the stack's must leave its dst in bounds */
+    uint32_t before = ((glen + 7) & ~7u) + 16 + (curL ? (L + 7) & ~7u : 0) +
+                      (mainb ? mainb + LJ_WIN_MAIN_ABOVE : 0);
+    while (tr && before + tr * LJ_TR_UNIT * rs > SS_WIN_AREA - SS_WIN_LEN_MAX)
+        tr--;
+    if ((have & ((1ull << 48) - 1)) == G &&
+        keeps((uint32_t)(have >> 48 & 0x1f) * LJ_WIN_UNIT, below) &&
+        keeps((uint32_t)(have >> 56 & 0xf) * LJ_WIN_UNIT, mainb) &&
+        keeps(key_tr(have) * LJ_TR_UNIT * rs, tr * LJ_TR_UNIT * rs) && curL == have >> 63)
+        return 0; /* the plan the caller has still fits: nothing to build */
+    *key = key_of(G, below, mainb, tr, curL);
+    memset(p, 0, sizeof(*p));
+    /* GC64: 64-bit pointers; otherwise GCRef/MRef are 32 bits. */
+    uint64_t ref = lay->gc64 ? ~0ull : 0xffffffffull;
 
     uint16_t d = 0; /* windows back to back: fewer pages of the buffer */
     struct ss_win_spec *w = add(p, &d, (uint16_t)glen);
@@ -153,6 +188,11 @@ int ss_lj_runtime_plan(const struct ss_lj_runtime *rt, uint64_t have, struct ss_
     if (!lay->nojit) { /* J->trace, J->sizetrace */
         w = add(p, &d, 16);
         w->addr = G + (uint64_t)(int64_t)lay->g2j + lay->J_trace;
+    }
+    if (tr) { /* the J->trace array (GCRef *: a host pointer) */
+        w = add(p, &d, (uint16_t)(tr * LJ_TR_UNIT * rs));
+        w->addr = G + (uint64_t)(int64_t)lay->g2j + lay->J_trace;
+        w->nload = 1;
     }
 
     if (curL) {

@@ -307,10 +307,33 @@ static int snap_at(const struct trace *t, uint64_t ofs)
     return (int)lo - 1;
 }
 
+/* The sampled trace's J->trace slot as of the sample (the J->trace window,
+ * plan.c): 1 and *T set, 0 not in the sample. */
+static int sample_slot(const struct ss_lj_runtime *rt, const struct ss_mem *m, uint64_t jt,
+                       uint32_t traceno, uint64_t *arr, uint64_t *T)
+{
+    const struct lj_layout *lay = rt->lay;
+    unsigned rs = lay->gc64 ? 8 : 4;
+    const uint8_t *ap = ss_mem_peek_sample(m, jt, 8), *sp;
+    if (!ap || !(*arr = lj_u64(ap))) return 0;
+    if (!(sp = ss_mem_peek_sample(m, *arr + (uint64_t)traceno * rs, rs))) return 0;
+    *T = lay->gc64 ? lj_u64(sp) : lj_u32(sp);
+    return 1;
+}
+
 /* Re-validate entry i for this sample and read the per-sample state (one
  * batched read): J->trace array pointer and slot, the trace header,
  * the snapshot and its map slice, G->jit_base and G->vmstate, and the
- * headers of the snapshot's prototypes. */
+ * headers of the snapshot's prototypes.
+ *
+ * With the sample's GC state (gc.c): a trace whose header, snapshots and
+ * map were proven in the generation the sample still shows is taken
+ * without reading them again (they never change while it is alive, and it
+ * cannot have been freed and replaced without an allocation), its slot
+ * from the sample's J->trace window, its prototypes' headers as
+ * resolve.c trusts them; what is read live ends with the live GC state,
+ * whose proof makes the trace (and the prototype headers that matched)
+ * trusted in that generation. */
 static int validate(struct ss_lj_runtime *rt, struct ss_mem *m, int idx, uint64_t look,
                     struct ss_lj_tsample *cur)
 {
@@ -338,24 +361,33 @@ static int validate(struct ss_lj_runtime *rt, struct ss_mem *m, int idx, uint64_
     unsigned rs = lay->gc64 ? 8 : 4;
     if (tc->arr_G != G) tc->arr_G = G, tc->arr = 0;
     uint8_t hdr[TC_HDR], sn[16], slot[8] = {0}, arrp[8];
+    uint8_t sep[88], lep[88];
+    size_t elen = ss_lj_gc_sample(rt, m, G, sep);
+    bool trust = t->gen && t->gen == rt->gcp.gen && ss_lj_gc_current(rt, sep, elen);
+    uint64_t sarr = 0, sT = 0;
+    bool sslot = sample_slot(rt, m, jt, t->traceno, &sarr, &sT);
     uint64_t jit_base = 0;
     int32_t vmstate = 0;
     uint32_t *map = malloc((size_t)ts->maplen * 4 + 4);
     if (!map) return -ENOMEM;
-    struct ss_iov iov[7 + TC_MAXFR];
-    int nv = 0;
-    iov[nv++] = (struct ss_iov){.addr = t->T, .dst = hdr, .len = lay->T_size};
+    struct ss_iov iov[8 + TC_MAXFR];
+    int nv = 0, nlive = 0, gi = -1;
+    if (!trust) {
+        iov[nv++] = (struct ss_iov){.addr = t->T, .dst = hdr, .len = lay->T_size};
+        iov[nv++] =
+            (struct ss_iov){.addr = lj_u64(t->hdr + lay->T_snap) + (uint64_t)si * lay->snap_size,
+                            .dst = sn,
+                            .len = lay->snap_size};
+        iov[nv++] =
+            (struct ss_iov){.addr = lj_u64(t->hdr + lay->T_snapmap) + (uint64_t)ts->mapofs * 4,
+                            .dst = map,
+                            .len = (size_t)ts->maplen * 4};
+        nlive = nv;
+    }
     iov[nv++] = (struct ss_iov){.addr = jt, .dst = arrp, .len = 8};
     iov[nv++] = (struct ss_iov){.addr = G + lay->G_jit_base, .dst = &jit_base, .len = rs};
     iov[nv++] = (struct ss_iov){.addr = G + lay->G_vmstate, .dst = &vmstate, .len = 4};
-    iov[nv++] =
-        (struct ss_iov){.addr = lj_u64(t->hdr + lay->T_snap) + (uint64_t)si * lay->snap_size,
-                        .dst = sn,
-                        .len = lay->snap_size};
-    iov[nv++] = (struct ss_iov){.addr = lj_u64(t->hdr + lay->T_snapmap) + (uint64_t)ts->mapofs * 4,
-                                .dst = map,
-                                .len = (size_t)ts->maplen * 4};
-    if (tc->arr)
+    if (tc->arr && !sslot)
         iov[nv++] =
             (struct ss_iov){.addr = tc->arr + (uint64_t)t->traceno * rs, .dst = slot, .len = rs};
     uint8_t(*ph)[112] = malloc(sizeof(*ph) * ts->n);
@@ -363,17 +395,31 @@ static int validate(struct ss_lj_runtime *rt, struct ss_mem *m, int idx, uint64_
         free(map);
         return -ENOMEM;
     }
-    for (uint32_t i = 1; i < ts->n; i++) /* inlined frames' prototypes */
-        iov[nv++] =
-            (struct ss_iov){.addr = t->fr[ts->first + i].pt, .dst = ph[i], .len = lay->pt_size};
-    rt->st.rounds++;
-    int rc = ss_mem_readv(m, iov, nv);
+    memset(cur, 0, sizeof(*cur));
+    for (uint32_t i = 1; i < ts->n; i++) { /* inlined frames' prototypes */
+        uint64_t pt = t->fr[ts->first + i].pt;
+        if (trust && (cur->proto[i] = ss_lj_proto_trusted(rt, pt))) continue;
+        iov[nv++] = (struct ss_iov){.addr = pt, .dst = ph[i], .len = lay->pt_size};
+        nlive++;
+    }
+    if (elen && nlive) { /* the proof: the live GC state after the object reads */
+        gi = nv;
+        iov[nv++] = ss_lj_gc_iov(rt, G, lep);
+    }
+    int rc = 0;
+    if (nv) {
+        rt->st.rounds++;
+        rc = ss_mem_readv(m, iov, nv);
+    }
     for (int i = 0; i < nv && !rc; i++)
-        if (iov[i].err) rc = -EIO;
+        if (iov[i].err && i != gi) rc = -EIO;
     if (rc) goto out;
     rc = -ESTALE; /* from here on: read fine, but not the trace we decoded */
     uint64_t arr = lj_u64(arrp);
-    if (arr != tc->arr) { /* first use or the array moved: read the slot */
+    if (sslot && sarr == arr) {
+        tc->arr = arr;
+        memcpy(slot, &sT, rs);
+    } else if (arr != tc->arr) { /* first use or the array moved: read the slot */
         tc->arr = arr;
         rt->st.rounds++;
         if (ss_mem_read(m, arr + (uint64_t)t->traceno * rs, slot, rs)) {
@@ -382,11 +428,11 @@ static int validate(struct ss_lj_runtime *rt, struct ss_mem *m, int idx, uint64_
             goto out;
         }
     }
-    if ((lay->gc64 ? lj_u64(slot) : lj_u32(slot)) != t->T || !same_hdr(lay, hdr, t->hdr)) goto out;
-    if (lj_u32(sn) != ts->mapofs || (lay->snap_mcofs && u16at(sn + lay->snap_mcofs) != ts->mcofs) ||
-        memcmp(map, t->map + ts->mapofs, (size_t)ts->maplen * 4))
+    if ((lay->gc64 ? lj_u64(slot) : lj_u32(slot)) != t->T) goto out;
+    if (!trust && (!same_hdr(lay, hdr, t->hdr) || lj_u32(sn) != ts->mapofs ||
+                   (lay->snap_mcofs && u16at(sn + lay->snap_mcofs) != ts->mcofs) ||
+                   memcmp(map, t->map + ts->mapofs, (size_t)ts->maplen * 4)))
         goto out;
-    memset(cur, 0, sizeof(*cur));
     cur->G = G;
     cur->jit_base = lay->gc64 ? jit_base : (uint32_t)jit_base;
     cur->vmstate = vmstate;
@@ -396,17 +442,27 @@ static int validate(struct ss_lj_runtime *rt, struct ss_mem *m, int idx, uint64_
     cur->base_spill = t->base_spill;
     cur->traceno = t->traceno;
     cur->nframes = ts->n;
+    bool hit[TC_MAXFR] = {false};
     for (uint32_t i = 0; i < ts->n; i++) {
         const struct tframe *f = &t->fr[ts->first + i];
         cur->pc[i] = f->pc;
         cur->link[i] = f->link;
         cur->pt[i] = f->pt;
-        cur->proto[i] = i ? ss_lj_proto(rt, m, f->pt, ph[i]) : NULL;
-        if (i && !cur->proto[i]) {
+        if (!i || cur->proto[i]) continue;
+        uint64_t misses = rt->st.proto_misses;
+        cur->proto[i] = ss_lj_proto(rt, m, f->pt, ph[i]);
+        hit[i] = rt->st.proto_misses == misses; /* no read beyond its header */
+        if (!cur->proto[i]) {
             rc = -EIO;
             goto out;
         }
     }
+    if (gi >= 0 && !iov[gi].err && ss_lj_gc_prove(rt, sep, lep, elen)) {
+        t->gen = rt->gcp.gen;
+        for (uint32_t i = 1; i < ts->n; i++)
+            if (hit[i]) cur->proto[i]->gcgen = rt->gcp.gen;
+    }
+    ss_lj_need_trace(rt, t->traceno);
     rc = 0;
 out:
     free(ph);

@@ -39,6 +39,7 @@ struct trace {
     uint32_t szmcode, traceno, spadjust;
     uint8_t base_reg;   /* ss_reg holding BASE all through the trace, 0xff none */
     uint8_t base_spill; /* IR(REF_BASE)->s: BASE's spill slot (4-byte units), 0 none */
+    uint64_t gen;       /* GC generation header, snapshots and map were proven in (gc.c) */
     bool loaded, bad;
     bool by_guards; /* snaps[].gofs set (guards.c) */
     uint8_t hdr[TC_HDR];
