@@ -281,6 +281,73 @@ Test(cli_shortcalls, trixie_container_jit, .timeout = 300)
     trixie(NULL);
 }
 
+/* Warm samples in JIT traces are walked from the sample alone: the trace's
+ * J->trace slot from the plan's J->trace window, its header, snapshot,
+ * map and the prototypes of its inlined frames trusted in the GC
+ * generation they were proven in (src/unwind/luajit/trace.c). Recorded
+ * with a capture: its target reads per sample (every read the walker made,
+ * cold start included) are at most 0.5, where reading each trace sample's
+ * state live took 4.5; the replay gives the live output. cmd runs
+ * test/cli/short.lua with the JIT on. */
+static void trace_reads(const char *const *cmd)
+{
+    char *dir = cli_tmpdir("trreads");
+    char *snap = cli_path(dir, "s.snap"), *live = cli_path(dir, "s.folded");
+    char *rep = cli_path(dir, "r.folded"), *lua = cli_src("test/cli/short.lua");
+    char *argv[24];
+    int a = 0;
+    const char *pre[] = {cli_ss(), "record", "-F", "499", "-o", snap, "-o", live, "--"};
+    for (unsigned i = 0; i < sizeof(pre) / sizeof(pre[0]); i++)
+        argv[a++] = (char *)pre[i];
+    for (int i = 0; cmd[i] && a < 18; i++)
+        argv[a++] = (char *)cmd[i];
+    argv[a++] = lua;
+    argv[a++] = "2";
+    argv[a] = NULL;
+    struct cli_res r;
+    cr_assert_eq(cli_run(&r, 90, argv), 0);
+    cr_assert_eq(r.status, 0, "record: %s", r.err);
+    cli_res_free(&r);
+    char *info[] = {(char *)cli_ss(), "info", snap, NULL};
+    cr_assert_eq(cli_run(&r, 60, info), 0);
+    cr_assert_eq(r.status, 0, "info: %s", r.err);
+    const char *p = strstr(r.out, "stack bytes and ");
+    double reads = -1;
+    long long samples = 0;
+    cr_assert(p && sscanf(p, "stack bytes and %lf target reads", &reads) == 1, "info: %s", r.out);
+    p = strstr(r.out, "samples ");
+    cr_assert(p && sscanf(p, "samples %lld", &samples) == 1);
+    cli_res_free(&r);
+    char *text = cli_load(live, NULL);
+    cr_assert(text);
+    struct share s = measure(text, 0, false);
+    cr_log_info("%s JIT: %lld samples, %.1f target reads per sample, %lld of %lld callee samples "
+                "whole",
+                cmd[0], samples, reads, s.whole, s.callee);
+    cr_expect_geq(samples, 200, "only %lld samples", samples);
+    cr_expect_leq(reads, 0.5, "%.1f target reads per sample", reads);
+    char *replay[] = {(char *)cli_ss(), "replay", snap, "-o", rep, NULL};
+    cr_assert_eq(cli_run(&r, 60, replay), 0);
+    cr_assert_eq(r.status, 0, "replay: %s", r.err);
+    cli_res_free(&r);
+    char *again = cli_load(rep, NULL);
+    cr_expect(again && !strcmp(text, again), "replay differs from the live output");
+    free(again);
+    free(text);
+    cli_rmtree(dir);
+    free(lua);
+    free(rep);
+    free(live);
+    free(snap);
+    free(dir);
+}
+
+Test(cli_shortcalls, jit_trace_samples_need_no_reads, .timeout = 120)
+{
+    const char *cmd[] = {"luajit", NULL};
+    trace_reads(cmd);
+}
+
 /* Tarantool 2.6: non-GC64 (32-bit references in the windows' loads), Lua
  * on a fiber stack, JIT on. */
 Test(cli_shortcalls, tarantool_fiber, .timeout = 120)

@@ -214,9 +214,11 @@ struct lj_fnpt {
 struct lj_tcache;
 struct ss_lj_tsample {
     uint64_t G, jit_base, mcode;
-    uint64_t base;      /* BASE from the sampled register (0 unknown) */
-    uint8_t base_reg;   /* enum ss_reg holding BASE in this trace, 0xff none */
-    uint8_t base_spill; /* BASE's spill slot (4-byte units from the trace's rsp), 0 none */
+    uint64_t base;         /* BASE from the sampled register (0 unknown) */
+    uint64_t guess;        /* rdx of a leaf, tried after a sampled jit_base (0 none) */
+    bool jit_base_sampled; /* jit_base is the sample's (window), not a live read */
+    uint8_t base_reg;      /* enum ss_reg holding BASE in this trace, 0xff none */
+    uint8_t base_spill;    /* BASE's spill slot (4-byte units from the trace's rsp), 0 none */
     int32_t vmstate;
     uint32_t spadjust, traceno, nframes;
     uint64_t pc[LJ_TRACE_MAXFR];   /* current pc, next-instruction convention */

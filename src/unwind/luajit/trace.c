@@ -435,6 +435,7 @@ static int validate(struct ss_lj_runtime *rt, struct ss_mem *m, int idx, uint64_
         goto out;
     cur->G = G;
     cur->jit_base = lay->gc64 ? jit_base : (uint32_t)jit_base;
+    cur->jit_base_sampled = ss_mem_peek_sample(m, G + lay->G_jit_base, rs) != NULL;
     cur->vmstate = vmstate;
     cur->spadjust = t->spadjust;
     cur->mcode = t->mcode;
@@ -531,12 +532,16 @@ uint64_t ss_lj_trace_cfa(struct ss_lj_runtime *const *rts, uint32_t nrts, struct
         /* BASE as sampled: the register the trace keeps it in, its spill
          * slot, or (leaf only) RID_BASE = rdx, where it arrives and is
          * reloaded after calls. Each is a candidate the walk verifies; the
-         * fallback is G->jit_base as read now. */
+         * fallback is G->jit_base. When that is the sample's (its window),
+         * it is BASE (set on trace entry, and by every RETF that moves
+         * BASE: lj_asm_x86.h asm_retf) and goes before the rdx guess. */
         uint64_t v = 0;
         if (cur.base_reg != 0xff && (known >> cur.base_reg & 1))
             cur.base = regs[cur.base_reg];
         else if (cur.base_spill && !ss_mem_read(m, rsp + 4u * cur.base_spill, &v, 8))
             cur.base = v;
+        else if (exact && (known >> SS_REG_DX & 1) && cur.jit_base_sampled && cur.jit_base)
+            cur.guess = regs[SS_REG_DX];
         else if (exact && (known >> SS_REG_DX & 1))
             cur.base = regs[SS_REG_DX];
         uint64_t base = rsp + rt->lay->trace_sp_bias + rt->info.vm_cfa_off;
@@ -575,17 +580,21 @@ int ss_lj_trace_walk(struct ss_lj_runtime *rt, struct ss_mem *m, const struct ss
                      uint64_t L, uint64_t cframe, struct lj_walk *w)
 {
     const struct lj_layout *lay = rt->lay;
-    /* BASE: the sampled register, else jit_base (read live: 0 once the
-     * trace exited), else the BASE the last good trace walk of L had. A
+    /* BASE: the sampled register, else jit_base (the sample's, or read
+     * live: 0 once the trace exited), else a leaf's rdx (the guess), else
+     * the BASE the last good trace walk of L had. A
      * live or remembered BASE is trusted as far as jit_base ever was: the
      * frame there must run the trace's start prototype (checked below and
      * by frames.c), and the callers are read live. */
     unsigned slot = (unsigned)(L >> 4) % LJ_TBASE_SLOTS;
     uint64_t last = rt->tbase[slot].L == L ? rt->tbase[slot].base : 0;
-    uint64_t bases[3] = {cur->base, cur->jit_base, last}, used = 0;
+    uint64_t bases[4] = {cur->base, cur->jit_base, cur->guess, last}, used = 0;
     int rc = -ESTALE;
-    for (unsigned b = 0; b < 3 && rc; b++) {
-        if (!bases[b] || (b && (bases[b] == bases[0] || bases[b] == bases[b - 1]))) continue;
+    for (unsigned b = 0; b < 4 && rc; b++) {
+        bool tried = false;
+        for (unsigned k = 0; k < b; k++)
+            tried |= bases[k] == bases[b];
+        if (!bases[b] || tried) continue;
         struct lj_start st = {.L = L,
                               .cframe = cframe,
                               .top = true,
