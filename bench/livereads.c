@@ -5,7 +5,9 @@
  * it, poll every 2 ms) and unwinds each sample at once; per Lua sample
  * (a stack with a Lua frame) after the first WARM_S seconds: the target
  * calls and reads the unwinder made (ss_unwinder_stats before and after)
- * and this thread's CPU time in ss_unwind. Several runs; the table shows
+ * and this thread's CPU time in ss_unwind; and the window bytes the BPF
+ * program copied per sample (all samples, the first plan's larger windows
+ * included). Several runs; the table shows
  * each run's mean and the median of the runs.
  *
  *   bench_livereads [-n RUNS] [-s SECONDS] [--no-lua-window] -- COMMAND...
@@ -32,7 +34,7 @@ struct run {
     struct ss_capture *cap;
     double t0;
     unsigned long samples, lua, warm;
-    double calls, reads, cpu_ns;
+    double calls, reads, cpu_ns, win_bytes;
     unsigned long zero_calls; /* warm Lua samples that made no target call */
 };
 
@@ -61,6 +63,9 @@ static void on_sample(void *ctx, const struct ss_sample *s)
     double c1 = thread_ns();
     ss_unwinder_stats(r->u, &b);
     r->samples++;
+    for (uint32_t i = 0; i < s->nwin; i++)
+        r->win_bytes += s->win[i].len;
+
     bool lua = false;
     for (uint32_t i = 0; rc == 0 && i < st.nframes && !lua; i++)
         lua = st.frames[i].kind == SS_FRAME_LUA;
@@ -141,9 +146,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_livereads: no command (or bad -n)\n");
         return 2;
     }
-    double calls[64], reads[64], cpu[64], zero[64];
+    double calls[64], reads[64], cpu[64], zero[64], wb[64];
     printf("| run | samples | Lua | warm Lua | calls/Lua sample | reads/Lua sample | "
-           "no-call share | CPU us/Lua sample |\n|---|---|---|---|---|---|---|---|\n");
+           "no-call share | CPU us/Lua sample | window bytes/sample |\n"
+           "|---|---|---|---|---|---|---|---|---|\n");
     for (int k = 0; k < runs; k++) {
         struct run r;
         if (one(&argv[i + 1], secs, windows, &r) || !r.warm) {
@@ -154,15 +160,17 @@ int main(int argc, char **argv)
         reads[k] = r.reads / (double)r.warm;
         cpu[k] = r.cpu_ns / (double)r.warm / 1000;
         zero[k] = 100.0 * (double)r.zero_calls / (double)r.warm;
-        printf("| %d | %lu | %lu | %lu | %.2f | %.2f | %.1f%% | %.1f |\n", k + 1, r.samples, r.lua,
-               r.warm, calls[k], reads[k], zero[k], cpu[k]);
+        wb[k] = r.win_bytes / (double)r.samples;
+        printf("| %d | %lu | %lu | %lu | %.2f | %.2f | %.1f%% | %.1f | %.0f |\n", k + 1, r.samples,
+               r.lua, r.warm, calls[k], reads[k], zero[k], cpu[k], wb[k]);
         fflush(stdout);
     }
     qsort(calls, (size_t)runs, sizeof(double), cmp_d);
     qsort(reads, (size_t)runs, sizeof(double), cmp_d);
     qsort(cpu, (size_t)runs, sizeof(double), cmp_d);
     qsort(zero, (size_t)runs, sizeof(double), cmp_d);
-    printf("| median | | | | %.2f | %.2f | %.1f%% | %.1f |\n", calls[runs / 2], reads[runs / 2],
-           zero[runs / 2], cpu[runs / 2]);
+    qsort(wb, (size_t)runs, sizeof(double), cmp_d);
+    printf("| median | | | | %.2f | %.2f | %.1f%% | %.1f | %.0f |\n", calls[runs / 2],
+           reads[runs / 2], zero[runs / 2], cpu[runs / 2], wb[runs / 2]);
     return 0;
 }
