@@ -348,6 +348,15 @@ Test(cli_shortcalls, jit_trace_samples_need_no_reads, .timeout = 120)
     trace_reads(cmd);
 }
 
+/* The same on Tarantool 2.6 (non-GC64: 4-byte J->trace slots). */
+Test(cli_shortcalls, jit_trace_samples_need_no_reads_nogc64, .timeout = 120)
+{
+    if (access("/usr/bin/tarantool", X_OK))
+        cr_skip_test("tarantool not installed (scripts/dev installs it)");
+    const char *cmd[] = {"tarantool", NULL};
+    trace_reads(cmd);
+}
+
 /* Tarantool 2.6: non-GC64 (32-bit references in the windows' loads), Lua
  * on a fiber stack, JIT on. */
 Test(cli_shortcalls, tarantool_fiber, .timeout = 120)
