@@ -284,7 +284,7 @@ Test(cli_shortcalls, trixie_container_jit, .timeout = 300)
 /* Warm samples in JIT traces are walked from the sample alone: the trace's
  * J->trace slot from the plan's J->trace window, its header, snapshot,
  * map and the prototypes of its inlined frames trusted in the GC
- * generation they were proven in (src/unwind/luajit/trace.c). Recorded
+ * generation they were proven in (src/unwind/luajit/trace_check.c). Recorded
  * with a capture: its target reads per sample (every read the walker made,
  * cold start included) are at most 0.5, where reading each trace sample's
  * state live took 4.5; the replay gives the live output. cmd runs

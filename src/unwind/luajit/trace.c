@@ -8,11 +8,13 @@
  * called from a trace has the trace's rsp as its CFA.
  *
  * Which trace: an index per runtime of the traces seen so far, sorted by
- * mcode address. A hit is re-validated on every sample in one batched read:
- * J->trace[traceno] must still be this GCtrace and its header (everything
- * but GC links and counters) and the chosen snapshot and its map slice must
- * be byte-identical to what was decoded, so a flushed trace, or a number or
- * mcode area reused by another trace, can never lend its frames. A miss asks
+ * mcode address. A hit is re-validated on every sample (trace_check.c):
+ * J->trace[traceno] must still be this GCtrace (the sample's J->trace
+ * window) and its header (everything but GC links and counters) and the
+ * chosen snapshot and its map slice must be byte-identical to what was
+ * decoded (one batched read, or no read while the GC generation they were
+ * proven in lasts), so a flushed trace, or a number or mcode area reused by
+ * another trace, can never lend its frames. A miss asks
  * G->vmstate (the running trace) and then, rate-limited, the whole J->trace
  * array.
  *
@@ -66,17 +68,6 @@ static struct lj_tcache *tc_get(struct ss_lj_runtime *rt)
         }
     }
     return rt->tc;
-}
-
-/* Header bytes that never change during a trace's life: type byte, nsnap,
- * nins; ir .. mcloop; spadjust, traceno; root (not the GC link, nchild,
- * link/nextroot/nextside or the GC mark). */
-static bool same_hdr(const struct lj_layout *lay, const uint8_t *a, const uint8_t *b)
-{
-    return !memcmp(a + lay->gct, b + lay->gct, lay->T_nins + 4 - lay->gct) &&
-           !memcmp(a + lay->T_ir, b + lay->T_ir, lay->T_mcode + 12 - lay->T_ir) &&
-           !memcmp(a + lay->T_spadjust, b + lay->T_spadjust, 4) &&
-           !memcmp(a + lay->T_root, b + lay->T_root, 2);
 }
 
 /* Index of the trace whose mcode holds ip, or -1. */
@@ -195,7 +186,7 @@ static int index_range(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t G, u
             if (iov[i].err || !from_hdr(lay, G, iov[i].addr, num[i], hb[i], &nt)) continue;
             int at = tc_find(tc, nt.mcode);
             if (at >= 0 && tc->t[at].T == nt.T && tc->t[at].mcode == nt.mcode &&
-                same_hdr(lay, tc->t[at].hdr, nt.hdr))
+                ss_lj_trace_same_hdr(lay, tc->t[at].hdr, nt.hdr))
                 continue; /* already known, keep its decoded data */
             tc_insert(tc, &nt);
         }
@@ -282,195 +273,6 @@ static unsigned gstates(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t r14
     return 0;
 }
 
-/* Do two snapshots show the same frames (prototypes and pcs)? */
-static bool same_frames(const struct trace *t, const struct tsnap *a, const struct tsnap *b)
-{
-    if (a->n != b->n) return false;
-    for (uint32_t q = 0; q < a->n; q++)
-        if (t->fr[a->first + q].pc != t->fr[b->first + q].pc ||
-            t->fr[a->first + q].pt != t->fr[b->first + q].pt)
-            return false;
-    return true;
-}
-
-/* Snapshot index for mcode offset ofs: largest mcofs <= ofs. */
-static int snap_at(const struct trace *t, uint64_t ofs)
-{
-    uint32_t lo = 0, hi = t->nsnap;
-    while (lo < hi) {
-        uint32_t mid = (lo + hi) / 2;
-        if (t->snaps[mid].mcofs <= ofs)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return (int)lo - 1;
-}
-
-/* The sampled trace's J->trace slot as of the sample (the J->trace window,
- * plan.c): 1 and *T set, 0 not in the sample. */
-static int sample_slot(const struct ss_lj_runtime *rt, const struct ss_mem *m, uint64_t jt,
-                       uint32_t traceno, uint64_t *arr, uint64_t *T)
-{
-    const struct lj_layout *lay = rt->lay;
-    unsigned rs = lay->gc64 ? 8 : 4;
-    const uint8_t *ap = ss_mem_peek_sample(m, jt, 8), *sp;
-    if (!ap || !(*arr = lj_u64(ap))) return 0;
-    if (!(sp = ss_mem_peek_sample(m, *arr + (uint64_t)traceno * rs, rs))) return 0;
-    *T = lay->gc64 ? lj_u64(sp) : lj_u32(sp);
-    return 1;
-}
-
-/* Re-validate entry i for this sample and read the per-sample state (one
- * batched read): J->trace array pointer and slot, the trace header,
- * the snapshot and its map slice, G->jit_base and G->vmstate, and the
- * headers of the snapshot's prototypes.
- *
- * With the sample's GC state (gc.c): a trace whose header, snapshots and
- * map were proven in the generation the sample still shows is taken
- * without reading them again (they never change while it is alive, and it
- * cannot have been freed and replaced without an allocation), its slot
- * from the sample's J->trace window, its prototypes' headers as
- * resolve.c trusts them; what is read live ends with the live GC state,
- * whose proof makes the trace (and the prototype headers that matched)
- * trusted in that generation. */
-static int validate(struct ss_lj_runtime *rt, struct ss_mem *m, int idx, uint64_t look,
-                    struct ss_lj_tsample *cur)
-{
-    const struct lj_layout *lay = rt->lay;
-    struct lj_tcache *tc = rt->tc;
-    struct trace *t = &tc->t[idx];
-    if (!t->loaded) ss_lj_trace_load(rt, m, t);
-    if (!t->loaded) return -EIO;
-    if (t->bad) return -ENOENT; /* kept: known, but no frames from it */
-    int si = snap_at(t, look - t->mcode);
-    if (rt->check_guards && t->by_guards && si >= 0) {
-        /* what the guards alone would have said (guards.c) */
-        uint32_t o = (uint32_t)(look - t->mcode), g = 0;
-        for (uint32_t k = 1; k < t->nsnap; k++)
-            if (t->snaps[k].gofs <= o) g = k;
-        rt->st.guard_checked++;
-        rt->st.guard_same += same_frames(t, &t->snaps[si], &t->snaps[g]);
-    }
-    if (si >= 0 && t->snaps[si].prof && look - t->mcode >= t->snaps[si].prof &&
-        (uint32_t)si + 1 < t->nsnap)
-        si++; /* past a profiler check: see prof_checks */
-    if (si < 0 || !t->snaps[si].n) return -ENOENT;
-    const struct tsnap *ts = &t->snaps[si];
-    uint64_t G = t->G, jt = G + (uint64_t)(int64_t)lay->g2j + lay->J_trace;
-    unsigned rs = lay->gc64 ? 8 : 4;
-    if (tc->arr_G != G) tc->arr_G = G, tc->arr = 0;
-    uint8_t hdr[TC_HDR], sn[16], slot[8] = {0}, arrp[8];
-    uint8_t sep[88], lep[88];
-    size_t elen = ss_lj_gc_sample(rt, m, G, sep);
-    bool trust = t->gen && t->gen == rt->gcp.gen && ss_lj_gc_current(rt, sep, elen);
-    uint64_t sarr = 0, sT = 0;
-    bool sslot = sample_slot(rt, m, jt, t->traceno, &sarr, &sT);
-    uint64_t jit_base = 0;
-    int32_t vmstate = 0;
-    uint32_t *map = malloc((size_t)ts->maplen * 4 + 4);
-    if (!map) return -ENOMEM;
-    struct ss_iov iov[8 + TC_MAXFR];
-    int nv = 0, nlive = 0, gi = -1;
-    if (!trust) {
-        iov[nv++] = (struct ss_iov){.addr = t->T, .dst = hdr, .len = lay->T_size};
-        iov[nv++] =
-            (struct ss_iov){.addr = lj_u64(t->hdr + lay->T_snap) + (uint64_t)si * lay->snap_size,
-                            .dst = sn,
-                            .len = lay->snap_size};
-        iov[nv++] =
-            (struct ss_iov){.addr = lj_u64(t->hdr + lay->T_snapmap) + (uint64_t)ts->mapofs * 4,
-                            .dst = map,
-                            .len = (size_t)ts->maplen * 4};
-        nlive = nv;
-    }
-    iov[nv++] = (struct ss_iov){.addr = jt, .dst = arrp, .len = 8};
-    iov[nv++] = (struct ss_iov){.addr = G + lay->G_jit_base, .dst = &jit_base, .len = rs};
-    iov[nv++] = (struct ss_iov){.addr = G + lay->G_vmstate, .dst = &vmstate, .len = 4};
-    if (tc->arr && !sslot)
-        iov[nv++] =
-            (struct ss_iov){.addr = tc->arr + (uint64_t)t->traceno * rs, .dst = slot, .len = rs};
-    uint8_t(*ph)[112] = malloc(sizeof(*ph) * ts->n);
-    if (!ph) {
-        free(map);
-        return -ENOMEM;
-    }
-    memset(cur, 0, sizeof(*cur));
-    for (uint32_t i = 1; i < ts->n; i++) { /* inlined frames' prototypes */
-        uint64_t pt = t->fr[ts->first + i].pt;
-        if (trust && (cur->proto[i] = ss_lj_proto_trusted(rt, pt))) continue;
-        iov[nv++] = (struct ss_iov){.addr = pt, .dst = ph[i], .len = lay->pt_size};
-        nlive++;
-    }
-    if (elen && nlive) { /* the proof: the live GC state after the object reads */
-        gi = nv;
-        iov[nv++] = ss_lj_gc_iov(rt, G, lep);
-    }
-    int rc = 0;
-    if (nv) {
-        rt->st.rounds++;
-        rc = ss_mem_readv(m, iov, nv);
-    }
-    for (int i = 0; i < nv && !rc; i++)
-        if (iov[i].err && i != gi) rc = -EIO;
-    if (rc) goto out;
-    rc = -ESTALE; /* from here on: read fine, but not the trace we decoded */
-    uint64_t arr = lj_u64(arrp);
-    if (sslot && sarr == arr) {
-        tc->arr = arr;
-        memcpy(slot, &sT, rs);
-    } else if (arr != tc->arr) { /* first use or the array moved: read the slot */
-        tc->arr = arr;
-        rt->st.rounds++;
-        if (ss_mem_read(m, arr + (uint64_t)t->traceno * rs, slot, rs)) {
-            tc->arr = 0;
-            rc = -EIO;
-            goto out;
-        }
-    }
-    if ((lay->gc64 ? lj_u64(slot) : lj_u32(slot)) != t->T) goto out;
-    if (!trust && (!same_hdr(lay, hdr, t->hdr) || lj_u32(sn) != ts->mapofs ||
-                   (lay->snap_mcofs && u16at(sn + lay->snap_mcofs) != ts->mcofs) ||
-                   memcmp(map, t->map + ts->mapofs, (size_t)ts->maplen * 4)))
-        goto out;
-    cur->G = G;
-    cur->jit_base = lay->gc64 ? jit_base : (uint32_t)jit_base;
-    cur->jit_base_sampled = ss_mem_peek_sample(m, G + lay->G_jit_base, rs) != NULL;
-    cur->vmstate = vmstate;
-    cur->spadjust = t->spadjust;
-    cur->mcode = t->mcode;
-    cur->base_reg = t->base_reg;
-    cur->base_spill = t->base_spill;
-    cur->traceno = t->traceno;
-    cur->nframes = ts->n;
-    bool hit[TC_MAXFR] = {false};
-    for (uint32_t i = 0; i < ts->n; i++) {
-        const struct tframe *f = &t->fr[ts->first + i];
-        cur->pc[i] = f->pc;
-        cur->link[i] = f->link;
-        cur->pt[i] = f->pt;
-        if (!i || cur->proto[i]) continue;
-        uint64_t misses = rt->st.proto_misses;
-        cur->proto[i] = ss_lj_proto(rt, m, f->pt, ph[i]);
-        hit[i] = rt->st.proto_misses == misses; /* no read beyond its header */
-        if (!cur->proto[i]) {
-            rc = -EIO;
-            goto out;
-        }
-    }
-    if (gi >= 0 && !iov[gi].err && ss_lj_gc_prove(rt, sep, lep, elen)) {
-        t->gen = rt->gcp.gen;
-        for (uint32_t i = 1; i < ts->n; i++)
-            if (hit[i]) cur->proto[i]->gcgen = rt->gcp.gen;
-    }
-    ss_lj_need_trace(rt, t->traceno);
-    rc = 0;
-out:
-    free(ph);
-    free(map);
-    return rc;
-}
-
 int ss_lj_trace_lookup(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t look, uint64_t r14,
                        uint64_t rsp, uint64_t now_ns, struct ss_lj_tsample *cur)
 {
@@ -478,14 +280,14 @@ int ss_lj_trace_lookup(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t look
     uint64_t gs[LJ_MAX_GS];
     if (rt->disabled || !(tc = tc_get(rt))) return -ENOENT;
     int idx = tc_find(tc, look), rc = -ENOENT;
-    if (idx >= 0 && (rc = validate(rt, m, idx, look, cur)) == 0) goto found;
+    if (idx >= 0 && (rc = ss_lj_trace_validate(rt, m, idx, look, cur)) == 0) goto found;
     if (idx >= 0 && rc != -ESTALE) return rc;   /* known trace, no frames (or no reads) */
     if (idx >= 0) tc_remove(tc, (unsigned)idx); /* flushed or replaced: look again */
     unsigned ng = gstates(rt, m, r14, rsp, gs);
     if (!rt->lay || rt->lay->nojit) return -ENOENT;
     for (unsigned g = 0; g < ng; g++) {
         idx = discover(rt, m, gs[g], look, now_ns);
-        if (idx >= 0 && validate(rt, m, idx, look, cur) == 0) goto found;
+        if (idx >= 0 && ss_lj_trace_validate(rt, m, idx, look, cur) == 0) goto found;
     }
     return -ENOENT;
 found:

@@ -1,6 +1,7 @@
-/* unwind/luajit/trace_int.h: what trace.c (lookup, validation, walk) and
- * trace_load.c (decoding a trace once) share: limits, the decoded trace and
- * its snapshots. See trace.c for how samples in trace code are handled. */
+/* unwind/luajit/trace_int.h: what trace.c (lookup, walk), trace_load.c
+ * (decoding a trace once) and trace_check.c (its per-sample re-validation)
+ * share: limits, the decoded trace and its snapshots. See trace.c for how
+ * samples in trace code are handled. */
 #ifndef SS_LJ_TRACE_INT_H
 #define SS_LJ_TRACE_INT_H
 
@@ -62,6 +63,15 @@ static inline uint16_t u16at(const uint8_t *p)
 {
     return (uint16_t)(p[0] | p[1] << 8);
 }
+
+/* Header bytes a and b of one trace equal where they never change during
+ * its life (trace_check.c)? */
+bool ss_lj_trace_same_hdr(const struct lj_layout *lay, const uint8_t *a, const uint8_t *b);
+/* Re-validate trace index idx of rt's cache for a sample at look and fill
+ * cur (trace_check.c): 0, -ENOENT (no frames from it), -EIO, -ENOMEM,
+ * -ESTALE (not the trace decoded: flushed or replaced). */
+int ss_lj_trace_validate(struct ss_lj_runtime *rt, struct ss_mem *m, int idx, uint64_t look,
+                         struct ss_lj_tsample *cur);
 
 /* Decode t's snapshots, map and frames (once per trace; t->bad on failure). */
 void ss_lj_trace_load(struct ss_lj_runtime *rt, struct ss_mem *m, struct trace *t);
