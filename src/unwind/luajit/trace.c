@@ -342,7 +342,7 @@ static int validate(struct ss_lj_runtime *rt, struct ss_mem *m, int idx, uint64_
     int32_t vmstate = 0;
     uint32_t *map = malloc((size_t)ts->maplen * 4 + 4);
     if (!map) return -ENOMEM;
-    struct ss_iov iov[7 + TC_MAXFR];
+    struct ss_iov iov[7 + 2 * TC_MAXFR];
     int nv = 0;
     iov[nv++] = (struct ss_iov){.addr = t->T, .dst = hdr, .len = lay->T_size};
     iov[nv++] = (struct ss_iov){.addr = jt, .dst = arrp, .len = 8};
@@ -358,14 +358,18 @@ static int validate(struct ss_lj_runtime *rt, struct ss_mem *m, int idx, uint64_
     if (tc->arr)
         iov[nv++] =
             (struct ss_iov){.addr = tc->arr + (uint64_t)t->traceno * rs, .dst = slot, .len = rs};
-    uint8_t(*ph)[112] = malloc(sizeof(*ph) * ts->n);
+    uint8_t(*ph)[112 + LJ_CNS] = malloc(sizeof(*ph) * ts->n);
     if (!ph) {
         free(map);
         return -ENOMEM;
     }
-    for (uint32_t i = 1; i < ts->n; i++) /* inlined frames' prototypes */
-        iov[nv++] =
-            (struct ss_iov){.addr = t->fr[ts->first + i].pt, .dst = ph[i], .len = lay->pt_size};
+    int cn[TC_MAXFR];
+    for (uint32_t i = 1; i < ts->n; i++) { /* inlined frames' prototypes, names */
+        uint64_t pt = t->fr[ts->first + i].pt;
+        iov[nv++] = (struct ss_iov){.addr = pt, .dst = ph[i], .len = lay->pt_size};
+        iov[nv] = ss_lj_proto_cn_iov(rt, pt, ph[i] + 112);
+        cn[i] = iov[nv].len ? nv++ : -1;
+    }
     rt->st.rounds++;
     int rc = ss_mem_readv(m, iov, nv);
     for (int i = 0; i < nv && !rc; i++)
@@ -401,7 +405,8 @@ static int validate(struct ss_lj_runtime *rt, struct ss_mem *m, int idx, uint64_
         cur->pc[i] = f->pc;
         cur->link[i] = f->link;
         cur->pt[i] = f->pt;
-        cur->proto[i] = i ? ss_lj_proto(rt, m, f->pt, ph[i]) : NULL;
+        cur->proto[i] =
+            i ? ss_lj_proto_cs(rt, m, f->pt, ph[i], cn[i] >= 0 ? &iov[cn[i]] : NULL) : NULL;
         if (i && !cur->proto[i]) {
             rc = -EIO;
             goto out;
