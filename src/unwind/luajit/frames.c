@@ -310,6 +310,13 @@ static int walk_once(struct ss_lj_runtime *rt, struct ss_mem *m, const struct lj
     struct ss_iov iov[3];
     int n = 0, gi = -1;
     uint8_t ep[88];
+    /* read from the live process: first the GC state, where the proof of
+     * the thread's objects starts (resolve.c), then the thread */
+    if (!sampled && rt->ngs && rt->lay) {
+        iov[n] = ss_lj_gc_iov(rt, rt->gs[0], ep);
+        if (iov[n].len) gi = n++;
+    }
+    const int li = n, wi = n + 1; /* the lua_State's header, the stack window */
     /* from the sample: the header at its verified size (the window holds
      * exactly that much); live: 112 bytes, enough for any */
     size_t lsz = sampled && rt->lay && rt->lay->sizeof_L >= 64 && rt->lay->sizeof_L <= 112
@@ -328,17 +335,11 @@ static int walk_once(struct ss_lj_runtime *rt, struct ss_mem *m, const struct lj
         if (!b) return -ENOMEM;
         iov[n++] = (struct ss_iov){.addr = win_lo, .dst = b, .len = win_hi - win_lo, .live = live};
     }
-    /* read from the live process: the GC state before anything of the
-     * thread, where the proof of its objects starts (resolve.c) */
-    if (!sampled && rt->ngs && rt->lay) {
-        gi = n;
-        iov[n++] = ss_lj_gc_iov(rt, rt->gs[0], ep);
-    }
     rt->st.rounds++;
     int rc = ss_mem_readv(m, iov, n);
-    if (rc || iov[0].err) {
+    if (rc || iov[li].err) {
         if (!rc) ss_lj_note_bad_state(rt, st->L, 0);
-        return rc ? rc : iov[0].err;
+        return rc ? rc : iov[li].err;
     }
     /* global state and layout */
     unsigned gct = rt->info.gc64 ? 9 : 5;
@@ -371,7 +372,7 @@ static int walk_once(struct ss_lj_runtime *rt, struct ss_mem *m, const struct lj
         ss_lj_need(rt, m, G, st->L, base - stack);
         rt->st.rounds++;
         if ((rc = read_stack(m, s, stack, base + 16, false))) return rc;
-    } else if (win_hi && !iov[1].err && win_lo <= base && win_hi >= base) {
+    } else if (win_hi && !iov[wi].err && win_lo <= base && win_hi >= base) {
         /* the window is used only if it holds base (a BASE register from a
          * torn state may be anywhere: the extension below would span the
          * distance, gigabytes); extend it downwards with one more read */
