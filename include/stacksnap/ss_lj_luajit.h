@@ -131,6 +131,12 @@ struct ss_lj_stats {
      * between the sample and the reads), moved (a GC step ran: walked again
      * from live memory); function headers taken from the cache */
     uint64_t gc_proved, gc_moved, hdr_trusted;
+    /* prototype headers equal to a cached one whose chunk name had changed
+     * (a freed prototype's memory reused by one of the same shape) */
+    uint64_t proto_renamed;
+    /* walks whose GC proof failed, kept because every object they read had
+     * the content an earlier proof saw at its address */
+    uint64_t gc_content;
 };
 void ss_lj_runtime_stats(const struct ss_lj_runtime *rt, struct ss_lj_stats *st);
 /* Self-check for builds without SnapShot.mcofs: on x86-64 non-GC64 builds

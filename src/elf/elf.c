@@ -15,9 +15,19 @@
 #include "elf/elf.h"
 #include "util/safeopen.h"
 
+/* Files seen not to be ELF (locale archives, caches, fonts: every new
+ * process maps a few), by identity, so the next process's mapping of one
+ * is skipped before it is opened for reading. */
+#define SS_ELF_OTHER_MAX 64
+struct other_file {
+    uint64_t dev, ino, size, mtime;
+};
+
 struct ss_elf_cache {
     struct ss_elf *head;
     size_t count;
+    struct other_file other[SS_ELF_OTHER_MAX];
+    unsigned nother, other_next;
     char *debug_root;
     ss_elf_synth_fn synth;
     struct ss_elf_fetch_state fetch; /* fetched.c */
@@ -376,6 +386,41 @@ static struct ss_elf *cache_find(struct ss_elf_cache *c, const struct ss_elf *k)
     return NULL;
 }
 
+static uint64_t stat_mtime(const struct stat *st)
+{
+    return (uint64_t)st->st_mtim.tv_sec * 1000000000ull + (uint64_t)st->st_mtim.tv_nsec;
+}
+
+struct ss_elf *ss_elf_cache_lookup_stat(struct ss_elf_cache *c, const struct stat *st)
+{
+    uint64_t mtime = stat_mtime(st);
+    for (struct ss_elf *o = c->head; o; o = o->next)
+        if (same_file(o, st->st_dev, st->st_ino, st->st_size, mtime)) return ss_elf_ref(o);
+    return NULL;
+}
+
+static bool same_other(const struct other_file *o, const struct stat *st)
+{
+    return o->dev == st->st_dev && o->ino == st->st_ino && o->size == (uint64_t)st->st_size &&
+           o->mtime == stat_mtime(st);
+}
+
+void ss_elf_cache_note_other(struct ss_elf_cache *c, const struct stat *st)
+{
+    if (ss_elf_cache_is_other(c, st)) return;
+    c->other[c->other_next] =
+        (struct other_file){st->st_dev, st->st_ino, (uint64_t)st->st_size, stat_mtime(st)};
+    c->other_next = (c->other_next + 1) % SS_ELF_OTHER_MAX;
+    if (c->nother < SS_ELF_OTHER_MAX) c->nother++;
+}
+
+bool ss_elf_cache_is_other(const struct ss_elf_cache *c, const struct stat *st)
+{
+    for (unsigned i = 0; i < c->nother; i++)
+        if (same_other(&c->other[i], st)) return true;
+    return false;
+}
+
 int ss_elf_open_fd(struct ss_elf_cache *c, int fd, const char *path, struct ss_elf **out,
                    struct ss_err *err)
 {
@@ -393,13 +438,13 @@ int ss_elf_open_fd(struct ss_elf_cache *c, int fd, const char *path, struct ss_e
     }
     /* the same file (device, inode, size, mtime) already open: no new
      * mapping, no parse (every process of a host maps the same libraries) */
-    uint64_t mtime = st.st_mtim.tv_sec * 1000000000ull + st.st_mtim.tv_nsec;
-    for (struct ss_elf *o = c->head; o; o = o->next)
-        if (same_file(o, st.st_dev, st.st_ino, st.st_size, mtime)) {
-            close(fd);
-            *out = ss_elf_ref(o);
-            return 0;
-        }
+    uint64_t mtime = stat_mtime(&st);
+    struct ss_elf *o = ss_elf_cache_lookup_stat(c, &st);
+    if (o) {
+        close(fd);
+        *out = o;
+        return 0;
+    }
     void *img = mmap(NULL, st.st_size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
     close(fd);
     if (img == MAP_FAILED) {

@@ -92,6 +92,15 @@ size_t ss_elf_cache_count(const struct ss_elf_cache *c);
  * again) or a file with the same build-id is already open. */
 int ss_elf_open_fd(struct ss_elf_cache *c, int fd, const char *path, struct ss_elf **out,
                    struct ss_err *err);
+/* The cached file of this identity (device, inode, size, mtime: as
+ * ss_elf_open_fd finds it), referenced; NULL when none. With it a caller
+ * that has stat'ed a file need not open it for reading. */
+struct stat;
+struct ss_elf *ss_elf_cache_lookup_stat(struct ss_elf_cache *c, const struct stat *st);
+/* A file found not to be ELF (the last 64 such identities are kept), and
+ * whether this one is such a file. */
+void ss_elf_cache_note_other(struct ss_elf_cache *c, const struct stat *st);
+bool ss_elf_cache_is_other(const struct ss_elf_cache *c, const struct stat *st);
 /* Open by path (host filesystem); for tests and tools. */
 int ss_elf_open_path(struct ss_elf_cache *c, const char *path, struct ss_elf **out,
                      struct ss_err *err);

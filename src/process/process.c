@@ -89,7 +89,7 @@ static int open_in_root(pid_t pid, const struct ss_map_desc *m)
         close(fd);
         return -ESTALE;
     }
-    return ss_reopen_regular(fd);
+    return fd;
 }
 
 static int vdso_memfd(pid_t pid, const struct ss_map_desc *m)
@@ -123,17 +123,43 @@ static int vdso_memfd(pid_t pid, const struct ss_map_desc *m)
     return fd;
 }
 
-static int live_open(pid_t pid, const struct ss_map_desc *m)
+/* The mapped file of a live process, opened for reading; or, when the
+ * cache has the same file (device, inode, size, mtime) open, *hit and
+ * -EEXIST; -ENOEXEC for a file already seen not to be ELF. The O_PATH fd's
+ * identity is checked first: a new process maps a few dozen files that are
+ * nearly all known already, and each skipped one saves its reopen and
+ * magic read. */
+static int live_open(struct ss_proc *p, const struct ss_map_desc *m, struct ss_elf **hit)
 {
-    if (!strcmp(m->path, "[vdso]")) return vdso_memfd(pid, m);
+    if (!strcmp(m->path, "[vdso]")) return vdso_memfd(p->pid, m);
     if (m->path[0] != '/') return -ENOENT;
     char mf[96];
-    snprintf(mf, sizeof(mf), "/proc/%d/map_files/%llx-%llx", (int)pid, (unsigned long long)m->start,
-             (unsigned long long)m->end);
+    snprintf(mf, sizeof(mf), "/proc/%d/map_files/%llx-%llx", (int)p->pid,
+             (unsigned long long)m->start, (unsigned long long)m->end);
     /* O_PATH first: a mapped device (a GPU, /dev/mem) is never opened */
     int fd = open(mf, O_PATH | O_CLOEXEC);
-    if (fd >= 0) return ss_reopen_regular(fd);
-    return open_in_root(pid, m);
+    if (fd < 0) fd = open_in_root(p->pid, m);
+    if (fd < 0) return fd;
+    struct stat st;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+        int r = (*hit = ss_elf_cache_lookup_stat(p->cache, &st)) ? -EEXIST
+                : ss_elf_cache_is_other(p->cache, &st)           ? -ENOEXEC
+                                                                 : 0;
+        if (r) {
+            close(fd);
+            return r;
+        }
+    }
+    return ss_reopen_regular(fd);
+}
+
+/* A file that is not ELF: closed, and remembered by its identity. */
+static void not_elf(struct ss_proc *p, int fd)
+{
+    struct stat st;
+    if (p->live && fstat(fd, &st) == 0 && S_ISREG(st.st_mode))
+        ss_elf_cache_note_other(p->cache, &st);
+    close(fd);
 }
 
 /* ---- resolution ---- */
@@ -205,9 +231,9 @@ static void resolve_all(struct ss_proc *p, struct ss_mapping *v, size_t n,
                 (strcmp(path, "[vdso]") || old[j].d.start == mp->d.start))
                 e = ss_elf_ref(old[j].elf);
         if (!e) {
-            int fd = p->live ? live_open(p->pid, &mp->d) : p->fn(p->ctx, &mp->d);
+            int fd = p->live ? live_open(p, &mp->d, &e) : p->fn(p->ctx, &mp->d);
             if (fd >= 0 && !is_elf_fd(fd)) {
-                close(fd);
+                not_elf(p, fd);
                 fd = -ENOEXEC;
             }
             if (fd >= 0 && ss_elf_open_fd(p->cache, fd, path, &e, NULL) < 0) e = NULL;

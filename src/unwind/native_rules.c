@@ -138,6 +138,63 @@ size_t ss_nrules_count(struct ss_elf *e)
     return t ? t->n : 0;
 }
 
+/* Row k goes in unless it is empty or overlaps a row of the table; the
+ * table then stays sorted by lo without overlaps. */
+static bool row_fits(const struct rowtab *t, uint64_t lo, uint64_t hi, size_t *pos)
+{
+    if (hi <= lo) return false;
+    size_t i = find(t, lo); /* insert after i */
+    *pos = i == t->n ? 0 : i + 1;
+    if (i != t->n && t->hi[i] > lo) return false; /* overlaps a row we have */
+    return !(*pos < t->n && t->lo[*pos] < hi);
+}
+
+static void put(struct rowtab *t, size_t at, uint64_t lo, uint64_t hi, const struct ss_nrule *r)
+{
+    t->lo[at] = lo;
+    t->hi[at] = hi;
+    t->r[at] = *r;
+}
+
+static void shift(struct rowtab *t, size_t from, size_t to, size_t count)
+{
+    memmove(t->lo + to, t->lo + from, count * sizeof(*t->lo));
+    memmove(t->hi + to, t->hi + from, count * sizeof(*t->hi));
+    memmove(t->r + to, t->r + from, count * sizeof(*t->r));
+}
+
+/* Rows in ascending order that do not overlap each other (the rows of one
+ * FDE, as libunwind gives them) are merged in one pass from the end, each
+ * row of the table moved once: inserting them one at a time moved the
+ * table's tail once per row, the agent's biggest memmove. The result is the
+ * same as one at a time: a row that overlaps none of the table's cannot
+ * overlap one of the batch either. Other input goes one at a time. */
+#define BATCH 64
+static bool add_sorted(struct rowtab *t, const uint64_t *lo, const uint64_t *hi,
+                       const struct ss_nrule *r, size_t n)
+{
+    size_t take[BATCH], at[BATCH], m = 0;
+    uint64_t prev_hi = 0;
+    if (n > BATCH) return false;
+    for (size_t k = 0; k < n; k++) {
+        if (hi[k] <= lo[k]) continue;
+        if (lo[k] < prev_hi) return false; /* unsorted or overlapping: one at a time */
+        prev_hi = hi[k];
+    }
+    for (size_t k = 0; k < n; k++)
+        if (row_fits(t, lo[k], hi[k], &at[m])) take[m++] = k;
+    size_t i = t->n, j = t->n + m; /* table rows [0, i) still to move; [j, ...) placed */
+    for (size_t a = m; a-- > 0;) {
+        size_t count = i - at[a];
+        j -= count;
+        i -= count;
+        if (count && j != i) shift(t, i, j, count);
+        put(t, --j, lo[take[a]], hi[take[a]], &r[take[a]]);
+    }
+    t->n += m;
+    return true;
+}
+
 int ss_nrules_add(struct ss_elf *e, const uint64_t *lo, const uint64_t *hi,
                   const struct ss_nrule *r, size_t n)
 {
@@ -156,18 +213,12 @@ int ss_nrules_add(struct ss_elf *e, const uint64_t *lo, const uint64_t *hi,
         if (!nlo || !nhi || !nr) return -ENOMEM;
         t->cap = nc;
     }
+    if (add_sorted(t, lo, hi, r, n)) return 0;
     for (size_t k = 0; k < n; k++) {
-        if (hi[k] <= lo[k]) continue;
-        size_t i = find(t, lo[k]); /* insert after i */
-        size_t pos = i == t->n ? 0 : i + 1;
-        if (i != t->n && t->hi[i] > lo[k]) continue; /* overlaps a row we have */
-        if (pos < t->n && t->lo[pos] < hi[k]) continue;
-        memmove(t->lo + pos + 1, t->lo + pos, (t->n - pos) * sizeof(*t->lo));
-        memmove(t->hi + pos + 1, t->hi + pos, (t->n - pos) * sizeof(*t->hi));
-        memmove(t->r + pos + 1, t->r + pos, (t->n - pos) * sizeof(*t->r));
-        t->lo[pos] = lo[k];
-        t->hi[pos] = hi[k];
-        t->r[pos] = r[k];
+        size_t pos;
+        if (!row_fits(t, lo[k], hi[k], &pos)) continue;
+        shift(t, pos, pos + 1, t->n - pos);
+        put(t, pos, lo[k], hi[k], &r[k]);
         t->n++;
     }
     return 0;

@@ -115,16 +115,48 @@ double ag_metric(const char *text, const char *name)
     return -1;
 }
 
-pid_t ag_churn(const char *lj, int secs)
+/* The loop; with names, each command runs through a symlink of its own name
+ * in names (the loop shell too), so its samples carry that comm. */
+static pid_t churn(const char *lj, int secs, const char *names)
 {
-    char cmd[512];
+    char cmd[4096], *const loop_argv[] = {"sh", "-c", cmd, NULL};
+    char lj_path[512], sh[512], ls[512], tr[512], loop[512];
+    snprintf(lj_path, sizeof(lj_path), "%s", lj);
+    snprintf(sh, sizeof(sh), "sh");
+    snprintf(ls, sizeof(ls), "ls");
+    snprintf(tr, sizeof(tr), "true");
+    if (names) {
+        const struct {
+            char *path;
+            const char *name, *target;
+        } link[] = {{lj_path, "luajit", lj},
+                    {sh, "sh", "/bin/sh"},
+                    {ls, "ls", "/bin/ls"},
+                    {tr, "true", "/bin/true"},
+                    {loop, "loop", "/bin/sh"}};
+        for (size_t i = 0; i < sizeof(link) / sizeof(link[0]); i++) {
+            snprintf(link[i].path, 512, "%s/%s%s", names, AG_CHURN_PREFIX, link[i].name);
+            if (symlink(link[i].target, link[i].path) < 0 && errno != EEXIST) return -1;
+        }
+    }
     snprintf(cmd, sizeof(cmd),
              "end=$(($(date +%%s) + %d)); while [ $(date +%%s) -lt $end ]; do "
-             "'%s' -e 'local s=0 for i=1,2e6 do s=s+i%%7 end'; sh -c true; ls / >/dev/null; true; "
-             "done",
-             secs, lj);
-    char *const loop[] = {"sh", "-c", cmd, NULL};
-    return cli_start(loop, NULL, NULL);
+             "'%s' -e 'local s=0 for i=1,2e6 do s=s+i%%7 end'; '%s' -c true; '%s' / >/dev/null; "
+             "'%s'; done",
+             secs, lj_path, sh, ls, tr);
+    if (!names) return cli_start(loop_argv, NULL, NULL);
+    char *const named[] = {loop, "-c", cmd, NULL};
+    return cli_start(named, NULL, NULL);
+}
+
+pid_t ag_churn(const char *lj, int secs)
+{
+    return churn(lj, secs, NULL);
+}
+
+pid_t ag_churn_named(const char *lj, int secs, const char *dir)
+{
+    return churn(lj, secs, dir);
 }
 
 int ag_free_port(void)

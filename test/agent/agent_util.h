@@ -43,6 +43,12 @@ void ag_recv_stop(struct ag_recv *r);
 /* The issue's churn: a shell loop starting short processes (luajit LJ,
  * sh, ls, true) for secs seconds; its pid. */
 pid_t ag_churn(const char *lj, int secs);
+/* The same loop with each command (and the loop shell) run through a
+ * symlink in dir named AG_CHURN_PREFIX + luajit, sh, ls, true, loop: their
+ * samples carry those command names (the kernel's comm is the exec'd
+ * name), told apart from every other process on the machine. */
+#define AG_CHURN_PREFIX "churn-"
+pid_t ag_churn_named(const char *lj, int secs, const char *dir);
 /* A TCP port nothing listens on right now. */
 int ag_free_port(void);
 

@@ -172,3 +172,55 @@ Test(luajit_garbage, guards_found_in_random_code)
     }
     free(mc);
 }
+
+/* ---- runtime.c: the prototype cache and reused memory ---- */
+
+/* A prototype freed and one of the same shape allocated at its address,
+ * with its chunk name's string at the old string's address too, has the
+ * old header to the byte (rl_torn named frames from older generations so).
+ * The cache must tell them apart by the string. The "target" is this
+ * process: a GC64 prototype header and a GCstr in buffers. */
+Test(luajit_garbage, reused_prototype_is_read_again)
+{
+    struct ss_lj_elfinfo info;
+    struct ss_err err = {0};
+    cr_assert_eq(ss_lj_detect_file("/usr/bin/luajit", &info, &err), 0);
+    struct ss_target_live tl = {.pid = getpid()};
+    struct ss_mem mem;
+    ss_mem_init(&mem, NULL, &ss_target_live, &tl);
+    struct ss_lj_runtime *rt;
+    cr_assert_eq(ss_lj_runtime_new(&rt, &info, 0, (uint32_t)getpid(), &err), 0);
+    const struct lj_layout *lay = NULL;
+    for (unsigned i = 0; i < ss_lj_nlayouts && !lay; i++)
+        if (ss_lj_layouts[i].gc64) lay = &ss_lj_layouts[i];
+    cr_assert_not_null(lay);
+    rt->lay = lay;
+    static uint64_t pt[32], str[8];
+    uint8_t *p = (uint8_t *)pt, *s = (uint8_t *)str;
+    memset(pt, 0, sizeof(pt));
+    p[lay->gct] = LJ_GCT_PROTO;
+    *(uint32_t *)(p + lay->pt_sizebc) = 2;
+    *(uint32_t *)(p + lay->pt_sizept) = lay->pt_size + 8;
+    *(uint64_t *)(p + lay->pt_chunkname) = (uint64_t)(uintptr_t)s;
+    *(uint32_t *)(p + lay->pt_firstline) = 1;
+    memset(str, 0, sizeof(str));
+    s[lay->gct] = LJ_GCT_STR;
+    *(uint32_t *)(s + lay->str_len) = 6;
+    memcpy(s + lay->str_data, "=gen17", 7);
+    uint64_t a = (uint64_t)(uintptr_t)p;
+
+    struct lj_proto *first = ss_lj_proto(rt, &mem, a, NULL);
+    cr_assert_not_null(first);
+    cr_assert_str_eq(first->chunk, "gen17");
+    cr_assert_str_eq(ss_lj_proto(rt, &mem, a, NULL)->chunk, "gen17"); /* a hit */
+    memcpy(s + lay->str_data, "=gen18", 7); /* the new generation's name, same place */
+    s[lay->str_len - 4] ^= 0x5a;            /* and its hash */
+    struct lj_proto *again = ss_lj_proto(rt, &mem, a, NULL);
+    cr_assert_not_null(again);
+    cr_expect_str_eq(again->chunk, "gen18");
+    struct ss_lj_stats st;
+    ss_lj_runtime_stats(rt, &st);
+    cr_expect_eq(st.proto_hits, 1);
+    cr_expect_eq(st.proto_renamed, 1);
+    ss_lj_runtime_free(rt);
+}

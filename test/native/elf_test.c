@@ -18,6 +18,7 @@
 #include "elf/elf.h"
 #include "memory/memory.h"
 #include "process/process.h"
+#include "unwind/native_rules.h"
 
 #define WL_NOPIE SS_BINARY_DIR "/native_workload_nopie"
 #define WL_PIE SS_BINARY_DIR "/native_workload_pie"
@@ -401,4 +402,50 @@ Test(memory, layers)
     cr_assert_eq(rc.n, 5);
     free((void *)(uintptr_t)heap);
     ss_proc_free(p);
+}
+
+/* The per-file rule rows: batches (the rows of one FDE: ascending, not
+ * overlapping each other, some overlapping rows already there) give the
+ * same table as inserting every row on its own, which keeps the first row
+ * that covers an address. Random batches over a small range so that many
+ * collide; every address of the range is looked up after each batch. */
+Test(native_elf, rule_rows_batch_as_one_at_a_time)
+{
+    enum { RANGE = 4096 };
+    static int ref[RANGE]; /* id of the row covering each address, 0 none */
+    struct ss_elf *e = calloc(1, sizeof(*e));
+    cr_assert(e);
+    memset(ref, 0, sizeof(ref));
+    srand(19);
+    int id = 0;
+    for (int batch = 0; batch < 400; batch++) {
+        uint64_t lo[64], hi[64];
+        struct ss_nrule r[64];
+        size_t n = 1 + (size_t)(rand() % 64);
+        uint64_t at = (uint64_t)(rand() % RANGE);
+        size_t k = 0;
+        for (; k < n && at < RANGE; k++) {
+            lo[k] = at;
+            hi[k] = at + (uint64_t)(rand() % 8); /* 0: an empty row, skipped */
+            if (hi[k] > RANGE) hi[k] = RANGE;
+            memset(&r[k], 0, sizeof(r[k]));
+            r[k].cfa_off = ++id;
+            at = hi[k] + (uint64_t)(rand() % 3);
+            bool free_span = hi[k] > lo[k];
+            for (uint64_t a = lo[k]; a < hi[k]; a++)
+                free_span = free_span && !ref[a];
+            for (uint64_t a = lo[k]; free_span && a < hi[k]; a++)
+                ref[a] = r[k].cfa_off;
+        }
+        cr_assert_eq(ss_nrules_add(e, lo, hi, r, k), 0);
+        for (uint64_t a = 0; a < RANGE; a++) {
+            struct ss_nrule got;
+            int has = ss_nrules_lookup(e, a, &got);
+            cr_assert_eq(has ? got.cfa_off : 0, ref[a], "batch %d, address %llu", batch,
+                         (unsigned long long)a);
+        }
+    }
+    cr_assert_gt(ss_nrules_count(e), 100);
+    e->unwind_priv_free(e->unwind_priv);
+    free(e);
 }

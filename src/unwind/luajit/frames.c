@@ -308,8 +308,16 @@ static int walk_once(struct ss_lj_runtime *rt, struct ss_mem *m, const struct lj
     uint8_t Lb[128];
     bool sampled = m->nwin && !live;
     uint64_t win_lo = 0, win_hi = 0;
-    struct ss_iov iov[2];
-    int n = 0;
+    struct ss_iov iov[3];
+    int n = 0, gi = -1;
+    uint8_t ep[88];
+    /* read from the live process: first the GC state, where the proof of
+     * the thread's objects starts (resolve.c), then the thread */
+    if (!sampled && rt->ngs && rt->lay) {
+        iov[n] = ss_lj_gc_iov(rt, rt->gs[0], ep);
+        if (iov[n].len) gi = n++;
+    }
+    const int li = n, wi = n + 1; /* the lua_State's header, the stack window */
     /* from the sample: the header at its verified size (the window holds
      * exactly that much); live: 112 bytes, enough for any */
     size_t lsz = sampled && rt->lay && rt->lay->sizeof_L >= 64 && rt->lay->sizeof_L <= 112
@@ -330,9 +338,9 @@ static int walk_once(struct ss_lj_runtime *rt, struct ss_mem *m, const struct lj
     }
     rt->st.rounds++;
     int rc = ss_mem_readv(m, iov, n);
-    if (rc || iov[0].err) {
+    if (rc || iov[li].err) {
         if (!rc) ss_lj_note_bad_state(rt, st->L, 0);
-        return rc ? rc : iov[0].err;
+        return rc ? rc : iov[li].err;
     }
     /* global state and layout */
     unsigned gct = rt->info.gc64 ? 9 : 5;
@@ -365,7 +373,7 @@ static int walk_once(struct ss_lj_runtime *rt, struct ss_mem *m, const struct lj
         ss_lj_need(rt, m, G, st->L, base - stack);
         rt->st.rounds++;
         if ((rc = read_stack(m, s, stack, base + 16, false))) return rc;
-    } else if (n == 2 && !iov[1].err && win_lo <= base && win_hi >= base) {
+    } else if (win_hi && !iov[wi].err && win_lo <= base && win_hi >= base) {
         /* the window is used only if it holds base (a BASE register from a
          * torn state may be anywhere: the extension below would span the
          * distance, gigabytes); extend it downwards with one more read */
@@ -392,7 +400,12 @@ static int walk_once(struct ss_lj_runtime *rt, struct ss_mem *m, const struct lj
     unsigned ncf = 1;
     read_cframe(rt, m, lj_u64(Lb + lay->L_cframe) & ~(uint64_t)3, &cf[0]);
     if ((rc = chain(rt, m, s, stack, base, st->L, cf, &ncf, w))) return rc;
-    if ((rc = ss_lj_resolve(rt, m, w, live))) return rc;
+    size_t elen = 0;
+    if (sampled)
+        elen = ss_lj_gc_sample(rt, m, G, ep);
+    else if (gi >= 0 && !iov[gi].err && G == rt->gs[0])
+        elen = iov[gi].len;
+    if ((rc = ss_lj_resolve(rt, m, w, ep, elen))) return rc;
     /* Sampled in the VM between a frame's link and its function (call
      * setup or return): PC is the caller's return pc. The caller is the
      * frame that runs; the half-built or half-gone frame is dropped. */
@@ -403,6 +416,14 @@ static int walk_once(struct ss_lj_runtime *rt, struct ss_mem *m, const struct lj
         w->n--;
     }
     if ((rc = frame_pcs(rt, st, cf, w, s))) return rc;
+    /* Headers kept by content (resolve.c): a function freed after the
+     * sample and its memory reused by a closure seen there before would
+     * name the frame; the sample's pc (a link, the PC register, a cframe's
+     * saved PC) must lie in the prototype read. Else the sample cannot be
+     * walked: the live stack has moved on (walks of it after a GC step
+     * were where rl_torn found frames of other generations). */
+    for (unsigned i = 0; w->by_content && i < w->n; i++)
+        if (w->f[i].ffid == 0 && !w->f[i].pc) return -ESTALE;
     /* A C function or helper on top (not the sampled leaf): the PC register
      * recovered at the VM frame must fit the frame at L->base, else the
      * thread moved on since the sample (live reads are not atomic). */
@@ -444,7 +465,7 @@ int ss_lj_walk_thread(struct ss_lj_runtime *rt, struct ss_mem *m, const struct l
     for (int attempt = 0; attempt < 3; attempt++) {
         w->truncated = false;
         rc = walk_once(rt, m, st, w, &s, live);
-        if (rc == -ECANCELED && !live) { /* the GC moved: the sample's objects may be gone */
+        if (rc == -ECANCELED) { /* the GC moved: the objects read may be gone */
             live = true;
             rc = -EAGAIN;
         }

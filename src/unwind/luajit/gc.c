@@ -84,10 +84,18 @@ struct ss_iov ss_lj_gc_iov(const struct ss_lj_runtime *rt, uint64_t G, uint8_t *
  * cycles, and two whole cycles between two looks can end with the same
  * white, state and estimate (a loop calling collectgarbage() at the same
  * point: rl_torn). Any allocation starts a new generation, whose headers
- * are read and proved again. */
-bool ss_lj_gc_current(const struct ss_lj_runtime *rt, const uint8_t *ep, size_t n)
+ * are read and proved again; and a generation ends at the first look (a
+ * sample, or the start of a live walk) that shows other bytes: a program
+ * whose heap after each full cycle is the same to the byte (rl_torn again:
+ * the same allocations every round, at the same addresses) comes back to
+ * the bytes of an old generation with other objects where its headers
+ * were. Between two looks (a sample period) that cannot be told. */
+bool ss_lj_gc_current(struct ss_lj_runtime *rt, const uint8_t *ep, size_t n)
 {
-    return n && rt->gcp.gen && !memcmp(rt->gcp.ep, ep, n);
+    if (!n || !rt->gcp.gen) return false;
+    if (!memcmp(rt->gcp.ep, ep, n)) return true;
+    rt->gcp.gen = 0; /* bytes that left the generation's never prove it again */
+    return false;
 }
 
 bool ss_lj_gc_prove(struct ss_lj_runtime *rt, const uint8_t *sample, const uint8_t *live, size_t n)
@@ -101,4 +109,24 @@ bool ss_lj_gc_prove(struct ss_lj_runtime *rt, const uint8_t *sample, const uint8
     if (!rt->gcp.gen || memcmp(rt->gcp.ep, live, n)) rt->gcp.gen = ++rt->gcp.last;
     memcpy(rt->gcp.ep, live, n);
     return true;
+}
+
+size_t ss_lj_gc_start(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t G, uint8_t *ep)
+{
+    size_t n = ss_lj_gc_sample(rt, m, G, ep);
+    if (n || !G || !ep_len(rt->lay)) return n;
+    struct ss_iov g = ss_lj_gc_iov(rt, G, ep);
+    rt->st.rounds++;
+    return ss_mem_readv(m, &g, 1) || g.err ? 0 : g.len;
+}
+
+bool ss_lj_gc_end(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t G, const uint8_t *ep,
+                  size_t n)
+{
+    uint8_t lep[88];
+    if (!n) return true;
+    struct ss_iov g = ss_lj_gc_iov(rt, G, lep);
+    rt->st.rounds++;
+    if (ss_mem_readv(m, &g, 1) || g.err) return true; /* nothing seen moved */
+    return ss_lj_gc_prove(rt, ep, lep, n);
 }

@@ -171,11 +171,20 @@ struct lj_pname {
 };
 
 /* Immutable data of one prototype, validated on every use by comparing the
- * header bytes that never change during the prototype's life. */
+ * header bytes that never change during the prototype's life, and its chunk
+ * name's string: a prototype of the same shape allocated where a freed one
+ * was, with its chunk name where the old name was, has the old header to
+ * the byte (the name is a pointer in it); the string's hash, id, length and
+ * first bytes tell the two apart. */
+#define LJ_CNS 64 /* bytes of the chunk name's GCstr kept: header and data */
 struct lj_proto {
     uint64_t addr;    /* 0 = empty slot */
     uint8_t sig[104]; /* header with mutable fields zeroed */
     uint32_t siglen;
+    uint64_t cn;         /* the chunk name's GCstr */
+    uint8_t cns[LJ_CNS]; /* its first cnslen bytes as filled (0: none readable, or
+                          * read in a walk the GC proof failed: fill again) */
+    uint32_t cnslen;
     uint32_t sizebc, numline, sizept, sizekgc, sizeuv;
     int32_t firstline;
     const char *chunk; /* interned, without leading @/= */
@@ -299,6 +308,15 @@ void ss_lj_note_bad_state(struct ss_lj_runtime *rt, uint64_t L, unsigned type_by
  * prototype. */
 struct lj_proto *ss_lj_proto(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t pt,
                              const uint8_t *hdr);
+/* The same, with cs the read ss_lj_proto_cn_iov(pt) made in the caller's
+ * batch (NULL, or not of the entry there now: read here if the header
+ * matches the cache, one more read). */
+struct lj_proto *ss_lj_proto_cs(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t pt,
+                                const uint8_t *hdr, const struct ss_iov *cs);
+/* The read of the cached prototype at pt's chunk name, into dst (LJ_CNS
+ * bytes), to batch with pt's header: len 0 when the cache has no such
+ * prototype. */
+struct ss_iov ss_lj_proto_cn_iov(const struct ss_lj_runtime *rt, uint64_t pt, uint8_t *dst);
 /* Line for bytecode position pos (0-based index of the instruction). */
 uint32_t ss_lj_proto_line(const struct ss_lj_runtime *rt, const struct lj_proto *p, uint32_t pos);
 
@@ -331,6 +349,9 @@ struct lj_wframe {
 struct lj_walk {
     uint64_t L, G;
     unsigned n;
+    /* resolve.c kept the headers by their content, not by the GC proof:
+     * every Lua frame's pc must then lie in its prototype (frames.c) */
+    bool by_content;
     struct lj_wframe f[LJ_MAX_FRAMES];
     unsigned nsegs; /* cframes consumed + 1 */
     uint64_t seg_cframe[LJ_MAX_SEGS];
@@ -350,9 +371,10 @@ struct lj_start {
 
 /* The function and prototype headers of w's frames (resolve.c): ffid,
  * fnpc, cf, pt and proto of each; -ECANCELED when the GC state moved since
- * the sample (walk the live stack), -EINVAL on a header that is no
- * function. live: the walk reads the live target (no GC proof). */
-int ss_lj_resolve(struct ss_lj_runtime *rt, struct ss_mem *m, struct lj_walk *w, bool live);
+ * sep (elen bytes of gc.c's collector state as of the walk's view of the
+ * thread; 0: none, no proof), -EINVAL on a header that is no function. */
+int ss_lj_resolve(struct ss_lj_runtime *rt, struct ss_mem *m, struct lj_walk *w, const uint8_t *sep,
+                  size_t elen);
 /* Room for n bytes of scratch at *buf (cap bytes now, grown and kept);
  * NULL on ENOMEM. */
 void *ss_lj_scratch(uint8_t **buf, size_t *cap, size_t n);
@@ -420,12 +442,19 @@ size_t ss_lj_gc_sample(const struct ss_lj_runtime *rt, const struct ss_mem *m, u
                        uint8_t *ep);
 /* The live read of the same bytes, to come after every object read of a walk. */
 struct ss_iov ss_lj_gc_iov(const struct ss_lj_runtime *rt, uint64_t G, uint8_t *dst);
-/* Does the sample show no atomic phase since the last proof (the headers
- * proved in the current generation hold)? */
-bool ss_lj_gc_current(const struct ss_lj_runtime *rt, const uint8_t *ep, size_t n);
+/* Does the sample show no allocation since the last proof (the headers
+ * proved in the current generation hold)? If not, that generation ends. */
+bool ss_lj_gc_current(struct ss_lj_runtime *rt, const uint8_t *ep, size_t n);
 /* Sample vs live bytes: true (and the generation current) when no atomic
  * phase ran between. */
 bool ss_lj_gc_prove(struct ss_lj_runtime *rt, const uint8_t *sample, const uint8_t *live, size_t n);
+/* A proof around reads made outside a walk (partial.c): its start, the
+ * sample's bytes or else a live read now (0: no proof possible), and its
+ * end after the reads (false only when the live bytes show an atomic
+ * phase since the start). */
+size_t ss_lj_gc_start(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t G, uint8_t *ep);
+bool ss_lj_gc_end(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t G, const uint8_t *ep,
+                  size_t n);
 /* The prototype at pt when its header was matched in the current
  * generation (no read), else NULL. */
 struct lj_proto *ss_lj_proto_trusted(struct ss_lj_runtime *rt, uint64_t pt);

@@ -14,7 +14,9 @@
  *
  * A prototype is found by its bytecode range among the prototypes the
  * runtime has cached (any function sampled before) and re-validated by a
- * header read (ss_lj_proto). The name of the outermost frame, which has no
+ * header read (ss_lj_proto); one found by pc that no earlier GC proof saw
+ * needs a proof from the sample (or the start) to after its read (gc.c).
+ * The name of the outermost frame, which has no
  * caller to derive it from, is the last name a full walk gave that
  * prototype (splice.c records it), else "anonymous". */
 #include <errno.h>
@@ -57,6 +59,8 @@ int ss_lj_partial(struct ss_lj_runtime *rt, struct ss_mem *m, const struct ss_lj
     const struct lj_layout *lay = rt->lay;
     memset(w, 0, offsetof(struct lj_walk, f));
     if (!lay || rt->disabled) return -ENOENT;
+    uint8_t ep[88];
+    size_t elen = !ts && rt->ngs ? ss_lj_gc_start(rt, m, rt->gs[0], ep) : 0;
     if (ts) { /* trace: the snapshot's frames, innermost first */
         for (uint32_t k = ts->nframes; k-- > 0 && w->n < LJ_MAX_FRAMES;) {
             struct lj_proto *p = ss_lj_proto(rt, m, ts->pt[k], NULL);
@@ -67,6 +71,15 @@ int ss_lj_partial(struct ss_lj_runtime *rt, struct ss_mem *m, const struct ss_lj
         struct lj_proto *p = pc ? proto_at(rt, m, pc, kbase) : NULL;
         if (!p) return -ENOENT;
         add(w, p, pc, 0, lay);
+    }
+    /* The prototype found by pc may have been freed before its read (gc.c)
+     * unless an earlier proof saw it (its header and chunk name were just
+     * matched). A trace's are its constants: the trace, validated live,
+     * keeps them alive. */
+    if (!ts && !w->f[0].proto->gcgen && !ss_lj_gc_end(rt, m, rt->gs[0], ep, elen)) {
+        w->f[0].proto->cnslen = 0;
+        w->n = 0;
+        return -ESTALE;
     }
     w->nsegs = 1;
     w->seg_cframe[0] = cframe;

@@ -10,11 +10,15 @@
  *      too (a window of their own: the fields between are cold lines)
  *      and, once samples ran in traces, the J->trace array itself up to
  *      the highest trace number they showed, one load: the slot of the
- *      sampled trace as of the sample (trace.c)
+ *      sampled trace as of the sample (trace_check.c); not while window 2
+ *      is in the plan (eight windows at most: the slot is read live then)
  *   1  the running lua_State's header: *(G + cur_L), one load
  *   2  the main thread's Lua stack below its L->base, one load: a coroutine
  *      resumed from the main thread (a request, a generator) runs on its
- *      own stack while the resumer's frames wait there
+ *      own stack while the resumer's frames wait there; and the header of
+ *      the function at that L->base, two loads (the frame's function slot,
+ *      then the object): what resumed the coroutine, which the collector
+ *      may free before the walk (coroutine.wrap makes one per call)
  *   3  the running Lua stack below BASE, the first of these that applies:
  *      a  BASE register (rdx) when the ip is in the VM's code
  *      b  G->jit_base when it is set (a trace, or C code called from one)
@@ -172,6 +176,10 @@ int ss_lj_runtime_plan(const struct ss_lj_runtime *rt, uint64_t have, struct ss_
                       (mainb ? mainb + LJ_WIN_MAIN_ABOVE : 0);
     while (tr && before + tr * LJ_TR_UNIT * rs > SS_WIN_AREA - SS_WIN_LEN_MAX)
         tr--;
+    /* and at most SS_WIN_MAX windows: while a coroutine's resumer waits on
+     * the main thread (two windows) the J->trace slot is read live */
+    unsigned nwin = 1 + (lay->nojit ? 2 : 4) + (curL ? 1 : 0) + (mainb ? 2 : 0);
+    if (nwin + 1 > SS_WIN_MAX) tr = 0;
     if ((have & ((1ull << 48) - 1)) == G &&
         keeps((uint32_t)(have >> 48 & 0x1f) * LJ_WIN_UNIT, below) &&
         keeps((uint32_t)(have >> 56 & 0xf) * LJ_WIN_UNIT, mainb) &&
@@ -203,6 +211,14 @@ int ss_lj_runtime_plan(const struct ss_lj_runtime *rt, uint64_t have, struct ss_
     }
 
     if (mainb) {
+        /* the function the main thread runs at its L->base: what resumed
+         * the coroutine (coroutine.wrap makes one per call) */
+        w = add(p, &d, (uint16_t)lay->fn_size);
+        w->addr = G - L + lay->L_base;
+        w->nload = 2;
+        w->mask[0] = ref;
+        w->off[1] = lay->gc64 ? -16 : -8;
+        w->mask[1] = lay->gc64 ? LJ_GCVMASK : 0xffffffffull;
         uint16_t mlen = (uint16_t)(mainb + LJ_WIN_MAIN_ABOVE);
         w = add(p, &d, mlen); /* the main thread's stack */
         w->addr = G - L + lay->L_base;

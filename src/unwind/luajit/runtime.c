@@ -290,6 +290,10 @@ static struct lj_proto *fill(struct ss_lj_runtime *rt, struct ss_mem *m, struct 
     uint8_t sb[24 + 256];
     if (cn && !ss_mem_read(m, cn, sb, sizeof(sb)) && sb[lay->gct] == LJ_GCT_STR) {
         uint32_t len = lj_u32(sb + lay->str_len);
+        uint64_t n = (uint64_t)lay->str_data + len + 1;
+        p->cn = cn;
+        p->cnslen = n < LJ_CNS ? (uint32_t)n : LJ_CNS;
+        memcpy(p->cns, sb, p->cnslen);
         char tmp[4096];
         const char *s = NULL;
         if (len <= sizeof(sb) - lay->str_data - 1) {
@@ -328,24 +332,62 @@ static struct lj_proto *spill_entry(struct ss_lj_runtime *rt)
     return rt->nspill < LJ_SPILL ? &rt->spill[rt->nspill++] : NULL;
 }
 
+/* Is the chunk name at p->cn still the string p was filled with? cs: the
+ * caller's read of it, used if it read what p holds now, else (NULL too) it
+ * is read here. The GC header's link and mark bytes change; the rest (hash,
+ * id, length, data) does not. */
+static bool same_name(struct ss_lj_runtime *rt, struct ss_mem *m, const struct lj_proto *p,
+                      const struct ss_iov *cs)
+{
+    uint8_t own[LJ_CNS];
+    const uint8_t *b = own;
+    unsigned from = rt->lay->gct;
+    if (!p->cnslen) return false;
+    if (cs && cs->addr == p->cn && cs->len == p->cnslen && !cs->err)
+        b = cs->dst;
+    else if (ss_mem_read(m, p->cn, own, p->cnslen))
+        return false;
+    return !memcmp(b + from, p->cns + from, p->cnslen - from);
+}
+
+struct ss_iov ss_lj_proto_cn_iov(const struct ss_lj_runtime *rt, uint64_t pt, uint8_t *dst)
+{
+    const struct lj_proto *p = &rt->protos[(pt >> 3) % LJ_PROTO_SLOTS];
+    if (!pt || p->addr != pt || !p->cnslen) return (struct ss_iov){.dst = dst};
+    return (struct ss_iov){.addr = p->cn, .dst = dst, .len = p->cnslen};
+}
+
 struct lj_proto *ss_lj_proto(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t pt,
                              const uint8_t *hdr)
 {
+    return ss_lj_proto_cs(rt, m, pt, hdr, NULL);
+}
+
+struct lj_proto *ss_lj_proto_cs(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t pt,
+                                const uint8_t *hdr, const struct ss_iov *cs)
+{
     const struct lj_layout *lay = rt->lay;
-    uint8_t own[104];
+    uint8_t own[104], ocs[LJ_CNS];
     if (!lay || !pt || (pt & 3)) return NULL;
-    if (!hdr) {
-        if (ss_mem_read(m, pt, own, lay->pt_size)) return NULL;
-        hdr = own;
-    }
     struct lj_proto *p = &rt->protos[(pt >> 3) % LJ_PROTO_SLOTS];
+    struct ss_iov iov[2];
+    if (!hdr) { /* the header and the cached entry's name in one read */
+        iov[0] = (struct ss_iov){.addr = pt, .dst = own, .len = lay->pt_size};
+        iov[1] = ss_lj_proto_cn_iov(rt, pt, ocs);
+        if (ss_mem_readv(m, iov, iov[1].len ? 2 : 1) || iov[0].err) return NULL;
+        hdr = own;
+        cs = &iov[1];
+    }
     if (p->addr == pt) {
         uint8_t s[104];
         make_sig(lay, hdr, s);
         if (!memcmp(s, p->sig, p->siglen)) {
-            rt->st.proto_hits++;
-            p->epoch = rt->epoch;
-            return p;
+            if (same_name(rt, m, p, cs)) {
+                rt->st.proto_hits++;
+                p->epoch = rt->epoch;
+                return p;
+            }
+            if (p->cnslen) rt->st.proto_renamed++;
         }
     }
     rt->st.proto_misses++;

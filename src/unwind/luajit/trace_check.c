@@ -103,14 +103,15 @@ int ss_lj_trace_validate(struct ss_lj_runtime *rt, struct ss_mem *m, int idx, ui
     uint8_t hdr[TC_HDR], sn[16], slot[8] = {0}, arrp[8];
     uint8_t sep[88], lep[88];
     size_t elen = ss_lj_gc_sample(rt, m, G, sep);
-    bool trust = t->gen && t->gen == rt->gcp.gen && ss_lj_gc_current(rt, sep, elen);
+    bool gen_now = ss_lj_gc_current(rt, sep, elen); /* (a look: may end the generation) */
+    bool trust = gen_now && t->gen && t->gen == rt->gcp.gen;
     uint64_t sarr = 0, sT = 0;
     bool sslot = sample_slot(rt, m, jt, t->traceno, &sarr, &sT);
     uint64_t jit_base = 0;
     int32_t vmstate = 0;
     uint32_t *map = malloc((size_t)ts->maplen * 4 + 4);
     if (!map) return -ENOMEM;
-    struct ss_iov iov[8 + TC_MAXFR];
+    struct ss_iov iov[8 + 2 * TC_MAXFR];
     int nv = 0, nlive = 0, gi = -1;
     if (!trust) {
         iov[nv++] = (struct ss_iov){.addr = t->T, .dst = hdr, .len = lay->T_size};
@@ -130,16 +131,20 @@ int ss_lj_trace_validate(struct ss_lj_runtime *rt, struct ss_mem *m, int idx, ui
     if (tc->arr && !sslot)
         iov[nv++] =
             (struct ss_iov){.addr = tc->arr + (uint64_t)t->traceno * rs, .dst = slot, .len = rs};
-    uint8_t(*ph)[112] = malloc(sizeof(*ph) * ts->n);
+    uint8_t(*ph)[112 + LJ_CNS] = malloc(sizeof(*ph) * ts->n);
     if (!ph) {
         free(map);
         return -ENOMEM;
     }
     memset(cur, 0, sizeof(*cur));
-    for (uint32_t i = 1; i < ts->n; i++) { /* inlined frames' prototypes */
+    int cn[TC_MAXFR];
+    for (uint32_t i = 1; i < ts->n; i++) { /* inlined frames' prototypes, names */
         uint64_t pt = t->fr[ts->first + i].pt;
+        cn[i] = -1;
         if (trust && (cur->proto[i] = ss_lj_proto_trusted(rt, pt))) continue;
         iov[nv++] = (struct ss_iov){.addr = pt, .dst = ph[i], .len = lay->pt_size};
+        iov[nv] = ss_lj_proto_cn_iov(rt, pt, ph[i] + 112);
+        cn[i] = iov[nv].len ? nv++ : -1;
         nlive++;
     }
     if (elen && nlive) { /* the proof: the live GC state after the object reads */
@@ -190,9 +195,9 @@ int ss_lj_trace_validate(struct ss_lj_runtime *rt, struct ss_mem *m, int idx, ui
         cur->link[i] = f->link;
         cur->pt[i] = f->pt;
         if (!i || cur->proto[i]) continue;
-        uint64_t misses = rt->st.proto_misses;
-        cur->proto[i] = ss_lj_proto(rt, m, f->pt, ph[i]);
-        hit[i] = rt->st.proto_misses == misses; /* no read beyond its header */
+        uint64_t calls = m->n_target_calls;
+        cur->proto[i] = ss_lj_proto_cs(rt, m, f->pt, ph[i], cn[i] >= 0 ? &iov[cn[i]] : NULL);
+        hit[i] = m->n_target_calls == calls; /* no read after the batch's proof */
         if (!cur->proto[i]) {
             rc = -EIO;
             goto out;
