@@ -34,7 +34,39 @@ struct ss_target_ops {
     /* Fill every iov; set iov[i].err per element. Return 0, or negative errno
      * when the whole target is gone (ESRCH). */
     int (*readv)(void *ctx, struct ss_iov *iov, int n);
+    /* Optional: forget the reads served since the sample began, so that
+     * the walk that follows is served as if they had not been made (replay:
+     * recorded reads are matched in order; the memo checked some). */
+    void (*restart)(void *ctx);
 };
+
+/* What one walk took from its inputs (unwind/memo.c): the window bytes it
+ * looked at, the target reads it made, and the registers beyond the fixed
+ * set that every walk may use. Kept only while ss_mem.track is set. */
+struct ss_mem_range {
+    uint32_t win, off, len; /* win: index into ss_mem.cw (windows by address) */
+};
+struct ss_mem_tread {
+    uint64_t addr;
+    uint32_t len, off; /* off: where its bytes are in ss_mem_track.bytes */
+    int err;
+};
+struct ss_mem_track {
+    struct ss_mem_range *r;
+    size_t nr, rcap;
+    struct ss_mem_tread *t;
+    size_t nt, tcap;
+    uint8_t *bytes;
+    size_t nbytes, bcap;
+    uint32_t dregs; /* DWARF registers read (CFA bases, libunwind): bit = register */
+    bool opaque;    /* used an input that is not tracked (the sample's time, ...) */
+    bool oom;       /* a log could not grow: the walk's inputs are not all known */
+};
+void ss_mem_track_reset(struct ss_mem_track *t);
+/* Bytes [off, off + len) of window cw[w] were looked at (a walker that took
+ * a larger copy with the log off says which parts of it it used). */
+void ss_mem_track_win(struct ss_mem_track *t, unsigned w, uint64_t off, size_t len);
+void ss_mem_track_free(struct ss_mem_track *t);
 
 /* Hook called for each target read (successful or not), for the capture. */
 typedef void (*ss_mem_record_fn)(void *ctx, uint64_t addr, const void *data, size_t len, int err);
@@ -61,6 +93,7 @@ struct ss_mem {
     void *record_ctx;
     /* counters */
     uint64_t n_target_calls, n_target_reads;
+    struct ss_mem_track *track; /* NULL, or the log of the walk's inputs */
     /* last-hit cache for ss_mem_peek on file mappings */
     uint64_t last_lo, last_hi;
     const uint8_t *last_ptr;
@@ -81,6 +114,10 @@ void ss_mem_set_windows(struct ss_mem *m, const struct ss_window *win, unsigned 
 /* Pointer to len bytes at addr in the sample itself (its stack snapshot or
  * one of its windows), or NULL. */
 const void *ss_mem_peek_sample(const struct ss_mem *m, uint64_t addr, size_t len);
+
+/* The window (index into cw) that ss_mem_peek_sample serves len bytes at
+ * addr from; -1 when the stack snapshot does or none. */
+int ss_mem_sample_win(const struct ss_mem *m, uint64_t addr, size_t len);
 
 /* Pointer to len bytes at addr from layers 1-2 only (no syscall), or NULL.
  * Layer-2 pointers stay valid while the process view is not refreshed. */

@@ -232,7 +232,7 @@ int snap_dec_sample(struct snap_cur *c, uint32_t version, struct ss_snap_sample 
                     struct snap_delta *dl, const char **why)
 {
     struct ss_sample *s = &x->s;
-    memset(x, 0, sizeof(*x));
+    memset(x, 0, offsetof(struct ss_snap_sample, kips)); /* kips: filled as far as used */
     x->seq = snap_get_u64(c);
     s->pid = snap_get_u32(c);
     s->tid = snap_get_u32(c);

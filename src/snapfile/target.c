@@ -17,6 +17,12 @@ void ss_snap_replay_set(struct ss_snap_replay *rp, const struct ss_snap_sample *
     if (rp->mark) rp->n = rp->mark - 1;
 }
 
+void ss_snap_replay_restart(struct ss_snap_replay *rp)
+{
+    rp->n = rp->mark ? rp->mark - 1 : rp->total;
+    rp->next = 0;
+}
+
 void ss_snap_replay_rewalk(struct ss_snap_replay *rp)
 {
     rp->n = rp->total;

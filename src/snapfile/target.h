@@ -20,6 +20,9 @@ struct ss_snap_replay {
  * marker among its reads), only the reads of the first walk are served
  * until ss_snap_replay_rewalk. */
 void ss_snap_replay_set(struct ss_snap_replay *rp, const struct ss_snap_sample *s);
+/* Serve from the start again (the reads of the first walk only, as after
+ * ss_snap_replay_set): the reads served so far were a check, not the walk. */
+void ss_snap_replay_restart(struct ss_snap_replay *rp);
 /* Serve the second walk: the reads after the marker first, then the rest. */
 void ss_snap_replay_rewalk(struct ss_snap_replay *rp);
 

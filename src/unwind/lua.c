@@ -262,6 +262,7 @@ static uint64_t trace_frame(struct ss_uproc *up, struct ulua *l, struct ss_nativ
         rts[i] = l->rts[i].rt;
     for (unsigned r = 0; r < SS_NREGS; r++)
         if (ss_nf_reg(&nf[k], (enum ss_reg)r, &regs[r])) known |= 1u << r;
+    if (up->mem.track) up->mem.track->opaque = true; /* every register, the time (memo.c) */
     return ss_lj_trace_cfa(rts, l->n, &up->mem, ss_nf_ip(&nf[k]), exact, regs, known, time_ns,
                            &l->tokens[k]);
 }
@@ -425,6 +426,22 @@ unsigned ss_unwinder_lua_runtimes(struct ss_unwinder *u, uint32_t pid,
     unsigned n = 0;
     for (unsigned i = 0; l && i < l->n && n < max; i++)
         out[n++] = l->rts[i].rt;
+    return n;
+}
+
+_Static_assert(2 + MAX_RTS * (1 + SS_LJ_STATE_WORDS) <= SS_LUA_STATE_WORDS, "ss_lua_state fits");
+
+size_t ss_lua_state(const struct ss_uproc *up, uint64_t *w)
+{
+    const struct ulua *l = up->luajit;
+    if (!l) return 0;
+    size_t n = 0;
+    w[n++] = 1 + l->n + ((uint64_t)l->scanned << 8);
+    w[n++] = l->gen;
+    for (unsigned i = 0; i < l->n; i++) {
+        w[n++] = (uint64_t)(uintptr_t)l->rts[i].rt;
+        if (l->rts[i].rt) n += ss_lj_runtime_state(l->rts[i].rt, w + n);
+    }
     return n;
 }
 

@@ -149,6 +149,7 @@ static int apply_rule(struct ss_nproc *np, struct ss_native_frame *f, const stru
         return 0;
     }
     uint64_t cfa = f->regs.r[r->cfa_reg] + (int64_t)r->cfa_off;
+    if (np->mem->track) np->mem->track->dregs |= 1u << r->cfa_reg; /* memo.c */
     f->cfa = cfa; /* known even when the reads below fail */
     caller->regs = f->regs;
     caller->regs.valid &= ~(uint32_t)r->undef;

@@ -268,6 +268,7 @@ int ss_unw_step(struct ss_nproc *np, struct ss_native_frame *f, struct ss_native
 {
     struct ss_uctx u = {.np = np, .regs = f->regs};
     u.regs.r[SS_DR_RIP] = ss_nf_lookup_ip(f); /* a fresh cursor looks up at ip itself */
+    if (np->mem->track) np->mem->track->dregs = UINT32_MAX; /* any register (memo.c) */
     unw_cursor_t c;
     np->st.unw_steps++;
     int r = unw_init_remote(&c, np->as, &u);
@@ -295,6 +296,7 @@ unsigned ss_unw_walk(struct ss_nproc *np, struct ss_native_frame *out, unsigned 
 {
     struct ss_uctx u = {.np = np, .regs = out[0].regs};
     if (!(out[0].flags & SS_NF_EXACT)) u.regs.r[SS_DR_RIP] -= 1;
+    if (np->mem->track) np->mem->track->dregs = UINT32_MAX;
     unw_cursor_t c;
     unsigned n = 1;
     if (unw_init_remote(&c, np->as, &u) < 0) {
