@@ -72,6 +72,7 @@ static bool grow(void **p, size_t *cap, size_t need, size_t elem)
 void ss_mem_track_reset(struct ss_mem_track *t)
 {
     t->nr = t->nt = t->nbytes = 0;
+    t->snap_hi = 0;
     t->dregs = 0;
     t->opaque = t->oom = false;
 }

@@ -58,7 +58,8 @@ struct ss_mem_track {
     size_t nt, tcap;
     uint8_t *bytes;
     size_t nbytes, bcap;
-    uint32_t dregs; /* DWARF registers read (CFA bases, libunwind): bit = register */
+    uint64_t snap_hi; /* stack snapshot bytes [0, snap_hi) may have been read */
+    uint32_t dregs;   /* DWARF registers read (CFA bases, libunwind): bit = register */
     bool opaque;    /* used an input that is not tracked (the sample's time, ...) */
     bool oom;       /* a log could not grow: the walk's inputs are not all known */
 };
@@ -136,7 +137,10 @@ uint64_t ss_mem_sample_from(const struct ss_mem *m, uint64_t lo, uint64_t hi);
 static inline const void *ss_mem_peek_snap(const struct ss_mem *m, uint64_t addr, size_t len)
 {
     uint64_t off = addr - m->snap_base;
-    if (off < m->snap_len && len <= m->snap_len - off) return m->snap + off;
+    if (off < m->snap_len && len <= m->snap_len - off) {
+        if (m->track && off + len > m->track->snap_hi) m->track->snap_hi = off + len;
+        return m->snap + off;
+    }
     return NULL;
 }
 

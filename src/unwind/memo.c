@@ -36,6 +36,7 @@ struct ent {
     uint32_t regmask;
     uint64_t regs[SS_NREGS];
     uint32_t flags, stack_len, nwin, nkernel;
+    uint32_t stack_used; /* stack bytes [0, stack_used) compared (the walk's) */
     struct win_shape win[SS_WIN_MAX];
     size_t nstate, nr, nt, nframes;
     uint8_t trunc;
@@ -150,7 +151,7 @@ static bool same_shape(const struct ent *e, const struct ss_sample *s)
 }
 
 /* memcmp(a, b, n) == 0, for the short ranges of Lua slots without a call */
-static bool same_bytes(const uint8_t *a, const uint8_t *b, size_t n)
+static inline bool same_bytes(const uint8_t *a, const uint8_t *b, size_t n)
 {
     if (n > 64) return !memcmp(a, b, n);
     uint64_t x, y, d = 0;
@@ -179,7 +180,7 @@ static bool matches(struct ss_memo *m, struct ss_mem *mem, const struct ent *e,
         if (!same_bytes(mem->cw[r->win].data + r->off, rb, r->len)) return false;
         rb += r->len;
     }
-    if (e->stack_len && memcmp(e->stack, s->stack, e->stack_len)) return false;
+    if (e->stack_used && memcmp(e->stack, s->stack, e->stack_used)) return false;
     *read |= e->nt != 0;
     return same_reads(m, mem, e);
 }
@@ -246,9 +247,10 @@ void ss_memo_store(struct ss_memo **mp, const struct ss_mem *mem, const struct s
     for (size_t i = 0; i < t->nr; i++)
         rlen += t->r[i].len;
     size_t kl = s->nkernel * sizeof(uint64_t), sl = nstate * sizeof(uint64_t);
+    uint32_t used = t->snap_hi < s->stack_len ? (uint32_t)t->snap_hi : s->stack_len;
     /* frames first (alignment), then the word arrays, then the bytes */
     size_t sz = sizeof(struct ent) + n * sizeof(struct ss_frame) + sl + kl + t->nr * sizeof(*t->r) +
-                t->nt * sizeof(*t->t) + s->stack_len + rlen + t->nbytes;
+                t->nt * sizeof(*t->t) + used + rlen + t->nbytes;
     if (m->n >= MEMO_MAX) drop_all(m);
     struct ent *e = malloc(sz);
     if (!e) return;
@@ -259,7 +261,7 @@ void ss_memo_store(struct ss_memo **mp, const struct ss_mem *mem, const struct s
     e->kernel = take(&p, s->kernel, kl);
     e->t = take(&p, t->t, t->nt * sizeof(*t->t));
     e->r = take(&p, t->r, t->nr * sizeof(*t->r));
-    e->stack = take(&p, s->stack, s->stack_len);
+    e->stack = take(&p, s->stack, used);
     e->tbytes = take(&p, t->bytes, t->nbytes);
     uint8_t *rb = p;
     e->rbytes = rb;
@@ -273,6 +275,7 @@ void ss_memo_store(struct ss_memo **mp, const struct ss_mem *mem, const struct s
     memcpy(e->regs, s->regs, sizeof(e->regs));
     e->flags = s->flags;
     e->stack_len = s->stack_len;
+    e->stack_used = used;
     e->nwin = s->nwin;
     e->nkernel = s->nkernel;
     shape_of(s, e->win);
