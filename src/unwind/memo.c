@@ -38,18 +38,30 @@ struct ent {
     uint32_t flags, stack_len, nwin, nkernel;
     uint32_t stack_used; /* stack bytes [0, stack_used) compared (the walk's) */
     struct win_shape win[SS_WIN_MAX];
-    size_t nstate, nr, nt, nframes;
+    size_t nstate, nwords, nt, nframes;
     uint8_t trunc;
+    /* the window words the walk looked at: group g's are [grp[g-1].end,
+     * grp[g].end) of window grp[g].win, at woff, with the values wval */
+    struct {
+        uint32_t win, end;
+    } grp[SS_WIN_MAX];
+    uint32_t ngrp;
     /* in the same allocation, after the struct */
-    const uint64_t *state, *kernel;
-    const uint8_t *stack, *rbytes, *tbytes;
-    const struct ss_mem_range *r;
+    const uint64_t *state, *kernel, *wval;
+    const uint32_t *woff;
+    const uint8_t *stack, *tbytes;
     const struct ss_mem_tread *t;
     const struct ss_frame *frames;
 };
 
+struct wpos {
+    uint32_t win, off;
+};
+
 struct ss_memo {
     struct ent *b[MEMO_BUCKETS];
+    struct wpos *w; /* words of a walk being kept */
+    size_t wcap;
     unsigned n;
     unsigned tries, hits, pause;
     uint64_t total_hits;
@@ -73,6 +85,7 @@ void ss_memo_free(struct ss_memo *m)
     if (!m) return;
     drop_all(m);
     free(m->scratch);
+    free(m->w);
     free(m);
 }
 
@@ -173,13 +186,17 @@ static bool matches(struct ss_memo *m, struct ss_mem *mem, const struct ent *e,
         (e->nkernel && memcmp(e->kernel, s->kernel, e->nkernel * sizeof(*s->kernel))))
         return false;
     /* the windows have the shape they had (same_shape), and so the sorted
-     * copies in mem the same indexes and lengths: every range lies in one */
-    const uint8_t *rb = e->rbytes;
-    for (size_t i = 0; i < e->nr; i++) {
-        const struct ss_mem_range *r = &e->r[i];
-        if (!same_bytes(mem->cw[r->win].data + r->off, rb, r->len)) return false;
-        rb += r->len;
+     * copies in mem the same indexes and lengths: every word lies in one */
+    uint64_t d = 0;
+    for (uint32_t g = 0, k = 0; g < e->ngrp; g++) {
+        const uint8_t *base = mem->cw[e->grp[g].win].data;
+        for (; k < e->grp[g].end; k++) {
+            uint64_t x;
+            memcpy(&x, base + e->woff[k], 8);
+            d |= x ^ e->wval[k];
+        }
     }
+    if (d) return false;
     if (e->stack_used && memcmp(e->stack, s->stack, e->stack_used)) return false;
     *read |= e->nt != 0;
     return same_reads(m, mem, e);
@@ -237,20 +254,50 @@ static uint32_t regs_read(const struct ss_mem_track *t)
     return (t->dregs & ~fixed) ? MEMO_ALL_REGS : MEMO_REGS;
 }
 
+/* The 8-byte words of the windows that cover t's ranges, window by window
+ * (cw order), into m->w; a range that does not end on a word gets the word
+ * ending with it (more bytes compared than were read, never fewer). -1: a
+ * window too short for a word, or out of memory. */
+static long words_of(struct ss_memo *m, const struct ss_mem *mem, const struct ss_mem_track *t)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < t->nr; i++)
+        if (t->r[i].win >= mem->ncw) return -1;
+    for (unsigned w = 0; w < mem->ncw; w++)
+        for (size_t i = 0; i < t->nr; i++) {
+            const struct ss_mem_range *r = &t->r[i];
+            if (r->win != w) continue;
+            uint64_t wl = mem->cw[w].len, lo = r->off, hi = lo + r->len;
+            if (wl < 8) return -1;
+            for (uint64_t o = lo; o < hi || o == lo; o += 8) {
+                if (n == m->wcap) {
+                    size_t c = m->wcap ? m->wcap * 2 : 256;
+                    struct wpos *nw = realloc(m->w, c * sizeof(*nw));
+                    if (!nw) return -1;
+                    m->w = nw;
+                    m->wcap = c;
+                }
+                uint64_t at = o + 8 <= hi ? o : (hi >= 8 ? hi - 8 : 0);
+                m->w[n++] = (struct wpos){w, (uint32_t)at};
+            }
+        }
+    return (long)n;
+}
+
 void ss_memo_store(struct ss_memo **mp, const struct ss_mem *mem, const struct ss_sample *s,
                    const uint64_t *state, size_t nstate, const struct ss_mem_track *t,
                    const struct ss_frame *f, unsigned n, uint8_t trunc)
 {
     struct ss_memo *m = *mp;
     if (!m || m->pause || t->opaque || t->oom || s->nwin > SS_WIN_MAX) return;
-    size_t rlen = 0;
-    for (size_t i = 0; i < t->nr; i++)
-        rlen += t->r[i].len;
+    long nw = words_of(m, mem, t);
+    if (nw < 0) return;
     size_t kl = s->nkernel * sizeof(uint64_t), sl = nstate * sizeof(uint64_t);
     uint32_t used = t->snap_hi < s->stack_len ? (uint32_t)t->snap_hi : s->stack_len;
     /* frames first (alignment), then the word arrays, then the bytes */
-    size_t sz = sizeof(struct ent) + n * sizeof(struct ss_frame) + sl + kl + t->nr * sizeof(*t->r) +
-                t->nt * sizeof(*t->t) + used + rlen + t->nbytes;
+    size_t sz = sizeof(struct ent) + n * sizeof(struct ss_frame) + sl + kl +
+                (size_t)nw * (sizeof(uint64_t) + sizeof(uint32_t)) + t->nt * sizeof(*t->t) + used +
+                t->nbytes;
     if (m->n >= MEMO_MAX) drop_all(m);
     struct ent *e = malloc(sz);
     if (!e) return;
@@ -259,17 +306,23 @@ void ss_memo_store(struct ss_memo **mp, const struct ss_mem *mem, const struct s
     e->frames = take(&p, f, n * sizeof(*f));
     e->state = take(&p, state, sl);
     e->kernel = take(&p, s->kernel, kl);
+    uint64_t *wval = (uint64_t *)(void *)p;
+    p += (size_t)nw * sizeof(uint64_t);
     e->t = take(&p, t->t, t->nt * sizeof(*t->t));
-    e->r = take(&p, t->r, t->nr * sizeof(*t->r));
+    uint32_t *woff = (uint32_t *)(void *)p;
+    p += (size_t)nw * sizeof(uint32_t);
     e->stack = take(&p, s->stack, used);
     e->tbytes = take(&p, t->bytes, t->nbytes);
-    uint8_t *rb = p;
-    e->rbytes = rb;
-    for (size_t i = 0; i < t->nr; i++) {
-        const struct ss_mem_range *r = &t->r[i];
-        memcpy(rb, mem->cw[r->win].data + r->off, r->len);
-        rb += r->len;
+    for (long i = 0; i < nw; i++) {
+        const struct wpos *w = &m->w[i];
+        memcpy(&wval[i], mem->cw[w->win].data + w->off, 8);
+        woff[i] = w->off;
+        if (!e->ngrp || e->grp[e->ngrp - 1].win != w->win) e->grp[e->ngrp++].win = w->win;
+        e->grp[e->ngrp - 1].end = (uint32_t)i + 1;
     }
+    e->wval = wval;
+    e->woff = woff;
+    e->nwords = (size_t)nw;
     e->hash = key_hash(s);
     e->regmask = regs_read(t);
     memcpy(e->regs, s->regs, sizeof(e->regs));
@@ -280,7 +333,6 @@ void ss_memo_store(struct ss_memo **mp, const struct ss_mem *mem, const struct s
     e->nkernel = s->nkernel;
     shape_of(s, e->win);
     e->nstate = nstate;
-    e->nr = t->nr;
     e->nt = t->nt;
     e->nframes = n;
     e->trunc = trunc;
