@@ -122,7 +122,10 @@ static void track_read(struct ss_mem_track *t, const struct ss_iov *v)
 const void *ss_mem_peek_sample(const struct ss_mem *m, uint64_t addr, size_t len)
 {
     const void *p = ss_mem_peek_snap(m, addr, len);
-    if (p) return p;
+    if (p) {
+        if (m->track) ss_mem_track_snap(m->track, m, addr, len);
+        return p;
+    }
     /* windows that start above addr cannot hold it: the search stops there */
     for (unsigned i = 0; i < m->ncw && m->cw[i].addr <= addr; i++) {
         uint64_t off = addr - m->cw[i].addr;

@@ -60,8 +60,8 @@ struct ss_mem_track {
     size_t nbytes, bcap;
     uint64_t snap_hi; /* stack snapshot bytes [0, snap_hi) may have been read */
     uint32_t dregs;   /* DWARF registers read (CFA bases, libunwind): bit = register */
-    bool opaque;    /* used an input that is not tracked (the sample's time, ...) */
-    bool oom;       /* a log could not grow: the walk's inputs are not all known */
+    bool opaque;      /* used an input that is not tracked (the sample's time, ...) */
+    bool oom;         /* a log could not grow: the walk's inputs are not all known */
 };
 void ss_mem_track_reset(struct ss_mem_track *t);
 /* Bytes [off, off + len) of window cw[w] were looked at (a walker that took
@@ -133,15 +133,22 @@ int ss_mem_read_target(struct ss_mem *m, uint64_t addr, void *dst, size_t len);
  * none of it). */
 uint64_t ss_mem_sample_from(const struct ss_mem *m, uint64_t lo, uint64_t hi);
 
-/* Layer 1 only, inline: the hot path of the native unwinder. */
+/* Layer 1 only, inline: the hot path of the native unwinder. A caller that
+ * reads what it returns while m->track is set tells ss_mem_track_snap. */
 static inline const void *ss_mem_peek_snap(const struct ss_mem *m, uint64_t addr, size_t len)
 {
     uint64_t off = addr - m->snap_base;
-    if (off < m->snap_len && len <= m->snap_len - off) {
-        if (m->track && off + len > m->track->snap_hi) m->track->snap_hi = off + len;
-        return m->snap + off;
-    }
+    if (off < m->snap_len && len <= m->snap_len - off) return m->snap + off;
     return NULL;
+}
+
+/* The walk that t logs read len bytes of the stack snapshot at addr (the
+ * callers of ss_mem_peek_snap say so: it stays a bare lookup). */
+static inline void ss_mem_track_snap(struct ss_mem_track *t, const struct ss_mem *m, uint64_t addr,
+                                     size_t len)
+{
+    uint64_t hi = addr - m->snap_base + len;
+    if (hi > t->snap_hi) t->snap_hi = hi;
 }
 
 /* Read len bytes at addr through all layers. 0 or negative errno. */

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "unwind/memo.h"
+#include "unwind/lua.h"
 #include "unwind/native.h"
 
 #define MEMO_BUCKETS 256
@@ -67,6 +68,10 @@ struct ss_memo {
     uint64_t total_hits;
     uint8_t *scratch; /* target reads of a check */
     size_t scap;
+    uint64_t *state; /* the walker's state at state_epoch (SS_LUA_STATE_WORDS) */
+    size_t nstate;
+    uint64_t state_epoch;
+    bool have_state;
 };
 
 static void drop_all(struct ss_memo *m)
@@ -86,7 +91,28 @@ void ss_memo_free(struct ss_memo *m)
     drop_all(m);
     free(m->scratch);
     free(m->w);
+    free(m->state);
     free(m);
+}
+
+const uint64_t *ss_memo_state(const struct ss_memo *m, uint64_t epoch, size_t *n)
+{
+    if (!m || !m->have_state || m->state_epoch != epoch) return NULL;
+    *n = m->nstate;
+    return m->state;
+}
+
+void ss_memo_set_state(struct ss_memo **mp, uint64_t epoch, const uint64_t *w, size_t n)
+{
+    struct ss_memo *m = *mp;
+    if (!m && !(m = *mp = calloc(1, sizeof(*m)))) return;
+    m->have_state = false;
+    if (n > SS_LUA_STATE_WORDS) return;
+    if (!m->state && !(m->state = malloc(SS_LUA_STATE_WORDS * sizeof(*m->state)))) return;
+    memcpy(m->state, w, n * sizeof(*w));
+    m->nstate = n;
+    m->state_epoch = epoch;
+    m->have_state = true;
 }
 
 uint64_t ss_memo_hits(const struct ss_memo *m)
@@ -96,7 +122,11 @@ uint64_t ss_memo_hits(const struct ss_memo *m)
 
 bool ss_memo_want(struct ss_memo *m)
 {
-    return !m || !m->pause;
+    if (m && m->pause) {
+        m->pause--;
+        return false;
+    }
+    return true;
 }
 
 static uint64_t key_hash(const struct ss_sample *s)
@@ -119,9 +149,10 @@ static void shape_of(const struct ss_sample *s, struct win_shape *w)
 /* Are the target's answers to e's reads the same now? */
 static bool same_reads(struct ss_memo *m, struct ss_mem *mem, const struct ent *e)
 {
+    /* a walk after a check that read needs the reads served afresh */
+    if (e->nt && (!mem->target || !mem->target->restart)) return false;
     for (size_t i = 0; i < e->nt; i++) {
         const struct ss_mem_tread *t = &e->t[i];
-        if (!mem->target) return false;
         if (t->len > m->scap) {
             uint8_t *n = realloc(m->scratch, t->len);
             if (!n) return false;
@@ -198,6 +229,9 @@ static bool matches(struct ss_memo *m, struct ss_mem *mem, const struct ent *e,
     }
     if (d) return false;
     if (e->stack_used && memcmp(e->stack, s->stack, e->stack_used)) return false;
+    /* each check is served from the sample's first read on, as a walk is */
+    if (*read && e->nt && mem->target && mem->target->restart)
+        mem->target->restart(mem->target_ctx);
     *read |= e->nt != 0;
     return same_reads(m, mem, e);
 }
@@ -208,10 +242,6 @@ const struct ss_frame *ss_memo_find(struct ss_memo **mp, struct ss_mem *mem,
 {
     struct ss_memo *m = *mp;
     if (!m && !(m = *mp = calloc(1, sizeof(*m)))) return NULL;
-    if (m->pause) {
-        m->pause--;
-        return NULL;
-    }
     if (++m->tries == MEMO_TRIAL) { /* judge the last trial */
         if (m->hits < MEMO_MIN_HITS) {
             drop_all(m);

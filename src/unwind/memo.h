@@ -23,7 +23,9 @@
 struct ss_memo;
 void ss_memo_free(struct ss_memo *m);
 
-/* Worth logging this walk (the memo of this process is not paused)? */
+/* Worth looking this sample up and logging its walk? Not while the memo of
+ * this process is paused (its samples rarely repeated); counts the pause
+ * down. */
 bool ss_memo_want(struct ss_memo *m);
 
 /* The frames of an earlier walk whose inputs equal s's (mem: set up for s;
@@ -40,6 +42,12 @@ const struct ss_frame *ss_memo_find(struct ss_memo **mp, struct ss_mem *mem,
 void ss_memo_store(struct ss_memo **mp, const struct ss_mem *mem, const struct ss_sample *s,
                    const uint64_t *state, size_t nstate, const struct ss_mem_track *t,
                    const struct ss_frame *f, unsigned n, uint8_t trunc);
+
+/* The walker's state (ss_lua_state) as kept at epoch (ss_lua_epoch), or
+ * NULL when it was not kept at that epoch; *n words. */
+const uint64_t *ss_memo_state(const struct ss_memo *m, uint64_t epoch, size_t *n);
+/* Keep the walker's state w (n words) as it is at epoch. */
+void ss_memo_set_state(struct ss_memo **mp, uint64_t epoch, const uint64_t *w, size_t n);
 
 /* Samples answered from the memo. */
 uint64_t ss_memo_hits(const struct ss_memo *m);

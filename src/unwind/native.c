@@ -149,7 +149,8 @@ static int apply_rule(struct ss_nproc *np, struct ss_native_frame *f, const stru
         return 0;
     }
     uint64_t cfa = f->regs.r[r->cfa_reg] + (int64_t)r->cfa_off;
-    if (np->mem->track) np->mem->track->dregs |= 1u << r->cfa_reg; /* memo.c */
+    struct ss_mem_track *t = np->mem->track; /* replay's memo (memo.c): what was read */
+    if (t) t->dregs |= 1u << r->cfa_reg;
     f->cfa = cfa; /* known even when the reads below fail */
     caller->regs = f->regs;
     caller->regs.valid &= ~(uint32_t)r->undef;
@@ -163,6 +164,7 @@ static int apply_rule(struct ss_nproc *np, struct ss_native_frame *f, const stru
         }
         uint64_t addr = cfa + off;
         const void *p = ss_mem_peek_snap(np->mem, addr, 8);
+        if (t) ss_mem_track_snap(t, np->mem, addr, 8);
         if (!p) {
             *why = ss_native_fault_reason(np, addr);
             return 0;

@@ -123,6 +123,7 @@ static int access_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *valp, in
     if (write) return -UNW_EREADONLYREG;
     struct ss_mem *m = u->np->mem;
     const void *p = ss_mem_peek_snap(m, addr, 8);
+    if (p && m->track) ss_mem_track_snap(m->track, m, addr, 8);
     if (!p) p = ss_mem_peek(m, addr, 8);
     if (!p) p = raw_file_bytes(u->np, addr, 8);
     if (!p && anon_code(u->np, addr)) {

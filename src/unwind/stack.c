@@ -299,9 +299,14 @@ int ss_unwind(struct ss_unwinder *u, const struct ss_sample *s, struct ss_stack 
     }
     /* replay: the frames of an earlier walk with the same inputs (memo.h) */
     size_t nstate = 0;
-    bool track = u->state[0] && !u->no_memo;
+    bool track = u->state[0] && !u->no_memo && ss_memo_want(up->memo);
     if (track) {
-        nstate = ss_lua_state(up, u->state[0]);
+        /* the state as the last walk left it, when no walk ran since */
+        const uint64_t *kept = ss_memo_state(up->memo, ss_lua_epoch(up), &nstate);
+        if (kept)
+            memcpy(u->state[0], kept, nstate * sizeof(*kept));
+        else
+            nstate = ss_lua_state(up, u->state[0]);
         unsigned n;
         uint8_t tr;
         const struct ss_frame *f =
@@ -316,10 +321,8 @@ int ss_unwind(struct ss_unwinder *u, const struct ss_sample *s, struct ss_stack 
             u->st.memo_hits++;
             return 0;
         }
-        if ((track = ss_memo_want(up->memo))) {
-            ss_mem_track_reset(&u->track);
-            up->mem.track = &u->track;
-        }
+        ss_mem_track_reset(&u->track);
+        up->mem.track = &u->track;
     }
     uint64_t gen = ss_proc_generation(up->proc);
     unsigned nn = ss_unwind_mixed(u, up, s, &why); /* native walk + LuaJIT splice (lua.c) */
@@ -342,7 +345,9 @@ int ss_unwind(struct ss_unwinder *u, const struct ss_sample *s, struct ss_stack 
     out->trunc = (uint8_t)why;
     /* keep it when the walk left the walker's state as it found it (else a
      * later sample answered from the memo would miss that change) */
-    if (track && ss_proc_generation(up->proc) == gen && ss_lua_state(up, u->state[1]) == nstate &&
+    size_t after = track ? ss_lua_state(up, u->state[1]) : 0;
+    if (track) ss_memo_set_state(&up->memo, ss_lua_epoch(up), u->state[1], after);
+    if (track && ss_proc_generation(up->proc) == gen && after == nstate &&
         !memcmp(u->state[0], u->state[1], nstate * sizeof(uint64_t)))
         ss_memo_store(&up->memo, &up->mem, s, u->state[0], nstate, &u->track, u->out, nn,
                       (uint8_t)why);

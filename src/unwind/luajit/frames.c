@@ -43,12 +43,17 @@ static uint8_t *sb_room(struct stackbuf *s, size_t n)
     return ss_lj_scratch(&s->buf, &s->cap, n);
 }
 
-static bool sb_u64(const struct stackbuf *s, uint64_t a, uint64_t *v)
+static void sb_track(const struct stackbuf *s, uint64_t a)
+{
+    if (a >= s->src_lo && a + 8 <= s->src_hi)
+        ss_mem_track_win(s->track, (unsigned)s->src, a - s->m->cw[s->src].addr, 8);
+}
+
+static inline bool sb_u64(const struct stackbuf *s, uint64_t a, uint64_t *v)
 {
     if (a < s->lo || a + 8 > s->hi) return false;
     *v = lj_u64(s->buf + (a - s->lo));
-    if (s->track && a >= s->src_lo && a + 8 <= s->src_hi)
-        ss_mem_track_win(s->track, (unsigned)s->src, a - s->m->cw[s->src].addr, 8);
+    if (s->track) sb_track(s, a);
     return true;
 }
 
