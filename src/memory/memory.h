@@ -38,6 +38,10 @@ struct ss_target_ops {
      * the walk that follows is served as if they had not been made (replay:
      * recorded reads are matched in order; the memo checked some). */
     void (*restart)(void *ctx);
+    /* Optional: were the reads since the sample began (or the restart) the
+     * ones the live walk of this sample made, all of them, in order?
+     * (replay; the memo answers a sample only then) */
+    bool (*consumed)(void *ctx);
 };
 
 /* What one walk took from its inputs (unwind/memo.c): the window bytes it

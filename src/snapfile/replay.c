@@ -253,7 +253,13 @@ static void hist_restart(void *ctx)
     ss_snap_replay_restart(&((struct ss_replay *)ctx)->target);
 }
 
-static const struct ss_target_ops hist_target = {.readv = hist_readv, .restart = hist_restart};
+static bool hist_consumed(void *ctx)
+{
+    return ss_snap_replay_consumed(&((struct ss_replay *)ctx)->target);
+}
+
+static const struct ss_target_ops hist_target = {
+    .readv = hist_readv, .restart = hist_restart, .consumed = hist_consumed};
 
 static void rewalk(void *ctx)
 {

@@ -147,10 +147,14 @@ static void shape_of(const struct ss_sample *s, struct win_shape *w)
 }
 
 /* Are the target's answers to e's reads the same now? */
-static bool same_reads(struct ss_memo *m, struct ss_mem *mem, const struct ent *e)
+static bool same_reads(struct ss_memo *m, struct ss_mem *mem, const struct ent *e, bool *read)
 {
-    /* a walk after a check that read needs the reads served afresh */
-    if (e->nt && (!mem->target || !mem->target->restart)) return false;
+    /* a walk after a check that read needs the reads served afresh; and the
+     * live walk of this sample must have made these reads and no others
+     * (its caches may have sent it elsewhere: a header it had to read again
+     * where this entry's walk trusted its cache) */
+    if (!mem->target || !mem->target->consumed || (e->nt && !mem->target->restart)) return false;
+    if (e->nt) *read = true;
     for (size_t i = 0; i < e->nt; i++) {
         const struct ss_mem_tread *t = &e->t[i];
         if (t->len > m->scap) {
@@ -165,7 +169,7 @@ static bool same_reads(struct ss_memo *m, struct ss_mem *mem, const struct ent *
         if (v.err != t->err || (!v.err && memcmp(m->scratch, e->tbytes + t->off, t->len)))
             return false;
     }
-    return true;
+    return mem->target->consumed(mem->target_ctx);
 }
 
 static bool same_regs(const struct ent *e, const struct ss_sample *s)
@@ -229,11 +233,10 @@ static bool matches(struct ss_memo *m, struct ss_mem *mem, const struct ent *e,
     }
     if (d) return false;
     if (e->stack_used && memcmp(e->stack, s->stack, e->stack_used)) return false;
-    /* each check is served from the sample's first read on, as a walk is */
-    if (*read && e->nt && mem->target && mem->target->restart)
-        mem->target->restart(mem->target_ctx);
-    *read |= e->nt != 0;
-    return same_reads(m, mem, e);
+    /* each check is served from the sample's first read on, as a walk is
+     * (*read: an earlier check read, so the target has restart) */
+    if (*read) mem->target->restart(mem->target_ctx);
+    return same_reads(m, mem, e, read);
 }
 
 const struct ss_frame *ss_memo_find(struct ss_memo **mp, struct ss_mem *mem,
