@@ -10,10 +10,11 @@
 #include "unwind/native.h"
 
 #define MEMO_BUCKETS 256
-#define MEMO_MAX 256     /* entries per process; one more drops them all */
-#define MEMO_TRIAL 64    /* lookups judged at a time */
-#define MEMO_MIN_HITS 16 /* fewer hits in a trial: */
-#define MEMO_PAUSE 4096  /* samples walked without the memo */
+#define MEMO_MAX 256        /* entries per process; one more drops them all */
+#define MEMO_TRIAL 64       /* lookups judged at a time */
+#define MEMO_MIN_HITS 16    /* fewer hits in a trial: */
+#define MEMO_PAUSE_MIN 256  /* samples walked without the memo, twice as many after */
+#define MEMO_PAUSE_MAX 4096 /* each poor trial in a row, up to this */
 
 /* Registers every walk may read: ip, sp, the callee-saved ones (native
  * frames above the leaf restore or keep them) and rdx (LuaJIT's BASE);
@@ -64,7 +65,7 @@ struct ss_memo {
     struct wpos *w; /* words of a walk being kept */
     size_t wcap;
     unsigned n;
-    unsigned tries, hits, pause;
+    unsigned tries, hits, pause, backoff;
     uint64_t total_hits;
     uint8_t *scratch; /* target reads of a check */
     size_t scap;
@@ -245,10 +246,13 @@ const struct ss_frame *ss_memo_find(struct ss_memo **mp, struct ss_mem *mem,
 {
     struct ss_memo *m = *mp;
     if (!m && !(m = *mp = calloc(1, sizeof(*m)))) return NULL;
-    if (++m->tries == MEMO_TRIAL) { /* judge the last trial */
-        if (m->hits < MEMO_MIN_HITS) {
+    if (++m->tries == MEMO_TRIAL) {    /* judge the last trial */
+        if (m->hits < MEMO_MIN_HITS) { /* (the first trial starts from nothing) */
             drop_all(m);
-            m->pause = MEMO_PAUSE;
+            m->pause = m->backoff < MEMO_PAUSE_MIN ? MEMO_PAUSE_MIN : m->backoff;
+            m->backoff = m->pause * 2 > MEMO_PAUSE_MAX ? MEMO_PAUSE_MAX : m->pause * 2;
+        } else {
+            m->backoff = MEMO_PAUSE_MIN;
         }
         m->tries = m->hits = 0;
     }
