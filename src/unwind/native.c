@@ -141,6 +141,16 @@ static const struct ss_nrule *get_rule(struct ss_nproc *np, uint64_t look)
     return &ce->r;
 }
 
+/* What apply_rule reads with rule r at cfa, for the log of the walk's
+ * inputs: the CFA's register, the saved registers' slots. */
+static void track_rule(struct ss_mem *m, const struct ss_nrule *r, uint64_t cfa)
+{
+    m->track->dregs |= 1u << r->cfa_reg;
+    for (int s = 0; s < SS_NRS_COUNT; s++)
+        if (r->off[s] != SS_NR_SAME && r->off[s] != SS_NR_UNDEF)
+            ss_mem_track_snap(m->track, m, cfa + r->off[s], 8);
+}
+
 static int apply_rule(struct ss_nproc *np, struct ss_native_frame *f, const struct ss_nrule *r,
                       struct ss_native_frame *caller, enum ss_trunc *why)
 {
@@ -149,9 +159,8 @@ static int apply_rule(struct ss_nproc *np, struct ss_native_frame *f, const stru
         return 0;
     }
     uint64_t cfa = f->regs.r[r->cfa_reg] + (int64_t)r->cfa_off;
-    struct ss_mem_track *t = np->mem->track; /* replay's memo (memo.c): what was read */
-    if (t) t->dregs |= 1u << r->cfa_reg;
-    f->cfa = cfa; /* known even when the reads below fail */
+    if (np->mem->track) track_rule(np->mem, r, cfa); /* replay's memo (memo.c) */
+    f->cfa = cfa;                                    /* known even when the reads below fail */
     caller->regs = f->regs;
     caller->regs.valid &= ~(uint32_t)r->undef;
     for (int s = 0; s < SS_NRS_COUNT; s++) {
@@ -164,7 +173,6 @@ static int apply_rule(struct ss_nproc *np, struct ss_native_frame *f, const stru
         }
         uint64_t addr = cfa + off;
         const void *p = ss_mem_peek_snap(np->mem, addr, 8);
-        if (t) ss_mem_track_snap(t, np->mem, addr, 8);
         if (!p) {
             *why = ss_native_fault_reason(np, addr);
             return 0;
