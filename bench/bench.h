@@ -32,6 +32,7 @@
 struct bn_opts {
     bool quick, check;
     bool kernel_only;   /* phase A's kernel cost alone (--kernel-only) */
+    bool user_only;     /* phase A's user-space cost and coverage alone (--user-only) */
     unsigned freq;      /* phase A rate (cost, coverage) */
     double attach_s;    /* seconds per program in phase A */
     double record_s;    /* seconds of `stacksnap record` and `perf record` in phase A */

@@ -182,7 +182,7 @@ static void phase_a(const struct bn_opts *o, int w, struct bn_results *r,
     }
     bn_log(o, "%s (pid %d): kernel cost and coverage", bn_wl_name[w], (int)pid);
 
-    bn_kernel_phase(o, w, pid, &t, r, lua_cfg_out, have_lua_cfg);
+    if (!o->user_only) bn_kernel_phase(o, w, pid, &t, r, lua_cfg_out, have_lua_cfg);
 
     /* the whole profiler, then perf, on the same process at the same rate */
     if (w != BN_NATIVE_FP && !o->kernel_only) {
@@ -266,6 +266,8 @@ int main(int argc, char **argv)
             o.check = true;
         else if (!strcmp(a, "--kernel-only"))
             o.kernel_only = true;
+        else if (!strcmp(a, "--user-only"))
+            o.user_only = true;
         else if (!strcmp(a, "--bindir") && v)
             o.bindir = argv[++i];
         else if (!strcmp(a, "--srcdir") && v)
@@ -316,8 +318,10 @@ int main(int argc, char **argv)
         close(stats);
         return 0;
     }
-    bn_shortcov(&o, &r.shortcov);
-    r.have_shortcov = true;
+    if (!o.user_only) {
+        bn_shortcov(&o, &r.shortcov);
+        r.have_shortcov = true;
+    }
     bn_log(&o, "perf script start-up");
     double startup = bn_perf_startup(&o);
     for (int w = 0; w < BN_NWL; w++)
@@ -327,9 +331,11 @@ int main(int argc, char **argv)
             /* below a tenth of the whole, the difference is start-up noise */
             r.perf[w].us = net > 0.1 * r.perf[w].cpu_s ? net * 1e6 / (double)r.perf[w].samples : 0;
         }
-    bn_log(&o, "phase A took %.0f s; slowdown", bn_now() - o.t0);
-    bn_slowdown(&o, have_lua_cfg ? &lua_cfg : NULL, &r.slow);
-    r.have_slow = true;
+    if (!o.user_only) {
+        bn_log(&o, "phase A took %.0f s; slowdown", bn_now() - o.t0);
+        bn_slowdown(&o, have_lua_cfg ? &lua_cfg : NULL, &r.slow);
+        r.have_slow = true;
+    }
     close(stats);
     int missing = bn_report(&o, &r, stdout);
     bn_log(&o, "done in %.0f s%s", bn_now() - o.t0, missing ? " (some figures are missing)" : "");

@@ -486,7 +486,8 @@ static void method(FILE *f)
             "beside it because other jobs on a shared machine move wall time by more than the "
             "effect.\n"
             "- Run `%s` again to regenerate this file (`--quick` for a rough pass in about a "
-            "minute).\n\n",
+            "minute; `--kernel-only`, `--user-only` for the kernel or the user-space tables "
+            "alone).\n\n",
             BENCH_LUA_MAX, "bench/run");
 }
 

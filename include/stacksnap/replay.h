@@ -16,6 +16,7 @@ struct ss_replay_opts {
     const char *symfs;   /* extra root to look for ELF files (NULL = none) */
     unsigned max_frames; /* 0 = unwinder default */
     int native_mode;     /* see ss_unwinder_opts */
+    bool no_memo;        /* walk every sample (ss_unwinder_opts.memo off): tests, benches */
 };
 
 /* Called for every walked stack; a nonzero return stops the replay. */

@@ -118,7 +118,8 @@ struct ss_snap_sample {
     bool has_reads;     /* a MEMREADS record for this sample followed it */
     uint32_t nreads;
     const struct ss_snap_read *reads;
-    uint64_t kips[SS_KSTACK_MAX]; /* s.kernel points here */
+    uint64_t kips[SS_KSTACK_MAX]; /* the reader's copy: s.kernel points there (ss_snap_next
+                                     does not copy these s.nkernel addresses to its caller) */
 };
 
 /* Reads of a MEMREADS record that did not directly follow its sample. */

@@ -30,6 +30,7 @@
 #define STACKSNAP_SS_LJ_LUAJIT_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "stacksnap/ss.h"
@@ -139,6 +140,11 @@ struct ss_lj_stats {
     uint64_t gc_content;
 };
 void ss_lj_runtime_stats(const struct ss_lj_runtime *rt, struct ss_lj_stats *st);
+/* What of rt's state, beyond a sample's inputs, a walk's result may depend
+ * on (unwind/memo.c compares it exactly): at most SS_LJ_STATE_WORDS words
+ * into w, returns how many. */
+#define SS_LJ_STATE_WORDS 72
+size_t ss_lj_runtime_state(const struct ss_lj_runtime *rt, uint64_t *w);
 /* Self-check for builds without SnapShot.mcofs: on x86-64 non-GC64 builds
  * that have it, also place snapshots by their guards and count agreement
  * in guard_checked/guard_same (costs one more read per trace load). */

@@ -39,6 +39,9 @@ struct ss_unwinder_opts {
     bool lj_check_guards;            /* tests: ss_lj_runtime_check_guards on every LuaJIT runtime */
     struct ss_lj_detcache *lj_cache; /* LuaJIT detection results to share between
                                         unwinders (NULL: the unwinder keeps its own) */
+    bool memo; /* offline: a sample whose inputs (registers used, stack, window bytes
+                  looked at, target reads) equal an earlier one's, with the walker in
+                  the same state, gets that walk's frames without a walk */
 };
 
 /* LuaJIT detection results by file (build-id, else device/inode/size/mtime):
@@ -59,6 +62,7 @@ struct ss_unwinder_stats {
     /* debuginfod (ss_unwinder_debuginfod): fetches that brought a debug file,
      * that ended without one (not on any server, timed out), still running */
     uint64_t debug_fetched, debug_failed, debug_pending;
+    uint64_t memo_hits; /* samples answered from the memo (ss_unwinder_opts.memo) */
 };
 
 int ss_unwinder_new(struct ss_unwinder **out, const struct ss_unwinder_opts *o, struct ss_err *err);

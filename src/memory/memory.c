@@ -2,6 +2,7 @@
  * file bytes of read-only file mappings (through process/), then the target
  * backend in one batch, with every target read passed to the record hook. */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "memory/memory.h"
@@ -55,16 +56,95 @@ uint64_t ss_mem_sample_from(const struct ss_mem *m, uint64_t lo, uint64_t hi)
     return x;
 }
 
+static bool grow(void **p, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap) return true;
+    size_t n = *cap ? *cap * 2 : 64;
+    while (n < need)
+        n *= 2;
+    void *q = realloc(*p, n * elem);
+    if (!q) return false;
+    *p = q;
+    *cap = n;
+    return true;
+}
+
+void ss_mem_track_reset(struct ss_mem_track *t)
+{
+    t->nr = t->nt = t->nbytes = 0;
+    t->snap_hi = 0;
+    t->dregs = 0;
+    t->opaque = t->oom = false;
+}
+
+void ss_mem_track_free(struct ss_mem_track *t)
+{
+    free(t->r);
+    free(t->t);
+    free(t->bytes);
+    memset(t, 0, sizeof(*t));
+}
+
+/* Window bytes [off, off + len) of cw[w] were looked at: one range, or the
+ * last one grown when they touch it (walks read neighbouring slots). */
+void ss_mem_track_win(struct ss_mem_track *t, unsigned w, uint64_t off, size_t len)
+{
+    if (t->nr) {
+        struct ss_mem_range *l = &t->r[t->nr - 1];
+        if (l->win == w && off <= (uint64_t)l->off + l->len && off + len >= l->off) {
+            uint64_t lo = off < l->off ? off : l->off;
+            uint64_t hi = off + len > (uint64_t)l->off + l->len ? off + len : l->off + l->len;
+            l->off = (uint32_t)lo;
+            l->len = (uint32_t)(hi - lo);
+            return;
+        }
+    }
+    if (!grow((void **)&t->r, &t->rcap, t->nr + 1, sizeof(*t->r))) {
+        t->oom = true;
+        return;
+    }
+    t->r[t->nr++] = (struct ss_mem_range){w, (uint32_t)off, (uint32_t)len};
+}
+
+static void track_read(struct ss_mem_track *t, const struct ss_iov *v)
+{
+    size_t len = v->err ? 0 : v->len;
+    if (v->len > UINT32_MAX || !grow((void **)&t->t, &t->tcap, t->nt + 1, sizeof(*t->t)) ||
+        !grow((void **)&t->bytes, &t->bcap, t->nbytes + len, 1)) {
+        t->oom = true;
+        return;
+    }
+    t->t[t->nt++] = (struct ss_mem_tread){v->addr, (uint32_t)v->len, (uint32_t)t->nbytes, v->err};
+    if (len) memcpy(t->bytes + t->nbytes, v->dst, len);
+    t->nbytes += len;
+}
+
 const void *ss_mem_peek_sample(const struct ss_mem *m, uint64_t addr, size_t len)
 {
     const void *p = ss_mem_peek_snap(m, addr, len);
-    if (p) return p;
+    if (p) {
+        if (m->track) ss_mem_track_snap(m->track, m, addr, len);
+        return p;
+    }
     /* windows that start above addr cannot hold it: the search stops there */
     for (unsigned i = 0; i < m->ncw && m->cw[i].addr <= addr; i++) {
         uint64_t off = addr - m->cw[i].addr;
-        if (off < m->cw[i].len && len <= m->cw[i].len - off) return m->cw[i].data + off;
+        if (off < m->cw[i].len && len <= m->cw[i].len - off) {
+            if (m->track) ss_mem_track_win(m->track, i, off, len);
+            return m->cw[i].data + off;
+        }
     }
     return NULL;
+}
+
+int ss_mem_sample_win(const struct ss_mem *m, uint64_t addr, size_t len)
+{
+    if (ss_mem_peek_snap(m, addr, len)) return -1;
+    for (unsigned i = 0; i < m->ncw && m->cw[i].addr <= addr; i++) {
+        uint64_t off = addr - m->cw[i].addr;
+        if (off < m->cw[i].len && len <= m->cw[i].len - off) return (int)i;
+    }
+    return -1;
 }
 
 const void *ss_mem_peek(struct ss_mem *m, uint64_t addr, size_t len)
@@ -92,6 +172,7 @@ const void *ss_mem_peek(struct ss_mem *m, uint64_t addr, size_t len)
 
 static void record(struct ss_mem *m, const struct ss_iov *v)
 {
+    if (m->track) track_read(m->track, v);
     if (m->record) m->record(m->record_ctx, v->addr, v->err ? NULL : v->dst, v->len, v->err);
 }
 

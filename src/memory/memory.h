@@ -34,7 +34,44 @@ struct ss_target_ops {
     /* Fill every iov; set iov[i].err per element. Return 0, or negative errno
      * when the whole target is gone (ESRCH). */
     int (*readv)(void *ctx, struct ss_iov *iov, int n);
+    /* Optional: forget the reads served since the sample began, so that
+     * the walk that follows is served as if they had not been made (replay:
+     * recorded reads are matched in order; the memo checked some). */
+    void (*restart)(void *ctx);
+    /* Optional: were the reads since the sample began (or the restart) the
+     * ones the live walk of this sample made, all of them, in order?
+     * (replay; the memo answers a sample only then) */
+    bool (*consumed)(void *ctx);
 };
+
+/* What one walk took from its inputs (unwind/memo.c): the window bytes it
+ * looked at, the target reads it made, and the registers beyond the fixed
+ * set that every walk may use. Kept only while ss_mem.track is set. */
+struct ss_mem_range {
+    uint32_t win, off, len; /* win: index into ss_mem.cw (windows by address) */
+};
+struct ss_mem_tread {
+    uint64_t addr;
+    uint32_t len, off; /* off: where its bytes are in ss_mem_track.bytes */
+    int err;
+};
+struct ss_mem_track {
+    struct ss_mem_range *r;
+    size_t nr, rcap;
+    struct ss_mem_tread *t;
+    size_t nt, tcap;
+    uint8_t *bytes;
+    size_t nbytes, bcap;
+    uint64_t snap_hi; /* stack snapshot bytes [0, snap_hi) may have been read */
+    uint32_t dregs;   /* DWARF registers read (CFA bases, libunwind): bit = register */
+    bool opaque;      /* used an input that is not tracked (the sample's time, ...) */
+    bool oom;         /* a log could not grow: the walk's inputs are not all known */
+};
+void ss_mem_track_reset(struct ss_mem_track *t);
+/* Bytes [off, off + len) of window cw[w] were looked at (a walker that took
+ * a larger copy with the log off says which parts of it it used). */
+void ss_mem_track_win(struct ss_mem_track *t, unsigned w, uint64_t off, size_t len);
+void ss_mem_track_free(struct ss_mem_track *t);
 
 /* Hook called for each target read (successful or not), for the capture. */
 typedef void (*ss_mem_record_fn)(void *ctx, uint64_t addr, const void *data, size_t len, int err);
@@ -61,6 +98,7 @@ struct ss_mem {
     void *record_ctx;
     /* counters */
     uint64_t n_target_calls, n_target_reads;
+    struct ss_mem_track *track; /* NULL, or the log of the walk's inputs */
     /* last-hit cache for ss_mem_peek on file mappings */
     uint64_t last_lo, last_hi;
     const uint8_t *last_ptr;
@@ -82,6 +120,10 @@ void ss_mem_set_windows(struct ss_mem *m, const struct ss_window *win, unsigned 
  * one of its windows), or NULL. */
 const void *ss_mem_peek_sample(const struct ss_mem *m, uint64_t addr, size_t len);
 
+/* The window (index into cw) that ss_mem_peek_sample serves len bytes at
+ * addr from; -1 when the stack snapshot does or none. */
+int ss_mem_sample_win(const struct ss_mem *m, uint64_t addr, size_t len);
+
 /* Pointer to len bytes at addr from layers 1-2 only (no syscall), or NULL.
  * Layer-2 pointers stay valid while the process view is not refreshed. */
 const void *ss_mem_peek(struct ss_mem *m, uint64_t addr, size_t len);
@@ -95,12 +137,22 @@ int ss_mem_read_target(struct ss_mem *m, uint64_t addr, void *dst, size_t len);
  * none of it). */
 uint64_t ss_mem_sample_from(const struct ss_mem *m, uint64_t lo, uint64_t hi);
 
-/* Layer 1 only, inline: the hot path of the native unwinder. */
+/* Layer 1 only, inline: the hot path of the native unwinder. A caller that
+ * reads what it returns while m->track is set tells ss_mem_track_snap. */
 static inline const void *ss_mem_peek_snap(const struct ss_mem *m, uint64_t addr, size_t len)
 {
     uint64_t off = addr - m->snap_base;
     if (off < m->snap_len && len <= m->snap_len - off) return m->snap + off;
     return NULL;
+}
+
+/* The walk that t logs read len bytes of the stack snapshot at addr (the
+ * callers of ss_mem_peek_snap say so: it stays a bare lookup). */
+static inline void ss_mem_track_snap(struct ss_mem_track *t, const struct ss_mem *m, uint64_t addr,
+                                     size_t len)
+{
+    uint64_t hi = addr - m->snap_base + len;
+    if (hi > t->snap_hi) t->snap_hi = hi;
 }
 
 /* Read len bytes at addr through all layers. 0 or negative errno. */

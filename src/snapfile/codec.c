@@ -232,24 +232,42 @@ int snap_dec_sample(struct snap_cur *c, uint32_t version, struct ss_snap_sample 
                     struct snap_delta *dl, const char **why)
 {
     struct ss_sample *s = &x->s;
-    memset(x, 0, sizeof(*x));
-    x->seq = snap_get_u64(c);
-    s->pid = snap_get_u32(c);
-    s->tid = snap_get_u32(c);
-    s->cpu = snap_get_u32(c);
-    s->flags = snap_get_u32(c);
-    s->time_ns = snap_get_u64(c);
-    uint32_t nregs = snap_get_u32(c);
-    if (c->bad || nregs > snap_left(c) / 8) {
-        *why = "sample record: bad register count";
-        return -EBADMSG;
+    memset(x, 0, offsetof(struct ss_snap_sample, kips)); /* kips: filled as far as used */
+    /* the usual case, every register and the whole fixed part there: one
+     * bounds check (the fields as below) */
+    enum { HEAD = 8 + 4 * 4 + 8 + 4, FIXED = HEAD + SS_NREGS * 8 + 4 + 4 };
+    if (!c->bad && c->len - c->off >= FIXED && snap_le32(c->p + c->off + HEAD - 4) == SS_NREGS) {
+        const uint8_t *p = c->p + c->off;
+        x->seq = snap_le64(p);
+        s->pid = snap_le32(p + 8);
+        s->tid = snap_le32(p + 12);
+        s->cpu = snap_le32(p + 16);
+        s->flags = snap_le32(p + 20);
+        s->time_ns = snap_le64(p + 24);
+        for (uint32_t i = 0; i < SS_NREGS; i++)
+            s->regs[i] = snap_le64(p + HEAD + 8 * i);
+        s->stack_req = snap_le32(p + HEAD + SS_NREGS * 8);
+        s->stack_len = snap_le32(p + HEAD + SS_NREGS * 8 + 4);
+        c->off += FIXED;
+    } else {
+        x->seq = snap_get_u64(c);
+        s->pid = snap_get_u32(c);
+        s->tid = snap_get_u32(c);
+        s->cpu = snap_get_u32(c);
+        s->flags = snap_get_u32(c);
+        s->time_ns = snap_get_u64(c);
+        uint32_t nregs = snap_get_u32(c);
+        if (c->bad || nregs > snap_left(c) / 8) {
+            *why = "sample record: bad register count";
+            return -EBADMSG;
+        }
+        for (uint32_t i = 0; i < nregs; i++) {
+            uint64_t v = snap_get_u64(c);
+            if (i < SS_NREGS) s->regs[i] = v;
+        }
+        s->stack_req = snap_get_u32(c);
+        s->stack_len = snap_get_u32(c);
     }
-    for (uint32_t i = 0; i < nregs; i++) {
-        uint64_t v = snap_get_u64(c);
-        if (i < SS_NREGS) s->regs[i] = v;
-    }
-    s->stack_req = snap_get_u32(c);
-    s->stack_len = snap_get_u32(c);
     if (version >= 3) return snap_delta_parse(c, x, dl, why);
     s->stack = snap_get(c, s->stack_len);
     if (c->bad) {

@@ -234,7 +234,10 @@ static int read_record(struct ss_snap_reader *r, struct snap_slot *s)
             continue;
         }
         const char *why = "malformed record";
-        memset(&s->rec, 0, sizeof(s->rec));
+        /* a sample's decoder clears its own part (not its 1 KB of kernel
+         * addresses: those it fills are the ones s.kernel points to) */
+        memset(&s->rec, 0,
+               type == SS_SNAP_SAMPLE ? offsetof(struct ss_snap_record, sample) : sizeof(s->rec));
         r->dec.version = r->version;
         r->dec.rdelta = r->rdelta;
         rc = snap_decode_payload(&r->dec, s, type, flags, p + SNAP_REC_HDR, len, &why);
@@ -387,7 +390,12 @@ int ss_snap_next(struct ss_snap_reader *r, struct ss_snap_record *rec, struct ss
         }
     }
     r->last = cur;
-    *rec = s->rec;
+    /* a sample without its kernel addresses' copy: s.kernel points to the
+     * slot's (1 KB less to copy per sample) */
+    memcpy(rec, &s->rec,
+           s->rec.type == SS_SNAP_SAMPLE
+               ? offsetof(struct ss_snap_record, sample) + offsetof(struct ss_snap_sample, kips)
+               : sizeof(*rec));
     return 1;
 }
 

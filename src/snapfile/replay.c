@@ -248,7 +248,18 @@ static int hist_readv(void *ctx, struct ss_iov *iov, int n)
     return ret;
 }
 
-static const struct ss_target_ops hist_target = {.readv = hist_readv};
+static void hist_restart(void *ctx)
+{
+    ss_snap_replay_restart(&((struct ss_replay *)ctx)->target);
+}
+
+static bool hist_consumed(void *ctx)
+{
+    return ss_snap_replay_consumed(&((struct ss_replay *)ctx)->target);
+}
+
+static const struct ss_target_ops hist_target = {
+    .readv = hist_readv, .restart = hist_restart, .consumed = hist_consumed};
 
 static void rewalk(void *ctx)
 {
@@ -480,8 +491,10 @@ int ss_replay_run(struct ss_replay *r, ss_replay_stack_fn fn, ss_replay_msg_fn m
     }
     r->msg = msg;
     r->ctx = ctx;
-    struct ss_unwinder_opts uo = {
-        .offline = true, .max_frames = r->o.max_frames, .native_mode = r->o.native_mode};
+    struct ss_unwinder_opts uo = {.offline = true,
+                                  .max_frames = r->o.max_frames,
+                                  .native_mode = r->o.native_mode,
+                                  .memo = !r->o.no_memo};
     /* a file's LuaJIT verdict is the same for every run: computed once (the
      * files are identified by build-id, or device/inode/size/mtime) */
     if (!r->ljc && ss_lj_detcache_new(&r->ljc) < 0) {

@@ -11,16 +11,30 @@ void ss_snap_replay_set(struct ss_snap_replay *rp, const struct ss_snap_sample *
     rp->reads = s->has_reads ? s->reads : NULL;
     rp->n = rp->total = s->has_reads ? s->nreads : 0;
     rp->next = rp->mark = 0;
+    rp->astray = false;
     for (uint32_t j = 0; j < rp->total; j++)
         if (!rp->reads[j].addr && !rp->reads[j].len && rp->reads[j].err == SS_READ_REWALK)
             rp->mark = j + 1;
     if (rp->mark) rp->n = rp->mark - 1;
 }
 
+void ss_snap_replay_restart(struct ss_snap_replay *rp)
+{
+    rp->n = rp->mark ? rp->mark - 1 : rp->total;
+    rp->next = 0;
+    rp->astray = false;
+}
+
+bool ss_snap_replay_consumed(const struct ss_snap_replay *rp)
+{
+    return !rp->astray && rp->next == rp->n;
+}
+
 void ss_snap_replay_rewalk(struct ss_snap_replay *rp)
 {
     rp->n = rp->total;
     rp->next = rp->mark;
+    rp->astray = false;
 }
 
 static int find(const struct ss_snap_replay *rp, uint64_t addr, size_t len)
@@ -48,6 +62,7 @@ int ss_snap_replay_serve(struct ss_snap_replay *rp, struct ss_iov *v)
         if (!r->err && v->len) memcpy(v->dst, r->data, v->len);
         return r->err == -ESRCH ? -ESRCH : 1;
     }
+    rp->astray = true;
     int j = find(rp, v->addr, v->len);
     if (j < 0) {
         v->err = -EFAULT;

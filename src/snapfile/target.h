@@ -14,12 +14,19 @@ struct ss_snap_replay {
     uint32_t next;         /* reads are matched in recorded order from here */
     uint64_t hits, misses; /* misses: a read the live walker did not make */
     uint32_t total, mark;  /* all reads; 1 + index of the last SS_READ_REWALK, 0 none */
+    bool astray;           /* a read since the start was not the next one recorded */
 };
 
 /* Point rp at sample s. When the live walker walked s twice (a rewalk
  * marker among its reads), only the reads of the first walk are served
  * until ss_snap_replay_rewalk. */
 void ss_snap_replay_set(struct ss_snap_replay *rp, const struct ss_snap_sample *s);
+/* Serve from the start again (the reads of the first walk only, as after
+ * ss_snap_replay_set): the reads served so far were a check, not the walk. */
+void ss_snap_replay_restart(struct ss_snap_replay *rp);
+/* Were the reads served since the start exactly the ones recorded, in
+ * their order, all of them? (The live walk made just those.) */
+bool ss_snap_replay_consumed(const struct ss_snap_replay *rp);
 /* Serve the second walk: the reads after the marker first, then the rest. */
 void ss_snap_replay_rewalk(struct ss_snap_replay *rp);
 

@@ -68,6 +68,7 @@ void ss_unwinder_debug_wait(struct ss_unwinder *u, double max_s)
 int ss_unwinder_add_debug(struct ss_unwinder *u, const uint8_t *id, size_t len, const char *path,
                           struct ss_err *err)
 {
+    ss_unwinder_memo_drop(u); /* names change */
     return ss_elf_cache_add_debug(u->files, id, len, path, err);
 }
 

@@ -7,6 +7,7 @@
 
 #include "elf/elf.h"
 #include "process/process.h"
+#include "unwind/memo.h"
 #include "unwind/unwinder.h"
 
 int ss_unwinder_describe(struct ss_unwinder *u, uint32_t pid, struct ss_unwinder_pdesc *out,
@@ -36,6 +37,10 @@ int ss_unwinder_set_target(struct ss_unwinder *u, uint32_t pid, const struct ss_
 {
     struct ss_uproc *up = ss_unwinder_proc(u, pid, false, NULL);
     if (!up) return -ESRCH;
+    if (up->mem.target != ops || up->mem.target_ctx != ctx) { /* other answers: memo.h */
+        ss_memo_free(up->memo);
+        up->memo = NULL;
+    }
     up->mem.target = ops;
     up->mem.target_ctx = ctx;
     return 0;

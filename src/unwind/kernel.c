@@ -22,6 +22,7 @@ int ss_unwinder_kernel_syms(struct ss_unwinder *u, const char *path, struct ss_e
 int ss_unwinder_add_ksym(struct ss_unwinder *u, const struct ss_ksym *s)
 {
     if (!u->ksyms && ss_ksyms_new(&u->ksyms) < 0) return -ENOMEM;
+    ss_unwinder_memo_drop(u); /* kernel frames' names change */
     return ss_ksyms_add(u->ksyms, s);
 }
 

@@ -72,6 +72,7 @@ struct ulua {
     unsigned tcap;
     bool exit_leaf;    /* this sample's leaf is in the trace exit handler: not the VM's top */
     uint64_t plan_key; /* the window plan last handed out (ss_lj_runtime_plan), 0: none */
+    uint64_t epoch;    /* lua_state calls: the walker may have changed its state (memo.h) */
 };
 
 static void set_id(struct verdict *v, const struct ss_elf *e)
@@ -204,6 +205,7 @@ static struct ulua *lua_state(struct ss_unwinder *u, struct ss_uproc *up)
         if (u->o.offline && (u->lua_detect || (u->lua_detect = calloc(1, sizeof(*u->lua_detect)))))
             l->d = u->lua_detect;
     }
+    l->epoch++;
     if (!l->scanned || l->gen != ss_proc_generation(up->proc)) scan(u, up, l);
     return l;
 }
@@ -262,6 +264,7 @@ static uint64_t trace_frame(struct ss_uproc *up, struct ulua *l, struct ss_nativ
         rts[i] = l->rts[i].rt;
     for (unsigned r = 0; r < SS_NREGS; r++)
         if (ss_nf_reg(&nf[k], (enum ss_reg)r, &regs[r])) known |= 1u << r;
+    if (up->mem.track) up->mem.track->opaque = true; /* every register, the time (memo.c) */
     return ss_lj_trace_cfa(rts, l->n, &up->mem, ss_nf_ip(&nf[k]), exact, regs, known, time_ns,
                            &l->tokens[k]);
 }
@@ -425,6 +428,28 @@ unsigned ss_unwinder_lua_runtimes(struct ss_unwinder *u, uint32_t pid,
     unsigned n = 0;
     for (unsigned i = 0; l && i < l->n && n < max; i++)
         out[n++] = l->rts[i].rt;
+    return n;
+}
+
+uint64_t ss_lua_epoch(const struct ss_uproc *up)
+{
+    const struct ulua *l = up->luajit;
+    return l ? l->epoch : 0;
+}
+
+_Static_assert(2 + MAX_RTS * (1 + SS_LJ_STATE_WORDS) <= SS_LUA_STATE_WORDS, "ss_lua_state fits");
+
+size_t ss_lua_state(const struct ss_uproc *up, uint64_t *w)
+{
+    const struct ulua *l = up->luajit;
+    if (!l) return 0;
+    size_t n = 0;
+    w[n++] = 1 + l->n + ((uint64_t)l->scanned << 8);
+    w[n++] = l->gen;
+    for (unsigned i = 0; i < l->n; i++) {
+        w[n++] = (uint64_t)(uintptr_t)l->rts[i].rt;
+        if (l->rts[i].rt) n += ss_lj_runtime_state(l->rts[i].rt, w + n);
+    }
     return n;
 }
 

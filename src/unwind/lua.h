@@ -20,6 +20,14 @@ struct ss_lj_runtime;
 unsigned ss_unwinder_lua_runtimes(struct ss_unwinder *u, uint32_t pid,
                                   const struct ss_lj_runtime **out, unsigned max);
 
+/* The LuaJIT walker's state of up that a walk's result may depend on
+ * beyond the sample (unwind/memo.c): at most SS_LUA_STATE_WORDS words into
+ * w, returns how many (0: no LuaJIT state yet). */
+#define SS_LUA_STATE_WORDS (2 + 8 * (1 + 72))
+size_t ss_lua_state(const struct ss_uproc *up, uint64_t *w);
+/* Changes whenever the walker may have run for up (so its state changed). */
+uint64_t ss_lua_epoch(const struct ss_uproc *up);
+
 /* LuaJIT runtimes found in up so far (no scan; for statistics). */
 unsigned ss_lua_nruntimes(const struct ss_uproc *up);
 

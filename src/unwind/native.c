@@ -141,6 +141,16 @@ static const struct ss_nrule *get_rule(struct ss_nproc *np, uint64_t look)
     return &ce->r;
 }
 
+/* What apply_rule reads with rule r at cfa, for the log of the walk's
+ * inputs: the CFA's register, the saved registers' slots. */
+static void track_rule(struct ss_mem *m, const struct ss_nrule *r, uint64_t cfa)
+{
+    m->track->dregs |= 1u << r->cfa_reg;
+    for (int s = 0; s < SS_NRS_COUNT; s++)
+        if (r->off[s] != SS_NR_SAME && r->off[s] != SS_NR_UNDEF)
+            ss_mem_track_snap(m->track, m, cfa + r->off[s], 8);
+}
+
 static int apply_rule(struct ss_nproc *np, struct ss_native_frame *f, const struct ss_nrule *r,
                       struct ss_native_frame *caller, enum ss_trunc *why)
 {
@@ -149,7 +159,8 @@ static int apply_rule(struct ss_nproc *np, struct ss_native_frame *f, const stru
         return 0;
     }
     uint64_t cfa = f->regs.r[r->cfa_reg] + (int64_t)r->cfa_off;
-    f->cfa = cfa; /* known even when the reads below fail */
+    if (np->mem->track) track_rule(np->mem, r, cfa); /* replay's memo (memo.c) */
+    f->cfa = cfa;                                    /* known even when the reads below fail */
     caller->regs = f->regs;
     caller->regs.valid &= ~(uint32_t)r->undef;
     for (int s = 0; s < SS_NRS_COUNT; s++) {

@@ -123,6 +123,7 @@ static int access_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *valp, in
     if (write) return -UNW_EREADONLYREG;
     struct ss_mem *m = u->np->mem;
     const void *p = ss_mem_peek_snap(m, addr, 8);
+    if (p && m->track) ss_mem_track_snap(m->track, m, addr, 8);
     if (!p) p = ss_mem_peek(m, addr, 8);
     if (!p) p = raw_file_bytes(u->np, addr, 8);
     if (!p && anon_code(u->np, addr)) {
@@ -268,6 +269,7 @@ int ss_unw_step(struct ss_nproc *np, struct ss_native_frame *f, struct ss_native
 {
     struct ss_uctx u = {.np = np, .regs = f->regs};
     u.regs.r[SS_DR_RIP] = ss_nf_lookup_ip(f); /* a fresh cursor looks up at ip itself */
+    if (np->mem->track) np->mem->track->dregs = UINT32_MAX; /* any register (memo.c) */
     unw_cursor_t c;
     np->st.unw_steps++;
     int r = unw_init_remote(&c, np->as, &u);
@@ -295,6 +297,7 @@ unsigned ss_unw_walk(struct ss_nproc *np, struct ss_native_frame *out, unsigned 
 {
     struct ss_uctx u = {.np = np, .regs = out[0].regs};
     if (!(out[0].flags & SS_NF_EXACT)) u.regs.r[SS_DR_RIP] -= 1;
+    if (np->mem->track) np->mem->track->dregs = UINT32_MAX;
     unw_cursor_t c;
     unsigned n = 1;
     if (unw_init_remote(&c, np->as, &u) < 0) {

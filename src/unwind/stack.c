@@ -17,6 +17,7 @@
 #include "symbolize/symbolize.h"
 #include "unwind/lua.h"
 #include "unwind/luajit/vmsyms.h"
+#include "unwind/memo.h"
 #include "unwind/unwinder.h"
 
 static uint64_t now_ns(void)
@@ -49,6 +50,10 @@ int ss_unwinder_new_files(struct ss_unwinder **out, const struct ss_unwinder_opt
     if (r == 0 && !u->ljc) u->ljc = u->ljc_own;
     if (r == 0) ss_elf_cache_set_synth(u->files, ss_lj_internal_syms, u->ljc);
     if (r == 0) r = ss_strpool_new(&u->strs);
+    if (r == 0 && u->o.memo && u->o.offline &&
+        !(u->state[0] = malloc(2 * SS_LUA_STATE_WORDS * sizeof(uint64_t))))
+        r = -ENOMEM;
+    if (r == 0) u->state[1] = u->state[0] ? u->state[0] + SS_LUA_STATE_WORDS : NULL;
     if (r == 0) {
         u->nf = calloc(u->o.max_frames, sizeof(*u->nf));
         if (!u->nf || ss_unwinder_reserve(u, u->o.max_frames + 16) < 0) r = -ENOMEM;
@@ -94,6 +99,7 @@ static void uproc_free(struct ss_uproc *up)
     if (up->luajit && up->luajit_free) up->luajit_free(up->luajit);
     ss_nproc_free(up->np);
     ss_symcache_free(up->syms);
+    ss_memo_free(up->memo);
     ss_perfmap_free(up->pm);
     ss_proc_free(up->proc);
     free(up);
@@ -117,6 +123,8 @@ void ss_unwinder_free(struct ss_unwinder *u)
     if (!u->files_shared) ss_elf_cache_free(u->files);
     ss_lj_detcache_free(u->ljc_own);
     ss_strpool_free(u->strs);
+    ss_mem_track_free(&u->track);
+    free(u->state[0]);
     free(u->nf);
     free(u->out);
     free(u);
@@ -205,6 +213,15 @@ void ss_unwinder_proc_event(struct ss_unwinder *u, const struct ss_proc_event *e
     if (ev->kind == SS_PROC_FORK && !u->o.offline) ss_forks_note(u, ev->pid, ev->ppid);
 }
 
+void ss_unwinder_memo_drop(struct ss_unwinder *u)
+{
+    for (unsigned b = 0; b < 256; b++)
+        for (struct ss_uproc *up = u->buckets[b]; up; up = up->next) {
+            ss_memo_free(up->memo);
+            up->memo = NULL;
+        }
+}
+
 void ss_unwinder_gc(struct ss_unwinder *u)
 {
     uint64_t now = now_ns();
@@ -280,6 +297,33 @@ int ss_unwind(struct ss_unwinder *u, const struct ss_sample *s, struct ss_stack 
         u->st.trunc[why]++;
         return 0;
     }
+    /* replay: the frames of an earlier walk with the same inputs (memo.h) */
+    size_t nstate = 0;
+    bool track = u->state[0] && !u->no_memo && ss_memo_want(up->memo);
+    if (track) {
+        /* the state as the last walk left it, when no walk ran since */
+        const uint64_t *kept = ss_memo_state(up->memo, ss_lua_epoch(up), &nstate);
+        if (kept)
+            memcpy(u->state[0], kept, nstate * sizeof(*kept));
+        else
+            nstate = ss_lua_state(up, u->state[0]);
+        unsigned n;
+        uint8_t tr;
+        const struct ss_frame *f =
+            ss_memo_find(&up->memo, &up->mem, s, u->state[0], nstate, &n, &tr);
+        if (f && ss_unwinder_reserve(u, n) == 0) {
+            memcpy(u->out, f, n * sizeof(*f));
+            out->frames = u->out;
+            out->nframes = n;
+            out->trunc = tr;
+            u->st.frames += n;
+            u->st.trunc[tr]++;
+            u->st.memo_hits++;
+            return 0;
+        }
+        ss_mem_track_reset(&u->track);
+        up->mem.track = &u->track;
+    }
     uint64_t gen = ss_proc_generation(up->proc);
     unsigned nn = ss_unwind_mixed(u, up, s, &why); /* native walk + LuaJIT splice (lua.c) */
     if (ss_proc_generation(up->proc) != gen) {
@@ -290,6 +334,7 @@ int ss_unwind(struct ss_unwinder *u, const struct ss_sample *s, struct ss_stack 
         if (u->o.record) u->o.record(u->o.record_ctx, s->pid, 0, NULL, 0, SS_READ_REWALK);
         nn = ss_unwind_mixed(u, up, s, &why);
     }
+    up->mem.track = NULL;
     if (nn == 0 && u->o.max_frames) {
         out->trunc = SS_TRUNC_ERROR;
         return -ENOMEM;
@@ -298,6 +343,14 @@ int ss_unwind(struct ss_unwinder *u, const struct ss_sample *s, struct ss_stack 
     out->frames = u->out;
     out->nframes = nn;
     out->trunc = (uint8_t)why;
+    /* keep it when the walk left the walker's state as it found it (else a
+     * later sample answered from the memo would miss that change) */
+    size_t after = track ? ss_lua_state(up, u->state[1]) : 0;
+    if (track) ss_memo_set_state(&up->memo, ss_lua_epoch(up), u->state[1], after);
+    if (track && ss_proc_generation(up->proc) == gen && after == nstate &&
+        !memcmp(u->state[0], u->state[1], nstate * sizeof(uint64_t)))
+        ss_memo_store(&up->memo, &up->mem, s, u->state[0], nstate, &u->track, u->out, nn,
+                      (uint8_t)why);
     u->st.frames += nn;
     u->st.trunc[why]++;
     return 0;
@@ -314,7 +367,11 @@ int ss_unwind_twice(struct ss_unwinder *u, const struct ss_sample *s, struct ss_
         (void)ss_unwind_mixed(u, up, s, &why);
     }
     between(ctx);
-    return ss_unwind(u, s, out);
+    /* the second walk's reads are not all the sample's: no memo */
+    u->no_memo = true;
+    int r = ss_unwind(u, s, out);
+    u->no_memo = false;
+    return r;
 }
 
 int ss_unwinder_perfmap(struct ss_unwinder *u, uint32_t pid, uint32_t *version, const char **text,
@@ -331,5 +388,7 @@ int ss_unwinder_set_perfmap(struct ss_unwinder *u, uint32_t pid, const char *tex
 {
     struct ss_uproc *up = ss_unwinder_proc(u, pid, false, NULL);
     if (!up) return -ESRCH;
+    ss_memo_free(up->memo); /* JIT frames' names change */
+    up->memo = NULL;
     return ss_perfmap_set(up->pm, text, len);
 }

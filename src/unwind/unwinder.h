@@ -27,7 +27,8 @@ struct ss_uproc {
     struct ss_symcache *syms;
     struct ss_perfmap *pm; /* its perf map (process/perfmap.h) */
     struct ss_unwinder *u;
-    void *luajit; /* per-process state of the LuaJIT walker (owned there) */
+    void *luajit;         /* per-process state of the LuaJIT walker (owned there) */
+    struct ss_memo *memo; /* memo.h: earlier walks (replay), or NULL */
     void (*luajit_free)(void *);
     uint64_t used_ns; /* live: when a sample last used it */
     struct ss_uproc *next;
@@ -51,6 +52,12 @@ struct ss_unwinder {
     struct ss_ksyms *ksyms; /* kernel.c: kernel symbols, or NULL */
     bool markers;           /* process markers arrive: exits free views (ss_unwinder_proc_event) */
     struct ss_fork *forks;  /* forks.c: children forked, not sampled yet */
+    /* memo.h (o.memo, offline): the log of the current walk's inputs, the
+     * LuaJIT state before and after it (SS_LUA_STATE_WORDS each; NULL: no
+     * memo), and no_memo while a sample walked twice is walked again */
+    struct ss_mem_track track;
+    uint64_t *state[2];
+    bool no_memo;
 };
 
 /* ss_unwinder_new with the caller's cache of opened files (NULL: its own):
@@ -70,6 +77,8 @@ void ss_forks_note(struct ss_unwinder *u, uint32_t pid, uint32_t ppid);
 void ss_forks_drop(struct ss_unwinder *u, uint32_t pid);
 struct ss_proc *ss_forks_take(struct ss_unwinder *u, uint32_t pid);
 void ss_forks_free(struct ss_unwinder *u);
+/* Forget every process's memo of walks (memo.h): names or inputs changed. */
+void ss_unwinder_memo_drop(struct ss_unwinder *u);
 /* Make room for n output frames (u->out). */
 int ss_unwinder_reserve(struct ss_unwinder *u, size_t n);
 /* kernel.c: put the sample's kernel frames before the nn user frames in

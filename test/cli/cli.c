@@ -372,18 +372,40 @@ static int inproc_run(struct ss_replay *r, const char *folded, const char *txt, 
 }
 
 /* Open snap for in-process runs; NULL with the reason in p's messages. */
-static struct ss_replay *inproc_open(const char *snap, const char *symfs, struct inproc *p, int *rc)
+static struct ss_replay *inproc_open_opts(const char *snap, const struct ss_replay_opts *o,
+                                          struct inproc *p, int *rc)
 {
     struct ss_err err = {0};
     struct ss_replay *r;
-    struct ss_replay_opts o = {.symfs = symfs};
     if (p->msgs && p->msgslen) p->msgs[0] = 0;
-    *rc = ss_replay_open(&r, snap, &o, &err);
+    *rc = ss_replay_open(&r, snap, o, &err);
     if (*rc < 0) {
         inproc_msg(p, err.msg);
         return NULL;
     }
     return r;
+}
+
+static struct ss_replay *inproc_open(const char *snap, const char *symfs, struct inproc *p, int *rc)
+{
+    struct ss_replay_opts o = {.symfs = symfs};
+    return inproc_open_opts(snap, &o, p, rc);
+}
+
+int cli_replay_memo(const char *snap, bool memo, const char *folded, const char *txt,
+                    long long *hits, char *msgs, size_t msgslen)
+{
+    struct inproc p = {.msgs = msgs, .msgslen = msgslen};
+    struct ss_replay_opts o = {.no_memo = !memo};
+    int rc;
+    struct ss_replay *r = inproc_open_opts(snap, &o, &p, &rc);
+    if (!r) return rc;
+    rc = inproc_run(r, folded, txt, &p);
+    struct ss_unwinder_stats st;
+    ss_unwinder_stats(ss_replay_unwinder(r), &st);
+    *hits = (long long)st.memo_hits;
+    ss_replay_close(r);
+    return rc;
 }
 
 int cli_replay_runs(const char *snap, const char *symfs, int runs, const char *dir, char *msgs,

@@ -28,6 +28,13 @@ struct stackbuf {
     uint64_t lo, hi; /* [lo, hi) copied */
     uint8_t *buf;
     size_t cap; /* bytes at buf (the runtime's scratch, kept between walks) */
+    /* replay's memo (memory.h: ss_mem_track): [src_lo, src_hi) came from
+     * window src of the sample; the slots read from there are logged one by
+     * one, not the whole copy (the Lua values in it change all the time) */
+    struct ss_mem_track *track;
+    const struct ss_mem *m;
+    int src;
+    uint64_t src_lo, src_hi;
 };
 
 /* Room for n bytes at s->buf; what it held is kept. */
@@ -36,10 +43,17 @@ static uint8_t *sb_room(struct stackbuf *s, size_t n)
     return ss_lj_scratch(&s->buf, &s->cap, n);
 }
 
-static bool sb_u64(const struct stackbuf *s, uint64_t a, uint64_t *v)
+static void sb_track(const struct stackbuf *s, uint64_t a)
+{
+    if (a >= s->src_lo && a + 8 <= s->src_hi)
+        ss_mem_track_win(s->track, (unsigned)s->src, a - s->m->cw[s->src].addr, 8);
+}
+
+static inline bool sb_u64(const struct stackbuf *s, uint64_t a, uint64_t *v)
 {
     if (a < s->lo || a + 8 > s->hi) return false;
     *v = lj_u64(s->buf + (a - s->lo));
+    if (s->track) sb_track(s, a);
     return true;
 }
 
@@ -81,7 +95,19 @@ static int read_stack(struct ss_mem *m, struct stackbuf *s, uint64_t lo, uint64_
     uint8_t *b = sb_room(s, hi - lo + SEAM);
     if (!b) return -ENOMEM;
     uint64_t x = live ? hi : ss_mem_sample_from(m, lo, hi);
+    /* the sample's part: logged slot by slot as sb_u64 reads it (memo) */
+    s->track = NULL;
+    s->src = x < hi && m->track ? ss_mem_sample_win(m, x, hi - x) : -1;
+    struct ss_mem_track *track = m->track;
+    if (s->src >= 0) m->track = NULL;
     int rc = x < hi ? ss_mem_read(m, x, b + (x - lo), hi - x) : 0;
+    m->track = track;
+    if (s->src >= 0) {
+        s->track = track;
+        s->m = m;
+        s->src_lo = x;
+        s->src_hi = hi;
+    }
     if (!rc && lo < x) {
         uint64_t ov = hi - x < SEAM ? hi - x : SEAM;
         uint8_t *live = b + (hi - lo); /* SEAM spare bytes after the copy */

@@ -90,6 +90,7 @@ static bool by_live(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t G, uint
     size_t flen = natives[0].cfa > sp ? natives[0].cfa - sp : 0;
     if (flen > LEAF_MAX) flen = LEAF_MAX;
     if (!flen || !(snap = ss_mem_peek_snap(m, sp, flen))) return false;
+    if (m->track) ss_mem_track_snap(m->track, m, sp, flen); /* replay's memo (memory.h) */
     iov[2 * i + 2] = (struct ss_iov){.addr = sp, .dst = live, .len = flen};
     /* the return addresses must come from the live stack, not the
      * snapshot: hide the snapshot layer for this one read */
