@@ -13,14 +13,22 @@
 
 #define WORDS 4096
 
+/* The target is this process, walked with Debian's luajit's facts. */
+static void own_target(struct ss_lj_elfinfo *info, struct ss_target_live *tl, struct ss_mem *mem)
+{
+    struct ss_err err = {0};
+    cr_assert_eq(ss_lj_detect_file("/usr/bin/luajit", info, &err), 0, "%s", err.msg);
+    *tl = (struct ss_target_live){.pid = getpid()};
+    ss_mem_init(mem, NULL, &ss_target_live, tl);
+}
+
 Test(luajit_garbage, random_memory_never_crashes)
 {
     struct ss_lj_elfinfo info;
     struct ss_err err = {0};
-    cr_assert_eq(ss_lj_detect_file("/usr/bin/luajit", &info, &err), 0);
-    struct ss_target_live tl = {.pid = getpid()};
+    struct ss_target_live tl;
     struct ss_mem mem;
-    ss_mem_init(&mem, NULL, &ss_target_live, &tl);
+    own_target(&info, &tl, &mem);
     uint64_t *buf = malloc(WORDS * 8);
     uint64_t regs[SS_NREGS];
     unsigned lua = 0;
@@ -184,10 +192,9 @@ Test(luajit_garbage, reused_prototype_is_read_again)
 {
     struct ss_lj_elfinfo info;
     struct ss_err err = {0};
-    cr_assert_eq(ss_lj_detect_file("/usr/bin/luajit", &info, &err), 0);
-    struct ss_target_live tl = {.pid = getpid()};
+    struct ss_target_live tl;
     struct ss_mem mem;
-    ss_mem_init(&mem, NULL, &ss_target_live, &tl);
+    own_target(&info, &tl, &mem);
     struct ss_lj_runtime *rt;
     cr_assert_eq(ss_lj_runtime_new(&rt, &info, 0, (uint32_t)getpid(), &err), 0);
     const struct lj_layout *lay = NULL;
