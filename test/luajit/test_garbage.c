@@ -202,7 +202,9 @@ Test(luajit_garbage, reused_prototype_is_read_again)
         if (ss_lj_layouts[i].gc64) lay = &ss_lj_layouts[i];
     cr_assert_not_null(lay);
     rt->lay = lay;
-    static uint64_t pt[32], str[8];
+    /* (the walker reads a chunk name's first 280 bytes at once: room for
+     * all of them, or the read may cross into an unmapped page) */
+    static uint64_t pt[64], str[64];
     uint8_t *p = (uint8_t *)pt, *s = (uint8_t *)str;
     memset(pt, 0, sizeof(pt));
     p[lay->gct] = LJ_GCT_PROTO;
