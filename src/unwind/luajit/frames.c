@@ -458,16 +458,23 @@ static int walk_once(struct ss_lj_runtime *rt, struct ss_mem *m, const struct lj
         bool ok = t->ffid == 0 ? pc_in(rt, t, st->pc) : st->pc == t->fnpc + 4;
         /* Fast functions reuse PC (coroutine.resume/wrap call vm_resume
          * with PC pointing into the stack): their SAVE_PC holds the
-         * caller's return pc, which is this frame's link. */
-        if (!ok && t->ffid > 1 && (t->ftsz & 3) == LJ_FRAME_LUA && cf[0].ok)
+         * caller's return pc, which is this frame's link. A trace that
+         * stitched the call (lj_ffrecord.c, recff_stitch) exits right into
+         * the fast function, linked to a continuation frame: the link, and
+         * so SAVE_PC, is that frame's delta (| FRAME_CONT). */
+        bool stitched = (t->ftsz & 7) == LJ_FRAME_CONT;
+        if (!ok && t->ffid > 1 && ((t->ftsz & 3) == LJ_FRAME_LUA || stitched) && cf[0].ok)
             ok = cf[0].pc == (lay->gc64 ? (uint64_t)t->ftsz : (uint32_t)t->ftsz);
         /* Every C function has the same PC (a shared FUNCC stub), so the
          * check above cannot tell load from collectgarbage. KBASE (r15) can:
          * BC_FUNCC loads it with the lua_CFunction it calls (vm_x64.dasc:
          * mov KBASEa, CFUNC:RB->f), while ASM fast functions calling C
          * helpers (and FUNCCW) keep the KBASE of the nearest Lua frame
-         * below, its prototype's k. Anything else: the thread moved on. */
-        if (ok && t->ffid != 0 && st->kbase) {
+         * below, its prototype's k. Anything else: the thread moved on.
+         * After a stitched trace's exit KBASE is not loaded for the frame
+         * below (vm_exit_interp goes to a fast function over a continuation
+         * without it): nothing to compare. */
+        if (ok && t->ffid != 0 && st->kbase && !stitched) {
             const struct lj_wframe *lf = NULL;
             for (unsigned k = 1; k < w->n && !lf; k++)
                 if (w->f[k].ffid == 0 && w->f[k].proto) lf = &w->f[k];
