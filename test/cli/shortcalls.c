@@ -198,14 +198,16 @@ Test(cli_shortcalls, c_host, .timeout = 120)
     const char *cmd[] = {host, NULL};
     char *lua = cli_src("test/cli/short.lua");
     check_cmd(cmd, lua, 0, false, 0, 0.99, true);
+    check_cmd(cmd, lua, 0, false, 4, LOADED_BAR, false);
     free(lua);
 }
 
 /* The build matrix: Debian's LuaJIT source built GC64 and not, with and
  * without the JIT (test/luajit/build-luajit.sh, cached outside the clone;
  * the non-GC64 windows load 32-bit references, the no-JIT plan has no
- * jit_base window). */
-static void matrix(const char *variant)
+ * jit_base window). loaded: also at load 4 (one variant: the load changes
+ * timing, not the layout). */
+static void matrix(const char *variant, bool loaded)
 {
     char cmd[1024], bin[512];
     snprintf(cmd, sizeof(cmd), "%s/test/luajit/build-luajit.sh %s/ext", SS_SOURCE_DIR,
@@ -215,24 +217,25 @@ static void matrix(const char *variant)
     const char *argv[] = {bin, NULL};
     char *lua = cli_src("test/cli/short.lua");
     check_cmd(argv, lua, 0, false, 0, 0.99, false);
+    if (loaded) check_cmd(argv, lua, 0, false, 4, LOADED_BAR, false);
     free(lua);
 }
 
 Test(cli_shortcalls, matrix_gc64_jit, .timeout = 300)
 {
-    matrix("gc64-jit");
+    matrix("gc64-jit", false);
 }
 Test(cli_shortcalls, matrix_gc64_nojit, .timeout = 300)
 {
-    matrix("gc64-nojit");
+    matrix("gc64-nojit", false);
 }
 Test(cli_shortcalls, matrix_nogc64_jit, .timeout = 300)
 {
-    matrix("nogc64-jit");
+    matrix("nogc64-jit", true);
 }
 Test(cli_shortcalls, matrix_nogc64_nojit, .timeout = 300)
 {
-    matrix("nogc64-nojit");
+    matrix("nogc64-nojit", false);
 }
 
 /* A new coroutine for every handler call, resumed from the main thread
@@ -272,7 +275,7 @@ Test(cli_shortcalls, coroutine_per_call_jit, .timeout = 120)
 /* Debian 13's luajit (2.1 rolling, layouts derived from its code) in its own
  * mount and pid namespaces, chrooted into a debootstrap root (as the
  * LuaJIT tests make it: test/roots/mkroot.sh, cached). */
-static void trixie(const char *jit)
+static void trixie(const char *jit, bool loaded)
 {
     char cmd[1024], root[512], dst[600];
     const char *cache = getenv("SS_CACHE");
@@ -287,16 +290,17 @@ static void trixie(const char *jit)
     const char *argv[] = {"unshare", "--mount", "--pid",  "--fork", "--kill-child",
                           "chroot",  root,      "luajit", jit,      NULL};
     check_cmd(argv, "/tmp/ss-short.lua", 0, false, 0, 0.99, false);
+    if (loaded) check_cmd(argv, "/tmp/ss-short.lua", 0, false, 4, LOADED_BAR, false);
     free(lua);
 }
 
 Test(cli_shortcalls, trixie_container_interpreter, .timeout = 300)
 {
-    trixie("-joff");
+    trixie("-joff", false);
 }
 Test(cli_shortcalls, trixie_container_jit, .timeout = 300)
 {
-    trixie(NULL);
+    trixie(NULL, true);
 }
 
 /* Warm samples in JIT traces are walked from the sample alone: the trace's
@@ -382,5 +386,6 @@ Test(cli_shortcalls, tarantool_fiber, .timeout = 120)
     const char *cmd[] = {"tarantool", NULL};
     char *lua = cli_src("test/cli/short.lua");
     check_cmd(cmd, lua, 0, false, 0, 0.99, false);
+    check_cmd(cmd, lua, 0, false, 4, LOADED_BAR, false);
     free(lua);
 }
