@@ -187,6 +187,8 @@ Test(cli_shortcalls, jit_loaded, .timeout = 120)
 Test(cli_shortcalls, deep_recursion_200, .timeout = 120)
 {
     check("-joff", 200, 0, 0.99);
+    check("-joff", 200, 4, LOADED_BAR);
+    check(NULL, 200, 0, 0.99);
 }
 
 /* A C program embedding Debian's libluajit (test/luajit/lj_host.c: the
