@@ -1,6 +1,7 @@
 /* test/luajit/ljrec.c: see ljrec.h. */
 #include "ljrec.h"
 
+#include <criterion/logging.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -18,6 +19,7 @@
 
 struct rctx {
     struct ss_unwinder *u;
+    struct ss_capture *cap;
     ljr_fn fn;
     void *ctx;
     struct ljr_stats *st;
@@ -94,6 +96,15 @@ static void on_sample(void *p, const struct ss_sample *s)
         }
     fold(&st, r->buf, sizeof(r->buf), false);
     r->fn(r->ctx, &st, r->buf);
+    ljr_take_plan(r->u, r->cap, s->pid);
+}
+
+void ljr_take_plan(struct ss_unwinder *u, struct ss_capture *c, uint32_t pid)
+{
+    struct ss_win_plan plan; /* as record does: the runtime's windows from now on */
+    struct ss_err err = {0};
+    if (ss_unwinder_take_plan(u, pid, &plan) && ss_capture_set_plan(c, (pid_t)pid, &plan, &err) < 0)
+        cr_log_warn("window plan not installed: %s", err.msg);
 }
 
 /* pid still runs (a child of ours that exited is reaped here). */
@@ -122,6 +133,7 @@ int ljr_record(pid_t pid, unsigned freq, double seconds, ljr_fn fn, void *ctx, s
     r.st = st;
     int rc = ss_unwinder_new(&r.u, &uo, &err);
     if (rc == 0) rc = ss_capture_open(&c, &o, &err);
+    r.cap = c;
     if (rc == 0) rc = ss_capture_add_pid(c, pid, &err);
     if (rc == 0) rc = ss_capture_start(c, &err);
     if (rc) {

@@ -50,6 +50,11 @@ int ljr_run_root(const char *root, char *const argv[], unsigned settle_ms, unsig
 
 /* Folded text of a stack, root first (see above). */
 void ljr_fold(const struct ss_stack *st, char *buf, size_t cap);
+/* After a sample is unwound, as `record` does: a LuaJIT runtime just
+ * verified gets its window plan (the Lua state copied at every sample). */
+struct ss_capture;
+struct ss_unwinder;
+void ljr_take_plan(struct ss_unwinder *u, struct ss_capture *c, uint32_t pid);
 
 /* Only the Lua part of a folded line: frames containing " (" joined by ';'
  * (root first). */

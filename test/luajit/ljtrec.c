@@ -36,6 +36,7 @@ static void on_sample(void *p, const struct ss_sample *s)
     }
     ljr_fold(&st, r->buf, sizeof(r->buf));
     r->fn(r->ctx, &st, r->buf);
+    ljr_take_plan(r->u, r->cap, s->pid);
 }
 
 /* Spawn argv, record it for seconds (or until it exits), then kill it;
@@ -53,6 +54,7 @@ void ljt_record_ex(char *const argv[], const char *ldp, double seconds, on_fn fn
     r->ctx = ctx;
     cr_assert_eq(ss_unwinder_new(&r->u, &uo, &err), 0, "%s", err.msg);
     cr_assert_eq(ss_capture_open(&c, &o, &err), 0, "%s", err.msg);
+    r->cap = c;
     /* in a container: record the process inside, wait for unshare */
     pid_t outer = 0;
     pid_t pid = root ? ljt_spawn_root(root, SS_SOURCE_DIR "/test/luajit", argv, &outer)

@@ -15,6 +15,7 @@ typedef void (*on_fn)(void *ctx, const struct ss_stack *st, const char *folded);
 
 struct rec {
     struct ss_unwinder *u;
+    struct ss_capture *cap;
     on_fn fn;
     void *ctx;
     unsigned samples, errors;

@@ -9,7 +9,12 @@
  * chain decides alone: the innermost of its C frames inside such a function
  * names the state. Exact, and replayable.
  *
- * Otherwise vmstate is read live, milliseconds after the sample. It
+ * Otherwise the sample's own G->vmstate, in its window on the global state
+ * (plan.c), names the state: exact too (stripped builds of either layout,
+ * GC64 or not, whose state functions are not found).
+ *
+ * Without that window (--no-lua-window, captures made before the windows)
+ * vmstate is read live, milliseconds after the sample. It
  * is trusted only when the sampled call chain above the VM frame is still on
  * the stack: the return address of every C frame above it must be unchanged
  * at the same stack slot, read both before and after vmstate in the same
@@ -65,6 +70,16 @@ static bool by_symbols(const struct ss_lj_runtime *rt, const struct ss_lj_native
     return false;
 }
 
+/* G->vmstate as of the sample: 1 labelled, 0 no state to label (the
+ * interpreter, C, a trace), -1 the sample does not hold it. */
+static int by_sample(const struct ss_lj_runtime *rt, const struct ss_mem *m, uint64_t G,
+                     struct ss_frame *fr)
+{
+    const uint8_t *p = G ? ss_mem_peek_sample(m, G + rt->lay->G_vmstate, 4) : NULL;
+    if (!p) return -1;
+    return pseudo(fr, state_name((int32_t)lj_u32(p))) ? 1 : 0;
+}
+
 /* The live check of stripped builds whose state functions are unknown. */
 static bool by_live(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t G, uint64_t sp,
                     const struct ss_lj_native *natives, uint32_t i, struct ss_frame *fr)
@@ -118,9 +133,12 @@ bool ss_lj_vmstate_frame(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t G,
                          const struct ss_lj_native *natives, uint32_t i, struct ss_frame *fr)
 {
     if (!rt->lay || i > MAX_CHECK) return false;
-    if (i > 0 &&
-        (rt->info.nstfn ? by_symbols(rt, natives, i, fr) : by_live(rt, m, G, sp, natives, i, fr)))
-        return true;
+    if (i > 0 && rt->info.nstfn && by_symbols(rt, natives, i, fr)) return true;
+    if (i > 0 && !rt->info.nstfn) {
+        /* the walk's G, else the only one known (the walk may have failed) */
+        int s = by_sample(rt, m, G ? G : rt->ngs == 1 ? rt->gs[0] : 0, fr);
+        if (s > 0 || (s < 0 && by_live(rt, m, G, sp, natives, i, fr))) return true;
+    }
     /* the VM frame itself in the trace exit handler: a leaf there */
     uint64_t at = natives[i].ip - rt->bias;
     if (rt->info.exit_lo && at >= rt->info.exit_lo && at < rt->info.exit_ret)
