@@ -17,7 +17,10 @@
  * per warm Lua sample = Ir / warm Lua samples, whatever the machine's load
  * (use -w 6: valgrind is slow to start).
  *
- *   bench_livereads [-n RUNS] [-s SECONDS] [-w WARM_SECONDS] [--hot]
+ * -p POLL_MS polls every POLL_MS instead of record's 2 ms (more samples
+ * per poll, unwound one after the other).
+ *
+ *   bench_livereads [-n RUNS] [-s SECONDS] [-w WARM_SECONDS] [-p POLL_MS] [--hot]
  *                   [--no-lua-window] -- COMMAND...
  */
 #include <signal.h>
@@ -47,6 +50,7 @@ struct run {
     struct ss_capture *cap;
     double t0, warm_s;
     bool hot;
+    int poll_ms;
     unsigned long samples, lua, warm;
     double calls, reads, cpu_ns, win_bytes, hot_ns;
     unsigned long zero_calls; /* warm Lua samples that made no target call */
@@ -101,7 +105,7 @@ static void on_sample(void *ctx, const struct ss_sample *s)
     r->zero_calls += b.target_calls == a.target_calls;
 }
 
-static int one(char *const argv[], double secs, double warm_s, bool hot, bool windows,
+static int one(char *const argv[], double secs, double warm_s, int poll_ms, bool hot, bool windows,
                struct run *r)
 {
     struct ss_err err = {0};
@@ -117,6 +121,7 @@ static int one(char *const argv[], double secs, double warm_s, bool hot, bool wi
     memset(r, 0, sizeof(*r));
     r->warm_s = warm_s;
     r->hot = hot;
+    r->poll_ms = poll_ms;
     int rc = ss_unwinder_new(&r->u, &uo, &err);
     if (!rc) rc = ss_capture_open(&r->cap, &o, &err);
     if (!rc) rc = ss_capture_add_pid(r->cap, pid, &err);
@@ -129,7 +134,7 @@ static int one(char *const argv[], double secs, double warm_s, bool hot, bool wi
     }
     r->t0 = mono();
     while (mono() - r->t0 < secs)
-        if (ss_capture_poll(r->cap, 2, on_sample, r) < 0) break;
+        if (ss_capture_poll(r->cap, r->poll_ms, on_sample, r) < 0) break;
     ss_capture_stop(r->cap);
     while (ss_capture_poll(r->cap, 0, on_sample, r) > 0)
         ;
@@ -148,7 +153,7 @@ static int cmp_d(const void *a, const void *b)
 
 int main(int argc, char **argv)
 {
-    int runs = 5, i = 1;
+    int runs = 5, i = 1, poll_ms = 2;
     double secs = 4, warm_s = 1;
     bool windows = true, hot = false;
     for (; i < argc && strcmp(argv[i], "--"); i++) {
@@ -158,6 +163,8 @@ int main(int argc, char **argv)
             secs = atof(argv[++i]);
         else if (!strcmp(argv[i], "-w") && i + 1 < argc)
             warm_s = atof(argv[++i]);
+        else if (!strcmp(argv[i], "-p") && i + 1 < argc)
+            poll_ms = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--hot"))
             hot = true;
         else if (!strcmp(argv[i], "--no-lua-window"))
@@ -169,8 +176,8 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (i + 1 >= argc || runs < 1 || runs > 64) {
-        fprintf(stderr, "bench_livereads: no command (or bad -n)\n");
+    if (i + 1 >= argc || runs < 1 || runs > 64 || poll_ms < 0) {
+        fprintf(stderr, "bench_livereads: no command (or bad -n, -p)\n");
         return 2;
     }
     double calls[64], reads[64], cpu[64], zero[64], wb[64], hcpu[64];
@@ -180,7 +187,7 @@ int main(int argc, char **argv)
            hot ? "same sample again, hot: CPU us | " : "", hot ? "---|" : "");
     for (int k = 0; k < runs; k++) {
         struct run r;
-        if (one(&argv[i + 1], secs, warm_s, hot, windows, &r) || !r.warm) {
+        if (one(&argv[i + 1], secs, warm_s, poll_ms, hot, windows, &r) || !r.warm) {
             fprintf(stderr, "bench_livereads: run %d failed (no warm Lua samples)\n", k);
             return 1;
         }
