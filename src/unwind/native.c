@@ -2,7 +2,9 @@
  * direct-mapped rule cache in front of the per-file CFI row tables, applying
  * plain rules without libunwind, handing the rest to libunwind
  * (native_unw.c), and the sanity checks that end a walk (root, end of
- * snapshot, repeated frame, ip outside mappings, frame cap). */
+ * snapshot, repeated frame, ip outside mappings, frame cap); walks that
+ * hold at anonymous code without CFI for the caller to look at first
+ * (LuaJIT traces) and go on from there. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
