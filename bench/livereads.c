@@ -3,14 +3,25 @@
  * median, warm). Records a LuaJIT command with real BPF as `stacksnap
  * record` does (plan handed to the capture after the sample that verified
  * it, poll every 2 ms) and unwinds each sample at once; per Lua sample
- * (a stack with a Lua frame) after the first WARM_S seconds: the target
- * calls and reads the unwinder made (ss_unwinder_stats before and after)
- * and this thread's CPU time in ss_unwind; and the window bytes the BPF
- * program copied per sample (all samples, the first plan's larger windows
- * included). Several runs; the table shows
- * each run's mean and the median of the runs.
+ * (a stack with a Lua frame) after the first WARM_SECONDS (default 1): the
+ * target calls and reads the unwinder made (ss_unwinder_stats before and
+ * after) and this thread's CPU time in ss_unwind; and the window bytes the
+ * BPF program copied per sample (all samples, the first plan's larger
+ * windows included). --hot unwinds each warm Lua sample a second time at
+ * once and times that too: the walk with the CPU's caches warm, against the
+ * first one run after 2 ms of other processes. Several runs; the table
+ * shows each run's mean and the median of the runs.
  *
- *   bench_livereads [-n RUNS] [-s SECONDS] [--no-lua-window] -- COMMAND...
+ * Under `valgrind --tool=callgrind --toggle-collect=ss_unwind` the counts
+ * start at the first warm Lua sample (CALLGRIND_ZERO_STATS): instructions
+ * per warm Lua sample = Ir / warm Lua samples, whatever the machine's load
+ * (use -w 6: valgrind is slow to start).
+ *
+ * -p POLL_MS polls every POLL_MS instead of record's 2 ms (more samples
+ * per poll, unwound one after the other).
+ *
+ *   bench_livereads [-n RUNS] [-s SECONDS] [-w WARM_SECONDS] [-p POLL_MS] [--hot]
+ *                   [--no-lua-window] -- COMMAND...
  */
 #include <signal.h>
 #include <spawn.h>
@@ -21,20 +32,27 @@
 #include <time.h>
 #include <unistd.h>
 
+#if __has_include(<valgrind/callgrind.h>)
+#include <valgrind/callgrind.h>
+#else
+#define CALLGRIND_ZERO_STATS
+#define RUNNING_ON_VALGRIND 0
+#endif
+
 #include "stacksnap/capture.h"
 #include "stacksnap/ss_lj_luajit.h"
 #include "stacksnap/unwind.h"
 
 extern char **environ;
 
-#define WARM_S 1.0
-
 struct run {
     struct ss_unwinder *u;
     struct ss_capture *cap;
-    double t0;
+    double t0, warm_s;
+    bool hot;
+    int poll_ms;
     unsigned long samples, lua, warm;
-    double calls, reads, cpu_ns, win_bytes;
+    double calls, reads, cpu_ns, win_bytes, hot_ns;
     unsigned long zero_calls; /* warm Lua samples that made no target call */
 };
 
@@ -74,15 +92,21 @@ static void on_sample(void *ctx, const struct ss_sample *s)
         ss_capture_set_plan(r->cap, (pid_t)s->pid, &plan, NULL);
     if (!lua) return;
     r->lua++;
-    if (mono() - r->t0 < WARM_S) return;
-    r->warm++;
+    if (mono() - r->t0 < r->warm_s) return;
+    if (r->hot) { /* the same sample again at once: the CPU's caches warm */
+        double h0 = thread_ns();
+        ss_unwind(r->u, s, &st);
+        r->hot_ns += thread_ns() - h0;
+    }
+    if (!r->warm++) CALLGRIND_ZERO_STATS; /* under callgrind: count warm samples only */
     r->calls += (double)(b.target_calls - a.target_calls);
     r->reads += (double)(b.target_reads - a.target_reads);
     r->cpu_ns += c1 - c0;
     r->zero_calls += b.target_calls == a.target_calls;
 }
 
-static int one(char *const argv[], double secs, bool windows, struct run *r)
+static int one(char *const argv[], double secs, double warm_s, int poll_ms, bool hot, bool windows,
+               struct run *r)
 {
     struct ss_err err = {0};
     pid_t pid;
@@ -95,6 +119,9 @@ static int one(char *const argv[], double secs, bool windows, struct run *r)
     struct ss_capture_opts o = {.freq_hz = 499, .stack_size = 16384, .no_windows = !windows};
     struct ss_unwinder_opts uo = {0};
     memset(r, 0, sizeof(*r));
+    r->warm_s = warm_s;
+    r->hot = hot;
+    r->poll_ms = poll_ms;
     int rc = ss_unwinder_new(&r->u, &uo, &err);
     if (!rc) rc = ss_capture_open(&r->cap, &o, &err);
     if (!rc) rc = ss_capture_add_pid(r->cap, pid, &err);
@@ -107,7 +134,7 @@ static int one(char *const argv[], double secs, bool windows, struct run *r)
     }
     r->t0 = mono();
     while (mono() - r->t0 < secs)
-        if (ss_capture_poll(r->cap, 2, on_sample, r) < 0) break;
+        if (ss_capture_poll(r->cap, r->poll_ms, on_sample, r) < 0) break;
     ss_capture_stop(r->cap);
     while (ss_capture_poll(r->cap, 0, on_sample, r) > 0)
         ;
@@ -126,33 +153,41 @@ static int cmp_d(const void *a, const void *b)
 
 int main(int argc, char **argv)
 {
-    int runs = 5, i = 1;
-    double secs = 4;
-    bool windows = true;
+    int runs = 5, i = 1, poll_ms = 2;
+    double secs = 4, warm_s = 1;
+    bool windows = true, hot = false;
     for (; i < argc && strcmp(argv[i], "--"); i++) {
         if (!strcmp(argv[i], "-n") && i + 1 < argc)
             runs = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-s") && i + 1 < argc)
             secs = atof(argv[++i]);
+        else if (!strcmp(argv[i], "-w") && i + 1 < argc)
+            warm_s = atof(argv[++i]);
+        else if (!strcmp(argv[i], "-p") && i + 1 < argc)
+            poll_ms = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--hot"))
+            hot = true;
         else if (!strcmp(argv[i], "--no-lua-window"))
             windows = false;
         else {
-            fprintf(stderr, "usage: bench_livereads [-n RUNS] [-s SECONDS] [--no-lua-window] -- "
+            fprintf(stderr, "usage: bench_livereads [-n RUNS] [-s SECONDS] [-w WARM_SECONDS] "
+                            "[--hot] [--no-lua-window] -- "
                             "COMMAND...\n");
             return 2;
         }
     }
-    if (i + 1 >= argc || runs < 1 || runs > 64) {
-        fprintf(stderr, "bench_livereads: no command (or bad -n)\n");
+    if (i + 1 >= argc || runs < 1 || runs > 64 || poll_ms < 0) {
+        fprintf(stderr, "bench_livereads: no command (or bad -n, -p)\n");
         return 2;
     }
-    double calls[64], reads[64], cpu[64], zero[64], wb[64];
+    double calls[64], reads[64], cpu[64], zero[64], wb[64], hcpu[64];
     printf("| run | samples | Lua | warm Lua | calls/Lua sample | reads/Lua sample | "
-           "no-call share | CPU us/Lua sample | window bytes/sample |\n"
-           "|---|---|---|---|---|---|---|---|---|\n");
+           "no-call share | CPU us/Lua sample | %swindow bytes/sample |\n"
+           "|---|---|---|---|---|---|---|---|%s---|\n",
+           hot ? "same sample again, hot: CPU us | " : "", hot ? "---|" : "");
     for (int k = 0; k < runs; k++) {
         struct run r;
-        if (one(&argv[i + 1], secs, windows, &r) || !r.warm) {
+        if (one(&argv[i + 1], secs, warm_s, poll_ms, hot, windows, &r) || !r.warm) {
             fprintf(stderr, "bench_livereads: run %d failed (no warm Lua samples)\n", k);
             return 1;
         }
@@ -161,8 +196,11 @@ int main(int argc, char **argv)
         cpu[k] = r.cpu_ns / (double)r.warm / 1000;
         zero[k] = 100.0 * (double)r.zero_calls / (double)r.warm;
         wb[k] = r.win_bytes / (double)r.samples;
-        printf("| %d | %lu | %lu | %lu | %.2f | %.2f | %.1f%% | %.1f | %.0f |\n", k + 1, r.samples,
-               r.lua, r.warm, calls[k], reads[k], zero[k], cpu[k], wb[k]);
+        hcpu[k] = r.hot_ns / (double)r.warm / 1000;
+        char hb[32] = "";
+        if (hot) snprintf(hb, sizeof(hb), "%.1f | ", hcpu[k]);
+        printf("| %d | %lu | %lu | %lu | %.2f | %.2f | %.1f%% | %.1f | %s%.0f |\n", k + 1,
+               r.samples, r.lua, r.warm, calls[k], reads[k], zero[k], cpu[k], hb, wb[k]);
         fflush(stdout);
     }
     qsort(calls, (size_t)runs, sizeof(double), cmp_d);
@@ -170,7 +208,10 @@ int main(int argc, char **argv)
     qsort(cpu, (size_t)runs, sizeof(double), cmp_d);
     qsort(zero, (size_t)runs, sizeof(double), cmp_d);
     qsort(wb, (size_t)runs, sizeof(double), cmp_d);
-    printf("| median | | | | %.2f | %.2f | %.1f%% | %.1f | %.0f |\n", calls[runs / 2],
-           reads[runs / 2], zero[runs / 2], cpu[runs / 2], wb[runs / 2]);
+    qsort(hcpu, (size_t)runs, sizeof(double), cmp_d);
+    char hb[32] = "";
+    if (hot) snprintf(hb, sizeof(hb), "%.1f | ", hcpu[runs / 2]);
+    printf("| median | | | | %.2f | %.2f | %.1f%% | %.1f | %s%.0f |\n", calls[runs / 2],
+           reads[runs / 2], zero[runs / 2], cpu[runs / 2], hb, wb[runs / 2]);
     return 0;
 }

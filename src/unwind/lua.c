@@ -68,11 +68,11 @@ struct ulua {
     struct ss_lj_native *natives;
     struct ss_lj_item *items;
     unsigned cap;
-    uint32_t *tokens; /* per native frame: ss_lj_trace_cfa token, 0 = not a trace */
-    unsigned tcap;
-    bool exit_leaf;    /* this sample's leaf is in the trace exit handler: not the VM's top */
-    uint64_t plan_key; /* the window plan last handed out (ss_lj_runtime_plan), 0: none */
-    uint64_t epoch;    /* lua_state calls: the walker may have changed its state (memo.h) */
+    uint32_t *tokens;      /* per native frame: ss_lj_trace_cfa token, 0 = not a trace */
+    unsigned tcap, tdirty; /* tokens[tdirty..tcap) are zero */
+    bool exit_leaf;        /* this sample's leaf is in the trace exit handler: not the VM's top */
+    uint64_t plan_key;     /* the window plan last handed out (ss_lj_runtime_plan), 0: none */
+    uint64_t epoch;        /* lua_state calls: the walker may have changed its state (memo.h) */
 };
 
 static void set_id(struct verdict *v, const struct ss_elf *e)
@@ -256,7 +256,7 @@ static bool anon_code(struct ss_uproc *up, uint64_t ip)
 static uint64_t trace_frame(struct ss_uproc *up, struct ulua *l, struct ss_native_frame *nf,
                             unsigned k, bool exact, uint64_t time_ns)
 {
-    if (!l->n || !anon_code(up, ss_nf_ip(&nf[k]))) return 0;
+    if (!l->n || (nf[k].flags & SS_NF_FILE) || !anon_code(up, ss_nf_ip(&nf[k]))) return 0;
     struct ss_lj_runtime *rts[MAX_RTS];
     uint64_t regs[SS_NREGS] = {0};
     uint32_t known = 0;
@@ -265,6 +265,7 @@ static uint64_t trace_frame(struct ss_uproc *up, struct ulua *l, struct ss_nativ
     for (unsigned r = 0; r < SS_NREGS; r++)
         if (ss_nf_reg(&nf[k], (enum ss_reg)r, &regs[r])) known |= 1u << r;
     if (up->mem.track) up->mem.track->opaque = true; /* every register, the time (memo.c) */
+    if (k >= l->tdirty) l->tdirty = k + 1;
     return ss_lj_trace_cfa(rts, l->n, &up->mem, ss_nf_ip(&nf[k]), exact, regs, known, time_ns,
                            &l->tokens[k]);
 }
@@ -288,6 +289,10 @@ static uint64_t exit_frame(struct ulua *l, struct ss_uproc *up, struct ss_native
     return cfa;
 }
 
+/* The native walk from nf[0]; with traces, a walk stops at a frame in
+ * anonymous code (ss_native_unwind_held) for trace_frame to look at before
+ * libunwind would guess there, and goes on from it (ss_native_unwind_on)
+ * when it is in no trace: the frames are those of plain walks. */
 static unsigned native_walk(struct ss_unwinder *u, struct ss_uproc *up, struct ulua *l,
                             const struct ss_sample *s, enum ss_trunc *why)
 {
@@ -297,10 +302,12 @@ static unsigned native_walk(struct ss_unwinder *u, struct ss_uproc *up, struct u
     uint64_t ip = s->regs[SS_REG_IP], cfa = 0;
     if (l && l->tcap < max) {
         uint32_t *t = realloc(l->tokens, max * sizeof(*t));
-        if (t) l->tokens = t, l->tcap = max;
+        if (t) l->tokens = t, l->tcap = max, l->tdirty = max; /* all of it to clear */
     }
-    bool traces = l && l->n && l->tcap >= max;
-    if (traces) memset(l->tokens, 0, max * sizeof(*l->tokens));
+    bool traces = l && l->n && l->tcap >= max, held = false;
+    /* tokens: zero but what the last walk may have set */
+    if (l && l->tokens) memset(l->tokens, 0, l->tdirty * sizeof(*l->tokens));
+    if (l) l->tdirty = 0;
     if (l) l->exit_leaf = false;
     for (unsigned i = 0; l && i < l->n && !cfa; i++) {
         if (!ss_lj_in_vm(l->rts[i].rt, ip)) continue;
@@ -316,11 +323,13 @@ static unsigned native_walk(struct ss_unwinder *u, struct ss_uproc *up, struct u
     if (!cfa && traces) cfa = trace_frame(up, l, nf, 0, true, s->time_ns);
     if (cfa && max >= 2 && vm_caller(&up->mem, cfa, &nf[1])) {
         nf[0].cfa = cfa;
-        n = 1 + ss_native_unwind(up->np, &nf[1], max - 1, why);
+        n = 1 + (traces ? ss_native_unwind_held(up->np, &nf[1], max - 1, why, &held)
+                        : ss_native_unwind(up->np, &nf[1], max - 1, why));
     } else {
         if (traces) l->tokens[0] = 0;
         if (l) l->exit_leaf = false;
-        n = ss_native_unwind(up->np, nf, max, why);
+        n = traces ? ss_native_unwind_held(up->np, nf, max, why, &held)
+                   : ss_native_unwind(up->np, nf, max, why);
     }
     /* C code called from trace code: the native walk cannot step out of the
      * trace; restart it from the VM frame the trace runs on */
@@ -342,14 +351,17 @@ static unsigned native_walk(struct ss_unwinder *u, struct ss_uproc *up, struct u
             /* the trace's VM frame, found from the exit handler's state */
         } else if (!(cfa =
                          trace_frame(up, l, nf, k, (nf[k].flags & SS_NF_EXACT) != 0, s->time_ns))) {
+            /* in no trace: the step the held walk left out */
+            if (held && k == n - 1) n = ss_native_unwind_on(up->np, nf, n, max, why, &held);
             continue;
         }
+        held = false;
         nf[k].cfa = cfa;
         if (k + 1 >= max || !vm_caller(&up->mem, cfa, &nf[k + 1])) {
             *why = k + 1 >= max ? SS_TRUNC_DEPTH : SS_TRUNC_SNAPSHOT;
             return k + 1;
         }
-        n = k + 1 + ss_native_unwind(up->np, &nf[k + 1], max - k - 1, why);
+        n = k + 1 + ss_native_unwind_held(up->np, &nf[k + 1], max - k - 1, why, &held);
     }
     return n;
 }

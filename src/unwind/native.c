@@ -2,7 +2,9 @@
  * direct-mapped rule cache in front of the per-file CFI row tables, applying
  * plain rules without libunwind, handing the rest to libunwind
  * (native_unw.c), and the sanity checks that end a walk (root, end of
- * snapshot, repeated frame, ip outside mappings, frame cap). */
+ * snapshot, repeated frame, ip outside mappings, frame cap); walks that
+ * hold at anonymous code without CFI for the caller to look at first
+ * (LuaJIT traces) and go on from there. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -215,14 +217,24 @@ int ss_native_check(struct ss_nproc *np, const struct ss_native_frame *f,
     return 1;
 }
 
-int ss_native_step(struct ss_nproc *np, struct ss_native_frame *f, struct ss_native_frame *caller,
-                   enum ss_trunc *why)
+/* Is ip in anonymous memory (no file behind it) or in no mapping? */
+static bool anon_ip(struct ss_nproc *np, uint64_t ip)
+{
+    const struct ss_mapping *mp = ss_proc_find_cached(np->proc, ip);
+    return !mp || (!mp->elf && !mp->d.path[0]);
+}
+
+/* ss_native_step; with stop_anon, a frame in anonymous memory without CFI
+ * ends the walk (SS_TRUNC_NOINFO, *held) before the libunwind step. */
+static int step(struct ss_nproc *np, struct ss_native_frame *f, struct ss_native_frame *caller,
+                enum ss_trunc *why, bool stop_anon, bool *held)
 {
     check_gen(np);
     int r;
     if (np->mode == SS_NMODE_RULES) {
         const struct ss_nrule *rule = get_rule(np, ss_nf_lookup_ip(f));
         if (rule->kind == SS_NR_OK) {
+            f->flags |= SS_NF_FILE; /* rows come from files only */
             r = apply_rule(np, f, rule, caller, why);
             if (r && !(caller->regs.valid & (1u << SS_DR_RBP))) {
                 *why = SS_TRUNC_NONE; /* x86-64 ABI: undefined rbp ends the chain */
@@ -230,6 +242,10 @@ int ss_native_step(struct ss_nproc *np, struct ss_native_frame *f, struct ss_nat
             }
         } else if (rule->kind == SS_NR_END) {
             *why = SS_TRUNC_NONE;
+            return 0;
+        } else if (stop_anon && rule->kind == SS_NR_NOINFO && anon_ip(np, ss_nf_ip(f))) {
+            *why = SS_TRUNC_NOINFO;
+            *held = true;
             return 0;
         } else {
             r = ss_unw_step(np, f, caller, why);
@@ -241,29 +257,75 @@ int ss_native_step(struct ss_nproc *np, struct ss_native_frame *f, struct ss_nat
     return ss_native_check(np, f, caller, why);
 }
 
-unsigned ss_native_unwind(struct ss_nproc *np, struct ss_native_frame *out, unsigned max,
-                          enum ss_trunc *why)
+int ss_native_step(struct ss_nproc *np, struct ss_native_frame *f, struct ss_native_frame *caller,
+                   enum ss_trunc *why)
+{
+    return step(np, f, caller, why, false, NULL);
+}
+
+/* Step on from out[n - 1] (n >= 1 frames in out); stop_anon as in step(),
+ * never for out[0]. */
+static unsigned walk_on(struct ss_nproc *np, struct ss_native_frame *out, unsigned n, unsigned max,
+                        enum ss_trunc *why, bool stop_anon, bool *held)
+{
+    struct ss_native_frame spare;
+    for (;;) { /* step straight into out[n]; past the cap into spare */
+        struct ss_native_frame *next = n < max ? &out[n] : &spare;
+        if (!step(np, &out[n - 1], next, why, stop_anon && n > 1, held)) break;
+        if (n == max) {
+            *why = SS_TRUNC_DEPTH;
+            break;
+        }
+        n++;
+    }
+    return n;
+}
+
+static unsigned unwind(struct ss_nproc *np, struct ss_native_frame *out, unsigned max,
+                       enum ss_trunc *why, bool stop_anon, bool *held)
 {
     unsigned n = 1;
     np->st.walks++;
     const struct ss_mapping *mp = ss_proc_find(np->proc, ss_nf_ip(&out[0]));
-    if (!mp || !(mp->d.prot & SS_MAP_X)) {
+    if (!mp || !(mp->d.prot & SS_MAP_X))
         *why = SS_TRUNC_BADIP;
-    } else if (np->mode == SS_NMODE_UNW_CURSOR) {
+    else if (np->mode == SS_NMODE_UNW_CURSOR)
         n = ss_unw_walk(np, out, max, why);
-    } else {
-        struct ss_native_frame spare;
-        for (;;) { /* step straight into out[n]; past the cap into spare */
-            struct ss_native_frame *next = n < max ? &out[n] : &spare;
-            if (!ss_native_step(np, &out[n - 1], next, why)) break;
-            if (n == max) {
-                *why = SS_TRUNC_DEPTH;
-                break;
-            }
-            n++;
-        }
-    }
+    else
+        n = walk_on(np, out, 1, max, why, stop_anon, held);
     np->st.frames += n;
     np->st.trunc[*why]++;
     return n;
+}
+
+unsigned ss_native_unwind(struct ss_nproc *np, struct ss_native_frame *out, unsigned max,
+                          enum ss_trunc *why)
+{
+    return unwind(np, out, max, why, false, NULL);
+}
+
+unsigned ss_native_unwind_held(struct ss_nproc *np, struct ss_native_frame *out, unsigned max,
+                               enum ss_trunc *why, bool *held)
+{
+    *held = false;
+    return unwind(np, out, max, why, true, held);
+}
+
+unsigned ss_native_unwind_on(struct ss_nproc *np, struct ss_native_frame *out, unsigned n,
+                             unsigned max, enum ss_trunc *why, bool *held)
+{
+    *held = false;
+    struct ss_native_frame spare;
+    struct ss_native_frame *next = n < max ? &out[n] : &spare;
+    unsigned m = n;
+    np->st.trunc[*why]--; /* the held walk's end was counted: count how it ends now */
+    if (step(np, &out[n - 1], next, why, false, NULL)) {
+        if (n == max)
+            *why = SS_TRUNC_DEPTH;
+        else
+            m = walk_on(np, out, n + 1, max, why, true, held);
+    }
+    np->st.frames += m - n;
+    np->st.trunc[*why]++;
+    return m;
 }

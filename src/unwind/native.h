@@ -72,6 +72,8 @@ enum {
     SS_NF_UNW = 1u << 3,    /* reached from its callee by a libunwind step */
     SS_NF_NOCFI = 1u << 4,  /* its callee had no CFI: reached by libunwind's
                                frame-pointer / PLT heuristics */
+    SS_NF_FILE = 1u << 5,   /* stepped from by a CFI row of a file: ip is in file code
+                               (not in anonymous code such as LuaJIT traces) */
 };
 
 /* One native frame. */
@@ -160,5 +162,18 @@ int ss_native_step(struct ss_nproc *np, struct ss_native_frame *f, struct ss_nat
  * Returns the number of frames in out (>= 1); *why says how it ended. */
 unsigned ss_native_unwind(struct ss_nproc *np, struct ss_native_frame *out, unsigned max,
                           enum ss_trunc *why);
+
+/* ss_native_unwind, except that a frame above out[0] whose ip is in
+ * anonymous memory (or in no mapping) and has no CFI ends the walk at once
+ * (SS_TRUNC_NOINFO, *held set), before the libunwind step that
+ * ss_native_unwind would take there (its frame-pointer guess): the caller
+ * may know that code (LuaJIT traces). If it does not,
+ * ss_native_unwind_on(..., n, ...) takes that step from out[n - 1] and goes
+ * on as ss_native_unwind_held would; the frames come out the same as from
+ * ss_native_unwind. */
+unsigned ss_native_unwind_held(struct ss_nproc *np, struct ss_native_frame *out, unsigned max,
+                               enum ss_trunc *why, bool *held);
+unsigned ss_native_unwind_on(struct ss_nproc *np, struct ss_native_frame *out, unsigned n,
+                             unsigned max, enum ss_trunc *why, bool *held);
 
 #endif

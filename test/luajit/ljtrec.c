@@ -88,6 +88,7 @@ void ljt_record_ex(char *const argv[], const char *ldp, double seconds, on_fn fn
     struct ss_unwinder_stats us;
     ss_unwinder_stats(r->u, &us);
     r->target_calls = us.target_calls;
+    r->unw_steps = us.unw_steps;
     if (!r->exited) ljt_kill(child);
     ss_capture_close(c);
     ss_unwinder_free(r->u);

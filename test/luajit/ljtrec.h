@@ -22,6 +22,7 @@ struct rec {
     double unwind_ns;
     struct ss_lj_stats lj;
     uint64_t target_calls;
+    uint64_t unw_steps; /* native steps handed to libunwind */
     bool exited;
     int status;
     char layout[64]; /* layout of the first LuaJIT runtime */

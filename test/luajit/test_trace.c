@@ -461,3 +461,48 @@ Test(luajit_trace, c_under_fast_function)
     cr_expect(c.chain * 2 >= c.in_sin, "%u of %u sin samples show f;math.sin; first not:\n%s",
               c.chain, c.in_sin, c.bad);
 }
+
+/* ---- C called from trace code ---- */
+
+struct cft {
+    unsigned lua, below; /* Lua samples; those with native frames above a Lua one */
+};
+
+static void on_cft(void *ctx, const struct ss_stack *st, const char *folded)
+{
+    (void)folded;
+    struct cft *c = ctx;
+    unsigned i = 0; /* the first Lua frame */
+    while (i < st->nframes && st->frames[i].kind != SS_FRAME_LUA)
+        i++;
+    if (i == st->nframes) return;
+    c->lua++;
+    bool native = false;
+    for (unsigned j = 0; j < i; j++)
+        native |= st->frames[j].kind == SS_FRAME_NATIVE;
+    c->below += native;
+}
+
+/* short.lua's loop calls os.clock from a trace (clock_gettime, a syscall):
+ * the native walk from libc or the kernel reaches the trace's frame, where
+ * no CFI is, and the trace check takes it from there. No libunwind step for
+ * it: that one could only guess (was about one a Lua sample, two
+ * sigprocmask calls each). */
+Test(luajit_trace, c_called_from_trace_no_libunwind)
+{
+    static struct cft c;
+    static struct rec r;
+    memset(&c, 0, sizeof(c));
+    char *argv[] = {"/usr/bin/luajit", SS_SOURCE_DIR "/test/cli/short.lua", "4", NULL};
+    ljt_record(argv, NULL, 3, on_cft, &c, &r);
+    cr_log_info("C from trace code: %u samples, %u with Lua frames, %u of them with native "
+                "frames above; %lu trace samples, %lu libunwind steps",
+                r.samples, c.lua, c.below, (unsigned long)r.lj.trace_samples,
+                (unsigned long)r.unw_steps);
+    cr_expect(c.lua * 10 >= r.samples * 9, "%u of %u samples have Lua frames", c.lua, r.samples);
+    cr_expect(r.lj.trace_samples * 2 >= r.samples, "only %lu of %u samples through a trace",
+              (unsigned long)r.lj.trace_samples, r.samples);
+    cr_expect(c.below * 20 >= c.lua, "only %u of %u Lua samples in native code", c.below, c.lua);
+    cr_expect(r.unw_steps * 20 <= r.samples, "%lu libunwind steps in %u samples",
+              (unsigned long)r.unw_steps, r.samples);
+}

@@ -35,6 +35,7 @@
  * start (guards.c); ss_lj_runtime_check_guards measures that placement
  * against mcofs where both exist. */
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -297,6 +298,17 @@ found:
 
 /* ---- the VM frame under a trace, and its frames ---- */
 
+/* *d = *s as far as s's frames go (no reader looks past nframes). */
+static void ss_lj_tsample_copy(struct ss_lj_tsample *d, const struct ss_lj_tsample *s)
+{
+    size_t n = s->nframes <= LJ_TRACE_MAXFR ? s->nframes : LJ_TRACE_MAXFR;
+    memcpy(d, s, offsetof(struct ss_lj_tsample, pc));
+    memcpy(d->pc, s->pc, n * sizeof(s->pc[0]));
+    memcpy(d->link, s->link, n * sizeof(s->link[0]));
+    memcpy(d->pt, s->pt, n * sizeof(s->pt[0]));
+    memcpy(d->proto, s->proto, n * sizeof(s->proto[0]));
+}
+
 /* A candidate CFA is plausible when the snapshot shows a return address
  * below it and a pointer-shaped SAVE_L in its cframe; the walk then checks
  * SAVE_L->cframe == this cframe. The return address is outside the VM,
@@ -359,7 +371,7 @@ uint64_t ss_lj_trace_cfa(struct ss_lj_runtime *const *rts, uint32_t nrts, struct
                                  : 0;
         if (!cfa) continue;
         struct lj_tcache *tc = rt->tc;
-        tc->cur = cur;
+        ss_lj_tsample_copy(&tc->cur, &cur);
         if (++tc->token > 0x0fffffffu) tc->token = 1;
         *token = tc->token | (i + 1) << 28; /* runtime index in the top bits */
         return cfa;

@@ -6,6 +6,7 @@
  * trusted without reads in the GC generation they were proven in (gc.c),
  * and the prototype headers of the snapshot's inlined frames. */
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -109,8 +110,9 @@ int ss_lj_trace_validate(struct ss_lj_runtime *rt, struct ss_mem *m, int idx, ui
     bool sslot = sample_slot(rt, m, jt, t->traceno, &sarr, &sT);
     uint64_t jit_base = 0;
     int32_t vmstate = 0;
-    uint32_t *map = malloc((size_t)ts->maplen * 4 + 4);
-    if (!map) return -ENOMEM;
+    /* the map slice is read only when not trusted; small ones on the stack */
+    uint32_t map_s[64], *map = map_s;
+    if (!trust && ts->maplen > 64 && !(map = malloc((size_t)ts->maplen * 4))) return -ENOMEM;
     struct ss_iov iov[8 + 2 * TC_MAXFR];
     int nv = 0, nlive = 0, gi = -1;
     if (!trust) {
@@ -131,12 +133,15 @@ int ss_lj_trace_validate(struct ss_lj_runtime *rt, struct ss_mem *m, int idx, ui
     if (tc->arr && !sslot)
         iov[nv++] =
             (struct ss_iov){.addr = tc->arr + (uint64_t)t->traceno * rs, .dst = slot, .len = rs};
-    uint8_t(*ph)[112 + LJ_CNS] = malloc(sizeof(*ph) * ts->n);
-    if (!ph) {
-        free(map);
+    uint8_t ph_s[4][112 + LJ_CNS], (*ph)[112 + LJ_CNS] = ph_s;
+    if (ts->n > 4 && !(ph = malloc(sizeof(*ph) * ts->n))) {
+        if (map != map_s) free(map);
         return -ENOMEM;
     }
-    memset(cur, 0, sizeof(*cur));
+    /* the fields, and the frames' slots this snapshot fills (no reader
+     * looks past nframes) */
+    memset(cur, 0, offsetof(struct ss_lj_tsample, pc));
+    memset(cur->proto, 0, ts->n * sizeof(cur->proto[0]));
     int cn[TC_MAXFR];
     for (uint32_t i = 1; i < ts->n; i++) { /* inlined frames' prototypes, names */
         uint64_t pt = t->fr[ts->first + i].pt;
@@ -211,7 +216,7 @@ int ss_lj_trace_validate(struct ss_lj_runtime *rt, struct ss_mem *m, int idx, ui
     ss_lj_need_trace(rt, t->traceno);
     rc = 0;
 out:
-    free(ph);
-    free(map);
+    if (ph != ph_s) free(ph);
+    if (map != map_s) free(map);
     return rc;
 }
