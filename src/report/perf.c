@@ -21,6 +21,7 @@ struct line_ent {
     const char *name, *module; /* the frame's pointers: where to look */
     char *raw;                 /* name NUL module NUL text (one allocation) */
     size_t nlen, mlen, tlen;
+    uint64_t stamp; /* when last used */
 };
 
 struct ss_perf_writer {
@@ -28,6 +29,7 @@ struct ss_perf_writer {
     uint64_t period_ns;
     struct rp_buf b, scratch;
     int rc;
+    uint64_t stamp;
     struct line_ent lines[1u << LINE_BITS];
 };
 
@@ -107,13 +109,18 @@ static void cached_line(struct ss_perf_writer *w, const struct ss_frame *fr)
     uint64_t h = (fr->addr ^ (uintptr_t)fr->name * 0x9e3779b97f4a7c15ull ^
                   (uintptr_t)fr->module * 0xc2b2ae3d27d4eb4full ^ fr->line ^ fr->sym_offset) *
                  0x165667b19e3779f9ull;
-    struct line_ent *e = &w->lines[h >> (64 - LINE_BITS)];
-    if (e->used && e->addr == fr->addr && e->sym_offset == fr->sym_offset && e->line == fr->line &&
-        e->kind == fr->kind && e->name == fr->name && e->module == fr->module &&
-        same_str(fr->name, e->raw, e->nlen) && same_str(fr->module, e->raw + e->nlen, e->mlen)) {
-        rp_buf_put(&w->b, e->raw + e->nlen + e->mlen, e->tlen);
-        return;
-    }
+    /* two ways: the line the other way holds stays when this one is made */
+    struct line_ent *set = &w->lines[(h >> (64 - LINE_BITS)) & ~(size_t)1], *e = set;
+    for (int way = 0; way < 2; way++, e++)
+        if (e->used && e->addr == fr->addr && e->sym_offset == fr->sym_offset &&
+            e->line == fr->line && e->kind == fr->kind && e->name == fr->name &&
+            e->module == fr->module && same_str(fr->name, e->raw, e->nlen) &&
+            same_str(fr->module, e->raw + e->nlen, e->mlen)) {
+            e->stamp = ++w->stamp;
+            rp_buf_put(&w->b, e->raw + e->nlen + e->mlen, e->tlen);
+            return;
+        }
+    e = set[0].stamp <= set[1].stamp ? &set[0] : &set[1]; /* the one used least lately */
     struct rp_buf *t = &w->scratch;
     rp_buf_reset(t);
     frame_line(t, fr);
@@ -136,7 +143,8 @@ static void cached_line(struct ss_perf_writer *w, const struct ss_frame *fr)
                            .raw = raw,
                            .nlen = nl,
                            .mlen = ml,
-                           .tlen = t->len};
+                           .tlen = t->len,
+                           .stamp = ++w->stamp};
 }
 
 int ss_perf_writer_add(struct ss_perf_writer *w, const struct ss_stack *s, struct ss_err *err)
@@ -153,10 +161,20 @@ int ss_perf_writer_add(struct ss_perf_writer *w, const struct ss_stack *s, struc
         rp_escape(b, s->comm, clen, RP_ESC_PERF_COMM);
     else
         rp_buf_puts(b, "[unknown]");
-    rp_buf_printf(b, " %7u/%-7u [%03u] %5" PRIu64 ".%06" PRIu64 ": %10" PRIu64 " %s:\n", s->pid,
-                  s->tid, s->cpu, (uint64_t)(s->time_ns / 1000000000u),
-                  (uint64_t)(s->time_ns % 1000000000u / 1000u),
-                  s->weight ? s->weight : w->period_ns, s->weight ? "offcpu-time" : "cpu-clock");
+    /* " %7u/%-7u [%03u] %5lu.%06lu: %10lu %s:\n", without printf */
+    rp_buf_putc(b, ' ');
+    rp_buf_udec_pad(b, s->pid, 7, ' ', false);
+    rp_buf_putc(b, '/');
+    rp_buf_udec_pad(b, s->tid, 7, ' ', true);
+    rp_buf_puts(b, " [");
+    rp_buf_udec_pad(b, s->cpu, 3, '0', false);
+    rp_buf_puts(b, "] ");
+    rp_buf_udec_pad(b, s->time_ns / 1000000000u, 5, ' ', false);
+    rp_buf_putc(b, '.');
+    rp_buf_udec_pad(b, s->time_ns % 1000000000u / 1000u, 6, '0', false);
+    rp_buf_puts(b, ": ");
+    rp_buf_udec_pad(b, s->weight ? s->weight : w->period_ns, 10, ' ', false);
+    rp_buf_puts(b, s->weight ? " offcpu-time:\n" : " cpu-clock:\n");
     for (uint32_t i = 0; i < s->nframes; i++)
         cached_line(w, &s->frames[i]);
     if (!s->nframes) {

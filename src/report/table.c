@@ -81,14 +81,23 @@ void rp_buf_hex(struct rp_buf *b, uint64_t v, unsigned width)
     rp_buf_put(b, t + sizeof(t) - n, n);
 }
 
-void rp_buf_udec(struct rp_buf *b, uint64_t v)
+void rp_buf_udec_pad(struct rp_buf *b, uint64_t v, unsigned width, char pad, bool left)
 {
-    char t[24];
+    char t[48];
     unsigned n = 0;
     do {
         t[sizeof(t) - 1 - n++] = (char)('0' + v % 10);
         v /= 10;
     } while (v);
+    if (width > 24) width = 24;
+    if (left) {
+        rp_buf_put(b, t + sizeof(t) - n, n);
+        for (; n < width; n++)
+            rp_buf_putc(b, pad);
+        return;
+    }
+    while (n < width)
+        t[sizeof(t) - 1 - n++] = pad;
     rp_buf_put(b, t + sizeof(t) - n, n);
 }
 

@@ -39,8 +39,12 @@ static inline void rp_buf_putc(struct rp_buf *b, char c)
 void rp_buf_printf(struct rp_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* v in lowercase hex (no 0x), right-aligned with spaces to width ("%*lx") */
 void rp_buf_hex(struct rp_buf *b, uint64_t v, unsigned width);
-/* v in decimal ("%lu") */
-void rp_buf_udec(struct rp_buf *b, uint64_t v);
+/* v in decimal padded to width with pad ("%*lu", "%0*lu"; left: "%-*lu") */
+void rp_buf_udec_pad(struct rp_buf *b, uint64_t v, unsigned width, char pad, bool left);
+static inline void rp_buf_udec(struct rp_buf *b, uint64_t v)
+{
+    rp_buf_udec_pad(b, v, 0, ' ', false);
+}
 static inline void rp_buf_reset(struct rp_buf *b)
 {
     b->len = 0;
