@@ -292,8 +292,8 @@ static int user_cost(const struct bn_results *r, FILE *f)
         if (!u->ok && !p->ok) continue;
         double unw = u->us - u->decode_us;
         fprintf(f, "| %s | %.2f us | %.2f us (%.0f/s) | %.2f us | %.2f us | %.1f | %.0f | %.0f | ",
-                bn_wl_name[w], u->whole_us, u->us, u->us > 0 ? 1e6 / u->us : 0, u->decode_us,
-                unw, u->frames, u->bytes, p->ok ? p->bytes : 0);
+                bn_wl_name[w], u->whole_us, u->us, u->us > 0 ? 1e6 / u->us : 0, u->decode_us, unw,
+                u->frames, u->bytes, p->ok ? p->bytes : 0);
         if (p->ok && p->us <= 0)
             fprintf(f, "within start-up noise | - | - | - |\n");
         else if (p->ok && u->ok)
@@ -317,17 +317,18 @@ static int user_cost(const struct bn_results *r, FILE *f)
                     bn_wl_name[w], u->samples, u->cold_us, u->replays, p->samples, p->cpu_s,
                     p->wall_s, p->startup_s);
     }
-    fprintf(f, "\nOurs, whole: `ss_replay_open`, `ss_replay_run` over the capture writing "
-               "perf-script text of every sample (`ss_perf_writer`, to /dev/null), "
-               "`ss_replay_close`, each run from nothing (files opened, symbol tables built), "
-               "the least CPU time of %d runs: reading and decoding the records, native "
-               "unwinding with symbols, and on the LuaJIT workloads the Lua frames from the "
-               "target reads recorded in the capture, and the text. Warm: one `ss_replay` run "
-               "again and again, no output; \"unwinding alone\" takes out the cost of reading "
-               "the same capture without unwinding. perf: `perf script` with its default output "
-               "to a pipe (reading perf.data, DWARF unwinding, symbols, text), the least CPU "
-               "time of %d runs minus the least of %d runs on an empty recording.\n\n",
-               BN_WHOLE_RUNS, BN_WHOLE_RUNS, BN_WHOLE_RUNS);
+    fprintf(f,
+            "\nOurs, whole: `ss_replay_open`, `ss_replay_run` over the capture writing "
+            "perf-script text of every sample (`ss_perf_writer`, to /dev/null), "
+            "`ss_replay_close`, each run from nothing (files opened, symbol tables built), "
+            "the least CPU time of %d runs: reading and decoding the records, native "
+            "unwinding with symbols, and on the LuaJIT workloads the Lua frames from the "
+            "target reads recorded in the capture, and the text. Warm: one `ss_replay` run "
+            "again and again, no output; \"unwinding alone\" takes out the cost of reading "
+            "the same capture without unwinding. perf: `perf script` with its default output "
+            "to a pipe (reading perf.data, DWARF unwinding, symbols, text), the least CPU "
+            "time of %d runs minus the least of %d runs on an empty recording.\n\n",
+            BN_WHOLE_RUNS, BN_WHOLE_RUNS, BN_WHOLE_RUNS);
     return !r->user[BN_NATIVE].ok + !r->user[BN_LUA].ok + !r->perf[BN_NATIVE].ok;
 }
 

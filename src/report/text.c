@@ -61,8 +61,8 @@ static void plain_set(enum rp_esc mode, uint64_t *lo, uint64_t *hi)
         special = "&<>\"'";
         break;
     }
-    *lo = ~0ull << 0x20;           /* 0x20-0x3f */
-    *hi = ~0ull >> 1;              /* 0x40-0x7e */
+    *lo = ~0ull << 0x20; /* 0x20-0x3f */
+    *hi = ~0ull >> 1;    /* 0x40-0x7e */
     for (const char *c = special; *c; c++) {
         unsigned v = (unsigned char)*c;
         if (v < 64)

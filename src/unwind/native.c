@@ -57,6 +57,7 @@ void ss_nproc_free(struct ss_nproc *np)
 {
     if (!np) return;
     ss_unw_as_free(np);
+    ss_nmemo_free(np->nmemo);
     free(np->rc);
     free(np);
 }
@@ -64,6 +65,16 @@ void ss_nproc_free(struct ss_nproc *np)
 void ss_nproc_set_mode(struct ss_nproc *np, enum ss_nmode mode)
 {
     np->mode = mode;
+}
+
+void ss_nproc_set_memo(struct ss_nproc *np, bool on)
+{
+    np->memo_on = on;
+}
+
+uint64_t ss_nproc_memo_hits(const struct ss_nproc *np)
+{
+    return ss_nmemo_hits(np->nmemo);
 }
 
 const struct ss_nstats *ss_nproc_stats(const struct ss_nproc *np)
@@ -151,6 +162,25 @@ static void track_rule(struct ss_mem *m, const struct ss_nrule *r, uint64_t cfa)
             ss_mem_track_snap(m->track, m, cfa + r->off[s], 8);
 }
 
+/* What the rule r at cfa takes from the frame and the stack, for the memo of
+ * native walks (native_memo.c), and which registers it replaces. */
+static void log_rule(struct ss_nmemo_log *l, const struct ss_nrule *r, uint64_t cfa)
+{
+    l->allregs |= 1u << r->cfa_reg;
+    if (l->carried >> r->cfa_reg & 1) l->deps |= 1u << r->cfa_reg;
+    uint32_t gone = (uint32_t)r->undef | 1u << SS_DR_RSP;
+    for (int s = 0; s < SS_NRS_COUNT; s++) {
+        int16_t off = r->off[s];
+        if (off == SS_NR_SAME) continue;
+        gone |= 1u << ss_nrs_dreg[s];
+        if (off == SS_NR_UNDEF) continue;
+        uint64_t a = cfa + off;
+        if (a < l->lo) l->lo = a;
+        if (a + 8 > l->hi) l->hi = a + 8;
+    }
+    l->carried &= ~gone;
+}
+
 static int apply_rule(struct ss_nproc *np, struct ss_native_frame *f, const struct ss_nrule *r,
                       struct ss_native_frame *caller, enum ss_trunc *why)
 {
@@ -160,6 +190,7 @@ static int apply_rule(struct ss_nproc *np, struct ss_native_frame *f, const stru
     }
     uint64_t cfa = f->regs.r[r->cfa_reg] + (int64_t)r->cfa_off;
     if (np->mem->track) track_rule(np->mem, r, cfa); /* replay's memo (memo.c) */
+    if (np->nlog.on) log_rule(&np->nlog, r, cfa);    /* the memo of native walks */
     f->cfa = cfa;                                    /* known even when the reads below fail */
     caller->regs = f->regs;
     caller->regs.valid &= ~(uint32_t)r->undef;
@@ -232,6 +263,7 @@ int ss_native_step(struct ss_nproc *np, struct ss_native_frame *f, struct ss_nat
             *why = SS_TRUNC_NONE;
             return 0;
         } else {
+            np->nlog.opaque = true;
             r = ss_unw_step(np, f, caller, why);
         }
     } else {
@@ -253,6 +285,7 @@ unsigned ss_native_unwind(struct ss_nproc *np, struct ss_native_frame *out, unsi
         n = ss_unw_walk(np, out, max, why);
     } else {
         struct ss_native_frame spare;
+        bool logging = false;
         for (;;) { /* step straight into out[n]; past the cap into spare */
             struct ss_native_frame *next = n < max ? &out[n] : &spare;
             if (!ss_native_step(np, &out[n - 1], next, why)) break;
@@ -261,7 +294,19 @@ unsigned ss_native_unwind(struct ss_nproc *np, struct ss_native_frame *out, unsi
                 break;
             }
             n++;
+            if (logging) {
+                ss_nmemo_log_step(np, n - 2);
+            } else if (n == 2 && np->memo_on && np->mode == SS_NMODE_RULES) {
+                /* above the leaf: a walk with the same inputs made these frames */
+                unsigned k = ss_nmemo_find(np, &out[1], max - 1, why);
+                if (k) {
+                    n = 1 + k;
+                    break;
+                }
+                logging = ss_nmemo_log_start(np, &out[1], max - 1) == 0;
+            }
         }
+        if (logging) ss_nmemo_log_end(np, &out[1], n - 1, max - 1, *why);
     }
     np->st.frames += n;
     np->st.trunc[*why]++;

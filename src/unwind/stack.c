@@ -324,6 +324,9 @@ int ss_unwind(struct ss_unwinder *u, const struct ss_sample *s, struct ss_stack 
         ss_mem_track_reset(&u->track);
         up->mem.track = &u->track;
     }
+    /* frames above the leaf from an earlier walk with the same inputs
+     * (native_memo.c): exact, and off where every frame is to be walked */
+    ss_nproc_set_memo(up->np, u->state[0] && !u->no_memo);
     uint64_t gen = ss_proc_generation(up->proc);
     unsigned nn = ss_unwind_mixed(u, up, s, &why); /* native walk + LuaJIT splice (lua.c) */
     if (ss_proc_generation(up->proc) != gen) {
