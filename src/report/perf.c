@@ -104,7 +104,10 @@ static bool same_str(const char *s, const char *copy, size_t len)
 }
 
 /* Append fr's line, from the cache when its fields and strings match. */
-static void cached_line(struct ss_perf_writer *w, const struct ss_frame *fr)
+/* *last: the entry the frame before in this sample used, its strings found
+ * equal to the entry's copies (they cannot change while one sample is
+ * written): a frame with the same pointers needs no second look. */
+static void cached_line(struct ss_perf_writer *w, const struct ss_frame *fr, struct line_ent **last)
 {
     uint64_t h = (fr->addr ^ (uintptr_t)fr->name * 0x9e3779b97f4a7c15ull ^
                   (uintptr_t)fr->module * 0xc2b2ae3d27d4eb4full ^ fr->line ^ fr->sym_offset) *
@@ -114,9 +117,11 @@ static void cached_line(struct ss_perf_writer *w, const struct ss_frame *fr)
     for (int way = 0; way < 2; way++, e++)
         if (e->used && e->addr == fr->addr && e->sym_offset == fr->sym_offset &&
             e->line == fr->line && e->kind == fr->kind && e->name == fr->name &&
-            e->module == fr->module && same_str(fr->name, e->raw, e->nlen) &&
-            same_str(fr->module, e->raw + e->nlen, e->mlen)) {
+            e->module == fr->module &&
+            (e == *last || (same_str(fr->name, e->raw, e->nlen) &&
+                            same_str(fr->module, e->raw + e->nlen, e->mlen)))) {
             e->stamp = ++w->stamp;
+            *last = e;
             rp_buf_put(&w->b, e->raw + e->nlen + e->mlen, e->tlen);
             return;
         }
@@ -125,6 +130,7 @@ static void cached_line(struct ss_perf_writer *w, const struct ss_frame *fr)
     rp_buf_reset(t);
     frame_line(t, fr);
     rp_buf_put(&w->b, t->p, t->len);
+    *last = NULL;
     if (t->oom) return;
     size_t nl = len_of(fr->name), ml = len_of(fr->module);
     char *raw = malloc(nl + ml + t->len);
@@ -145,6 +151,7 @@ static void cached_line(struct ss_perf_writer *w, const struct ss_frame *fr)
                            .mlen = ml,
                            .tlen = t->len,
                            .stamp = ++w->stamp};
+    *last = e; /* made from this frame's strings */
 }
 
 int ss_perf_writer_add(struct ss_perf_writer *w, const struct ss_stack *s, struct ss_err *err)
@@ -175,8 +182,9 @@ int ss_perf_writer_add(struct ss_perf_writer *w, const struct ss_stack *s, struc
     rp_buf_puts(b, ": ");
     rp_buf_udec_pad(b, s->weight ? s->weight : w->period_ns, 10, ' ', false);
     rp_buf_puts(b, s->weight ? " offcpu-time:\n" : " cpu-clock:\n");
+    struct line_ent *last = NULL;
     for (uint32_t i = 0; i < s->nframes; i++)
-        cached_line(w, &s->frames[i]);
+        cached_line(w, &s->frames[i], &last);
     if (!s->nframes) {
         struct ss_frame none = {.kind = SS_FRAME_PSEUDO, .name = SS_REPORT_NO_FRAMES};
         frame_line(b, &none);
