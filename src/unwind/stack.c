@@ -89,6 +89,7 @@ static void add_proc_stats(struct ss_unwinder_stats *st, const struct ss_uproc *
     st->rule_steps += ns->rule_steps;
     st->unw_steps += ns->unw_steps;
     st->rule_loads += ns->rule_loads;
+    st->native_memo_hits += ss_nproc_memo_hits(up->np);
     st->target_reads += up->mem.n_target_reads;
     st->target_calls += up->mem.n_target_calls;
 }
