@@ -62,7 +62,7 @@ struct ss_unwinder_stats {
     /* debuginfod (ss_unwinder_debuginfod): fetches that brought a debug file,
      * that ended without one (not on any server, timed out), still running */
     uint64_t debug_fetched, debug_failed, debug_pending;
-    uint64_t memo_hits; /* samples answered from the memo (ss_unwinder_opts.memo) */
+    uint64_t memo_hits;        /* samples answered from the memo (ss_unwinder_opts.memo) */
     uint64_t native_memo_hits; /* native walks above the leaf answered from the memo of
                                   native walks (on with the memo) */
 };

@@ -21,7 +21,7 @@ struct det {
     char *dir;
     char *folded; /* live folded text */
     long long samples;
-    long long memo_hits; /* samples replay's memo of walks answered (in-process run) */
+    long long memo_hits;   /* samples replay's memo of walks answered (in-process run) */
     long long native_hits; /* native walks its memo of native walks answered */
 };
 
@@ -109,8 +109,8 @@ static void record_replay(struct det *d, char *const target[], int ntarget)
             snprintf(name[i], sizeof(name[i]), "memo%d.%s", memo, outs[i]);
             got[i] = cli_path(d->dir, name[i]);
         }
-        cr_assert(cli_replay_memo(snap, memo, got[0], got[1], &hits, &nhits, msgs,
-                                  sizeof(msgs)) == 0,
+        cr_assert(cli_replay_memo(snap, memo, got[0], got[1], &hits, &nhits, msgs, sizeof(msgs)) ==
+                      0,
                   "%s: %s", d->tag, msgs);
         for (int i = 0; i < 2; i++) {
             char *diff = cli_diff(live[i], got[i]);
