@@ -162,25 +162,6 @@ static void track_rule(struct ss_mem *m, const struct ss_nrule *r, uint64_t cfa)
             ss_mem_track_snap(m->track, m, cfa + r->off[s], 8);
 }
 
-/* What the rule r at cfa takes from the frame and the stack, for the memo of
- * native walks (native_memo.c), and which registers it replaces. */
-static void log_rule(struct ss_nmemo_log *l, const struct ss_nrule *r, uint64_t cfa)
-{
-    l->allregs |= 1u << r->cfa_reg;
-    if (l->carried >> r->cfa_reg & 1) l->deps |= 1u << r->cfa_reg;
-    uint32_t gone = (uint32_t)r->undef | 1u << SS_DR_RSP;
-    for (int s = 0; s < SS_NRS_COUNT; s++) {
-        int16_t off = r->off[s];
-        if (off == SS_NR_SAME) continue;
-        gone |= 1u << ss_nrs_dreg[s];
-        if (off == SS_NR_UNDEF) continue;
-        uint64_t a = cfa + off;
-        if (a < l->lo) l->lo = a;
-        if (a + 8 > l->hi) l->hi = a + 8;
-    }
-    l->carried &= ~gone;
-}
-
 static int apply_rule(struct ss_nproc *np, struct ss_native_frame *f, const struct ss_nrule *r,
                       struct ss_native_frame *caller, enum ss_trunc *why)
 {
@@ -190,7 +171,7 @@ static int apply_rule(struct ss_nproc *np, struct ss_native_frame *f, const stru
     }
     uint64_t cfa = f->regs.r[r->cfa_reg] + (int64_t)r->cfa_off;
     if (np->mem->track) track_rule(np->mem, r, cfa); /* replay's memo (memo.c) */
-    if (np->nlog.on) log_rule(&np->nlog, r, cfa);    /* the memo of native walks */
+    if (np->nlog.on) ss_nmemo_log_rule(np, r, cfa);  /* the memo of native walks */
     f->cfa = cfa;                                    /* known even when the reads below fail */
     caller->regs = f->regs;
     caller->regs.valid &= ~(uint32_t)r->undef;
@@ -295,7 +276,7 @@ unsigned ss_native_unwind(struct ss_nproc *np, struct ss_native_frame *out, unsi
             }
             n++;
             if (logging) {
-                ss_nmemo_log_step(np, n - 2);
+                ss_nmemo_log_step(np, &out[n - 1], n - 2);
             } else if (n == 2 && np->memo_on && np->mode == SS_NMODE_RULES) {
                 /* above the leaf: a walk with the same inputs made these frames */
                 unsigned k = ss_nmemo_find(np, &out[1], max - 1, why);
