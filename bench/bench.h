@@ -170,10 +170,15 @@ int bn_take_plan(const struct bn_opts *o, pid_t pid, struct ss_win_plan *plan, u
 
 /* ---- user-space cost (usercost.c) ---- */
 
+/* Whole runs on each side (ours: a cold replay to perf-script text; perf:
+ * `perf script`, and its start-up): the least of this many. */
+#define BN_WHOLE_RUNS 5
 struct bn_user {
     long samples;     /* per replay */
+    double whole_us;  /* least of BN_WHOLE_RUNS whole replays (open, replay writing
+                         perf-script text, close), per sample (CPU) */
     double cold_us;   /* first replay, per sample (CPU) */
-    double us;        /* warm replays, per sample (CPU) */
+    double us;        /* warm replays without output, per sample (CPU) */
     double decode_us; /* reading + decoding the capture alone, per sample */
     long replays;     /* warm replays done */
     double frames;    /* frames per sample */

@@ -62,7 +62,9 @@ struct ss_unwinder_stats {
     /* debuginfod (ss_unwinder_debuginfod): fetches that brought a debug file,
      * that ended without one (not on any server, timed out), still running */
     uint64_t debug_fetched, debug_failed, debug_pending;
-    uint64_t memo_hits; /* samples answered from the memo (ss_unwinder_opts.memo) */
+    uint64_t memo_hits;        /* samples answered from the memo (ss_unwinder_opts.memo) */
+    uint64_t native_memo_hits; /* native walks above the leaf answered from the memo of
+                                  native walks (on with the memo) */
 };
 
 int ss_unwinder_new(struct ss_unwinder **out, const struct ss_unwinder_opts *o, struct ss_err *err);

@@ -28,10 +28,11 @@ int ss_outputs_open(struct ss_outputs *o, const struct ss_cli *c, uint32_t freq)
         o->sinks[o->nsinks++] = s;
         if (ss_report_sink_format(s) != SS_REPORT_PERF) o->aggregate = true;
     }
-    /* `record` with only a capture or perf text keeps no profile in memory
-     * (it grows with every distinct stack, e.g. of short-lived processes
-     * under -a); replay/report print from the report */
-    if (!c->cmd || (strcmp(c->cmd, "record") && strcmp(c->cmd, "top"))) o->aggregate = true;
+    /* with only a capture or perf text no profile is kept in memory (it
+     * grows with every distinct stack, e.g. of short-lived processes under
+     * -a; and aggregating costs a replay to text more than the text); report
+     * prints its table from the report */
+    if (!c->cmd || !strcmp(c->cmd, "report")) o->aggregate = true;
     return 0;
 }
 

@@ -1,5 +1,9 @@
 /* report/perf: perf-script text, streamed one sample at a time (layout and
- * escapes in include/stacksnap/report.h). */
+ * escapes in include/stacksnap/report.h), with a cache of frame lines: a
+ * line is a function of the frame's kind, address, symbol offset, Lua line
+ * and the contents of its name and module, and the frames of a profile
+ * repeat. An entry is found by those fields and the strings' addresses and
+ * used only when both strings still have the contents it was made from. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -7,11 +11,26 @@
 
 #include "report/report_int.h"
 
+#define LINE_BITS 10
+
+struct line_ent {
+    uint64_t addr, sym_offset;
+    uint32_t line;
+    uint8_t kind;
+    bool used;
+    const char *name, *module; /* the frame's pointers: where to look */
+    char *raw;                 /* name NUL module NUL text (one allocation) */
+    size_t nlen, mlen, tlen;
+    uint64_t stamp; /* when last used */
+};
+
 struct ss_perf_writer {
     FILE *f;
     uint64_t period_ns;
-    struct rp_buf b;
+    struct rp_buf b, scratch;
     int rc;
+    uint64_t stamp;
+    struct line_ent lines[1u << LINE_BITS];
 };
 
 struct ss_perf_writer *ss_perf_writer_new(FILE *f, uint32_t freq_hz, struct ss_err *err)
@@ -36,14 +55,18 @@ static void frame_line(struct rp_buf *b, const struct ss_frame *fr)
     uint64_t addr = fr->addr;
     const char *dso = NULL;
     if (fr->kind == SS_FRAME_LUA || fr->kind == SS_FRAME_PSEUDO) addr = 0;
-    rp_buf_printf(b, "\t%16" PRIx64 " ", addr);
+    rp_buf_putc(b, '\t'); /* "\t%16" PRIx64 " " */
+    rp_buf_hex(b, addr, 16);
+    rp_buf_putc(b, ' ');
     switch (fr->kind) {
     case SS_FRAME_LUA:
         rp_escape_str(b, set(fr->name) ? fr->name : "anonymous", RP_ESC_PERF_SYM);
         if (set(fr->module)) {
             rp_buf_puts(b, " [");
             rp_escape_str(b, fr->module, RP_ESC_PERF_SYM);
-            rp_buf_printf(b, ":%u]", fr->line);
+            rp_buf_putc(b, ':');
+            rp_buf_udec(b, fr->line);
+            rp_buf_putc(b, ']');
         }
         dso = "[lua]";
         break;
@@ -54,8 +77,10 @@ static void frame_line(struct rp_buf *b, const struct ss_frame *fr)
     case SS_FRAME_KERNEL:
     default:
         rp_escape_str(b, set(fr->name) ? fr->name : "[unknown]", RP_ESC_DISPLAY);
-        if (set(fr->name)) /* perf's "sym+0xoff" */
-            rp_buf_printf(b, "+0x%" PRIx64, fr->sym_offset);
+        if (set(fr->name)) { /* perf's "sym+0xoff" */
+            rp_buf_puts(b, "+0x");
+            rp_buf_hex(b, fr->sym_offset, 0);
+        }
         dso = set(fr->module)               ? fr->module
               : fr->kind == SS_FRAME_KERNEL ? "[kernel.kallsyms]"
                                             : "[unknown]";
@@ -64,6 +89,69 @@ static void frame_line(struct rp_buf *b, const struct ss_frame *fr)
     rp_buf_puts(b, " (");
     rp_escape_str(b, dso, RP_ESC_PERF_DSO);
     rp_buf_puts(b, ")\n");
+}
+
+static size_t len_of(const char *s)
+{
+    return s ? strlen(s) + 1 : 0; /* 0: NULL, 1: "" */
+}
+
+/* Same contents as the entry's copy (NULL only as NULL). */
+static bool same_str(const char *s, const char *copy, size_t len)
+{
+    if (!s || !len) return !s && !len;
+    return !strncmp(s, copy, len); /* the copy's NUL ends it */
+}
+
+/* Append fr's line, from the cache when its fields and strings match. */
+/* *last: the entry the frame before in this sample used, its strings found
+ * equal to the entry's copies (they cannot change while one sample is
+ * written): a frame with the same pointers needs no second look. */
+static void cached_line(struct ss_perf_writer *w, const struct ss_frame *fr, struct line_ent **last)
+{
+    uint64_t h = (fr->addr ^ (uintptr_t)fr->name * 0x9e3779b97f4a7c15ull ^
+                  (uintptr_t)fr->module * 0xc2b2ae3d27d4eb4full ^ fr->line ^ fr->sym_offset) *
+                 0x165667b19e3779f9ull;
+    /* two ways: the line the other way holds stays when this one is made */
+    struct line_ent *set = &w->lines[(h >> (64 - LINE_BITS)) & ~(size_t)1], *e = set;
+    for (int way = 0; way < 2; way++, e++)
+        if (e->used && e->addr == fr->addr && e->sym_offset == fr->sym_offset &&
+            e->line == fr->line && e->kind == fr->kind && e->name == fr->name &&
+            e->module == fr->module &&
+            (e == *last || (same_str(fr->name, e->raw, e->nlen) &&
+                            same_str(fr->module, e->raw + e->nlen, e->mlen)))) {
+            e->stamp = ++w->stamp;
+            *last = e;
+            rp_buf_put(&w->b, e->raw + e->nlen + e->mlen, e->tlen);
+            return;
+        }
+    e = set[0].stamp <= set[1].stamp ? &set[0] : &set[1]; /* the one used least lately */
+    struct rp_buf *t = &w->scratch;
+    rp_buf_reset(t);
+    frame_line(t, fr);
+    rp_buf_put(&w->b, t->p, t->len);
+    *last = NULL;
+    if (t->oom) return;
+    size_t nl = len_of(fr->name), ml = len_of(fr->module);
+    char *raw = malloc(nl + ml + t->len);
+    if (!raw) return; /* a cache: the line is written all the same */
+    if (nl) memcpy(raw, fr->name, nl);
+    if (ml) memcpy(raw + nl, fr->module, ml);
+    memcpy(raw + nl + ml, t->p, t->len);
+    free(e->raw);
+    *e = (struct line_ent){.addr = fr->addr,
+                           .sym_offset = fr->sym_offset,
+                           .line = fr->line,
+                           .kind = fr->kind,
+                           .used = true,
+                           .name = fr->name,
+                           .module = fr->module,
+                           .raw = raw,
+                           .nlen = nl,
+                           .mlen = ml,
+                           .tlen = t->len,
+                           .stamp = ++w->stamp};
+    *last = e; /* made from this frame's strings */
 }
 
 int ss_perf_writer_add(struct ss_perf_writer *w, const struct ss_stack *s, struct ss_err *err)
@@ -80,12 +168,23 @@ int ss_perf_writer_add(struct ss_perf_writer *w, const struct ss_stack *s, struc
         rp_escape(b, s->comm, clen, RP_ESC_PERF_COMM);
     else
         rp_buf_puts(b, "[unknown]");
-    rp_buf_printf(b, " %7u/%-7u [%03u] %5" PRIu64 ".%06" PRIu64 ": %10" PRIu64 " %s:\n", s->pid,
-                  s->tid, s->cpu, (uint64_t)(s->time_ns / 1000000000u),
-                  (uint64_t)(s->time_ns % 1000000000u / 1000u),
-                  s->weight ? s->weight : w->period_ns, s->weight ? "offcpu-time" : "cpu-clock");
+    /* " %7u/%-7u [%03u] %5lu.%06lu: %10lu %s:\n", without printf */
+    rp_buf_putc(b, ' ');
+    rp_buf_udec_pad(b, s->pid, 7, ' ', false);
+    rp_buf_putc(b, '/');
+    rp_buf_udec_pad(b, s->tid, 7, ' ', true);
+    rp_buf_puts(b, " [");
+    rp_buf_udec_pad(b, s->cpu, 3, '0', false);
+    rp_buf_puts(b, "] ");
+    rp_buf_udec_pad(b, s->time_ns / 1000000000u, 5, ' ', false);
+    rp_buf_putc(b, '.');
+    rp_buf_udec_pad(b, s->time_ns % 1000000000u / 1000u, 6, '0', false);
+    rp_buf_puts(b, ": ");
+    rp_buf_udec_pad(b, s->weight ? s->weight : w->period_ns, 10, ' ', false);
+    rp_buf_puts(b, s->weight ? " offcpu-time:\n" : " cpu-clock:\n");
+    struct line_ent *last = NULL;
     for (uint32_t i = 0; i < s->nframes; i++)
-        frame_line(b, &s->frames[i]);
+        cached_line(w, &s->frames[i], &last);
     if (!s->nframes) {
         struct ss_frame none = {.kind = SS_FRAME_PSEUDO, .name = SS_REPORT_NO_FRAMES};
         frame_line(b, &none);
@@ -103,6 +202,9 @@ int ss_perf_writer_finish(struct ss_perf_writer *w, struct ss_err *err)
     if (!w) return 0;
     int rc = w->rc ? w->rc : rp_fflush(w->f, "perf-script output", err);
     rp_buf_free(&w->b);
+    rp_buf_free(&w->scratch);
+    for (size_t i = 0; i < sizeof(w->lines) / sizeof(w->lines[0]); i++)
+        free(w->lines[i].raw);
     free(w);
     return rc;
 }

@@ -33,7 +33,7 @@ static bool buf_reserve(struct rp_buf *b, size_t n)
     return true;
 }
 
-void rp_buf_put(struct rp_buf *b, const void *s, size_t n)
+void rp_buf_put_grow(struct rp_buf *b, const void *s, size_t n)
 {
     if (!buf_reserve(b, n)) return;
     memcpy(b->p + b->len, s, n);
@@ -41,27 +41,64 @@ void rp_buf_put(struct rp_buf *b, const void *s, size_t n)
     b->p[b->len] = '\0';
 }
 
-void rp_buf_puts(struct rp_buf *b, const char *s)
-{
-    rp_buf_put(b, s, strlen(s));
-}
-
-void rp_buf_putc(struct rp_buf *b, char c)
-{
-    rp_buf_put(b, &c, 1);
-}
-
 void rp_buf_printf(struct rp_buf *b, const char *fmt, ...)
 {
+    if (b->oom) return;
+    /* one pass when it fits the room left (the common case), else again
+     * with the room it needs */
+    size_t room = b->cap > b->len ? b->cap - b->len : 0;
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(NULL, 0, fmt, ap);
+    int n = vsnprintf(room ? b->p + b->len : NULL, room, fmt, ap);
     va_end(ap);
-    if (n < 0 || !buf_reserve(b, (size_t)n)) return;
-    va_start(ap, fmt);
-    vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
-    va_end(ap);
+    if (n < 0) {
+        if (room) b->p[b->len] = '\0';
+        return;
+    }
+    if ((size_t)n >= room) {
+        if (!buf_reserve(b, (size_t)n)) {
+            if (room) b->p[b->len] = '\0';
+            return;
+        }
+        va_start(ap, fmt);
+        vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
+        va_end(ap);
+    }
     b->len += (size_t)n;
+}
+
+void rp_buf_hex(struct rp_buf *b, uint64_t v, unsigned width)
+{
+    static const char d[] = "0123456789abcdef";
+    char t[32];
+    unsigned n = 0;
+    do {
+        t[sizeof(t) - 1 - n++] = d[v & 15];
+        v >>= 4;
+    } while (v);
+    while (n < width && n < sizeof(t))
+        t[sizeof(t) - 1 - n++] = ' ';
+    rp_buf_put(b, t + sizeof(t) - n, n);
+}
+
+void rp_buf_udec_pad(struct rp_buf *b, uint64_t v, unsigned width, char pad, bool left)
+{
+    char t[48];
+    unsigned n = 0;
+    do {
+        t[sizeof(t) - 1 - n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    if (width > 24) width = 24;
+    if (left) {
+        rp_buf_put(b, t + sizeof(t) - n, n);
+        for (; n < width; n++)
+            rp_buf_putc(b, pad);
+        return;
+    }
+    while (n < width)
+        t[sizeof(t) - 1 - n++] = pad;
+    rp_buf_put(b, t + sizeof(t) - n, n);
 }
 
 void rp_buf_free(struct rp_buf *b)

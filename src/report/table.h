@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 /* Growable NUL-terminated byte buffer. On allocation failure it sets oom and
  * ignores further writes; callers check oom once at the end. */
@@ -15,10 +16,35 @@ struct rp_buf {
     size_t len, cap;
     bool oom;
 };
-void rp_buf_put(struct rp_buf *b, const void *s, size_t n);
-void rp_buf_puts(struct rp_buf *b, const char *s);
-void rp_buf_putc(struct rp_buf *b, char c);
+/* Append n bytes (kept NUL-terminated); nothing once out of memory (oom). */
+void rp_buf_put_grow(struct rp_buf *b, const void *s, size_t n);
+static inline void rp_buf_put(struct rp_buf *b, const void *s, size_t n)
+{
+    if (!b->oom && b->cap - b->len > n) { /* room for them and the NUL */
+        memcpy(b->p + b->len, s, n);
+        b->len += n;
+        b->p[b->len] = '\0';
+        return;
+    }
+    rp_buf_put_grow(b, s, n);
+}
+static inline void rp_buf_puts(struct rp_buf *b, const char *s)
+{
+    rp_buf_put(b, s, strlen(s));
+}
+static inline void rp_buf_putc(struct rp_buf *b, char c)
+{
+    rp_buf_put(b, &c, 1);
+}
 void rp_buf_printf(struct rp_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* v in lowercase hex (no 0x), right-aligned with spaces to width ("%*lx") */
+void rp_buf_hex(struct rp_buf *b, uint64_t v, unsigned width);
+/* v in decimal padded to width with pad ("%*lu", "%0*lu"; left: "%-*lu") */
+void rp_buf_udec_pad(struct rp_buf *b, uint64_t v, unsigned width, char pad, bool left);
+static inline void rp_buf_udec(struct rp_buf *b, uint64_t v)
+{
+    rp_buf_udec_pad(b, v, 0, ' ', false);
+}
 static inline void rp_buf_reset(struct rp_buf *b)
 {
     b->len = 0;

@@ -37,11 +37,59 @@ static void hex(struct rp_buf *b, unsigned char c)
     rp_buf_put(b, e, 4);
 }
 
+/* Printable ASCII that mode writes as itself, whatever is around it: a
+ * bit per character 0x00-0x7f (controls and DEL never). */
+static void plain_set(enum rp_esc mode, uint64_t *lo, uint64_t *hi)
+{
+    const char *special = "";
+    switch (mode) {
+    case RP_ESC_DISPLAY:
+        break;
+    case RP_ESC_FOLDED:
+        special = "\\;";
+        break;
+    case RP_ESC_PERF_SYM:
+        special = "\\();\"'>";
+        break;
+    case RP_ESC_PERF_DSO:
+        special = " ";
+        break;
+    case RP_ESC_PERF_COMM:
+        special = "; ";
+        break;
+    case RP_ESC_XML:
+        special = "&<>\"'";
+        break;
+    }
+    *lo = ~0ull << 0x20; /* 0x20-0x3f */
+    *hi = ~0ull >> 1;    /* 0x40-0x7e */
+    for (const char *c = special; *c; c++) {
+        unsigned v = (unsigned char)*c;
+        if (v < 64)
+            *lo &= ~(1ull << v);
+        else
+            *hi &= ~(1ull << (v - 64));
+    }
+}
+
 void rp_escape(struct rp_buf *b, const char *str, size_t n, enum rp_esc mode)
 {
     const unsigned char *s = (const unsigned char *)str;
     size_t i = 0;
+    uint64_t lo, hi;
+    plain_set(mode, &lo, &hi);
     while (i < n) {
+        /* a run of characters written as they are, in one copy */
+        size_t j = i;
+        for (; j < n; j++) {
+            unsigned c = s[j];
+            if (c >= 0x80 || !((c < 64 ? lo >> c : hi >> (c - 64)) & 1)) break;
+        }
+        if (j > i) {
+            rp_buf_put(b, s + i, j - i);
+            i = j;
+            if (i == n) break;
+        }
         size_t k = rp_utf8_seq(s + i, n - i);
         if (!k) {
             hex(b, s[i++]);

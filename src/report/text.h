@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "report/table.h"
 
@@ -20,10 +21,7 @@ enum rp_esc {
 void rp_escape(struct rp_buf *b, const char *s, size_t n, enum rp_esc mode);
 static inline void rp_escape_str(struct rp_buf *b, const char *s, enum rp_esc mode)
 {
-    size_t n = 0;
-    while (s[n])
-        n++;
-    rp_escape(b, s, n, mode);
+    rp_escape(b, s, strlen(s), mode);
 }
 /* Length of the valid UTF-8 sequence (a non-control char) at s, 0 if invalid. */
 size_t rp_utf8_seq(const unsigned char *s, size_t n);

@@ -418,13 +418,19 @@ unsigned ss_unwind_mixed(struct ss_unwinder *u, struct ss_uproc *up, const struc
      * sample again with the new map, the one the capture records for it */
     uint32_t pmv = ss_perfmap_version(up->pm);
     for (int pass = 0; pass < 2; pass++) {
+        int32_t prev = -1; /* the native frame u->out[i - 1] names */
         for (unsigned i = 0; i < n; i++) {
             int32_t k = native_only ? (int32_t)i : out.items[i].native;
-            if (k >= 0)
-                ss_symbolize_native(up->syms, u->strs, up->proc, ss_nf_ip(&nf[k]),
-                                    (nf[k].flags & (SS_NF_EXACT | SS_NF_SIGNAL)) != 0, &u->out[i]);
+            bool exact = k >= 0 && (nf[k].flags & (SS_NF_EXACT | SS_NF_SIGNAL)) != 0;
+            if (k >= 0 && prev >= 0 && ss_nf_ip(&nf[k]) == ss_nf_ip(&nf[prev]) &&
+                exact == ((nf[prev].flags & (SS_NF_EXACT | SS_NF_SIGNAL)) != 0))
+                u->out[i] = u->out[i - 1]; /* recursion: what the cache would give again */
+            else if (k >= 0)
+                ss_symbolize_native(up->syms, u->strs, up->proc, ss_nf_ip(&nf[k]), exact,
+                                    &u->out[i]);
             else
                 u->out[i] = out.items[i].lua;
+            prev = k;
         }
         if (ss_perfmap_version(up->pm) == pmv) break;
         pmv = ss_perfmap_version(up->pm);

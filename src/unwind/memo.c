@@ -326,7 +326,16 @@ void ss_memo_store(struct ss_memo **mp, const struct ss_mem *mem, const struct s
                    const struct ss_frame *f, unsigned n, uint8_t trunc)
 {
     struct ss_memo *m = *mp;
-    if (!m || m->pause || t->opaque || t->oom || s->nwin > SS_WIN_MAX) return;
+    /* Only walks that read nothing from the target. A skipped walk must
+     * leave the walker's caches as the live walk of that sample left them:
+     * the caches are filled from target reads, and a sample answered here
+     * had a live walk that made exactly the entry's reads (same_reads), so
+     * with none it changed no cache a later walk's reads depend on. With
+     * reads, the live walk refilled what its reads bring; if something
+     * evicted that since the entry's walk, replay would now lack it and a
+     * later walk read what live did not (on LuaJIT -joff 0.1% of the
+     * answers had reads). */
+    if (!m || m->pause || t->opaque || t->oom || t->nt || s->nwin > SS_WIN_MAX) return;
     long nw = words_of(m, mem, t);
     if (nw < 0) return;
     size_t kl = s->nkernel * sizeof(uint64_t), sl = nstate * sizeof(uint64_t);

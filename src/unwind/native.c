@@ -59,6 +59,7 @@ void ss_nproc_free(struct ss_nproc *np)
 {
     if (!np) return;
     ss_unw_as_free(np);
+    ss_nmemo_free(np->nmemo);
     free(np->rc);
     free(np);
 }
@@ -66,6 +67,16 @@ void ss_nproc_free(struct ss_nproc *np)
 void ss_nproc_set_mode(struct ss_nproc *np, enum ss_nmode mode)
 {
     np->mode = mode;
+}
+
+void ss_nproc_set_memo(struct ss_nproc *np, bool on)
+{
+    np->memo_on = on;
+}
+
+uint64_t ss_nproc_memo_hits(const struct ss_nproc *np)
+{
+    return ss_nmemo_hits(np->nmemo);
 }
 
 const struct ss_nstats *ss_nproc_stats(const struct ss_nproc *np)
@@ -162,6 +173,7 @@ static int apply_rule(struct ss_nproc *np, struct ss_native_frame *f, const stru
     }
     uint64_t cfa = f->regs.r[r->cfa_reg] + (int64_t)r->cfa_off;
     if (np->mem->track) track_rule(np->mem, r, cfa); /* replay's memo (memo.c) */
+    if (np->nlog.on) ss_nmemo_log_rule(np, r, cfa);  /* the memo of native walks */
     f->cfa = cfa;                                    /* known even when the reads below fail */
     caller->regs = f->regs;
     caller->regs.valid &= ~(uint32_t)r->undef;
@@ -248,6 +260,7 @@ static int step(struct ss_nproc *np, struct ss_native_frame *f, struct ss_native
             *held = true;
             return 0;
         } else {
+            np->nlog.opaque = true;
             r = ss_unw_step(np, f, caller, why);
         }
     } else {
@@ -281,6 +294,38 @@ static unsigned walk_on(struct ss_nproc *np, struct ss_native_frame *out, unsign
     return n;
 }
 
+/* The walk from the leaf with replay's memo of native walks (native_memo.c):
+ * above the leaf, a walk with the same inputs made these frames. Walks that
+ * stop at anonymous code (stop_anon) do not take it: their end is held. */
+static unsigned walk_memo(struct ss_nproc *np, struct ss_native_frame *out, unsigned max,
+                          enum ss_trunc *why)
+{
+    struct ss_native_frame spare;
+    bool logging = false;
+    unsigned n = 1;
+    for (;;) { /* step straight into out[n]; past the cap into spare */
+        struct ss_native_frame *next = n < max ? &out[n] : &spare;
+        if (!ss_native_step(np, &out[n - 1], next, why)) break;
+        if (n == max) {
+            *why = SS_TRUNC_DEPTH;
+            break;
+        }
+        n++;
+        if (logging) {
+            ss_nmemo_log_step(np, &out[n - 1], n - 2);
+        } else if (n == 2) {
+            unsigned k = ss_nmemo_find(np, &out[1], max - 1, why);
+            if (k) {
+                n = 1 + k;
+                break;
+            }
+            logging = ss_nmemo_log_start(np, &out[1], max - 1) == 0;
+        }
+    }
+    if (logging) ss_nmemo_log_end(np, &out[1], n - 1, max - 1, *why);
+    return n;
+}
+
 static unsigned unwind(struct ss_nproc *np, struct ss_native_frame *out, unsigned max,
                        enum ss_trunc *why, bool stop_anon, bool *held)
 {
@@ -291,6 +336,8 @@ static unsigned unwind(struct ss_nproc *np, struct ss_native_frame *out, unsigne
         *why = SS_TRUNC_BADIP;
     else if (np->mode == SS_NMODE_UNW_CURSOR)
         n = ss_unw_walk(np, out, max, why);
+    else if (np->memo_on && np->mode == SS_NMODE_RULES && !stop_anon)
+        n = walk_memo(np, out, max, why);
     else
         n = walk_on(np, out, 1, max, why, stop_anon, held);
     np->st.frames += n;

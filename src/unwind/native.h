@@ -143,6 +143,11 @@ int ss_nproc_new(struct ss_nproc **out, struct ss_proc *proc, struct ss_mem *mem
                  struct ss_err *err);
 void ss_nproc_free(struct ss_nproc *np);
 void ss_nproc_set_mode(struct ss_nproc *np, enum ss_nmode mode);
+/* Answer walks above the leaf from earlier walks with the same inputs
+ * (native_memo.c; rules mode only); off: walk every frame. */
+void ss_nproc_set_memo(struct ss_nproc *np, bool on);
+/* Walks the memo of native walks answered. */
+uint64_t ss_nproc_memo_hits(const struct ss_nproc *np);
 const struct ss_nstats *ss_nproc_stats(const struct ss_nproc *np);
 /* Drop address-keyed caches (called automatically when the process view's
  * generation changes). */

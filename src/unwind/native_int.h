@@ -24,6 +24,21 @@ struct ss_uctx {
     bool faulted, noinfo; /* noinfo: find_proc_info found no CFI */
 };
 
+/* The log of a walk for the memo of native walks (native_memo.c): kept by
+ * the rule steps while on. */
+struct ss_nmemo_log {
+    bool on, opaque, oom;   /* opaque: a step used libunwind */
+    uint32_t carried;       /* registers that still hold frame 1's value */
+    uint32_t loaded;        /* registers that hold a value loaded from src[] */
+    uint32_t deps, allregs; /* CFA base registers: carried ones; all */
+    uint32_t load, first;   /* the last step's loads, where they start in the list */
+    unsigned nload, ndep;   /* slots loaded; slots the path depends on */
+    uint64_t src[SS_DR_COUNT];
+    uint64_t lo, hi; /* stack bytes loaded, [lo, hi) */
+    uint64_t gen;    /* process view generation at the start */
+};
+struct ss_nmemo;
+
 struct ss_nproc {
     struct ss_proc *proc;
     struct ss_mem *mem;
@@ -36,7 +51,27 @@ struct ss_nproc {
      * never need the big table) */
     struct ss_rc_ent *rc;
     unsigned rc_bits, rc_misses;
+    bool memo_on; /* ss_nproc_set_memo */
+    struct ss_nmemo *nmemo;
+    struct ss_nmemo_log nlog;
 };
+
+/* native_memo.c: walks above the leaf kept with their inputs. out[0] is
+ * frame 1 (the leaf's caller), max the frames the walk may make from it.
+ * find: the number of frames (>= 1, out filled, *why set) of a kept walk
+ * whose inputs equal this one's, else 0. log_start (0: logging) before the
+ * steps from frame 1, log_rule for every rule applied, log_step after the
+ * step that made frame k (f),
+ * log_end with the frames made (out[0..n)) keeps the walk when it may. */
+unsigned ss_nmemo_find(struct ss_nproc *np, struct ss_native_frame *out, unsigned max,
+                       enum ss_trunc *why);
+int ss_nmemo_log_start(struct ss_nproc *np, const struct ss_native_frame *f1, unsigned max);
+void ss_nmemo_log_rule(struct ss_nproc *np, const struct ss_nrule *r, uint64_t cfa);
+void ss_nmemo_log_step(struct ss_nproc *np, const struct ss_native_frame *f, unsigned k);
+void ss_nmemo_log_end(struct ss_nproc *np, const struct ss_native_frame *out, unsigned n,
+                      unsigned max, enum ss_trunc why);
+void ss_nmemo_free(struct ss_nmemo *m);
+uint64_t ss_nmemo_hits(const struct ss_nmemo *m);
 
 /* native_unw.c */
 int ss_unw_as_new(struct ss_nproc *np, struct ss_err *err);

@@ -89,6 +89,7 @@ static void add_proc_stats(struct ss_unwinder_stats *st, const struct ss_uproc *
     st->rule_steps += ns->rule_steps;
     st->unw_steps += ns->unw_steps;
     st->rule_loads += ns->rule_loads;
+    st->native_memo_hits += ss_nproc_memo_hits(up->np);
     st->target_reads += up->mem.n_target_reads;
     st->target_calls += up->mem.n_target_calls;
 }
@@ -324,6 +325,9 @@ int ss_unwind(struct ss_unwinder *u, const struct ss_sample *s, struct ss_stack 
         ss_mem_track_reset(&u->track);
         up->mem.track = &u->track;
     }
+    /* frames above the leaf from an earlier walk with the same inputs
+     * (native_memo.c): exact, and off where every frame is to be walked */
+    ss_nproc_set_memo(up->np, u->state[0] && !u->no_memo);
     uint64_t gen = ss_proc_generation(up->proc);
     unsigned nn = ss_unwind_mixed(u, up, s, &why); /* native walk + LuaJIT splice (lua.c) */
     if (ss_proc_generation(up->proc) != gen) {

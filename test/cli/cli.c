@@ -393,7 +393,7 @@ static struct ss_replay *inproc_open(const char *snap, const char *symfs, struct
 }
 
 int cli_replay_memo(const char *snap, bool memo, const char *folded, const char *txt,
-                    long long *hits, char *msgs, size_t msgslen)
+                    long long *hits, long long *native_hits, char *msgs, size_t msgslen)
 {
     struct inproc p = {.msgs = msgs, .msgslen = msgslen};
     struct ss_replay_opts o = {.no_memo = !memo};
@@ -404,6 +404,7 @@ int cli_replay_memo(const char *snap, bool memo, const char *folded, const char 
     struct ss_unwinder_stats st;
     ss_unwinder_stats(ss_replay_unwinder(r), &st);
     *hits = (long long)st.memo_hits;
+    *native_hits = (long long)st.native_memo_hits;
     ss_replay_close(r);
     return rc;
 }

@@ -75,9 +75,10 @@ int cli_replay_inproc(const char *snap, const char *symfs, const char *folded, c
 int cli_replay_runs(const char *snap, const char *symfs, int runs, const char *dir, char *msgs,
                     size_t msgslen);
 /* One in-process run with replay's memo of walks on or off (ss_replay_opts
- * no_memo); *hits: the samples the memo answered. */
+ * no_memo); *hits: the samples the memo answered, *native_hits: the native
+ * walks the memo of native walks answered above the leaf. */
 int cli_replay_memo(const char *snap, bool memo, const char *folded, const char *txt,
-                    long long *hits, char *msgs, size_t msgslen);
+                    long long *hits, long long *native_hits, char *msgs, size_t msgslen);
 
 /* A gzipped pprof file unpacked (free with
  * perftools__profiles__profile__free_unpacked), or NULL. */
