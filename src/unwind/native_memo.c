@@ -109,6 +109,7 @@ unsigned ss_nmemo_find(struct ss_nproc *np, struct ss_native_frame *out, unsigne
     e->misses = 0;
     /* the path applied as apply_rule does (native.c) */
     out[0].cfa = e->frames[0].cfa;
+    out[0].flags = e->frames[0].flags;
     for (unsigned i = 1; i < e->n; i++) {
         const struct nm_frame *p = &e->frames[i];
         struct ss_native_frame *c = &out[i];
@@ -243,8 +244,12 @@ void ss_nmemo_log_end(struct ss_nproc *np, const struct ss_native_frame *out, un
     e->dep_addr = e->loads + nload;
     e->dep_val = e->dep_addr + l->ndep;
     memcpy(e->frames, m->fr, n * sizeof(*e->frames));
-    for (unsigned i = 0; i < n; i++)
+    /* the frames as the walk left them: stepping on from a frame by a file's
+     * row marks it (SS_NF_FILE) */
+    for (unsigned i = 0; i < n; i++) {
         e->frames[i].cfa = out[i].cfa;
+        e->frames[i].flags = out[i].flags;
+    }
     memcpy(e->loads, m->loads, nload * sizeof(uint64_t));
     for (unsigned k = 0; k < l->ndep; k++) {
         e->dep_addr[k] = m->deps[k];
@@ -253,7 +258,7 @@ void ss_nmemo_log_end(struct ss_nproc *np, const struct ss_native_frame *out, un
     const struct ss_native_frame *f1 = &out[0];
     e->ip = ss_nf_ip(f1);
     e->sp = ss_nf_sp(f1);
-    e->flags = f1->flags;
+    e->flags = f1->flags & ~(uint32_t)SS_NF_FILE; /* as the step below made it */
     e->valid = f1->regs.valid;
     e->max = max;
     e->gen = l->gen;
