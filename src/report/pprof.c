@@ -138,7 +138,10 @@ static uint64_t map_of(struct pp *p, const struct rp_frame *fr)
     return idx + 1;
 }
 
-/* protobuf-c output buffer that deflates (gzip) into a FILE. */
+/* protobuf-c output buffer that deflates (gzip) into a FILE, at zlib's
+ * fastest level as Go's runtime/pprof writes its profiles (gzip.BestSpeed):
+ * the agent gzips a profile for every scrape and push, and the default level
+ * took 2.2 times the CPU for a 9% smaller file (a 180 KB system-wide profile). */
 struct gz_out {
     ProtobufCBuffer base;
     z_stream zs;
@@ -197,8 +200,7 @@ static int pack(Profile *prof, FILE *f, struct ss_err *err)
     g->base.append = gz_append;
     g->f = f;
     g->err = err;
-    if (deflateInit2(&g->zs, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) !=
-        Z_OK) {
+    if (deflateInit2(&g->zs, Z_BEST_SPEED, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
         free(g);
         ss_err_set(err, -ENOMEM, "pprof output: deflateInit failed");
         return -ENOMEM;

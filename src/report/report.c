@@ -37,6 +37,7 @@ void ss_report_free(struct ss_report *r)
     rp_index_free(&r->stack_ix);
     rp_buf_free(&r->scratch);
     free(r->plabels);
+    rp_index_free(&r->plabel_ix);
     free(r->tmp);
     free(r);
 }
@@ -274,11 +275,31 @@ int rp_fflush(FILE *f, const char *what, struct ss_err *err)
     return 0;
 }
 
+struct plabel_key {
+    const struct ss_report *r;
+    uint32_t pid;
+};
+
+static bool plabel_eq(const void *ctx, uint32_t idx)
+{
+    const struct plabel_key *k = ctx;
+    return k->r->plabels[idx].pid == k->pid;
+}
+
+/* Every sample of the agent's windows looks its pid up here, and the pprof
+ * writer every stack: an index, not a walk over the window's processes. */
 const struct rp_plabel *rp_plabel_of(const struct ss_report *r, uint32_t pid)
 {
-    for (size_t i = 0; i < r->nplabels; i++)
-        if (r->plabels[i].pid == pid) return &r->plabels[i];
-    return NULL;
+    struct plabel_key k = {r, pid};
+    uint32_t idx;
+    return rp_index_find(&r->plabel_ix, rp_hash_u64(0, pid), plabel_eq, &k, &idx) ? &r->plabels[idx]
+                                                                                  : NULL;
+}
+
+/* A string label as it is (the same every sample of a process): no intern. */
+static bool same_label(const struct ss_report *r, int64_t id, const char *s)
+{
+    return id >= 0 && !strcmp(rp_s(r, (uint32_t)id), s);
 }
 
 int ss_report_set_labels(struct ss_report *r, uint32_t pid, const char *exe, const char *cgroup,
@@ -293,9 +314,12 @@ int ss_report_set_labels(struct ss_report *r, uint32_t pid, const char *exe, con
             r->plabels = n;
             r->capplabels = cap;
         }
+        if (rp_index_insert(&r->plabel_ix, rp_hash_u64(0, pid), (uint32_t)r->nplabels)) goto oom;
         l = &r->plabels[r->nplabels++];
         *l = (struct rp_plabel){.pid = pid, .exe = -1, .cgroup = -1};
     }
+    if (exe && *exe && same_label(r, l->exe, exe)) exe = NULL;
+    if (cgroup && *cgroup && same_label(r, l->cgroup, cgroup)) cgroup = NULL;
     if (exe && *exe && (l->exe = rp_str_intern(&r->str, exe, strlen(exe))) < 0) goto oom;
     if (cgroup && *cgroup && (l->cgroup = rp_str_intern(&r->str, cgroup, strlen(cgroup))) < 0)
         goto oom;

@@ -65,6 +65,7 @@ struct ss_report {
     struct rp_buf scratch;
     struct rp_plabel *plabels; /* ss_report_set_labels: exe, cgroup per pid */
     size_t nplabels, capplabels;
+    struct rp_index plabel_ix; /* by pid */
     uint32_t *tmp;
     size_t captmp;
 };

@@ -1,5 +1,6 @@
 /* symbolize/symbolize.c: native frame names through the process view and
- * the files' symbol tables and a per-process address cache. */
+ * the files' symbol tables, a per-process address cache and, behind it, the
+ * per-file one (filememo.c). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +10,7 @@
 #include "elf/elf.h"
 #include "process/perfmap.h"
 #include "process/process.h"
+#include "symbolize/filememo.h"
 #include "symbolize/symbolize.h"
 
 #define SC_BITS 11
@@ -97,6 +99,28 @@ static void grow(struct ss_symcache *c)
     c->bits = bits;
 }
 
+/* What file address look of elf is called, whatever process maps it: its
+ * symbol (names interned in pool), a nameless symbol, the FDE it is in, or
+ * nothing (filememo.c keeps the answer). */
+static void file_name(struct ss_strpool *pool, struct ss_elf *elf, uint64_t look,
+                      struct ss_fm_ent *m)
+{
+    const struct ss_sym *s = ss_elf_symbol(elf, look);
+    uint64_t lo, hi;
+    if (s && !s->name[0]) {
+        m->kind = SS_FM_BLANK;
+    } else if (s) {
+        const char *d = ss_demangle(pool, s->name);
+        m->kind = SS_FM_SYM;
+        m->name = d ? d : ss_strpool_intern(pool, s->name);
+        m->sysname = d ? ss_strpool_intern(pool, s->name) : NULL;
+        m->start = s->addr;
+    } else if (ss_elf_fde_range(elf, look, &lo, &hi)) {
+        m->kind = SS_FM_FDE;
+        m->start = lo;
+    }
+}
+
 static void resolve(struct ss_symcache *c, struct ss_strpool *pool, struct ss_proc *proc,
                     uint64_t ip, bool exact, struct ss_frame *out)
 {
@@ -118,27 +142,36 @@ static void resolve(struct ss_symcache *c, struct ss_strpool *pool, struct ss_pr
         return;
     }
     if (!mp->elf) return;
-    const struct ss_sym *s = ss_elf_symbol(mp->elf, look - mp->bias);
-    if (s && !s->name[0]) return; /* a range that must stay MODULE+0xOFFSET */
-    if (s) {
-        const char *d = ss_demangle(pool, s->name);
-        out->name = d ? d : ss_strpool_intern(pool, s->name);
-        if (d) out->system_name = ss_strpool_intern(pool, s->name);
-        out->sym_offset = ip - (s->addr + (uint64_t)mp->bias);
+    bool hit = false;
+    struct ss_fm_ent none = {0},
+                     *m = ss_filememo_slot(mp->elf, look - mp->bias,
+                                           ss_elf_cache_names_gen(mp->elf->cache), pool, &hit);
+    if (!m) m = &none;
+    if (!hit) file_name(pool, mp->elf, look - mp->bias, m);
+    if (m->kind == SS_FM_SYM) {
+        out->name = m->name;
+        out->system_name = m->sysname;
+        out->sym_offset = ip - (m->start + (uint64_t)mp->bias);
         return;
     }
+    if (m->kind != SS_FM_FDE || !out->module) return;
     /* no symbol: one name per function, MODULE+0xSTART (file offset of the
      * start of its FDE), so that the samples of one function aggregate */
-    uint64_t lo, hi;
-    if (!out->module || !ss_elf_fde_range(mp->elf, look - mp->bias, &lo, &hi)) return;
-    uint64_t start = lo + (uint64_t)mp->bias;
+    uint64_t start = m->start + (uint64_t)mp->bias;
     if (start > ip || ip - start > out->offset) return;
-    const char *base = strrchr(out->module, '/');
-    base = base && base[1] ? base + 1 : out->module;
-    char buf[320];
-    snprintf(buf, sizeof(buf), "%.280s+0x%llx", base,
-             (unsigned long long)(out->offset - (ip - start)));
-    out->name = ss_strpool_intern(pool, buf);
+    uint64_t fileoff = out->offset - (ip - start);
+    if (m->name && m->module == out->module && m->fileoff == fileoff) {
+        out->name = m->name;
+    } else {
+        const char *base = strrchr(out->module, '/');
+        base = base && base[1] ? base + 1 : out->module;
+        char buf[320];
+        snprintf(buf, sizeof(buf), "%.280s+0x%llx", base, (unsigned long long)fileoff);
+        out->name = ss_strpool_intern(pool, buf);
+        m->name = out->name;
+        m->module = out->module;
+        m->fileoff = fileoff;
+    }
     out->sym_offset = ip - start;
 }
 
