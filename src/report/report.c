@@ -58,13 +58,15 @@ size_t ss_report_nstacks(const struct ss_report *r)
     return r->nstacks;
 }
 
-/* Producer strings are stable during one ss_report_add call (not after), so
- * a per-call pointer cache skips re-hashing repeated module/chunk names. */
+/* The producer's strings come back sample after sample at the same
+ * addresses (the unwinder's interned names), but they may be freed and their
+ * memory reused for other text: an address seen before gives its id only
+ * when the text there is still the id's. */
 static int64_t intern(struct ss_report *r, const char *s)
 {
     if (!s) return 0;
-    struct rp_pcache *c = &r->pcache[((uintptr_t)s >> 3) % RP_PCACHE];
-    if (c->p == s) return c->id;
+    struct rp_pcache *c = &r->pcache[(((uintptr_t)s * 0x9e3779b97f4a7c15ull) >> 32) % RP_PCACHE];
+    if (c->p == s && !strcmp(rp_s(r, c->id), s)) return c->id;
     int64_t id = rp_str_intern(&r->str, s, strlen(s));
     if (id >= 0) {
         c->p = s;
@@ -132,10 +134,18 @@ static int64_t frame_id(struct ss_report *r, const struct ss_frame *sf)
         f.line = sf->line;
         f.first_line = sf->first_line;
     }
-    uint64_t h = frame_hash(&f);
     struct frame_key k = {r, &f};
+    /* the frame this address and name had last time, if it is the same */
+    uint32_t *hint =
+        &r->fcache[((f.addr ^ f.offset ^ ((uint64_t)f.name << 40)) * 0x9e3779b97f4a7c15ull) >>
+                   (64 - RP_FCACHE_BITS)];
+    if (*hint && frame_eq(&k, *hint - 1)) return *hint - 1;
+    uint64_t h = frame_hash(&f);
     uint32_t idx;
-    if (rp_index_find(&r->frame_ix, h, frame_eq, &k, &idx)) return idx;
+    if (rp_index_find(&r->frame_ix, h, frame_eq, &k, &idx)) {
+        *hint = idx + 1;
+        return idx;
+    }
     int64_t text = frame_text_id(r, &f, 0);
     int64_t func = f.kind == SS_FRAME_LUA ? frame_text_id(r, &f, 1) : text;
     if (text < 0 || func < 0 || r->nframes >= UINT32_MAX - 1 ||
@@ -145,6 +155,7 @@ static int64_t frame_id(struct ss_report *r, const struct ss_frame *sf)
     f.func = (uint32_t)func;
     r->frames[r->nframes] = f;
     if (rp_index_insert(&r->frame_ix, h, (uint32_t)r->nframes)) return -ENOMEM;
+    *hint = (uint32_t)r->nframes + 1;
     return (int64_t)r->nframes++;
 }
 
@@ -180,6 +191,7 @@ int ss_report_rename(struct ss_report *r, ss_report_namer_fn fn, void *ctx, stru
     }
     if (!n) return 0;
     rp_index_free(&r->frame_ix); /* names are part of the frame key */
+    memset(r->fcache, 0, sizeof(r->fcache));
     for (size_t i = 0; i < r->nframes; i++)
         if (rp_index_insert(&r->frame_ix, frame_hash(&r->frames[i]), (uint32_t)i)) goto oom;
     return n;
@@ -218,7 +230,6 @@ int ss_report_add(struct ss_report *r, const struct ss_stack *s, uint64_t count,
         s = &one;
     }
     if (rp_grow(&r->tmp, &r->captmp, s->nframes + 1, sizeof(*r->tmp))) goto oom;
-    memset(r->pcache, 0, sizeof(r->pcache));
     int64_t comm = rp_str_intern(&r->str, s->comm, strnlen(s->comm, sizeof(s->comm)));
     if (comm < 0) goto oom;
     for (uint32_t i = 0; i < s->nframes; i++) {
