@@ -12,6 +12,7 @@
 
 #include "elf/elf.h"
 #include "symbolize/filememo.h"
+#include "util/dmtable.h"
 
 #define FM_BITS_MIN 6
 #define FM_BITS_MAX 10
@@ -45,23 +46,6 @@ static struct filememo *fm_get(struct ss_elf *e)
     return m;
 }
 
-static size_t fm_index(const struct filememo *m, uint64_t key)
-{
-    return (size_t)((key * 0x9e3779b97f4a7c15ull) >> (64 - m->bits));
-}
-
-/* Four times the entries, empty; out of memory: stay as it is. */
-static void fm_grow(struct filememo *m)
-{
-    m->misses = 0;
-    unsigned bits = m->bits + 2 < FM_BITS_MAX ? m->bits + 2 : FM_BITS_MAX;
-    struct ss_fm_ent *n = calloc(1u << bits, sizeof(*n));
-    if (!n) return;
-    free(m->e);
-    m->e = n;
-    m->bits = bits;
-}
-
 struct ss_fm_ent *ss_filememo_slot(struct ss_elf *e, uint64_t look, uint64_t gen,
                                    const struct ss_strpool *pool, bool *hit)
 {
@@ -75,14 +59,16 @@ struct ss_fm_ent *ss_filememo_slot(struct ss_elf *e, uint64_t look, uint64_t gen
         m->pool = pool;
     }
     uint64_t key = look + 1; /* never 0 (an empty entry) */
-    struct ss_fm_ent *x = &m->e[fm_index(m, key)];
+    struct ss_fm_ent *x = &m->e[ss_dm_slot(key, m->bits)];
     if (x->key == key) {
         *hit = true;
         return x;
     }
     if (++m->misses > (1u << m->bits) && m->bits < FM_BITS_MAX) {
-        fm_grow(m);
-        x = &m->e[fm_index(m, key)];
+        void *t = m->e;
+        ss_dm_grow(&t, &m->bits, &m->misses, FM_BITS_MAX, sizeof(*m->e));
+        m->e = t;
+        x = &m->e[ss_dm_slot(key, m->bits)];
     }
     *x = (struct ss_fm_ent){.key = key};
     return x;

@@ -12,6 +12,7 @@
 #include "process/process.h"
 #include "symbolize/filememo.h"
 #include "symbolize/symbolize.h"
+#include "util/dmtable.h"
 
 #define SC_BITS 11
 #define SC_BITS_MIN 5
@@ -84,19 +85,6 @@ void ss_symcache_free(struct ss_symcache *c)
 {
     if (c) free(c->e);
     free(c);
-}
-
-/* As many misses as entries: four times the entries, empty (short-lived
- * processes never need the big table). Out of memory: stay as it is. */
-static void grow(struct ss_symcache *c)
-{
-    c->misses = 0;
-    unsigned bits = c->bits + 2 < SC_BITS ? c->bits + 2 : SC_BITS;
-    struct sc_ent *n = calloc(1u << bits, sizeof(*n));
-    if (!n) return;
-    free(c->e);
-    c->e = n;
-    c->bits = bits;
 }
 
 /* What file address look of elf is called, whatever process maps it: its
@@ -183,13 +171,15 @@ void ss_symbolize_native(struct ss_symcache *c, struct ss_strpool *pool, struct 
         return;
     }
     uint64_t key = ip | (exact ? 1ull << 63 : 0);
-    struct sc_ent *e = &c->e[(key * 0x9e3779b97f4a7c15ull) >> (64 - c->bits)];
+    struct sc_ent *e = &c->e[ss_dm_slot(key, c->bits)];
     uint64_t gen = ss_proc_generation(proc) ^ ((uint64_t)ss_perfmap_version(c->pm) << 40) ^
                    (ss_elf_cache_names_gen(c->files) << 24);
     if (e->key != key || e->gen != gen) {
         if (++c->misses > (1u << c->bits) && c->bits < SC_BITS) {
-            grow(c);
-            e = &c->e[(key * 0x9e3779b97f4a7c15ull) >> (64 - c->bits)];
+            void *t = c->e; /* as many misses as entries: grow */
+            ss_dm_grow(&t, &c->bits, &c->misses, SC_BITS, sizeof(*c->e));
+            c->e = t;
+            e = &c->e[ss_dm_slot(key, c->bits)];
         }
         resolve(c, pool, proc, ip, exact, &e->f);
         e->key = key;
