@@ -93,6 +93,7 @@ void *ss_elf_cache_synth_ctx(const struct ss_elf_cache *c)
 static void elf_destroy(struct ss_elf *e)
 {
     if (e->unwind_priv && e->unwind_priv_free) e->unwind_priv_free(e->unwind_priv);
+    if (e->sym_priv && e->sym_priv_free) e->sym_priv_free(e->sym_priv);
     if (e->syms) ss_symtab_free(e->syms);
     if (e->dframe) ss_dframe_free(e->dframe);
     if (e->debug) ss_elf_close_image(e->debug);
@@ -352,6 +353,7 @@ void ss_elf_close_image(struct ss_elf *e)
     size_t size = e->size;
     e->image = NULL;
     if (e->unwind_priv && e->unwind_priv_free) e->unwind_priv_free(e->unwind_priv);
+    if (e->sym_priv && e->sym_priv_free) e->sym_priv_free(e->sym_priv);
     if (e->syms) ss_symtab_free(e->syms);
     if (e->dframe) ss_dframe_free(e->dframe);
     if (e->debug) ss_elf_close_image(e->debug);

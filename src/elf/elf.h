@@ -69,6 +69,9 @@ struct ss_elf {
     /* private slot of the unwinder (per-file unwind rule rows) */
     void *unwind_priv;
     void (*unwind_priv_free)(void *);
+    /* private slot of the symbolizer (symbolize/filememo.c: names by address) */
+    void *sym_priv;
+    void (*sym_priv_free)(void *);
 
     int refs;
     unsigned idle_rounds; /* collections (ss_elf_cache_gc) seen unreferenced */

@@ -37,6 +37,7 @@ void ss_report_free(struct ss_report *r)
     rp_index_free(&r->stack_ix);
     rp_buf_free(&r->scratch);
     free(r->plabels);
+    rp_index_free(&r->plabel_ix);
     free(r->tmp);
     free(r);
 }
@@ -57,13 +58,15 @@ size_t ss_report_nstacks(const struct ss_report *r)
     return r->nstacks;
 }
 
-/* Producer strings are stable during one ss_report_add call (not after), so
- * a per-call pointer cache skips re-hashing repeated module/chunk names. */
+/* The producer's strings come back sample after sample at the same
+ * addresses (the unwinder's interned names), but they may be freed and their
+ * memory reused for other text: an address seen before gives its id only
+ * when the text there is still the id's. */
 static int64_t intern(struct ss_report *r, const char *s)
 {
     if (!s) return 0;
-    struct rp_pcache *c = &r->pcache[((uintptr_t)s >> 3) % RP_PCACHE];
-    if (c->p == s) return c->id;
+    struct rp_pcache *c = &r->pcache[(((uintptr_t)s * 0x9e3779b97f4a7c15ull) >> 32) % RP_PCACHE];
+    if (c->p == s && !strcmp(rp_s(r, c->id), s)) return c->id;
     int64_t id = rp_str_intern(&r->str, s, strlen(s));
     if (id >= 0) {
         c->p = s;
@@ -131,10 +134,18 @@ static int64_t frame_id(struct ss_report *r, const struct ss_frame *sf)
         f.line = sf->line;
         f.first_line = sf->first_line;
     }
-    uint64_t h = frame_hash(&f);
     struct frame_key k = {r, &f};
+    /* the frame this address and name had last time, if it is the same */
+    uint32_t *hint =
+        &r->fcache[((f.addr ^ f.offset ^ ((uint64_t)f.name << 40)) * 0x9e3779b97f4a7c15ull) >>
+                   (64 - RP_FCACHE_BITS)];
+    if (*hint && frame_eq(&k, *hint - 1)) return *hint - 1;
+    uint64_t h = frame_hash(&f);
     uint32_t idx;
-    if (rp_index_find(&r->frame_ix, h, frame_eq, &k, &idx)) return idx;
+    if (rp_index_find(&r->frame_ix, h, frame_eq, &k, &idx)) {
+        *hint = idx + 1;
+        return idx;
+    }
     int64_t text = frame_text_id(r, &f, 0);
     int64_t func = f.kind == SS_FRAME_LUA ? frame_text_id(r, &f, 1) : text;
     if (text < 0 || func < 0 || r->nframes >= UINT32_MAX - 1 ||
@@ -144,6 +155,7 @@ static int64_t frame_id(struct ss_report *r, const struct ss_frame *sf)
     f.func = (uint32_t)func;
     r->frames[r->nframes] = f;
     if (rp_index_insert(&r->frame_ix, h, (uint32_t)r->nframes)) return -ENOMEM;
+    *hint = (uint32_t)r->nframes + 1;
     return (int64_t)r->nframes++;
 }
 
@@ -179,6 +191,7 @@ int ss_report_rename(struct ss_report *r, ss_report_namer_fn fn, void *ctx, stru
     }
     if (!n) return 0;
     rp_index_free(&r->frame_ix); /* names are part of the frame key */
+    memset(r->fcache, 0, sizeof(r->fcache));
     for (size_t i = 0; i < r->nframes; i++)
         if (rp_index_insert(&r->frame_ix, frame_hash(&r->frames[i]), (uint32_t)i)) goto oom;
     return n;
@@ -217,7 +230,6 @@ int ss_report_add(struct ss_report *r, const struct ss_stack *s, uint64_t count,
         s = &one;
     }
     if (rp_grow(&r->tmp, &r->captmp, s->nframes + 1, sizeof(*r->tmp))) goto oom;
-    memset(r->pcache, 0, sizeof(r->pcache));
     int64_t comm = rp_str_intern(&r->str, s->comm, strnlen(s->comm, sizeof(s->comm)));
     if (comm < 0) goto oom;
     for (uint32_t i = 0; i < s->nframes; i++) {
@@ -274,11 +286,31 @@ int rp_fflush(FILE *f, const char *what, struct ss_err *err)
     return 0;
 }
 
+struct plabel_key {
+    const struct ss_report *r;
+    uint32_t pid;
+};
+
+static bool plabel_eq(const void *ctx, uint32_t idx)
+{
+    const struct plabel_key *k = ctx;
+    return k->r->plabels[idx].pid == k->pid;
+}
+
+/* Every sample of the agent's windows looks its pid up here, and the pprof
+ * writer every stack: an index, not a walk over the window's processes. */
 const struct rp_plabel *rp_plabel_of(const struct ss_report *r, uint32_t pid)
 {
-    for (size_t i = 0; i < r->nplabels; i++)
-        if (r->plabels[i].pid == pid) return &r->plabels[i];
-    return NULL;
+    struct plabel_key k = {r, pid};
+    uint32_t idx;
+    return rp_index_find(&r->plabel_ix, rp_hash_u64(0, pid), plabel_eq, &k, &idx) ? &r->plabels[idx]
+                                                                                  : NULL;
+}
+
+/* A string label as it is (the same every sample of a process): no intern. */
+static bool same_label(const struct ss_report *r, int64_t id, const char *s)
+{
+    return id >= 0 && !strcmp(rp_s(r, (uint32_t)id), s);
 }
 
 int ss_report_set_labels(struct ss_report *r, uint32_t pid, const char *exe, const char *cgroup,
@@ -293,9 +325,12 @@ int ss_report_set_labels(struct ss_report *r, uint32_t pid, const char *exe, con
             r->plabels = n;
             r->capplabels = cap;
         }
+        if (rp_index_insert(&r->plabel_ix, rp_hash_u64(0, pid), (uint32_t)r->nplabels)) goto oom;
         l = &r->plabels[r->nplabels++];
         *l = (struct rp_plabel){.pid = pid, .exe = -1, .cgroup = -1};
     }
+    if (exe && *exe && same_label(r, l->exe, exe)) exe = NULL;
+    if (cgroup && *cgroup && same_label(r, l->cgroup, cgroup)) cgroup = NULL;
     if (exe && *exe && (l->exe = rp_str_intern(&r->str, exe, strlen(exe))) < 0) goto oom;
     if (cgroup && *cgroup && (l->cgroup = rp_str_intern(&r->str, cgroup, strlen(cgroup))) < 0)
         goto oom;

@@ -32,11 +32,12 @@ struct rp_stack {
     uint64_t n; /* samples (off_cpu: count is microseconds) */
 };
 
-#define RP_PCACHE 32
+#define RP_PCACHE 1024 /* producer strings by address */
 struct rp_pcache {
     const char *p;
     uint32_t id;
 };
+#define RP_FCACHE_BITS 10 /* frames by address and name */
 
 struct rp_plabel {
     uint32_t pid;
@@ -58,13 +59,15 @@ struct ss_report {
     size_t nstacks, capstacks;
     struct rp_index stack_ix;
     uint64_t samples;
-    bool off_cpu;                       /* counts are microseconds off the CPU */
-    uint64_t nsamp;                     /* samples (== samples unless off_cpu) */
-    uint64_t tmin, tmax;                /* sample times seen (tmax < tmin: none) */
-    struct rp_pcache pcache[RP_PCACHE]; /* valid during one ss_report_add */
+    bool off_cpu;                          /* counts are microseconds off the CPU */
+    uint64_t nsamp;                        /* samples (== samples unless off_cpu) */
+    uint64_t tmin, tmax;                   /* sample times seen (tmax < tmin: none) */
+    struct rp_pcache pcache[RP_PCACHE];    /* a hint, checked against the text */
+    uint32_t fcache[1u << RP_FCACHE_BITS]; /* frame index + 1, a hint checked by frame_eq */
     struct rp_buf scratch;
     struct rp_plabel *plabels; /* ss_report_set_labels: exe, cgroup per pid */
     size_t nplabels, capplabels;
+    struct rp_index plabel_ix; /* by pid */
     uint32_t *tmp;
     size_t captmp;
 };

@@ -1,5 +1,6 @@
 /* symbolize/symbolize.c: native frame names through the process view and
- * the files' symbol tables and a per-process address cache. */
+ * the files' symbol tables, a per-process address cache and, behind it, the
+ * per-file one (filememo.c). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,7 +10,9 @@
 #include "elf/elf.h"
 #include "process/perfmap.h"
 #include "process/process.h"
+#include "symbolize/filememo.h"
 #include "symbolize/symbolize.h"
+#include "util/dmtable.h"
 
 #define SC_BITS 11
 #define SC_BITS_MIN 5
@@ -84,17 +87,26 @@ void ss_symcache_free(struct ss_symcache *c)
     free(c);
 }
 
-/* As many misses as entries: four times the entries, empty (short-lived
- * processes never need the big table). Out of memory: stay as it is. */
-static void grow(struct ss_symcache *c)
+/* What file address look of elf is called, whatever process maps it: its
+ * symbol (names interned in pool), a nameless symbol, the FDE it is in, or
+ * nothing (filememo.c keeps the answer). */
+static void file_name(struct ss_strpool *pool, struct ss_elf *elf, uint64_t look,
+                      struct ss_fm_ent *m)
 {
-    c->misses = 0;
-    unsigned bits = c->bits + 2 < SC_BITS ? c->bits + 2 : SC_BITS;
-    struct sc_ent *n = calloc(1u << bits, sizeof(*n));
-    if (!n) return;
-    free(c->e);
-    c->e = n;
-    c->bits = bits;
+    const struct ss_sym *s = ss_elf_symbol(elf, look);
+    uint64_t lo, hi;
+    if (s && !s->name[0]) {
+        m->kind = SS_FM_BLANK;
+    } else if (s) {
+        const char *d = ss_demangle(pool, s->name);
+        m->kind = SS_FM_SYM;
+        m->name = d ? d : ss_strpool_intern(pool, s->name);
+        m->sysname = d ? ss_strpool_intern(pool, s->name) : NULL;
+        m->start = s->addr;
+    } else if (ss_elf_fde_range(elf, look, &lo, &hi)) {
+        m->kind = SS_FM_FDE;
+        m->start = lo;
+    }
 }
 
 static void resolve(struct ss_symcache *c, struct ss_strpool *pool, struct ss_proc *proc,
@@ -118,27 +130,36 @@ static void resolve(struct ss_symcache *c, struct ss_strpool *pool, struct ss_pr
         return;
     }
     if (!mp->elf) return;
-    const struct ss_sym *s = ss_elf_symbol(mp->elf, look - mp->bias);
-    if (s && !s->name[0]) return; /* a range that must stay MODULE+0xOFFSET */
-    if (s) {
-        const char *d = ss_demangle(pool, s->name);
-        out->name = d ? d : ss_strpool_intern(pool, s->name);
-        if (d) out->system_name = ss_strpool_intern(pool, s->name);
-        out->sym_offset = ip - (s->addr + (uint64_t)mp->bias);
+    bool hit = false;
+    struct ss_fm_ent none = {0},
+                     *m = ss_filememo_slot(mp->elf, look - mp->bias,
+                                           ss_elf_cache_names_gen(mp->elf->cache), pool, &hit);
+    if (!m) m = &none;
+    if (!hit) file_name(pool, mp->elf, look - mp->bias, m);
+    if (m->kind == SS_FM_SYM) {
+        out->name = m->name;
+        out->system_name = m->sysname;
+        out->sym_offset = ip - (m->start + (uint64_t)mp->bias);
         return;
     }
+    if (m->kind != SS_FM_FDE || !out->module) return;
     /* no symbol: one name per function, MODULE+0xSTART (file offset of the
      * start of its FDE), so that the samples of one function aggregate */
-    uint64_t lo, hi;
-    if (!out->module || !ss_elf_fde_range(mp->elf, look - mp->bias, &lo, &hi)) return;
-    uint64_t start = lo + (uint64_t)mp->bias;
+    uint64_t start = m->start + (uint64_t)mp->bias;
     if (start > ip || ip - start > out->offset) return;
-    const char *base = strrchr(out->module, '/');
-    base = base && base[1] ? base + 1 : out->module;
-    char buf[320];
-    snprintf(buf, sizeof(buf), "%.280s+0x%llx", base,
-             (unsigned long long)(out->offset - (ip - start)));
-    out->name = ss_strpool_intern(pool, buf);
+    uint64_t fileoff = out->offset - (ip - start);
+    if (m->name && m->module == out->module && m->fileoff == fileoff) {
+        out->name = m->name;
+    } else {
+        const char *base = strrchr(out->module, '/');
+        base = base && base[1] ? base + 1 : out->module;
+        char buf[320];
+        snprintf(buf, sizeof(buf), "%.280s+0x%llx", base, (unsigned long long)fileoff);
+        out->name = ss_strpool_intern(pool, buf);
+        m->name = out->name;
+        m->module = out->module;
+        m->fileoff = fileoff;
+    }
     out->sym_offset = ip - start;
 }
 
@@ -150,13 +171,15 @@ void ss_symbolize_native(struct ss_symcache *c, struct ss_strpool *pool, struct 
         return;
     }
     uint64_t key = ip | (exact ? 1ull << 63 : 0);
-    struct sc_ent *e = &c->e[(key * 0x9e3779b97f4a7c15ull) >> (64 - c->bits)];
+    struct sc_ent *e = &c->e[ss_dm_slot(key, c->bits)];
     uint64_t gen = ss_proc_generation(proc) ^ ((uint64_t)ss_perfmap_version(c->pm) << 40) ^
                    (ss_elf_cache_names_gen(c->files) << 24);
     if (e->key != key || e->gen != gen) {
         if (++c->misses > (1u << c->bits) && c->bits < SC_BITS) {
-            grow(c);
-            e = &c->e[(key * 0x9e3779b97f4a7c15ull) >> (64 - c->bits)];
+            void *t = c->e; /* as many misses as entries: grow */
+            ss_dm_grow(&t, &c->bits, &c->misses, SC_BITS, sizeof(*c->e));
+            c->e = t;
+            e = &c->e[ss_dm_slot(key, c->bits)];
         }
         resolve(c, pool, proc, ip, exact, &e->f);
         e->key = key;

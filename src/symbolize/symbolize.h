@@ -9,7 +9,8 @@
  * named from the process's perf map (perf-PID.map) when it has one. Strings are interned in an
  * ss_strpool so frames stay valid after the files and processes they came from are gone (the frame
  * text itself is report/'s ss_frame_text). A per-process direct-mapped cache keyed by address makes
- * repeated addresses cost one lookup. */
+ * repeated addresses cost one lookup; behind it each file keeps what its addresses are called
+ * (filememo.c), so a new process of a program seen before is named without symbol searches. */
 #ifndef SS_SYMBOLIZE_H
 #define SS_SYMBOLIZE_H
 

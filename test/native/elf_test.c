@@ -2,10 +2,11 @@
  * processes: build-ids against readelf, .eh_frame_hdr, symbols against nm
  * (own .symtab, libc's separate debug file by build-id, .gnu_debuglink,
  * MiniDebugInfo made with objcopy + xz), the .debug_frame index, live and
- * explicit process views, the vdso, refresh on miss, and the layered reader
+ * explicit process views, /proc/PID/maps parsing, the vdso, refresh on miss, and the layered reader
  * (snapshot, file bytes, RELRO exclusion, batched target reads, record hook). */
 #include <criterion/criterion.h>
 #include <criterion/logging.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <gnu/libc-version.h>
@@ -327,6 +328,55 @@ Test(process, explicit_from_maps)
     ss_proc_free(p);
     free(d);
     free(text);
+}
+
+/* The maps parser against sscanf of the same lines (the format the parser
+ * once used), on the maps of every process of this machine. */
+Test(process, maps_parse_every_process)
+{
+    DIR *d = opendir("/proc");
+    cr_assert(d);
+    size_t procs = 0, lines = 0;
+    for (struct dirent *de; (de = readdir(d));) {
+        if (de->d_name[0] < '1' || de->d_name[0] > '9') continue;
+        char path[300], *text = NULL, *copy;
+        snprintf(path, sizeof(path), "/proc/%s/maps", de->d_name);
+        if (ss_read_proc_file(path, &text, NULL) < 0 || !text[0]) {
+            free(text);
+            continue;
+        }
+        cr_assert((copy = strdup(text)));
+        struct ss_map_desc *v;
+        size_t n, k = 0;
+        cr_assert_eq(ss_maps_parse(text, &v, &n), 0);
+        char *save = NULL;
+        for (char *l = strtok_r(copy, "\n", &save); l; l = strtok_r(NULL, "\n", &save), k++) {
+            unsigned long long start, end, off, ino;
+            unsigned maj, min;
+            char perms[8] = {0};
+            int pos = 0;
+            cr_assert_eq(sscanf(l, "%llx-%llx %7s %llx %x:%x %llu %n", &start, &end, perms, &off,
+                                &maj, &min, &ino, &pos),
+                         7, "%s: %s", path, l);
+            cr_assert_lt(k, n, "%s: line %zu not parsed: %s", path, k, l);
+            const struct ss_map_desc *m = &v[k];
+            cr_assert(m->start == start && m->end == end && m->offset == off &&
+                          m->dev_major == maj && m->dev_minor == min && m->inode == ino,
+                      "%s: %s", path, l);
+            cr_assert_eq(!!(m->prot & SS_MAP_X), perms[2] == 'x', "%s: %s", path, l);
+            cr_assert_eq(!!(m->prot & SS_MAP_SHARED), perms[3] == 's', "%s: %s", path, l);
+            cr_assert_str_eq(m->path, l + pos, "%s: %s", path, l);
+        }
+        cr_assert_eq(k, n, "%s", path);
+        procs++;
+        lines += n;
+        free(v);
+        free(copy);
+        free(text);
+    }
+    closedir(d);
+    cr_log_info("maps of %zu processes, %zu lines", procs, lines);
+    cr_assert_gt(procs, 2);
 }
 
 /* ---- memory ---- */

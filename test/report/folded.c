@@ -118,6 +118,34 @@ Test(report_folded, report_owns_its_strings)
     ss_report_free(r);
 }
 
+/* The producer's buffers come back with other text at the same addresses
+ * (a process's names freed, their memory reused): each add names its frames
+ * by the text there now, not by what the address held before. */
+Test(report_folded, reused_producer_addresses)
+{
+    struct ss_err err = {0};
+    struct ss_report *r = ss_report_new(NULL, &err);
+    cr_assert(r, "%s", err.msg);
+    char name[32], module[32];
+    const char *names[] = {"alpha", "beta", "alpha", "gamma"};
+    for (int i = 0; i < 4; i++) {
+        snprintf(name, sizeof(name), "%s", names[i]);
+        snprintf(module, sizeof(module), "/lib/lib%s.so", names[i]);
+        struct ss_frame f = {.kind = SS_FRAME_NATIVE,
+                             .addr = 0x1000,
+                             .offset = 0x1000,
+                             .name = name,
+                             .module = module};
+        struct ss_stack st = {.pid = 7, .tid = 7, .nframes = 1, .frames = &f};
+        snprintf(st.comm, sizeof(st.comm), "prog");
+        cr_assert_eq(ss_report_add(r, &st, 1, &err), 0, "%s", err.msg);
+    }
+    char *out = folded_of(r);
+    cr_expect_str_eq(out, "prog;alpha 2\nprog;beta 1\nprog;gamma 1\n");
+    free(out);
+    ss_report_free(r);
+}
+
 static char *unescape(const char *s)
 {
     char *o = malloc(strlen(s) + 1), *d = o;
