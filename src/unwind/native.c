@@ -277,11 +277,15 @@ int ss_native_step(struct ss_nproc *np, struct ss_native_frame *f, struct ss_nat
 }
 
 /* Step on from out[n - 1] (n >= 1 frames in out); stop_anon as in step(),
- * never for out[0]. */
+ * never for out[0]. memo (a walk from the leaf, n = 1, without stop_anon:
+ * a held end is for the caller to look at): replay's memo of native walks
+ * (native_memo.c), above the leaf the frames a walk with the same inputs
+ * made. */
 static unsigned walk_on(struct ss_nproc *np, struct ss_native_frame *out, unsigned n, unsigned max,
-                        enum ss_trunc *why, bool stop_anon, bool *held)
+                        enum ss_trunc *why, bool stop_anon, bool *held, bool memo)
 {
     struct ss_native_frame spare;
+    bool logging = false;
     for (;;) { /* step straight into out[n]; past the cap into spare */
         struct ss_native_frame *next = n < max ? &out[n] : &spare;
         if (!step(np, &out[n - 1], next, why, stop_anon && n > 1, held)) break;
@@ -290,30 +294,9 @@ static unsigned walk_on(struct ss_nproc *np, struct ss_native_frame *out, unsign
             break;
         }
         n++;
-    }
-    return n;
-}
-
-/* The walk from the leaf with replay's memo of native walks (native_memo.c):
- * above the leaf, a walk with the same inputs made these frames. Walks that
- * stop at anonymous code (stop_anon) do not take it: their end is held. */
-static unsigned walk_memo(struct ss_nproc *np, struct ss_native_frame *out, unsigned max,
-                          enum ss_trunc *why)
-{
-    struct ss_native_frame spare;
-    bool logging = false;
-    unsigned n = 1;
-    for (;;) { /* step straight into out[n]; past the cap into spare */
-        struct ss_native_frame *next = n < max ? &out[n] : &spare;
-        if (!ss_native_step(np, &out[n - 1], next, why)) break;
-        if (n == max) {
-            *why = SS_TRUNC_DEPTH;
-            break;
-        }
-        n++;
         if (logging) {
             ss_nmemo_log_step(np, &out[n - 1], n - 2);
-        } else if (n == 2) {
+        } else if (memo && n == 2) {
             unsigned k = ss_nmemo_find(np, &out[1], max - 1, why);
             if (k) {
                 n = 1 + k;
@@ -336,10 +319,9 @@ static unsigned unwind(struct ss_nproc *np, struct ss_native_frame *out, unsigne
         *why = SS_TRUNC_BADIP;
     else if (np->mode == SS_NMODE_UNW_CURSOR)
         n = ss_unw_walk(np, out, max, why);
-    else if (np->memo_on && np->mode == SS_NMODE_RULES && !stop_anon)
-        n = walk_memo(np, out, max, why);
     else
-        n = walk_on(np, out, 1, max, why, stop_anon, held);
+        n = walk_on(np, out, 1, max, why, stop_anon, held,
+                    np->memo_on && np->mode == SS_NMODE_RULES && !stop_anon);
     np->st.frames += n;
     np->st.trunc[*why]++;
     return n;
@@ -370,7 +352,7 @@ unsigned ss_native_unwind_on(struct ss_nproc *np, struct ss_native_frame *out, u
         if (n == max)
             *why = SS_TRUNC_DEPTH;
         else
-            m = walk_on(np, out, n + 1, max, why, true, held);
+            m = walk_on(np, out, n + 1, max, why, true, held, false);
     }
     np->st.frames += m - n;
     np->st.trunc[*why]++;
