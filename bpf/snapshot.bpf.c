@@ -13,7 +13,8 @@
  * --kernel (entry point snapshot_k), the kernel stack after the stack and
  * window areas (kstack.h).
  * A tp_btf program on sched_process_fork follows children (loaded only when
- * asked for); procevents.h adds the fork/exec/exit markers. */
+ * asked for); procevents.h adds the fork/exec/exit markers, execstack.h the
+ * stack at each exec's entry. */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_core_read.h>
@@ -214,5 +215,6 @@ int BPF_PROG(follow_fork, struct task_struct *parent, struct task_struct *child)
 #define SS_PEV_RINGBUF
 #define SS_PEV_PROGRAMS
 #include "procevents.h"
+#include "execstack.h" /* the stack at exec entry, loaded with the markers */
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -35,6 +35,7 @@ enum ss_ev_reg {
 #define SS_EV_STACK_MAX 65528u /* == SS_STACK_MAX */
 #define SS_EV_KERNEL 0x2u      /* == SS_SAMPLE_KERNEL */
 #define SS_EV_OFFCPU 0x4u      /* == SS_SAMPLE_OFFCPU: the record ends in a __u64 weight (ns) */
+#define SS_EV_EXECSTACK 0x8u   /* not a sample: the stack at an exec's entry (execstack.h) */
 
 /* Memory windows: per process, user space may describe up to SS_EV_WIN_MAX
  * windows to copy at every sample (struct ss_plan in the plans map). Each

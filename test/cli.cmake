@@ -12,6 +12,9 @@ foreach(v cli_native cli_native_alt)
   target_link_options(${v} PRIVATE -fno-sanitize=all)
 endforeach()
 target_compile_definitions(cli_native_alt PRIVATE CLI_ALT)
+add_executable(cli_execloop ${CLI_T}/execloop.c)
+target_compile_options(cli_execloop PRIVATE -O2 -fomit-frame-pointer -fno-sanitize=all)
+target_link_options(cli_execloop PRIVATE -fno-sanitize=all)
 
 add_library(cli_helpers STATIC ${CLI_T}/cli.c)
 target_link_libraries(cli_helpers PUBLIC stacksnap)
@@ -21,14 +24,14 @@ target_compile_definitions(cli_helpers PRIVATE SS_SOURCE_DIR="${CMAKE_SOURCE_DIR
 # cli_shortcalls measures coverage shares (issue 14's bars), not memory
 # safety: the windows and the GC proof run under ASan in rl_torn,
 # luajit_walk, cli_fixtures and cli_determinism. Normal build only.
-set(CLI_TESTS determinism portability badinput usage fixtures diff top kernel offcpu)
+set(CLI_TESTS determinism portability badinput usage fixtures diff top kernel offcpu exec)
 if(NOT SS_SANITIZE)
   list(APPEND CLI_TESTS shortcalls)
 endif()
 foreach(t ${CLI_TESTS})
   ss_add_test(cli_${t} SOURCES ${CLI_T}/${t}.c LABELS cli TIMEOUT 300)
   target_link_libraries(cli_${t} PRIVATE cli_helpers)
-  add_dependencies(cli_${t} stacksnap_cli cli_native cli_native_alt)
+  add_dependencies(cli_${t} stacksnap_cli cli_native cli_native_alt cli_execloop)
 endforeach()
 if(NOT SS_SANITIZE)
   add_dependencies(cli_shortcalls lj_host) # the C host case

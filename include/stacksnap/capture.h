@@ -62,6 +62,8 @@ struct ss_capture_stats {
     uint64_t off_short;     /* its wait was below off_cpu_min_us: no sample */
     uint64_t off_unmatched; /* it blocked outside a system call or moved on: no sample */
     uint64_t markers;       /* process markers delivered (opts.proc_event) */
+    uint64_t exec_stacks;   /* of copy_failed: samples inside an exec given the stack copied at
+                               its entry (SS_SAMPLE_EXECSTACK; ring buffer, with markers) */
 };
 
 struct ss_bpf_prog_info {

@@ -105,6 +105,8 @@ struct ss_sample {
 #define SS_KSTACK_MAX 127
 #define SS_SAMPLE_PARTIAL 0x1u /* stack copy shorter than requested */
 #define SS_SAMPLE_OFFCPU 0x4u  /* taken when the thread blocked (--off-cpu); weight */
+#define SS_SAMPLE_EXECSTACK                                                                        \
+    0x8u /* inside an exec, after the memory map changed: stack copied at the exec's entry */
 #define SS_SAMPLE_KERNEL                                                                           \
     0x2u /* interrupted kernel mode; regs are the user regs (all zero:                             \
             none, compat --kernel) */

@@ -50,6 +50,9 @@ char *ag_metrics_text(struct ss_agent *a, size_t *len)
       s.errors);
     C("dropped_samples_total", "Samples lost because the BPF buffer was full.", s.cap.dropped);
     C("stack_copy_failed_total", "Samples without any stack bytes.", s.cap.copy_failed);
+    C("exec_stack_samples_total",
+      "Samples inside an exec given the stack copied at its entry (of the failed copies).",
+      s.cap.exec_stacks);
     C("window_copy_failed_total", "Memory windows whose copy failed at sample time.",
       s.cap.win_failed);
     if (a->o.off_cpu) { /* bpf/offcpu.h's counters */

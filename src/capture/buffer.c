@@ -57,7 +57,7 @@ static void deliver(struct ss_capture *c, const void *data, size_t size)
     struct ss_event e;
     struct ss_sample s;
 
-    if (ss_capture_pev_deliver(c, data, size)) return;
+    if (ss_capture_pev_deliver(c, data, size) || ss_capture_exs_take(c, data, size)) return;
     if (size < sizeof(e)) {
         c->bad++;
         return;
@@ -120,6 +120,7 @@ static void deliver(struct ss_capture *c, const void *data, size_t size)
                 s.nkernel--;
         }
     }
+    ss_capture_exs_apply(c, &s);
     c->delivered++;
     if (c->fn) c->fn(c->fn_ctx, &s);
 }

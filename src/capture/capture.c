@@ -368,6 +368,7 @@ void ss_capture_stats(struct ss_capture *c, struct ss_capture_stats *st)
     st->dropped = c->lost;
     st->win_failed = c->win_failed;
     st->markers = c->markers;
+    st->exec_stacks = c->exec_stacks;
     if (ncpu <= 0 || !(v = calloc(ncpu, sizeof(*v)))) return;
     if (bpf_map_lookup_elem(c->counters_fd, &zero, v) == 0) {
         uint64_t bpf_dropped = 0;

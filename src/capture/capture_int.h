@@ -14,6 +14,7 @@
 #include "stacksnap/capture.h"
 
 struct snapshot_bpf;
+struct ss_exs;
 struct snapshot_compat_bpf;
 
 struct ss_capture {
@@ -44,9 +45,12 @@ struct ss_capture {
     /* procev.c: process markers */
     struct bpf_program *pev_prog[3]; /* fork, exec, exit */
     struct bpf_link *pev_link[3];
-    uint64_t markers;  /* delivered */
-    char pev_why[512]; /* markers asked for but not loaded: why */
-    uint8_t *batch;    /* compat: one poll's records, by time */
+    uint64_t markers;             /* delivered */
+    char pev_why[512];            /* markers asked for but not loaded: why */
+    struct bpf_link *exs_link[2]; /* execstack: execve, execveat entry (ring buffer) */
+    struct ss_exs *exs;           /* execstack.c: the stacks at exec entry, by thread */
+    uint64_t exec_stacks;         /* samples given one */
+    uint8_t *batch;               /* compat: one poll's records, by time */
     void *batch_idx;
     size_t batch_len, batch_cap, batch_n, batch_icap;
 
@@ -94,5 +98,13 @@ bool ss_capture_pev_deliver(struct ss_capture *c, const void *data, size_t size)
 int ss_capture_batch_add(struct ss_capture *c, const void *data, size_t size);
 void ss_capture_batch_flush(struct ss_capture *c,
                             void (*deliver)(struct ss_capture *c, const void *data, size_t size));
+
+/* execstack.c: exs_take: true when the record was a stack at exec entry
+ * (kept, or counted bad); exs_apply gives a sample inside that exec the
+ * stack; exs_drop forgets a process's (its exec or exit marker). */
+bool ss_capture_exs_take(struct ss_capture *c, const void *data, size_t size);
+void ss_capture_exs_apply(struct ss_capture *c, struct ss_sample *s);
+void ss_capture_exs_drop(struct ss_capture *c, uint32_t tgid);
+void ss_capture_exs_free(struct ss_capture *c);
 
 #endif

@@ -48,6 +48,20 @@ void ss_capture_pev_autoload(struct ss_capture *c)
     struct bpf_program **p = progs(c, names);
     for (int i = 0; i < 3; i++)
         bpf_program__set_autoload(p[i], c->o.proc_event != NULL);
+    if (c->skel) { /* the stack at exec entry comes with the markers */
+        bpf_program__set_autoload(c->skel->progs.execstack_execve, c->o.proc_event != NULL);
+        bpf_program__set_autoload(c->skel->progs.execstack_execveat, c->o.proc_event != NULL);
+    }
+}
+
+/* The execstack programs: without them (no syscall tracepoints in this
+ * kernel) samples inside an exec keep their failed copy; nothing else
+ * changes, so a failure is not an error. */
+static void exs_attach(struct ss_capture *c)
+{
+    ss_capture_ensure_tracefs();
+    c->exs_link[0] = bpf_program__attach(c->skel->progs.execstack_execve);
+    c->exs_link[1] = bpf_program__attach(c->skel->progs.execstack_execveat);
 }
 
 int ss_capture_pev_attach(struct ss_capture *c, struct ss_err *err)
@@ -58,6 +72,7 @@ int ss_capture_pev_attach(struct ss_capture *c, struct ss_err *err)
     if (!c->o.proc_event) return 0;
     if (c->compat) ss_capture_ensure_tracefs();
     libbpf_print_fn_t old = libbpf_set_print(ss_capture_libbpf_silent);
+    if (c->skel) exs_attach(c);
     for (int i = 0; i < 3; i++) {
         c->pev_link[i] = bpf_program__attach(p[i]);
         if (!c->pev_link[i]) {
@@ -77,6 +92,11 @@ void ss_capture_pev_close(struct ss_capture *c)
         bpf_link__destroy(c->pev_link[i]);
         c->pev_link[i] = NULL;
     }
+    for (int i = 0; i < 2; i++) {
+        bpf_link__destroy(c->exs_link[i]);
+        c->exs_link[i] = NULL;
+    }
+    ss_capture_exs_free(c);
     free(c->batch);
     free(c->batch_idx);
     c->batch = NULL;
@@ -107,6 +127,7 @@ bool ss_capture_pev_deliver(struct ss_capture *c, const void *data, size_t size)
                                .cpu = e.cpu,
                                .time_ns = e.time_ns};
     c->markers++;
+    if (ev.kind != SS_PEV_FORK) ss_capture_exs_drop(c, ev.pid);
     if (c->o.proc_event) c->o.proc_event(c->o.proc_event_arg, &ev);
     return true;
 }

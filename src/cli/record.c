@@ -206,9 +206,11 @@ static void progress(const struct rec *r, double t0, int final)
     if (cs.copy_failed || cs.skipped || r->c->verbose)
         fprintf(stderr,
                 "stacksnap: stack copies: %llu failed, %llu cut at the end of the stack; "
-                "%llu samples without user registers; %llu process markers\n",
+                "%llu samples without user registers; %llu process markers; %llu samples in an "
+                "exec given its entry's stack\n",
                 (unsigned long long)cs.copy_failed, (unsigned long long)cs.copy_partial,
-                (unsigned long long)cs.skipped, (unsigned long long)cs.markers);
+                (unsigned long long)cs.skipped, (unsigned long long)cs.markers,
+                (unsigned long long)cs.exec_stacks);
 }
 
 static int print_prog_info(struct ss_capture *cap, FILE *f)

@@ -124,6 +124,16 @@ static void rc_grow(struct ss_nproc *np)
 /* The rule for lookup address look (cache, file table, or fetched now).
  * Entries are only made for addresses of frames that passed
  * ss_native_check, i.e. inside an executable mapping. */
+/* Code at a file's ELF entry point that no CFI covers is the outermost
+ * frame: only the kernel enters it (the program's or, for a dynamically
+ * linked one, ld.so's _start, whose stub calls _dl_start and then _dl_init
+ * within its first 64 bytes; glibc's RTLD_START has no CFI). */
+#define SS_ENTRY_SPAN 64
+static bool at_entry(const struct ss_elf *e, uint64_t vaddr)
+{
+    return e->e_entry && vaddr >= e->e_entry && vaddr - e->e_entry < SS_ENTRY_SPAN;
+}
+
 static const struct ss_nrule *get_rule(struct ss_nproc *np, uint64_t look)
 {
     struct ss_rc_ent *ce = rc_slot(np, look);
@@ -143,7 +153,7 @@ static const struct ss_nrule *get_rule(struct ss_nproc *np, uint64_t look)
             if (!ss_nrules_lookup(e, vaddr, &rule)) {
                 uint64_t lo = vaddr, hi = vaddr + 1;
                 memset(&rule, 0, sizeof(rule));
-                rule.kind = SS_NR_NOINFO;
+                rule.kind = at_entry(e, vaddr) ? SS_NR_END : SS_NR_NOINFO;
                 ss_nrules_add(e, &lo, &hi, &rule, 1);
             }
         }

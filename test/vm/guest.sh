@@ -134,6 +134,16 @@ w=$(awk '/^luajit;/ { n = $NF; t += n
     END { printf "total=%d a=%d b=%d whole=%d kern=%d", t, a, b, k, kk }' /tmp/o.folded 2>/dev/null)
 say offcpu "rc=$rc" "$w" "$(grep -m1 '^truth ' /tmp/rec.err)" "$(grep '^stacksnap: ' /tmp/rec.err | tail -n 2 | tr '\n' ' ')"
 [ $rc = 0 ] || tail -n 5 /tmp/rec.err | sed 's/^/SSVM-LOG offcpu: /'
+# Samples inside an exec keep their callers: the stack copied at the exec's
+# entry (bpf/execstack.h: ring buffer program, loaded with the process
+# markers) stands in for the copy that fails once the memory map changed.
+# "execstack rc=N whole=W total=T ...": samples in execve, those with the
+# loop's callers, then the summary's marker and exec-stack counts.
+$ss record -v -F 999 -o /tmp/e.folded -- $build/cli_execloop 3 /bin/true >/dev/null 2>/tmp/rec.err
+rc=$?
+say execstack "rc=$rc" "$(share /tmp/e.folded 'execve$' ';main;el_loop;el_spawn;')" \
+    "$(grep -m1 'process markers' /tmp/rec.err | sed 's/.*without user registers; //')"
+[ $rc = 0 ] || tail -n 5 /tmp/rec.err | sed 's/^/SSVM-LOG execstack: /'
 say end
 sync
 poweroff -f

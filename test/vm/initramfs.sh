@@ -16,7 +16,7 @@ root=$(mktemp -d)
 trap 'rm -rf "$root"' EXIT
 
 bins=("$build/stacksnap" "$build/capture_test" "$build/capture_prog_test"
-      "$build/capture_workload" "$build/capture_cost" "$build/cli_native")
+      "$build/capture_workload" "$build/capture_cost" "$build/cli_native" "$build/cli_execloop")
 for b in "${bins[@]}"; do
     [ -x "$b" ] || { echo "initramfs.sh: missing $b (build it first)" >&2; exit 1; }
 done
@@ -47,7 +47,7 @@ add "$src/test/cli/offcpu_sleep.lua"
 mkdir -p "$root/bin" "$root/proc" "$root/sys" "$root/dev" "$root/tmp" "$root/run"
 cp "$deb/bin/busybox" "$root/bin/busybox"
 for a in sh mount umount mkdir cat echo grep awk sed sort head tail wc tr cut sleep poweroff \
-         uname ls rm timeout seq date printf test dmesg sync kill dd; do
+         uname ls rm timeout seq date printf test dmesg sync kill dd true; do
     ln -sf busybox "$root/bin/$a"
 done
 ln -sf bin "$root/sbin"

@@ -103,5 +103,17 @@ else
     ok=0; [[ $line == rc=1* && $line == *"--off-cpu needs the ring buffer program"* ]] && ok=1
     check offcpu "$line" "$ok"
 fi
+# Samples inside an exec keep their callers (bpf/execstack.h, with the
+# markers; ring buffer program, 5.15+): 90% of at least 20 such samples.
+line=$(val execstack)
+if [ "$major" -gt 5 ] || { [ "$major" = 5 ] && [ "$minor" -ge 15 ]; }; then
+    ok=$(awk -v w="$(sed -nE 's/.*whole=([0-9]+).*/\1/p' <<<"$line")" \
+        -v t="$(sed -nE 's/.*total=([0-9]+).*/\1/p' <<<"$line")" \
+        'BEGIN { print (t >= 20 && w >= 0.9 * t) ? 1 : 0 }')
+    [[ $line == rc=0* ]] || ok=0
+    check execstack "$line" "$ok"
+else
+    echo "info $suite execstack (compat program: none): $line"
+fi
 [ $fails = 0 ] || { echo "$suite: $fails checks failed"; exit 1; }
 echo "$suite: all checks passed"
