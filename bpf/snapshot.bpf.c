@@ -92,8 +92,11 @@ static __always_inline int snapshot_body(struct bpf_perf_event_data *pctx, const
     __u32 seq = 1; /* odd: no version, the cache is not used */
 
     t = bpf_get_current_task_btf();
-    if (system_wide) { /* every process but ours; kernel threads have no mm */
-        if (tgid == self_tgid || !t->mm) return 0;
+    /* every process but ours, or the selected ones; kernel threads, and
+     * exiting tasks past exit_mm, have no mm (and no user stack) */
+    if (!t->mm) return 0;
+    if (system_wide) {
+        if (tgid == self_tgid) return 0;
     } else if (!bpf_map_lookup_elem(&pids, &tgid)) {
         return 0;
     }

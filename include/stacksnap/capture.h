@@ -42,6 +42,13 @@ struct ss_capture_opts {
      * per-CPU buffers: poll delivers each batch sorted by time. */
     void (*proc_event)(void *arg, const struct ss_proc_event *ev);
     void *proc_event_arg;
+    /* Executable mappings and execs of every process, from perf's side band
+     * (a dummy software event per CPU with mmap records), delivered before
+     * each sample or marker as far as the kernel has written them (so
+     * before the samples they precede; later ones may come too: mind
+     * time_ns); NULL: not opened. */
+    void (*map_event)(void *arg, const struct ss_map_event *ev);
+    void *map_event_arg;
     /* Called with the whole verifier log of each program the kernel rejects
      * (also when the compat program then loads); record -v prints it. */
     void (*verifier_log)(void *arg, const char *prog, const char *log);
@@ -62,6 +69,8 @@ struct ss_capture_stats {
     uint64_t off_short;     /* its wait was below off_cpu_min_us: no sample */
     uint64_t off_unmatched; /* it blocked outside a system call or moved on: no sample */
     uint64_t markers;       /* process markers delivered (opts.proc_event) */
+    uint64_t map_events;    /* side band records delivered (opts.map_event) */
+    uint64_t map_lost;      /* side band records the kernel could not write */
     uint64_t exec_stacks;   /* of copy_failed: samples inside an exec given the stack copied at
                                its entry (SS_SAMPLE_EXECSTACK; ring buffer, with markers) */
 };

@@ -126,6 +126,22 @@ struct ss_proc_event {
 };
 const char *ss_proc_event_str(uint32_t kind); /* "fork", "exec", "exit", "?" */
 
+/* What the kernel says a process mapped (executable mappings only), or that
+ * it exec'd (SS_MAP_EV_EXEC: its earlier mappings are gone), from perf's
+ * side band (capture.h: ss_capture_opts.map_event), stamped with the
+ * samples' clock. For processes that exit before /proc shows their maps. */
+enum ss_map_event_kind { SS_MAP_EV_MMAP = 1, SS_MAP_EV_EXEC = 2 };
+struct ss_map_event {
+    uint32_t kind; /* enum ss_map_event_kind */
+    uint32_t pid;
+    uint64_t time_ns;
+    uint64_t start, len, pgoff, inode; /* SS_MAP_EV_MMAP */
+    uint32_t dev_major, dev_minor;
+    uint32_t prot;    /* PROT_* of mmap */
+    const char *path; /* the file as the kernel names it; valid during the call */
+    char comm[16];    /* SS_MAP_EV_EXEC: the new command name */
+};
+
 enum ss_frame_kind {
     SS_FRAME_NATIVE = 0,
     SS_FRAME_LUA = 1,

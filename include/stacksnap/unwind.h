@@ -99,6 +99,10 @@ bool ss_unwinder_take_plan(struct ss_unwinder *u, uint32_t pid, struct ss_win_pl
  * marker on, ss_unwinder_gc leaves a gone process's view alone until it
  * has not been used for 10 s (its exit marker frees it). */
 void ss_unwinder_proc_event(struct ss_unwinder *u, const struct ss_proc_event *ev);
+/* A mapping or exec from the side band (capture.h's map_event), live only:
+ * a process gone before its first sample is walked is walked with the
+ * mappings logged up to the sample's time. */
+void ss_unwinder_map_event(struct ss_unwinder *u, const struct ss_map_event *ev);
 /* Drop a process's state (it exited). */
 void ss_unwinder_forget(struct ss_unwinder *u, uint32_t pid);
 /* Drop live processes that are gone and close files nothing maps any more. */

@@ -56,6 +56,14 @@ static void verifier_log(void *arg, const char *prog, const char *log)
  * follow it (a child keeps its parent's mappings until its exec; an exited
  * process's view goes once its samples are unwound), the segment records
  * it. With -p, children are not sampled: their forks need no view. */
+/* System-wide: the kernel's record of mappings and execs, for processes
+ * gone before their first sample is walked. */
+static void on_map_event(void *ctx, const struct ss_map_event *ev)
+{
+    struct ss_agent *a = ctx;
+    if (a->u) ss_unwinder_map_event(a->u, ev);
+}
+
 static void on_proc_event(void *ctx, const struct ss_proc_event *ev)
 {
     struct ss_agent *a = ctx;
@@ -96,6 +104,8 @@ static int open_capture(struct ss_agent *a, struct ss_err *err)
                                  .off_cpu = a->o.off_cpu,
                                  .proc_event = on_proc_event,
                                  .proc_event_arg = a,
+                                 .map_event = a->o.npids ? NULL : on_map_event,
+                                 .map_event_arg = a,
                                  .verifier_log = verifier_log,
                                  .verifier_log_arg = a};
     int rc = ss_capture_open(&a->cap, &co, err);

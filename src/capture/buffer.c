@@ -57,6 +57,7 @@ static void deliver(struct ss_capture *c, const void *data, size_t size)
     struct ss_event e;
     struct ss_sample s;
 
+    if (c->sb) ss_capture_sb_drain(c); /* the mappings before this record */
     if (ss_capture_pev_deliver(c, data, size) || ss_capture_exs_take(c, data, size)) return;
     if (size < sizeof(e)) {
         c->bad++;

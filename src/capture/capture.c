@@ -270,6 +270,7 @@ int ss_capture_open(struct ss_capture **out, const struct ss_capture_opts *o, st
     }
     if (c->o.follow_children && (r = ss_capture_follow_attach(c, err))) goto fail;
     if ((r = ss_capture_pev_attach(c, err))) goto fail;
+    if (c->o.map_event && (r = ss_capture_sb_open(c, err))) goto fail;
     if ((r = ss_capture_buffer_open(c, err))) goto fail;
     free(log);
     *out = c;
@@ -369,6 +370,8 @@ void ss_capture_stats(struct ss_capture *c, struct ss_capture_stats *st)
     st->win_failed = c->win_failed;
     st->markers = c->markers;
     st->exec_stacks = c->exec_stacks;
+    st->map_events = c->map_events;
+    st->map_lost = c->map_lost;
     if (ncpu <= 0 || !(v = calloc(ncpu, sizeof(*v)))) return;
     if (bpf_map_lookup_elem(c->counters_fd, &zero, v) == 0) {
         uint64_t bpf_dropped = 0;
@@ -439,6 +442,7 @@ void ss_capture_close(struct ss_capture *c)
     ss_capture_buffer_close(c);
     bpf_link__destroy(c->follow_link);
     ss_capture_pev_close(c);
+    ss_capture_sb_close(c);
     snapshot_bpf__destroy(c->skel);
     snapshot_compat_bpf__destroy(c->cskel);
     if (c->stats_fd >= 0) close(c->stats_fd);

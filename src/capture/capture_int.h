@@ -15,6 +15,7 @@
 
 struct snapshot_bpf;
 struct ss_exs;
+struct ss_sideband;
 struct snapshot_compat_bpf;
 
 struct ss_capture {
@@ -50,6 +51,8 @@ struct ss_capture {
     struct bpf_link *exs_link[2]; /* execstack: execve, execveat entry (ring buffer) */
     struct ss_exs *exs;           /* execstack.c: the stacks at exec entry, by thread */
     uint64_t exec_stacks;         /* samples given one */
+    struct ss_sideband *sb;       /* sideband.c: perf's mmap records per CPU, or NULL */
+    uint64_t map_events, map_lost;
     uint8_t *batch;               /* compat: one poll's records, by time */
     void *batch_idx;
     size_t batch_len, batch_cap, batch_n, batch_icap;
@@ -98,6 +101,15 @@ bool ss_capture_pev_deliver(struct ss_capture *c, const void *data, size_t size)
 int ss_capture_batch_add(struct ss_capture *c, const void *data, size_t size);
 void ss_capture_batch_flush(struct ss_capture *c,
                             void (*deliver)(struct ss_capture *c, const void *data, size_t size));
+
+/* sideband.c: open (with opts.map_event) per online CPU; drain hands what
+ * the kernel wrote so far to opts.map_event. */
+int ss_capture_sb_open(struct ss_capture *c, struct ss_err *err);
+void ss_capture_sb_drain(struct ss_capture *c);
+void ss_capture_sb_close(struct ss_capture *c);
+/* perf.c: the online CPUs (/sys/devices/system/cpu/online) as a bitmap of
+ * max; how many, or negative errno. */
+int ss_capture_online_cpus(bool *on, int max, struct ss_err *err);
 
 /* execstack.c: exs_take: true when the record was a stack at exec entry
  * (kept, or counted bad); exs_apply gives a sample inside that exec the

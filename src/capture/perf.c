@@ -15,9 +15,8 @@
 #include "capture/capture_int.h"
 #include "util/caps.h"
 
-/* Online CPUs from /sys/devices/system/cpu/online ("0-3,5"): a bitmap of
- * up to max CPUs. Returns how many, or negative errno. */
-static int online_cpus(bool *on, int max, struct ss_err *err)
+/* Online CPUs from /sys/devices/system/cpu/online ("0-3,5"). */
+int ss_capture_online_cpus(bool *on, int max, struct ss_err *err)
 {
     const char *path = "/sys/devices/system/cpu/online";
     FILE *f = fopen(path, "re");
@@ -90,7 +89,7 @@ int ss_capture_start(struct ss_capture *c, struct ss_err *err)
         ss_err_set(err, -ENOMEM, "capture: out of memory");
         return -ENOMEM;
     }
-    r = online_cpus(on, max, err);
+    r = ss_capture_online_cpus(on, max, err);
     libbpf_print_fn_t old = libbpf_set_print(ss_capture_libbpf_silent);
     for (int cpu = 0; r >= 0 && cpu < max; cpu++) {
         if (!on[cpu]) continue;

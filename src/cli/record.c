@@ -77,6 +77,14 @@ static void on_sample(void *ctx, const struct ss_sample *s)
 /* A fork, exec or exit, in order with the samples: the unwinder's views
  * follow it, the capture records it. Without -a or a command, children are
  * not sampled: their forks need no view. */
+/* The kernel's record of a mapping or an exec: for the processes gone
+ * before their first sample is walked. */
+static void on_map_event(void *ctx, const struct ss_map_event *ev)
+{
+    struct rec *r = ctx;
+    ss_unwinder_map_event(r->u, ev);
+}
+
 static void on_proc_event(void *ctx, const struct ss_proc_event *ev)
 {
     struct rec *r = ctx;
@@ -328,6 +336,10 @@ static int setup(struct rec *r, pid_t *child, int *release_fd)
                                  .follow_children = c->command != NULL,
                                  .proc_event = on_proc_event,
                                  .proc_event_arg = r};
+    if (c->all || c->command) { /* processes that come and go: their mappings as made */
+        co.map_event = on_map_event;
+        co.map_event_arg = r;
+    }
     if (open_capture(c, &co, &r->cap)) return 1;
     /* after the programs loaded: their symbols too */
     if (c->kernel && ss_unwinder_kernel_syms(r->u, NULL, &err) < 0) {

@@ -120,6 +120,7 @@ void ss_unwinder_free(struct ss_unwinder *u)
     ss_lua_detect_cache_free(u);
     ss_ksyms_free(u->ksyms);
     ss_forks_free(u);
+    ss_sideband_free(u);
     ss_dfd_free(u->dfd); /* before the files: its thread knows none of them */
     if (!u->files_shared) ss_elf_cache_free(u->files);
     ss_lj_detcache_free(u->ljc_own);
@@ -212,6 +213,7 @@ void ss_unwinder_proc_event(struct ss_unwinder *u, const struct ss_proc_event *e
     ss_unwinder_forget(u, ev->pid); /* exec, exit; fork: a reused pid's old state */
     ss_forks_drop(u, ev->pid);
     if (ev->kind == SS_PROC_FORK && !u->o.offline) ss_forks_note(u, ev->pid, ev->ppid);
+    if (ev->kind == SS_PROC_EXIT) ss_sideband_forget(u, ev->pid);
 }
 
 void ss_unwinder_memo_drop(struct ss_unwinder *u)
@@ -230,8 +232,9 @@ void ss_unwinder_gc(struct ss_unwinder *u)
         struct ss_uproc **pp = &u->buckets[b];
         while (*pp) {
             struct ss_uproc *up = *pp;
-            if (ss_proc_is_live(up->proc) && (!u->markers || now - up->used_ns > 10000000000ull) &&
-                !ss_proc_alive(up->proc)) {
+            bool idle = now - up->used_ns > 10000000000ull;
+            if ((up->sideband && idle) ||
+                (ss_proc_is_live(up->proc) && (!u->markers || idle) && !ss_proc_alive(up->proc))) {
                 *pp = up->next;
                 if (u->last == up) u->last = NULL;
                 uproc_free(up);
@@ -270,11 +273,18 @@ int ss_unwind(struct ss_unwinder *u, const struct ss_sample *s, struct ss_stack 
     u->st.samples++;
     struct ss_err err = {0};
     struct ss_uproc *up = ss_unwinder_proc(u, s->pid, true, &err);
+    struct ss_proc *gone;
+    if (!up && err.code == -ESRCH && ss_sideband_view(u, s->pid, s->time_ns, &gone) == 0 &&
+        (up = attach(u, s->pid, gone, &err))) {
+        up->sideband = true; /* freed by the exit marker, or unused for 10 s */
+        u->last = up;
+    }
     if (!up) {
         u->st.errors++;
         out->trunc = SS_TRUNC_ERROR;
         return err.code ? err.code : -ESRCH;
     }
+    if (up->sideband) up->used_ns = now_ns();
     if (ss_proc_is_live(up->proc)) {
         uint64_t now = now_ns();
         up->used_ns = now;

@@ -31,6 +31,7 @@ struct ss_uproc {
     struct ss_memo *memo; /* memo.h: earlier walks (replay), or NULL */
     void (*luajit_free)(void *);
     uint64_t used_ns; /* live: when a sample last used it */
+    bool sideband;    /* the view came from the side band (the process was gone) */
     struct ss_uproc *next;
 };
 
@@ -52,6 +53,7 @@ struct ss_unwinder {
     struct ss_ksyms *ksyms; /* kernel.c: kernel symbols, or NULL */
     bool markers;           /* process markers arrive: exits free views (ss_unwinder_proc_event) */
     struct ss_fork *forks;  /* forks.c: children forked, not sampled yet */
+    struct ss_sblog *sb;    /* sideband.c: mappings the kernel's side band told, by pid */
     /* memo.h (o.memo, offline): the log of the current walk's inputs, the
      * LuaJIT state before and after it (SS_LUA_STATE_WORDS each; NULL: no
      * memo), and no_memo while a sample walked twice is walked again */
@@ -69,6 +71,13 @@ int ss_unwinder_new_files(struct ss_unwinder **out, const struct ss_unwinder_opt
  * NULL when the process cannot be looked at (*err says why). */
 struct ss_uproc *ss_unwinder_proc(struct ss_unwinder *u, uint32_t pid, bool create,
                                   struct ss_err *err);
+/* sideband.c: the view of a process gone before its maps were read, from
+ * the side band's log at a sample's time (-ESRCH: nothing logged); forget
+ * drops a process's log (its exit). */
+struct ss_sblog;
+int ss_sideband_view(struct ss_unwinder *u, uint32_t pid, uint64_t time_ns, struct ss_proc **out);
+void ss_sideband_forget(struct ss_unwinder *u, uint32_t pid);
+void ss_sideband_free(struct ss_unwinder *u);
 /* forks.c: note a fork (its marker), drop the note (the child's exec or
  * exit), and at the child's first sample the copy of its parent's view it
  * runs in (NULL: no note, or no view of the parent to copy). */
