@@ -214,10 +214,10 @@ Test(agent_soak, three_minutes_of_churn, .timeout = SOAK_S + 120)
     cr_expect(cc.lua >= 100, "only %.0f samples of the churn's luajit with its Lua frame", cc.lua);
     /* Whole: measured 83-85% of the churn's luajit samples, 79% of all its
      * samples (docs/agent.md, "Soak"). What is not whole: luajit samples in
-     * JIT-compiled trace code called back into the VM (`lj_vm_modi` with
-     * an unnamed caller: mcode has no unwind tables), and samples taken
-     * inside execve once the kernel switched the memory map (the old
-     * stack is gone). */
+     * JIT-compiled trace code of a process gone before its walk (walked
+     * with the side band's mappings, nothing of it can be read). Samples
+     * inside execve once the kernel switched the memory map are whole now
+     * (the stack copied at the exec's entry). */
     cr_expect(cc.lj_whole >= 0.75 * cc.lj_samples,
               "%.0f of %.0f samples of the churn's luajit whole; not whole: %s | %s | %s | %s",
               cc.lj_whole, cc.lj_samples, cc.examples[0], cc.examples[1], cc.examples[2],

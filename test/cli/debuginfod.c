@@ -74,9 +74,9 @@ static char *record(const char *ss, const char *prog, const char *folded, const 
 /* Share of samples whose leaf is one of the two named loops. */
 static void expect_named(const char *text, const char *what)
 {
-    char why[200];
+    char why[200] = "";
     long long total = cli_folded_check(text, why, sizeof(why));
-    cr_assert_gt(total, 50, "%s: %s", what, why);
+    cr_assert_gt(total, 50, "%s: %lld samples %s", what, total, why);
     long long a = cli_leaf_count(text, "dfd_alpha_spin"), b = cli_leaf_count(text, "dfd_beta_spin");
     cr_expect(a > 0 && b > 0 && (a + b) * 100 >= total * 95,
               "%s: named loops on %lld + %lld of %lld samples:\n%.1500s", what, a, b, total, text);
