@@ -250,7 +250,7 @@ void ss_nmemo_log_end(struct ss_nproc *np, const struct ss_native_frame *out, un
         e->frames[i].cfa = out[i].cfa;
         e->frames[i].flags = out[i].flags;
     }
-    memcpy(e->loads, m->loads, nload * sizeof(uint64_t));
+    if (nload) memcpy(e->loads, m->loads, nload * sizeof(uint64_t)); /* m->loads may be NULL */
     for (unsigned k = 0; k < l->ndep; k++) {
         e->dep_addr[k] = m->deps[k];
         e->dep_val[k] = snap_u64(mem, m->deps[k]);
