@@ -53,6 +53,10 @@ char *ag_metrics_text(struct ss_agent *a, size_t *len)
     C("exec_stack_samples_total",
       "Samples inside an exec given the stack copied at its entry (of the failed copies).",
       s.cap.exec_stacks);
+    C("map_events_total", "Mapping and exec records read from perf's side band (system-wide).",
+      s.cap.map_events);
+    C("map_events_lost_total", "Side band records the kernel could not write (buffer full).",
+      s.cap.map_lost);
     C("window_copy_failed_total", "Memory windows whose copy failed at sample time.",
       s.cap.win_failed);
     if (a->o.off_cpu) { /* bpf/offcpu.h's counters */

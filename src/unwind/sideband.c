@@ -112,7 +112,8 @@ static int open_mapped(void *ctx, const struct ss_map_desc *m)
     return ss_reopen_regular(fd);
 }
 
-int ss_sideband_view(struct ss_unwinder *u, uint32_t pid, uint64_t time_ns, struct ss_proc **out)
+int ss_sideband_view(struct ss_unwinder *u, uint32_t pid, uint64_t time_ns, uint64_t ip,
+                     struct ss_proc **out)
 {
     struct ss_sblog *l = u->sb ? &u->sb[pid % SB_SLOTS] : NULL;
     if (!l || l->pid != pid || !l->n) return -ESRCH;
@@ -150,6 +151,16 @@ int ss_sideband_view(struct ss_unwinder *u, uint32_t pid, uint64_t time_ns, stru
     }
     if (!n) return -ESRCH;
     int r = ss_proc_new(out, (pid_t)pid, d, n, open_mapped, NULL, u->files, NULL);
-    if (r == 0 && comm) ss_proc_set_comm(*out, comm);
-    return r;
+    if (r < 0) return r;
+    /* the sample's own code must be a file's: in anonymous code (a JIT's)
+     * nothing here can step out of it, and nothing of the process can be
+     * read any more: the sample stays an unwind error, as without the log */
+    const struct ss_mapping *mp = ss_proc_find(*out, ip);
+    if (!mp || !mp->elf) {
+        ss_proc_free(*out);
+        *out = NULL;
+        return -ESRCH;
+    }
+    if (comm) ss_proc_set_comm(*out, comm);
+    return 0;
 }

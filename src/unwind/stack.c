@@ -274,7 +274,8 @@ int ss_unwind(struct ss_unwinder *u, const struct ss_sample *s, struct ss_stack 
     struct ss_err err = {0};
     struct ss_uproc *up = ss_unwinder_proc(u, s->pid, true, &err);
     struct ss_proc *gone;
-    if (!up && err.code == -ESRCH && ss_sideband_view(u, s->pid, s->time_ns, &gone) == 0 &&
+    if (!up && err.code == -ESRCH &&
+        ss_sideband_view(u, s->pid, s->time_ns, s->regs[SS_REG_IP], &gone) == 0 &&
         (up = attach(u, s->pid, gone, &err))) {
         up->sideband = true; /* freed by the exit marker, or unused for 10 s */
         u->last = up;

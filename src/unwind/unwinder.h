@@ -72,10 +72,12 @@ int ss_unwinder_new_files(struct ss_unwinder **out, const struct ss_unwinder_opt
 struct ss_uproc *ss_unwinder_proc(struct ss_unwinder *u, uint32_t pid, bool create,
                                   struct ss_err *err);
 /* sideband.c: the view of a process gone before its maps were read, from
- * the side band's log at a sample's time (-ESRCH: nothing logged); forget
- * drops a process's log (its exit). */
+ * the side band's log at a sample's time (-ESRCH: nothing logged, or the
+ * sample's ip in no file it mapped); forget drops a process's log (its
+ * exit). */
 struct ss_sblog;
-int ss_sideband_view(struct ss_unwinder *u, uint32_t pid, uint64_t time_ns, struct ss_proc **out);
+int ss_sideband_view(struct ss_unwinder *u, uint32_t pid, uint64_t time_ns, uint64_t ip,
+                     struct ss_proc **out);
 void ss_sideband_forget(struct ss_unwinder *u, uint32_t pid);
 void ss_sideband_free(struct ss_unwinder *u);
 /* forks.c: note a fork (its marker), drop the note (the child's exec or

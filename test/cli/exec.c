@@ -85,9 +85,12 @@ Test(cli_exec, samples_inside_exec_keep_their_callers)
     long long total = cli_folded_check(text, why, sizeof(why)), in_exec, callers;
     cr_assert_gt(total, 300, "%s", why);
     count_exec(text, &in_exec, &callers);
-    long long short_lived = 0;
-    for (const char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
-        if (!strncmp(l, "true;", 5)) short_lived += atoll(strrchr(l, ' ') + 1);
+    long long short_lived = 0; /* samples of lines "true;... COUNT" */
+    for (const char *l = text, *e; *l; l = e + 1) {
+        if (!(e = strchr(l, '\n'))) break;
+        const char *sp = memrchr(l, ' ', (size_t)(e - l));
+        if (sp && !strncmp(l, "true;", 5)) short_lived += atoll(sp + 1);
+    }
     cr_log_info("%lld samples, %.1f%% truncated, %lld unwind errors; %lld of true; %lld inside "
                 "execve, %lld with their callers; %lld given the stack of the exec's entry",
                 total, trunc, errors, short_lived, in_exec, callers, given);
