@@ -19,7 +19,7 @@
  * (use -w 6: valgrind is slow to start).
  *
  * -p POLL_MS polls every POLL_MS instead of record's pace (2 ms while walks
- * read the target, up to 16 ms while none does).
+ * read the target, up to 32 ms while none does).
  *
  * --clock also prints what the timing itself costs: the mean interval
  * between two clock_gettime(CLOCK_THREAD_CPUTIME_ID) calls made right after

@@ -114,7 +114,7 @@ void ss_unwinder_stats(const struct ss_unwinder *u, struct ss_unwinder_stats *st
  * caches; one sample every 2 ms finds them cold). Start with {0}; call once
  * after each poll. */
 #define SS_PACE_MIN_MS 2
-#define SS_PACE_MAX_MS 16
+#define SS_PACE_MAX_MS 32
 struct ss_pace {
     int ms;
     uint64_t read_walks;

@@ -410,7 +410,7 @@ int ss_cmd_record(const struct ss_cli *c)
         /* 2 ms while walks read live memory, so that samples are handled
          * while the target still looks as it did (100 ms lost ~75% of Lua
          * frames on a coroutine workload without windows, 2 ms ~4%); up to
-         * 16 ms while the walks need nothing but the sample (windows):
+         * 32 ms while the walks need nothing but the sample (windows):
          * batches of samples unwound one after the other cost less CPU. */
         int n = ss_capture_poll(r.cap, ss_unwinder_pace(r.u, &pace), on_sample, &r);
         if (n < 0) {
