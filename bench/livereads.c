@@ -2,7 +2,8 @@
  * at most 0.5 process_vm_readv calls and 10 us of CPU per Lua sample,
  * median, warm). Records a LuaJIT command with real BPF as `stacksnap
  * record` does (plan handed to the capture after the sample that verified
- * it, poll every 2 ms) and unwinds each sample at once; per Lua sample
+ * it, poll paced as record paces it: ss_unwinder_pace) and unwinds each
+ * sample at once; per Lua sample
  * (a stack with a Lua frame) after the first WARM_SECONDS (default 1): the
  * target calls and reads the unwinder made (ss_unwinder_stats before and
  * after) and this thread's CPU time in ss_unwind; and the window bytes the
@@ -17,11 +18,15 @@
  * per warm Lua sample = Ir / warm Lua samples, whatever the machine's load
  * (use -w 6: valgrind is slow to start).
  *
- * -p POLL_MS polls every POLL_MS instead of record's 2 ms (more samples
- * per poll, unwound one after the other).
+ * -p POLL_MS polls every POLL_MS instead of record's pace (2 ms while walks
+ * read the target, up to 32 ms while none does).
+ *
+ * --clock also prints what the timing itself costs: the mean interval
+ * between two clock_gettime(CLOCK_THREAD_CPUTIME_ID) calls made right after
+ * each timed walk (a system call in a VM; part of every interval measured).
  *
  *   bench_livereads [-n RUNS] [-s SECONDS] [-w WARM_SECONDS] [-p POLL_MS] [--hot]
- *                   [--no-lua-window] -- COMMAND...
+ *                   [--clock] [--no-lua-window] -- COMMAND...
  */
 #include <signal.h>
 #include <spawn.h>
@@ -49,10 +54,10 @@ struct run {
     struct ss_unwinder *u;
     struct ss_capture *cap;
     double t0, warm_s;
-    bool hot;
-    int poll_ms;
+    bool hot, clock;
+    int poll_ms; /* 0: ss_unwinder_pace */
     unsigned long samples, lua, warm;
-    double calls, reads, cpu_ns, win_bytes, hot_ns;
+    double calls, reads, cpu_ns, win_bytes, hot_ns, clock_ns;
     unsigned long zero_calls; /* warm Lua samples that made no target call */
 };
 
@@ -79,6 +84,7 @@ static void on_sample(void *ctx, const struct ss_sample *s)
     double c0 = thread_ns();
     int rc = ss_unwind(r->u, s, &st);
     double c1 = thread_ns();
+    double c2 = r->clock ? thread_ns() : c1;
     ss_unwinder_stats(r->u, &b);
     r->samples++;
     for (uint32_t i = 0; i < s->nwin; i++)
@@ -102,11 +108,12 @@ static void on_sample(void *ctx, const struct ss_sample *s)
     r->calls += (double)(b.target_calls - a.target_calls);
     r->reads += (double)(b.target_reads - a.target_reads);
     r->cpu_ns += c1 - c0;
+    r->clock_ns += c2 - c1;
     r->zero_calls += b.target_calls == a.target_calls;
 }
 
-static int one(char *const argv[], double secs, double warm_s, int poll_ms, bool hot, bool windows,
-               struct run *r)
+static int one(char *const argv[], double secs, double warm_s, int poll_ms, bool hot, bool clock,
+               bool windows, struct run *r)
 {
     struct ss_err err = {0};
     pid_t pid;
@@ -121,6 +128,7 @@ static int one(char *const argv[], double secs, double warm_s, int poll_ms, bool
     memset(r, 0, sizeof(*r));
     r->warm_s = warm_s;
     r->hot = hot;
+    r->clock = clock;
     r->poll_ms = poll_ms;
     int rc = ss_unwinder_new(&r->u, &uo, &err);
     if (!rc) rc = ss_capture_open(&r->cap, &o, &err);
@@ -133,8 +141,11 @@ static int one(char *const argv[], double secs, double warm_s, int poll_ms, bool
         return -1;
     }
     r->t0 = mono();
-    while (mono() - r->t0 < secs)
-        if (ss_capture_poll(r->cap, r->poll_ms, on_sample, r) < 0) break;
+    struct ss_pace pace = {0};
+    while (mono() - r->t0 < secs) {
+        int ms = r->poll_ms ? r->poll_ms : ss_unwinder_pace(r->u, &pace);
+        if (ss_capture_poll(r->cap, ms, on_sample, r) < 0) break;
+    }
     ss_capture_stop(r->cap);
     while (ss_capture_poll(r->cap, 0, on_sample, r) > 0)
         ;
@@ -153,9 +164,9 @@ static int cmp_d(const void *a, const void *b)
 
 int main(int argc, char **argv)
 {
-    int runs = 5, i = 1, poll_ms = 2;
+    int runs = 5, i = 1, poll_ms = 0;
     double secs = 4, warm_s = 1;
-    bool windows = true, hot = false;
+    bool windows = true, hot = false, clock = false;
     for (; i < argc && strcmp(argv[i], "--"); i++) {
         if (!strcmp(argv[i], "-n") && i + 1 < argc)
             runs = atoi(argv[++i]);
@@ -167,11 +178,13 @@ int main(int argc, char **argv)
             poll_ms = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--hot"))
             hot = true;
+        else if (!strcmp(argv[i], "--clock"))
+            clock = true;
         else if (!strcmp(argv[i], "--no-lua-window"))
             windows = false;
         else {
             fprintf(stderr, "usage: bench_livereads [-n RUNS] [-s SECONDS] [-w WARM_SECONDS] "
-                            "[--hot] [--no-lua-window] -- "
+                            "[-p POLL_MS] [--hot] [--clock] [--no-lua-window] -- "
                             "COMMAND...\n");
             return 2;
         }
@@ -180,14 +193,14 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_livereads: no command (or bad -n, -p)\n");
         return 2;
     }
-    double calls[64], reads[64], cpu[64], zero[64], wb[64], hcpu[64];
+    double calls[64], reads[64], cpu[64], zero[64], wb[64], hcpu[64], clk[64];
     printf("| run | samples | Lua | warm Lua | calls/Lua sample | reads/Lua sample | "
            "no-call share | CPU us/Lua sample | %swindow bytes/sample |\n"
            "|---|---|---|---|---|---|---|---|%s---|\n",
            hot ? "same sample again, hot: CPU us | " : "", hot ? "---|" : "");
     for (int k = 0; k < runs; k++) {
         struct run r;
-        if (one(&argv[i + 1], secs, warm_s, poll_ms, hot, windows, &r) || !r.warm) {
+        if (one(&argv[i + 1], secs, warm_s, poll_ms, hot, clock, windows, &r) || !r.warm) {
             fprintf(stderr, "bench_livereads: run %d failed (no warm Lua samples)\n", k);
             return 1;
         }
@@ -197,6 +210,7 @@ int main(int argc, char **argv)
         zero[k] = 100.0 * (double)r.zero_calls / (double)r.warm;
         wb[k] = r.win_bytes / (double)r.samples;
         hcpu[k] = r.hot_ns / (double)r.warm / 1000;
+        clk[k] = r.clock_ns / (double)r.warm / 1000;
         char hb[32] = "";
         if (hot) snprintf(hb, sizeof(hb), "%.1f | ", hcpu[k]);
         printf("| %d | %lu | %lu | %lu | %.2f | %.2f | %.1f%% | %.1f | %s%.0f |\n", k + 1,
@@ -209,9 +223,14 @@ int main(int argc, char **argv)
     qsort(zero, (size_t)runs, sizeof(double), cmp_d);
     qsort(wb, (size_t)runs, sizeof(double), cmp_d);
     qsort(hcpu, (size_t)runs, sizeof(double), cmp_d);
+    qsort(clk, (size_t)runs, sizeof(double), cmp_d);
     char hb[32] = "";
     if (hot) snprintf(hb, sizeof(hb), "%.1f | ", hcpu[runs / 2]);
     printf("| median | | | | %.2f | %.2f | %.1f%% | %.1f | %s%.0f |\n", calls[runs / 2],
            reads[runs / 2], zero[runs / 2], cpu[runs / 2], hb, wb[runs / 2]);
+    if (clock)
+        printf("\nthe clock itself: %.2f us between two CLOCK_THREAD_CPUTIME_ID reads (median "
+               "of the runs' means), in every CPU figure above\n",
+               clk[runs / 2]);
     return 0;
 }

@@ -109,6 +109,22 @@ void ss_unwinder_forget(struct ss_unwinder *u, uint32_t pid);
 void ss_unwinder_gc(struct ss_unwinder *u);
 void ss_unwinder_stats(const struct ss_unwinder *u, struct ss_unwinder_stats *st);
 
+/* How long the next poll of the capture may wait for samples (record, top,
+ * bench_livereads): SS_PACE_MIN_MS while walks read the live target (the
+ * Lua stack beyond the windows, the collector's bytes of a GC proof: what
+ * they read moves on the later a sample is walked), doubled after each poll
+ * whose walks made no target read, up to SS_PACE_MAX_MS (a batch of samples
+ * unwound one after the other finds the walk's code and data in the CPU's
+ * caches; one sample every 2 ms finds them cold). Start with {0}; call once
+ * after each poll. */
+#define SS_PACE_MIN_MS 2
+#define SS_PACE_MAX_MS 32
+struct ss_pace {
+    int ms;
+    uint64_t read_walks;
+};
+int ss_unwinder_pace(const struct ss_unwinder *u, struct ss_pace *p);
+
 /* What the unwinder currently knows about pid (live or registered). The
  * generation changes whenever its mapping list changes; fn (optional) gets
  * every mapping, with the build-id of its file when one is known. -ESRCH

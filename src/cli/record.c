@@ -419,11 +419,14 @@ int ss_cmd_record(const struct ss_cli *c)
     }
     if (rc == 0 && !strcmp(c->cmd, "top") && !(r.view = ss_topview_open(c))) rc = 1;
     int tty = isatty(STDERR_FILENO) && !r.view;
+    struct ss_pace pace = {0};
     while (rc == 0 && !g_stop && !r.failed) {
-        /* 2 ms: the Lua walk reads live memory, so handle samples while the
-         * target's stack still looks as it did (100 ms lost ~75% of Lua
-         * frames on a coroutine workload, 2 ms ~4%). */
-        int n = ss_capture_poll(r.cap, 2, on_sample, &r);
+        /* 2 ms while walks read live memory, so that samples are handled
+         * while the target still looks as it did (100 ms lost ~75% of Lua
+         * frames on a coroutine workload without windows, 2 ms ~4%); up to
+         * 32 ms while the walks need nothing but the sample (windows):
+         * batches of samples unwound one after the other cost less CPU. */
+        int n = ss_capture_poll(r.cap, ss_unwinder_pace(r.u, &pace), on_sample, &r);
         if (n < 0) {
             fprintf(stderr, "stacksnap: polling the capture buffer: %s\n", strerror(-n));
             rc = 1;

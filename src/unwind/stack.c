@@ -300,6 +300,7 @@ int ss_unwind(struct ss_unwinder *u, const struct ss_sample *s, struct ss_stack 
     out->comm[cl] = 0;
     ss_mem_set_snapshot(&up->mem, s->regs[SS_REG_SP], s->stack, s->stack_len);
     ss_mem_set_windows(&up->mem, s->win, s->nwin);
+    uint64_t calls = up->mem.n_target_calls;
 
     enum ss_trunc why = SS_TRUNC_NONE;
     if (!s->regs[SS_REG_IP] && !s->regs[SS_REG_SP] && s->nkernel) { /* compat: kernel alone */
@@ -350,6 +351,7 @@ int ss_unwind(struct ss_unwinder *u, const struct ss_sample *s, struct ss_stack 
         nn = ss_unwind_mixed(u, up, s, &why);
     }
     up->mem.track = NULL;
+    u->read_walks += up->mem.n_target_calls != calls;
     if (nn == 0 && u->o.max_frames) {
         out->trunc = SS_TRUNC_ERROR;
         return -ENOMEM;
@@ -369,6 +371,16 @@ int ss_unwind(struct ss_unwinder *u, const struct ss_sample *s, struct ss_stack 
     u->st.frames += nn;
     u->st.trunc[why]++;
     return 0;
+}
+
+int ss_unwinder_pace(const struct ss_unwinder *u, struct ss_pace *p)
+{
+    if (p->ms < SS_PACE_MIN_MS || u->read_walks != p->read_walks)
+        p->ms = SS_PACE_MIN_MS;
+    else if (p->ms < SS_PACE_MAX_MS)
+        p->ms = 2 * p->ms < SS_PACE_MAX_MS ? 2 * p->ms : SS_PACE_MAX_MS;
+    p->read_walks = u->read_walks;
+    return p->ms;
 }
 
 int ss_unwind_twice(struct ss_unwinder *u, const struct ss_sample *s, struct ss_stack *out,

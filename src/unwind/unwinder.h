@@ -46,6 +46,7 @@ struct ss_unwinder {
     struct ss_frame *out;       /* output frames (capacity out_cap) */
     size_t out_cap;
     struct ss_unwinder_stats st;
+    uint64_t read_walks;              /* walks that made a target read (ss_unwinder_pace) */
     struct ss_lua_detect *lua_detect; /* lua.c: LuaJIT verdicts per file */
     struct ss_dfd *dfd;               /* debugfiles.c: debuginfod fetcher, or NULL */
     struct ss_lj_detcache *ljc;       /* detection results (o.lj_cache or ljc_own) */
