@@ -510,6 +510,8 @@ const char *ss_snap_type_str(uint32_t type)
         return "debugfile";
     case SS_SNAP_PROCEVENT:
         return "procevent";
+    case SS_SNAP_LJDET:
+        return "luajit detection";
     case SS_SNAP_CORRUPT:
         return "corrupt";
     case SS_SNAP_TRUNCATED:

@@ -131,6 +131,11 @@ void ss_unwinder_free(struct ss_unwinder *u)
     free(u);
 }
 
+size_t ss_unwinder_lj_detections(struct ss_unwinder *u, size_t from, ss_lj_det_fn fn, void *ctx)
+{
+    return u->ljc ? ss_lj_detcache_each(u->ljc, from, fn, ctx) : from;
+}
+
 /* Wrap a process view into a bundle and insert it. */
 static struct ss_uproc *attach(struct ss_unwinder *u, uint32_t pid, struct ss_proc *proc,
                                struct ss_err *err)
