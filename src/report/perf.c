@@ -1,9 +1,13 @@
 /* report/perf: perf-script text, streamed one sample at a time (layout and
- * escapes in include/stacksnap/report.h), with a cache of frame lines: a
+ * escapes in include/stacksnap/report.h), with two caches. Frame lines: a
  * line is a function of the frame's kind, address, symbol offset, Lua line
  * and the contents of its name and module, and the frames of a profile
  * repeat. An entry is found by those fields and the strings' addresses and
- * used only when both strings still have the contents it was made from. */
+ * used only when both strings still have the contents it was made from.
+ * Stacks: the lines of a whole stack, found by the same fields of every
+ * frame and used when each distinct string still has its contents (a
+ * replay's memo gives most samples the frames of an earlier one); and the
+ * start of a sample's header line, the same for a thread's samples. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -12,6 +16,27 @@
 #include "report/report_int.h"
 
 #define LINE_BITS 10
+#define STK_BITS 10
+
+/* What a frame's line depends on, but for the strings' contents; no padding
+ * (compared with memcmp). */
+struct fkey {
+    uint64_t addr, sym_offset;
+    const char *name, *module;
+    uint32_t line, kind;
+};
+
+/* A stack's lines: keys[n], the distinct strings' pointers sptr[nstr] with
+ * the offsets of their copies in copy, and the text (one allocation). */
+struct stk_ent {
+    uint64_t h;
+    uint32_t n, nstr; /* n 0: empty */
+    struct fkey *keys;
+    const char **sptr;
+    uint32_t *soff;
+    char *copy, *text;
+    size_t tlen;
+};
 
 struct line_ent {
     uint64_t addr, sym_offset;
@@ -31,6 +56,15 @@ struct ss_perf_writer {
     int rc;
     uint64_t stamp;
     struct line_ent lines[1u << LINE_BITS];
+    struct fkey *kbuf; /* the current stack's keys */
+    size_t kcap;
+    struct stk_ent stacks[1u << STK_BITS];
+    /* the header up to the time, for (pid, tid, cpu, comm) */
+    uint32_t hpid, htid, hcpu;
+    char hcomm[16];
+    struct rp_buf head;
+    char tail[32]; /* ": PERIOD cpu-clock:\n" */
+    size_t taillen;
 };
 
 struct ss_perf_writer *ss_perf_writer_new(FILE *f, uint32_t freq_hz, struct ss_err *err)
@@ -42,6 +76,15 @@ struct ss_perf_writer *ss_perf_writer_new(FILE *f, uint32_t freq_hz, struct ss_e
     }
     w->f = f;
     w->period_ns = 1000000000ull / (freq_hz ? freq_hz : 99);
+    struct rp_buf t = {0};
+    rp_buf_puts(&t, ": ");
+    rp_buf_udec_pad(&t, w->period_ns, 10, ' ', false);
+    rp_buf_puts(&t, " cpu-clock:\n");
+    if (!t.oom && t.len < sizeof(w->tail)) {
+        memcpy(w->tail, t.p, t.len);
+        w->taillen = t.len;
+    }
+    rp_buf_free(&t);
     return w;
 }
 
@@ -154,6 +197,139 @@ static void cached_line(struct ss_perf_writer *w, const struct ss_frame *fr, str
     *last = e; /* made from this frame's strings */
 }
 
+/* The header up to the time: "COMM %7u/%-7u [%03u] ", kept for the thread. */
+static void head(struct ss_perf_writer *w, const struct ss_stack *s)
+{
+    struct rp_buf *h = &w->head;
+    if (!h->len || h->oom || w->hpid != s->pid || w->htid != s->tid || w->hcpu != s->cpu ||
+        memcmp(w->hcomm, s->comm, sizeof(w->hcomm))) {
+        rp_buf_reset(h);
+        h->oom = false;
+        size_t clen = strnlen(s->comm, sizeof(s->comm));
+        if (clen)
+            rp_escape(h, s->comm, clen, RP_ESC_PERF_COMM);
+        else
+            rp_buf_puts(h, "[unknown]");
+        rp_buf_putc(h, ' ');
+        rp_buf_udec_pad(h, s->pid, 7, ' ', false);
+        rp_buf_putc(h, '/');
+        rp_buf_udec_pad(h, s->tid, 7, ' ', true);
+        rp_buf_puts(h, " [");
+        rp_buf_udec_pad(h, s->cpu, 3, '0', false);
+        rp_buf_puts(h, "] ");
+        w->hpid = s->pid, w->htid = s->tid, w->hcpu = s->cpu;
+        memcpy(w->hcomm, s->comm, sizeof(w->hcomm));
+    }
+    if (h->oom) {
+        w->b.oom = true;
+        return;
+    }
+    rp_buf_put(&w->b, h->p, h->len);
+}
+
+/* Does e hold s's stack: the same keys, every distinct string the same
+ * contents as when e was made? */
+static bool stack_same(const struct stk_ent *e, const struct fkey *k, uint32_t n, uint64_t h)
+{
+    if (e->n != n || e->h != h || memcmp(e->keys, k, n * sizeof(*k))) return false;
+    for (uint32_t i = 0; i < e->nstr; i++)
+        if (strcmp(e->sptr[i], e->copy + e->soff[i])) return false;
+    return true;
+}
+
+static void add_str(const char **sp, uint32_t *ns, const char *p)
+{
+    if (!p) return;
+    for (uint32_t i = 0; i < *ns; i++)
+        if (sp[i] == p) return;
+    sp[(*ns)++] = p;
+}
+
+/* Keep text (the lines of the n frames with keys k) in e. */
+static void stack_keep(struct stk_ent *e, const struct fkey *k, uint32_t n, uint64_t h,
+                       const char *text, size_t tlen)
+{
+    free(e->keys);
+    *e = (struct stk_ent){0};
+    const char **sp = malloc(2 * (size_t)n * sizeof(*sp));
+    if (!sp) return;
+    uint32_t ns = 0;
+    size_t clen = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        add_str(sp, &ns, k[i].name);
+        add_str(sp, &ns, k[i].module);
+    }
+    for (uint32_t i = 0; i < ns; i++)
+        clen += strlen(sp[i]) + 1;
+    size_t kb = n * sizeof(*k), pb = ns * sizeof(*sp), ob = ns * sizeof(uint32_t);
+    char *m = malloc(kb + pb + ob + clen + tlen);
+    if (!m) {
+        free(sp);
+        return;
+    }
+    e->keys = (struct fkey *)(void *)m;
+    memcpy(e->keys, k, kb);
+    e->sptr = (const char **)(void *)(m + kb);
+    memcpy(e->sptr, sp, pb);
+    e->soff = (uint32_t *)(void *)(m + kb + pb);
+    e->copy = m + kb + pb + ob;
+    size_t off = 0;
+    for (uint32_t i = 0; i < ns; i++) {
+        size_t l = strlen(sp[i]) + 1;
+        e->soff[i] = (uint32_t)off;
+        memcpy(e->copy + off, sp[i], l);
+        off += l;
+    }
+    e->text = e->copy + clen;
+    memcpy(e->text, text, tlen);
+    e->tlen = tlen;
+    e->n = n;
+    e->nstr = ns;
+    e->h = h;
+    free(sp);
+}
+
+/* The frames' lines, from the stack cache or line by line. */
+static void stack_lines(struct ss_perf_writer *w, const struct ss_stack *s)
+{
+    struct rp_buf *b = &w->b;
+    uint32_t n = s->nframes;
+    if (w->kcap < n) {
+        struct fkey *nk = realloc(w->kbuf, n * sizeof(*nk));
+        if (nk) {
+            w->kbuf = nk;
+            w->kcap = n;
+        }
+    }
+    struct fkey *k = w->kcap >= n ? w->kbuf : NULL;
+    struct stk_ent *e = NULL;
+    uint64_t h = n;
+    if (k) {
+        for (uint32_t i = 0; i < n; i++) {
+            const struct ss_frame *fr = &s->frames[i];
+            k[i] = (struct fkey){.addr = fr->addr,
+                                 .sym_offset = fr->sym_offset,
+                                 .name = fr->name,
+                                 .module = fr->module,
+                                 .line = fr->line,
+                                 .kind = fr->kind};
+            h = (h ^ fr->addr ^ (uintptr_t)fr->name ^ ((uint64_t)fr->line << 40)) *
+                0x9e3779b97f4a7c15ull;
+            h ^= h >> 29;
+        }
+        e = &w->stacks[(h * 0xbf58476d1ce4e5b9ull) >> (64 - STK_BITS)];
+        if (stack_same(e, k, n, h)) {
+            rp_buf_put(b, e->text, e->tlen);
+            return;
+        }
+    }
+    size_t start = b->len;
+    struct line_ent *last = NULL;
+    for (uint32_t i = 0; i < n; i++)
+        cached_line(w, &s->frames[i], &last);
+    if (e && !b->oom) stack_keep(e, k, n, h, b->p + start, b->len - start);
+}
+
 int ss_perf_writer_add(struct ss_perf_writer *w, const struct ss_stack *s, struct ss_err *err)
 {
     if (w->rc) return w->rc;
@@ -163,29 +339,21 @@ int ss_perf_writer_add(struct ss_perf_writer *w, const struct ss_stack *s, struc
     }
     struct rp_buf *b = &w->b;
     rp_buf_reset(b);
-    size_t clen = strnlen(s->comm, sizeof(s->comm));
-    if (clen)
-        rp_escape(b, s->comm, clen, RP_ESC_PERF_COMM);
-    else
-        rp_buf_puts(b, "[unknown]");
-    /* " %7u/%-7u [%03u] %5lu.%06lu: %10lu %s:\n", without printf */
-    rp_buf_putc(b, ' ');
-    rp_buf_udec_pad(b, s->pid, 7, ' ', false);
-    rp_buf_putc(b, '/');
-    rp_buf_udec_pad(b, s->tid, 7, ' ', true);
-    rp_buf_puts(b, " [");
-    rp_buf_udec_pad(b, s->cpu, 3, '0', false);
-    rp_buf_puts(b, "] ");
+    head(w, s);
+    /* " %5lu.%06lu: %10lu %s:\n", without printf */
     rp_buf_udec_pad(b, s->time_ns / 1000000000u, 5, ' ', false);
     rp_buf_putc(b, '.');
     rp_buf_udec_pad(b, s->time_ns % 1000000000u / 1000u, 6, '0', false);
-    rp_buf_puts(b, ": ");
-    rp_buf_udec_pad(b, s->weight ? s->weight : w->period_ns, 10, ' ', false);
-    rp_buf_puts(b, s->weight ? " offcpu-time:\n" : " cpu-clock:\n");
-    struct line_ent *last = NULL;
-    for (uint32_t i = 0; i < s->nframes; i++)
-        cached_line(w, &s->frames[i], &last);
-    if (!s->nframes) {
+    if (!s->weight && w->taillen) {
+        rp_buf_put(b, w->tail, w->taillen);
+    } else {
+        rp_buf_puts(b, ": ");
+        rp_buf_udec_pad(b, s->weight ? s->weight : w->period_ns, 10, ' ', false);
+        rp_buf_puts(b, s->weight ? " offcpu-time:\n" : " cpu-clock:\n");
+    }
+    if (s->nframes) {
+        stack_lines(w, s);
+    } else {
         struct ss_frame none = {.kind = SS_FRAME_PSEUDO, .name = SS_REPORT_NO_FRAMES};
         frame_line(b, &none);
     }
@@ -205,6 +373,10 @@ int ss_perf_writer_finish(struct ss_perf_writer *w, struct ss_err *err)
     rp_buf_free(&w->scratch);
     for (size_t i = 0; i < sizeof(w->lines) / sizeof(w->lines[0]); i++)
         free(w->lines[i].raw);
+    for (size_t i = 0; i < sizeof(w->stacks) / sizeof(w->stacks[0]); i++)
+        free(w->stacks[i].keys);
+    free(w->kbuf);
+    rp_buf_free(&w->head);
     free(w);
     return rc;
 }
