@@ -1,4 +1,4 @@
-/* report/perf: perf-script text, streamed one sample at a time (layout and
+/* report/perf: perf-script text, streamed in pieces of 64 KiB (layout and
  * escapes in include/stacksnap/report.h), with two caches. Frame lines: a
  * line is a function of the frame's kind, address, symbol offset, Lua line
  * and the contents of its name and module, and the frames of a profile
@@ -17,6 +17,9 @@
 
 #define LINE_BITS 10
 #define STK_BITS 10
+/* Text is written to the FILE in pieces of at least this many bytes: one
+ * write(2) for ~30 samples, not one per stdio buffer (4 KiB, ~2 samples). */
+#define PERF_WRITE_AT (64u << 10)
 
 /* What a frame's line depends on, but for the strings' contents; no padding
  * (compared with memcmp). */
@@ -337,8 +340,7 @@ int ss_perf_writer_add(struct ss_perf_writer *w, const struct ss_stack *s, struc
         ss_err_set(err, -EINVAL, "perf-script output: invalid stack");
         return -EINVAL;
     }
-    struct rp_buf *b = &w->b;
-    rp_buf_reset(b);
+    struct rp_buf *b = &w->b; /* samples' text since the last write */
     head(w, s);
     /* " %5lu.%06lu: %10lu %s:\n", without printf */
     rp_buf_udec_pad(b, s->time_ns / 1000000000u, 5, ' ', false);
@@ -362,13 +364,17 @@ int ss_perf_writer_add(struct ss_perf_writer *w, const struct ss_stack *s, struc
         ss_err_set(err, -ENOMEM, "perf-script output: out of memory");
         return w->rc = -ENOMEM;
     }
-    return w->rc = rp_fwrite(w->f, b->p, b->len, "perf-script output", err);
+    if (b->len < PERF_WRITE_AT) return 0;
+    w->rc = rp_fwrite(w->f, b->p, b->len, "perf-script output", err);
+    rp_buf_reset(b);
+    return w->rc;
 }
 
 int ss_perf_writer_finish(struct ss_perf_writer *w, struct ss_err *err)
 {
     if (!w) return 0;
-    int rc = w->rc ? w->rc : rp_fflush(w->f, "perf-script output", err);
+    int rc = w->rc ? w->rc : rp_fwrite(w->f, w->b.p, w->b.len, "perf-script output", err);
+    if (!rc) rc = rp_fflush(w->f, "perf-script output", err);
     rp_buf_free(&w->b);
     rp_buf_free(&w->scratch);
     for (size_t i = 0; i < sizeof(w->lines) / sizeof(w->lines[0]); i++)
