@@ -87,17 +87,62 @@ static struct cand *cand_add(struct cands *cs)
     return &cs->v[cs->n++];
 }
 
-/* Collect function symbols of one symbol table section. */
+static void add_cand(struct ss_symtab *t, struct cands *cs, const char *name, uint64_t value,
+                     uint64_t size, uint8_t info, uint16_t shndx)
+{
+    int st = GELF_ST_TYPE(info);
+    if (st != STT_FUNC && st != STT_GNU_IFUNC) return;
+    if (shndx == SHN_UNDEF || value == 0 || !name || !*name) return;
+    struct cand *c = cand_add(cs);
+    if (!c) return;
+    c->s.addr = value;
+    c->s.size = size;
+    c->s.name = keep_name(t, name);
+    c->bind = GELF_ST_BIND(info);
+    c->synth = false;
+}
+
+/* The string table of a symbol table in memory, NUL-terminated at its end
+ * (so every offset inside it starts a terminated string), or NULL. */
+static const char *strtab(Elf *elf, size_t link, size_t *len)
+{
+    Elf_Scn *scn = elf_getscn(elf, link);
+    GElf_Shdr sh;
+    Elf_Data *d =
+        scn && gelf_getshdr(scn, &sh) && sh.sh_type == SHT_STRTAB ? elf_getdata(scn, NULL) : NULL;
+    if (!d || !d->d_buf || !d->d_size || ((const char *)d->d_buf)[d->d_size - 1]) return NULL;
+    *len = d->d_size;
+    return d->d_buf;
+}
+
+/* Collect function symbols of one symbol table section: read in place when
+ * the table is native ELF64 symbols (what libelf hands out on x86-64), else
+ * through gelf (the same symbols, the same names). */
 static void collect(struct ss_symtab *t, struct cands *cs, const struct ss_elf *e, uint32_t type)
 {
     Elf *elf = e->elf;
     Elf_Scn *scn = NULL;
+    bool c64 = gelf_getclass(elf) == ELFCLASS64;
     while ((scn = elf_nextscn(elf, scn))) {
         GElf_Shdr sh;
         if (!gelf_getshdr(scn, &sh) || sh.sh_type != type || !sh.sh_entsize) continue;
         Elf_Data *d = elf_getdata(scn, NULL);
         if (!d) continue;
-        size_t n = sh.sh_size / sh.sh_entsize;
+        size_t n = sh.sh_size / sh.sh_entsize, slen = 0;
+        const char *str = strtab(elf, sh.sh_link, &slen);
+        const Elf64_Sym *v = d->d_buf;
+        if (c64 && str && v && d->d_type == ELF_T_SYM && !((uintptr_t)v % _Alignof(Elf64_Sym))) {
+            if (n > d->d_size / sizeof(*v)) n = d->d_size / sizeof(*v);
+            for (size_t i = 0; i < n; i++) {
+                if (i && i % SS_ELF_RELEASE_EVERY == 0)
+                    ss_elf_release_range(e, (const uint8_t *)(v + i - SS_ELF_RELEASE_EVERY),
+                                         SS_ELF_RELEASE_EVERY * sizeof(*v));
+                const Elf64_Sym *y = &v[i];
+                add_cand(t, cs, y->st_name < slen ? str + y->st_name : NULL, y->st_value,
+                         y->st_size, y->st_info, y->st_shndx);
+            }
+            continue;
+        }
         for (size_t i = 0; i < n; i++) {
             GElf_Sym sym;
             if (!gelf_getsym(d, (int)i, &sym)) break;
@@ -107,16 +152,8 @@ static void collect(struct ss_symtab *t, struct cands *cs, const struct ss_elf *
                     SS_ELF_RELEASE_EVERY * sizeof(Elf64_Sym));
             int st = GELF_ST_TYPE(sym.st_info);
             if (st != STT_FUNC && st != STT_GNU_IFUNC) continue;
-            if (sym.st_shndx == SHN_UNDEF || sym.st_value == 0) continue;
-            const char *name = elf_strptr(elf, sh.sh_link, sym.st_name);
-            if (!name || !*name) continue;
-            struct cand *c = cand_add(cs);
-            if (!c) return;
-            c->s.addr = sym.st_value;
-            c->s.size = sym.st_size;
-            c->s.name = keep_name(t, name);
-            c->bind = GELF_ST_BIND(sym.st_info);
-            c->synth = false;
+            add_cand(t, cs, elf_strptr(elf, sh.sh_link, sym.st_name), sym.st_value, sym.st_size,
+                     sym.st_info, sym.st_shndx);
         }
     }
 }
