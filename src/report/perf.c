@@ -21,20 +21,13 @@
  * write(2) for ~30 samples, not one per stdio buffer (4 KiB, ~2 samples). */
 #define PERF_WRITE_AT (64u << 10)
 
-/* What a frame's line depends on, but for the strings' contents; no padding
- * (compared with memcmp). */
-struct fkey {
-    uint64_t addr, sym_offset;
-    const char *name, *module;
-    uint32_t line, kind;
-};
-
-/* A stack's lines: keys[n], the distinct strings' pointers sptr[nstr] with
- * the offsets of their copies in copy, and the text (one allocation). */
+/* A stack's lines: a copy of its n frames (byte for byte: all a line
+ * depends on, and more), the distinct strings' pointers sptr[nstr] with the
+ * offsets of their copies in copy, and the text (one allocation). */
 struct stk_ent {
     uint64_t h;
     uint32_t n, nstr; /* n 0: empty */
-    struct fkey *keys;
+    struct ss_frame *keys;
     const char **sptr;
     uint32_t *soff;
     char *copy, *text;
@@ -59,8 +52,6 @@ struct ss_perf_writer {
     int rc;
     uint64_t stamp;
     struct line_ent lines[1u << LINE_BITS];
-    struct fkey *kbuf; /* the current stack's keys */
-    size_t kcap;
     struct stk_ent stacks[1u << STK_BITS];
     /* the header up to the time, for (pid, tid, cpu, comm) */
     uint32_t hpid, htid, hcpu;
@@ -200,6 +191,25 @@ static void cached_line(struct ss_perf_writer *w, const struct ss_frame *fr, str
     *last = e; /* made from this frame's strings */
 }
 
+/* "%5lu.%06lu" of the seconds and microseconds in ns. */
+static void put_time(struct rp_buf *b, uint64_t ns)
+{
+    char t[32], *p = t + sizeof(t);
+    uint64_t sec = ns / 1000000000u, us = ns % 1000000000u / 1000u;
+    for (int i = 0; i < 6; i++, us /= 10)
+        *--p = (char)('0' + us % 10);
+    *--p = '.';
+    int d = 0;
+    do {
+        *--p = (char)('0' + sec % 10);
+        sec /= 10;
+        d++;
+    } while (sec);
+    for (; d < 5; d++)
+        *--p = ' ';
+    rp_buf_put(b, p, (size_t)(t + sizeof(t) - p));
+}
+
 /* The header up to the time: "COMM %7u/%-7u [%03u] ", kept for the thread. */
 static void head(struct ss_perf_writer *w, const struct ss_stack *s)
 {
@@ -230,11 +240,11 @@ static void head(struct ss_perf_writer *w, const struct ss_stack *s)
     rp_buf_put(&w->b, h->p, h->len);
 }
 
-/* Does e hold s's stack: the same keys, every distinct string the same
- * contents as when e was made? */
-static bool stack_same(const struct stk_ent *e, const struct fkey *k, uint32_t n, uint64_t h)
+/* Does e hold the n frames f: the same bytes, every distinct string the
+ * same contents as when e was made? */
+static bool stack_same(const struct stk_ent *e, const struct ss_frame *f, uint32_t n, uint64_t h)
 {
-    if (e->n != n || e->h != h || memcmp(e->keys, k, n * sizeof(*k))) return false;
+    if (e->n != n || e->h != h || memcmp(e->keys, f, n * sizeof(*f))) return false;
     for (uint32_t i = 0; i < e->nstr; i++)
         if (strcmp(e->sptr[i], e->copy + e->soff[i])) return false;
     return true;
@@ -249,7 +259,7 @@ static void add_str(const char **sp, uint32_t *ns, const char *p)
 }
 
 /* Keep text (the lines of the n frames with keys k) in e. */
-static void stack_keep(struct stk_ent *e, const struct fkey *k, uint32_t n, uint64_t h,
+static void stack_keep(struct stk_ent *e, const struct ss_frame *k, uint32_t n, uint64_t h,
                        const char *text, size_t tlen)
 {
     free(e->keys);
@@ -270,7 +280,7 @@ static void stack_keep(struct stk_ent *e, const struct fkey *k, uint32_t n, uint
         free(sp);
         return;
     }
-    e->keys = (struct fkey *)(void *)m;
+    e->keys = (struct ss_frame *)(void *)m;
     memcpy(e->keys, k, kb);
     e->sptr = (const char **)(void *)(m + kb);
     memcpy(e->sptr, sp, pb);
@@ -296,41 +306,24 @@ static void stack_keep(struct stk_ent *e, const struct fkey *k, uint32_t n, uint
 static void stack_lines(struct ss_perf_writer *w, const struct ss_stack *s)
 {
     struct rp_buf *b = &w->b;
+    const struct ss_frame *f = s->frames;
     uint32_t n = s->nframes;
-    if (w->kcap < n) {
-        struct fkey *nk = realloc(w->kbuf, n * sizeof(*nk));
-        if (nk) {
-            w->kbuf = nk;
-            w->kcap = n;
-        }
-    }
-    struct fkey *k = w->kcap >= n ? w->kbuf : NULL;
-    struct stk_ent *e = NULL;
     uint64_t h = n;
-    if (k) {
-        for (uint32_t i = 0; i < n; i++) {
-            const struct ss_frame *fr = &s->frames[i];
-            k[i] = (struct fkey){.addr = fr->addr,
-                                 .sym_offset = fr->sym_offset,
-                                 .name = fr->name,
-                                 .module = fr->module,
-                                 .line = fr->line,
-                                 .kind = fr->kind};
-            h = (h ^ fr->addr ^ (uintptr_t)fr->name ^ ((uint64_t)fr->line << 40)) *
-                0x9e3779b97f4a7c15ull;
-            h ^= h >> 29;
-        }
-        e = &w->stacks[(h * 0xbf58476d1ce4e5b9ull) >> (64 - STK_BITS)];
-        if (stack_same(e, k, n, h)) {
-            rp_buf_put(b, e->text, e->tlen);
-            return;
-        }
+    for (uint32_t i = 0; i < n; i++) {
+        h = (h ^ f[i].addr ^ (uintptr_t)f[i].name ^ ((uint64_t)f[i].line << 40)) *
+            0x9e3779b97f4a7c15ull;
+        h ^= h >> 29;
+    }
+    struct stk_ent *e = &w->stacks[(h * 0xbf58476d1ce4e5b9ull) >> (64 - STK_BITS)];
+    if (stack_same(e, f, n, h)) {
+        rp_buf_put(b, e->text, e->tlen);
+        return;
     }
     size_t start = b->len;
     struct line_ent *last = NULL;
     for (uint32_t i = 0; i < n; i++)
-        cached_line(w, &s->frames[i], &last);
-    if (e && !b->oom) stack_keep(e, k, n, h, b->p + start, b->len - start);
+        cached_line(w, &f[i], &last);
+    if (!b->oom) stack_keep(e, f, n, h, b->p + start, b->len - start);
 }
 
 int ss_perf_writer_add(struct ss_perf_writer *w, const struct ss_stack *s, struct ss_err *err)
@@ -343,9 +336,7 @@ int ss_perf_writer_add(struct ss_perf_writer *w, const struct ss_stack *s, struc
     struct rp_buf *b = &w->b; /* samples' text since the last write */
     head(w, s);
     /* " %5lu.%06lu: %10lu %s:\n", without printf */
-    rp_buf_udec_pad(b, s->time_ns / 1000000000u, 5, ' ', false);
-    rp_buf_putc(b, '.');
-    rp_buf_udec_pad(b, s->time_ns % 1000000000u / 1000u, 6, '0', false);
+    put_time(b, s->time_ns);
     if (!s->weight && w->taillen) {
         rp_buf_put(b, w->tail, w->taillen);
     } else {
@@ -381,7 +372,6 @@ int ss_perf_writer_finish(struct ss_perf_writer *w, struct ss_err *err)
         free(w->lines[i].raw);
     for (size_t i = 0; i < sizeof(w->stacks) / sizeof(w->stacks[0]); i++)
         free(w->stacks[i].keys);
-    free(w->kbuf);
     rp_buf_free(&w->head);
     free(w);
     return rc;
