@@ -75,6 +75,16 @@ static const char *keep_name(struct ss_symtab *t, const char *name)
     return c ? c : name;
 }
 
+/* Room for n more candidates, if memory allows (cand_add grows it anyway). */
+static void cand_reserve(struct cands *cs, size_t n)
+{
+    if (cs->cap - cs->n >= n || n > SIZE_MAX / sizeof(*cs->v) - cs->n) return;
+    struct cand *nv = realloc(cs->v, (cs->n + n) * sizeof(*nv));
+    if (!nv) return;
+    cs->v = nv;
+    cs->cap = cs->n + n;
+}
+
 static struct cand *cand_add(struct cands *cs)
 {
     if (cs->n == cs->cap) {
@@ -129,6 +139,7 @@ static void collect(struct ss_symtab *t, struct cands *cs, const struct ss_elf *
         Elf_Data *d = elf_getdata(scn, NULL);
         if (!d) continue;
         size_t n = sh.sh_size / sh.sh_entsize, slen = 0;
+        cand_reserve(cs, n); /* one allocation, not a doubling per 2^k (a hint: may fail) */
         const char *str = strtab(elf, sh.sh_link, &slen);
         const Elf64_Sym *v = d->d_buf;
         if (c64 && str && v && d->d_type == ELF_T_SYM && !((uintptr_t)v % _Alignof(Elf64_Sym))) {
@@ -188,32 +199,6 @@ static void add_synth(void *ctx, uint64_t addr, uint64_t size, const char *name)
     if (c) *c = (struct cand){.s = {addr, size, name}, .bind = STB_LOCAL, .synth = false};
 }
 
-/* Drop the synthetic symbols that overlap a real sized one (cs deduplicated
- * and sorted by address); real symbols always win. */
-static void drop_covered_plt(struct cands *cs)
-{
-    uint64_t reach = 0; /* highest end of the real sized symbols so far */
-    size_t k = 0;
-    for (size_t i = 0; i < cs->n; i++) {
-        const struct cand *c = &cs->v[i];
-        bool keep = true;
-        if (!c->synth) {
-            if (c->s.size) {
-                uint64_t end = c->s.addr + c->s.size;
-                if (end < c->s.addr) end = UINT64_MAX;
-                if (end > reach) reach = end;
-            }
-        } else {
-            keep = reach <= c->s.addr;
-            for (size_t j = i + 1; keep && j < cs->n && cs->v[j].s.addr - c->s.addr < c->s.size;
-                 j++)
-                keep = cs->v[j].synth || !cs->v[j].s.size;
-        }
-        if (keep) cs->v[k++] = *c;
-    }
-    cs->n = k;
-}
-
 /* Candidates are sorted by address with a stable LSD radix sort of small
  * (address, index) keys (8 bits a pass, passes whose byte is the same in
  * every key skipped): ties keep the order they were collected in, so the
@@ -224,17 +209,15 @@ struct cand_key {
     size_t idx;
 };
 
-/* Sort cs by address; 0 or -ENOMEM (cs unchanged). */
-static int sort_cands(struct cands *cs)
+/* The keys of cs sorted by address (malloc'd; NULL: out of memory). */
+static struct cand_key *sort_cands(const struct cands *cs)
 {
     size_t n = cs->n;
     struct cand_key *k = malloc(n * sizeof(*k)), *tmp = malloc(n * sizeof(*tmp));
-    struct cand *v = malloc(n * sizeof(*v));
-    if (!k || !tmp || !v) {
+    if (!k || !tmp) {
         free(k);
         free(tmp);
-        free(v);
-        return -ENOMEM;
+        return NULL;
     }
     uint64_t any = 0, all = ~0ull;
     for (size_t i = 0; i < n; i++) {
@@ -255,14 +238,35 @@ static int sort_cands(struct cands *cs)
         k = tmp;
         tmp = t;
     }
-    for (size_t i = 0; i < n; i++)
-        v[i] = cs->v[k[i].idx];
-    free(k);
     free(tmp);
-    free(cs->v);
-    cs->v = v;
-    cs->cap = n;
-    return 0;
+    return k;
+}
+
+/* Drop the synthetic symbols that overlap a real sized one (k: n keys of
+ * cs, deduplicated and sorted by address); real symbols always win.
+ * Returns the keys kept. */
+static size_t drop_covered_plt(const struct cands *cs, struct cand_key *k, size_t n)
+{
+    uint64_t reach = 0; /* highest end of the real sized symbols so far */
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        const struct cand *c = &cs->v[k[i].idx];
+        bool keep = true;
+        if (!c->synth) {
+            if (c->s.size) {
+                uint64_t end = c->s.addr + c->s.size;
+                if (end < c->s.addr) end = UINT64_MAX;
+                if (end > reach) reach = end;
+            }
+        } else {
+            keep = reach <= c->s.addr;
+            for (size_t j = i + 1; keep && j < n && cs->v[k[j].idx].s.addr - c->s.addr < c->s.size;
+                 j++)
+                keep = cs->v[k[j].idx].synth || !cs->v[k[j].idx].s.size;
+        }
+        if (keep) k[m++] = k[i];
+    }
+    return m;
 }
 
 static int underscores(const char *s)
@@ -335,31 +339,33 @@ static struct ss_symtab *load(struct ss_elf *e)
     }
     struct plt_ctx pc = {t, &cs};
     ss_elf_plt_symbols(e, add_plt, &pc);
-    if (cs.n && sort_cands(&cs)) {
+    struct cand_key *k = cs.n ? sort_cands(&cs) : NULL;
+    if (cs.n && !k) {
         free(cs.v);
         ss_symtab_free(t);
         return NULL;
     }
-    size_t m = 0; /* deduplicate in place: the best candidate per address */
+    size_t m = 0; /* deduplicate: the best candidate per address */
     for (size_t i = 0; i < cs.n;) {
         size_t j = i, best = i;
-        while (j < cs.n && cs.v[j].s.addr == cs.v[i].s.addr) {
-            if (better(&cs.v[j], &cs.v[best])) best = j;
+        while (j < cs.n && k[j].addr == k[i].addr) {
+            if (better(&cs.v[k[j].idx], &cs.v[k[best].idx])) best = j;
             j++;
         }
-        cs.v[m++] = cs.v[best];
+        k[m++] = k[best];
         i = j;
     }
-    cs.n = m;
-    drop_covered_plt(&cs);
-    t->v = malloc((cs.n ? cs.n : 1) * sizeof(*t->v));
+    m = drop_covered_plt(&cs, k, m);
+    t->v = malloc((m ? m : 1) * sizeof(*t->v));
     if (!t->v) {
+        free(k);
         free(cs.v);
         ss_symtab_free(t);
         return NULL;
     }
-    for (size_t i = 0; i < cs.n; i++)
-        t->v[t->n++] = cs.v[i].s;
+    for (size_t i = 0; i < m; i++)
+        t->v[t->n++] = cs.v[k[i].idx].s;
+    free(k);
     free(cs.v);
     for (size_t i = 0; i < t->n; i++) /* zero-sized: up to the next symbol */
         if (!t->v[i].size && i + 1 < t->n) t->v[i].size = t->v[i + 1].addr - t->v[i].addr;

@@ -128,8 +128,9 @@ void ss_lj_runtime_free(struct ss_lj_runtime *rt)
 {
     if (!rt) return;
     if (rt->protos)
-        for (unsigned i = 0; i < LJ_PROTO_SLOTS; i++)
-            free(rt->protos[i].blob);
+        for (unsigned w = 0; w < LJ_PROTO_SLOTS / 64; w++)
+            for (uint64_t b = rt->pused[w]; b; b &= b - 1)
+                free(rt->protos[w * 64 + (unsigned)__builtin_ctzll(b)].blob);
     free(rt->protos);
     for (unsigned i = 0; rt->spill && i < rt->nspill; i++)
         free(rt->spill[i].blob);
@@ -268,6 +269,9 @@ static struct lj_proto *fill(struct ss_lj_runtime *rt, struct ss_mem *m, struct 
     if (hdr[lay->gct] != LJ_GCT_PROTO || sizept > LJ_BLOB_MAX || sizebc == 0 ||
         (uint64_t)lay->pt_size + (uint64_t)sizebc * 4 > sizept)
         return NULL;
+    uintptr_t i = ((uintptr_t)p - (uintptr_t)rt->protos) / sizeof(*p);
+    if ((uintptr_t)p >= (uintptr_t)rt->protos && i < LJ_PROTO_SLOTS)
+        rt->pused[i / 64] |= 1ull << (i % 64); /* a protos slot, not a spill entry */
     p->blob = malloc(sizept);
     if (!p->blob || ss_mem_read(m, pt, p->blob, sizept)) {
         free(p->blob);
