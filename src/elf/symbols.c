@@ -242,29 +242,31 @@ static struct cand_key *sort_cands(const struct cands *cs)
     return k;
 }
 
-/* Drop the synthetic symbols that overlap a real sized one (k: n keys of
- * cs, deduplicated and sorted by address); real symbols always win.
- * Returns the keys kept. */
-static size_t drop_covered_plt(const struct cands *cs, struct cand_key *k, size_t n)
+/* Drop the synthetic symbols that overlap a real sized one (v: n symbols
+ * sorted by address, one per address, synth[i] set for NAME@plt); real
+ * symbols always win. Returns the symbols kept (compacted in place). */
+static size_t drop_covered_plt(struct ss_sym *v, uint8_t *synth, size_t n)
 {
     uint64_t reach = 0; /* highest end of the real sized symbols so far */
     size_t m = 0;
     for (size_t i = 0; i < n; i++) {
-        const struct cand *c = &cs->v[k[i].idx];
+        const struct ss_sym c = v[i];
         bool keep = true;
-        if (!c->synth) {
-            if (c->s.size) {
-                uint64_t end = c->s.addr + c->s.size;
-                if (end < c->s.addr) end = UINT64_MAX;
+        if (!synth[i]) {
+            if (c.size) {
+                uint64_t end = c.addr + c.size;
+                if (end < c.addr) end = UINT64_MAX;
                 if (end > reach) reach = end;
             }
         } else {
-            keep = reach <= c->s.addr;
-            for (size_t j = i + 1; keep && j < n && cs->v[k[j].idx].s.addr - c->s.addr < c->s.size;
-                 j++)
-                keep = cs->v[k[j].idx].synth || !cs->v[k[j].idx].s.size;
+            keep = reach <= c.addr;
+            for (size_t j = i + 1; keep && j < n && v[j].addr - c.addr < c.size; j++)
+                keep = synth[j] || !v[j].size;
         }
-        if (keep) k[m++] = k[i];
+        if (keep) {
+            synth[m] = synth[i];
+            v[m++] = c;
+        }
     }
     return m;
 }
@@ -345,26 +347,31 @@ static struct ss_symtab *load(struct ss_elf *e)
         ss_symtab_free(t);
         return NULL;
     }
-    size_t m = 0; /* deduplicate: the best candidate per address */
-    for (size_t i = 0; i < cs.n;) {
-        size_t j = i, best = i;
-        while (j < cs.n && k[j].addr == k[i].addr) {
-            if (better(&cs.v[k[j].idx], &cs.v[k[best].idx])) best = j;
-            j++;
-        }
-        k[m++] = k[best];
-        i = j;
-    }
-    m = drop_covered_plt(&cs, k, m);
-    t->v = malloc((m ? m : 1) * sizeof(*t->v));
-    if (!t->v) {
+    /* the best candidate per address, in address order (one pass of reads in
+     * the keys' order), then the PLT entries real symbols cover dropped */
+    t->v = malloc((cs.n ? cs.n : 1) * sizeof(*t->v));
+    uint8_t *isplt = malloc(cs.n ? cs.n : 1);
+    if (!t->v || !isplt) {
+        free(isplt);
         free(k);
         free(cs.v);
         ss_symtab_free(t);
         return NULL;
     }
-    for (size_t i = 0; i < m; i++)
-        t->v[t->n++] = cs.v[k[i].idx].s;
+    size_t m = 0;
+    for (size_t i = 0; i < cs.n;) {
+        size_t j = i, best = i;
+        while (j < cs.n && k[j].addr == k[i].addr) {
+            if (j > i && better(&cs.v[k[j].idx], &cs.v[k[best].idx])) best = j;
+            j++;
+        }
+        const struct cand *c = &cs.v[k[best].idx];
+        t->v[m] = c->s;
+        isplt[m++] = c->synth;
+        i = j;
+    }
+    t->n = drop_covered_plt(t->v, isplt, m);
+    free(isplt);
     free(k);
     free(cs.v);
     for (size_t i = 0; i < t->n; i++) /* zero-sized: up to the next symbol */
