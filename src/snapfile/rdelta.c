@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "snapfile/rdelta.h"
+#include "util/zmem.h"
 
 struct rslot {
     uint32_t tid;
@@ -26,6 +27,7 @@ struct rslot {
 
 struct snap_rstate {
     uint32_t nslots;
+    size_t size;    /* of this allocation (util/zmem.h) */
     uint64_t *used; /* nslots bits: the slots ever taken (the rest is never touched, so
                        reset and free do not fault the whole table in) */
     struct rslot slots[];
@@ -35,9 +37,11 @@ struct snap_rstate *snap_rstate_new(uint32_t slots)
 {
     size_t sb = sizeof(struct snap_rstate) + slots * sizeof(struct rslot);
     sb = (sb + 7) & ~(size_t)7;
-    struct snap_rstate *d = calloc(1, sb + (slots + 63) / 64 * sizeof(uint64_t));
+    size_t size = sb + (slots + 63) / 64 * sizeof(uint64_t);
+    struct snap_rstate *d = ss_zalloc(size);
     if (!d) return NULL;
     d->nslots = slots;
+    d->size = size;
     d->used = (uint64_t *)(void *)((char *)d + sb);
     return d;
 }
@@ -68,7 +72,7 @@ void snap_rstate_free(struct snap_rstate *d)
             free(k->reads);
             free(k->ends);
         }
-    free(d);
+    ss_zfree(d, d->size);
 }
 
 /* Size of the encoded read at p (the writer's own bytes: well formed). */

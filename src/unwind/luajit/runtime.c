@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "unwind/luajit/lj_internal.h"
+#include "util/zmem.h"
 
 #define LJ_BLOB_MAX (1u << 20)
 #define STR_ARENA 65536
@@ -111,9 +112,9 @@ int ss_lj_runtime_new(struct ss_lj_runtime **out, const struct ss_lj_elfinfo *in
     rt->vm_lo = info->vm_lo + load_bias;
     rt->vm_hi = info->vm_hi + load_bias;
     rt->pid = pid;
-    rt->protos = calloc(LJ_PROTO_SLOTS, sizeof(*rt->protos));
-    rt->ins = calloc(LJ_INS_SLOTS, sizeof(*rt->ins));
-    rt->fnpt = calloc(LJ_FNPT_SLOTS, sizeof(*rt->fnpt));
+    rt->protos = ss_zalloc(LJ_PROTO_SLOTS * sizeof(*rt->protos));
+    rt->ins = ss_zalloc(LJ_INS_SLOTS * sizeof(*rt->ins));
+    rt->fnpt = ss_zalloc(LJ_FNPT_SLOTS * sizeof(*rt->fnpt));
     rt->strs = calloc(1, sizeof(*rt->strs));
     if (!rt->protos || !rt->ins || !rt->strs || !rt->fnpt) goto nomem;
     *out = rt;
@@ -131,7 +132,7 @@ void ss_lj_runtime_free(struct ss_lj_runtime *rt)
         for (unsigned w = 0; w < LJ_PROTO_SLOTS / 64; w++)
             for (uint64_t b = rt->pused[w]; b; b &= b - 1)
                 free(rt->protos[w * 64 + (unsigned)__builtin_ctzll(b)].blob);
-    free(rt->protos);
+    ss_zfree(rt->protos, LJ_PROTO_SLOTS * sizeof(*rt->protos));
     for (unsigned i = 0; rt->spill && i < rt->nspill; i++)
         free(rt->spill[i].blob);
     free(rt->spill);
@@ -139,8 +140,8 @@ void ss_lj_runtime_free(struct ss_lj_runtime *rt)
         free(rt->walks[i]);
     free(rt->sbuf);
     free(rt->hbuf);
-    free(rt->ins);
-    free(rt->fnpt);
+    ss_zfree(rt->ins, LJ_INS_SLOTS * sizeof(*rt->ins));
+    ss_zfree(rt->fnpt, LJ_FNPT_SLOTS * sizeof(*rt->fnpt));
     ss_lj_trace_free(rt);
     if (rt->strs) {
         free(strset(rt)->slot);
