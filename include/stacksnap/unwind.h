@@ -84,7 +84,9 @@ void ss_unwinder_free(struct ss_unwinder *u);
 
 /* Unwind one sample. Returns 0 (out filled; out->trunc says how the walk
  * ended) or a negative errno when the process cannot be looked at at all
- * (-ESRCH: gone; out then has no frames). */
+ * (-ESRCH: gone; out then has no frames). out->frames belong to u, read
+ * only, valid until the next call on u (the memo's frames are handed out
+ * as they are kept). */
 int ss_unwind(struct ss_unwinder *u, const struct ss_sample *s, struct ss_stack *out);
 /* Replay of a sample the live walker walked twice (SS_READ_REWALK): a first
  * walk for its effect on the caches (no result, no statistics), then

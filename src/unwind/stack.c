@@ -317,9 +317,8 @@ int ss_unwind(struct ss_unwinder *u, const struct ss_sample *s, struct ss_stack 
         uint8_t tr;
         const struct ss_frame *f =
             ss_memo_find(&up->memo, &up->mem, s, u->state[0], nstate, &n, &tr);
-        if (f && ss_unwinder_reserve(u, n) == 0) {
-            memcpy(u->out, f, n * sizeof(*f));
-            out->frames = u->out;
+        if (f) { /* the memo's own copy: valid until the next call on u */
+            out->frames = (struct ss_frame *)f;
             out->nframes = n;
             out->trunc = tr;
             u->st.frames += n;
