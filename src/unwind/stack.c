@@ -50,6 +50,7 @@ int ss_unwinder_new_files(struct ss_unwinder **out, const struct ss_unwinder_opt
     if (r == 0 && !u->ljc) u->ljc = u->ljc_own;
     if (r == 0) ss_elf_cache_set_synth(u->files, ss_lj_internal_syms, u->ljc);
     if (r == 0) r = ss_strpool_new(&u->strs);
+    if (r == 0) ss_strpool_set_id(u->strs, ss_elf_cache_pool_id(u->files));
     if (r == 0 && u->o.memo && u->o.offline &&
         !(u->state[0] = malloc(2 * SS_LUA_STATE_WORDS * sizeof(uint64_t))))
         r = -ENOMEM;
