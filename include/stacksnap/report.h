@@ -122,7 +122,9 @@ int ss_report_save(const struct ss_report *r, const char *path, struct ss_err *e
  * display escape: Lua/pseudo symbols write \ ( ) ; " ' and the '>' of "->"
  * as \xHH (\\ for backslash); DSOs write spaces as \x20; COMM writes ';', a
  * leading space and a space before a digit as \xHH (so "COMM PID" parses).
- * No symbol offset is written: frames do not carry the symbol start. */
+ * No symbol offset is written: frames do not carry the symbol start.
+ * The writer hands the FILE its text in pieces of 64 KiB (and the rest at
+ * finish): an add returns the error of the piece it wrote, if it wrote one. */
 struct ss_perf_writer;
 struct ss_perf_writer *ss_perf_writer_new(FILE *f, uint32_t freq_hz, struct ss_err *err);
 int ss_perf_writer_add(struct ss_perf_writer *w, const struct ss_stack *s, struct ss_err *err);

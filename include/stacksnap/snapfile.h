@@ -19,6 +19,7 @@
 
 #include "stacksnap/capture.h"
 #include "stacksnap/ss.h"
+#include "stacksnap/ss_lj_luajit.h"
 #include "stacksnap/unwind.h"
 
 /* Format version this build writes (3: memreads not delta-coded, 2: sample
@@ -40,7 +41,8 @@ enum ss_snap_type {
     SS_SNAP_DEBUGFILE = 9,  /* a debug file (debuginfod) names a build-id from here on */
     SS_SNAP_PROCEVENT = 10, /* a process forked, exec'd or exited (ss.h: ss_proc_event) */
     SS_SNAP_KSYMS = 11,     /* kernel symbols that name kernel frames from here on */
-    SS_SNAP_NTYPES = 12,
+    SS_SNAP_LJDET = 12,     /* a file's LuaJIT detection result, as live computed it */
+    SS_SNAP_NTYPES = 13,
     /* Reader events (never on disk). */
     SS_SNAP_CORRUPT = 0x100,   /* a damaged region was skipped */
     SS_SNAP_TRUNCATED = 0x101, /* the file ends inside a record: last event */
@@ -182,6 +184,18 @@ struct ss_snap_ksyms {
     const struct ss_ksym *syms; /* unwind.h */
 };
 
+/* ---- LuaJIT detection (ss_lj_luajit.h): what detection and layout
+ * derivation gave live for the file (build-id, size), written before the
+ * first sample after live computed it; replay uses it instead of deriving
+ * again when detver is its own SS_LJ_DETECT_VERSION ---- */
+struct ss_snap_ljdet {
+    uint32_t detver;
+    uint8_t build_id_len;
+    uint8_t build_id[SS_SNAP_BUILD_ID_MAX];
+    uint64_t fsize;
+    struct ss_lj_elfinfo info;
+};
+
 /* ---- trailer: totals written by ss_snap_close (optional) ---- */
 struct ss_snap_trailer {
     uint64_t end_real_ns, end_mono_ns;
@@ -218,6 +232,7 @@ struct ss_snap_record {
         struct ss_snap_perfmap perfmap;
         struct ss_snap_debugfile debugfile;
         struct ss_snap_ksyms ksyms;
+        struct ss_snap_ljdet ljdet;
         struct ss_proc_event procevent;
         struct ss_snap_corrupt corrupt;
         struct ss_snap_truncated truncated;
@@ -265,6 +280,8 @@ int ss_snap_write_perfmap(struct ss_snap_writer *w, const struct ss_snap_perfmap
 int ss_snap_write_debugfile(struct ss_snap_writer *w, const struct ss_snap_debugfile *d,
                             struct ss_err *err);
 int ss_snap_write_ksyms(struct ss_snap_writer *w, const struct ss_snap_ksyms *k,
+                        struct ss_err *err);
+int ss_snap_write_ljdet(struct ss_snap_writer *w, const struct ss_snap_ljdet *d,
                         struct ss_err *err);
 /* A process marker, where it came in the stream of samples. */
 int ss_snap_write_procevent(struct ss_snap_writer *w, const struct ss_proc_event *ev,

@@ -92,6 +92,16 @@ struct ss_lj_elfinfo {
     struct ss_lj_derived derived;
 };
 
+/* The version of what detection and derivation compute for a file: bumped
+ * whenever a change makes them give some file another ss_lj_elfinfo, so a
+ * result recorded in a capture (docs/capture-format.md, record type 12) by
+ * another version is computed again, not used. */
+#define SS_LJ_DETECT_VERSION 1
+/* Whether info could be what detection gives (the bounds derive.c checks
+ * its facts against, counts and strings in range): for results read from a
+ * capture, which is untrusted input. */
+bool ss_lj_elfinfo_plausible(const struct ss_lj_elfinfo *info);
+
 /* Inspect one ELF file. Returns 0 (info->is_luajit says the verdict) or a
  * negative errno when the file cannot be read or is not ELF. */
 int ss_lj_detect_file(const char *path, struct ss_lj_elfinfo *info, struct ss_err *err);

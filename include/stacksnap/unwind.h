@@ -51,6 +51,18 @@ struct ss_unwinder_opts {
 struct ss_lj_detcache;
 int ss_lj_detcache_new(struct ss_lj_detcache **out);
 void ss_lj_detcache_free(struct ss_lj_detcache *c);
+/* Results of files with a build-id, for a capture to record (record type 12)
+ * and a replay to put back, so that it derives nothing again. each: fn per
+ * result from entry index `from` on; returns the index to pass next time
+ * (results are only ever appended). put: keep info as the result of the
+ * file (build-id, size); -EINVAL when it is not plausible (untrusted input:
+ * ss_lj_elfinfo_plausible) or the id is longer than 20 bytes, -ENOMEM. */
+struct ss_lj_elfinfo;
+typedef void (*ss_lj_det_fn)(void *ctx, const uint8_t *id, size_t id_len, uint64_t fsize,
+                             const struct ss_lj_elfinfo *info);
+size_t ss_lj_detcache_each(const struct ss_lj_detcache *c, size_t from, ss_lj_det_fn fn, void *ctx);
+int ss_lj_detcache_put(struct ss_lj_detcache *c, const uint8_t *id, size_t id_len, uint64_t fsize,
+                       const struct ss_lj_elfinfo *info);
 
 struct ss_unwinder_stats {
     uint64_t samples, frames, errors;
@@ -72,7 +84,9 @@ void ss_unwinder_free(struct ss_unwinder *u);
 
 /* Unwind one sample. Returns 0 (out filled; out->trunc says how the walk
  * ended) or a negative errno when the process cannot be looked at at all
- * (-ESRCH: gone; out then has no frames). */
+ * (-ESRCH: gone; out then has no frames). out->frames belong to u, read
+ * only, valid until the next call on u (the memo's frames are handed out
+ * as they are kept). */
 int ss_unwind(struct ss_unwinder *u, const struct ss_sample *s, struct ss_stack *out);
 /* Replay of a sample the live walker walked twice (SS_READ_REWALK): a first
  * walk for its effect on the caches (no result, no statistics), then
@@ -203,6 +217,10 @@ int ss_unwinder_add_ksym(struct ss_unwinder *u, const struct ss_ksym *s);
  * capture writer (before the sample): fn for each. */
 void ss_unwinder_take_ksyms(struct ss_unwinder *u, void (*fn)(void *ctx, const struct ss_ksym *s),
                             void *ctx);
+
+/* LuaJIT detection results u's cache holds from index from on
+ * (ss_lj_detcache_each): what a capture records before a sample. */
+size_t ss_unwinder_lj_detections(struct ss_unwinder *u, size_t from, ss_lj_det_fn fn, void *ctx);
 
 /* Replay: serve pid's target reads from ops/ctx (memory/memory.h) instead of
  * the live process. -ESRCH when the unwinder has no state for pid. */

@@ -32,11 +32,17 @@ struct ss_elf_cache {
     ss_elf_synth_fn synth;
     struct ss_elf_fetch_state fetch; /* fetched.c */
     void *synth_ctx;
+    uint64_t pools; /* string pools given an id (ss_elf_cache_pool_id) */
 };
 
 struct ss_elf_fetch_state *ss_elf_cache_fetch_state(struct ss_elf_cache *c)
 {
     return &c->fetch;
+}
+
+uint64_t ss_elf_cache_pool_id(struct ss_elf_cache *c)
+{
+    return ++c->pools;
 }
 
 uint64_t ss_elf_cache_names_gen(const struct ss_elf_cache *c)

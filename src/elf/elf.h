@@ -183,6 +183,9 @@ int ss_elf_cache_add_debug(struct ss_elf_cache *c, const uint8_t *id, size_t len
                            struct ss_err *err);
 /* Changes whenever ss_elf_cache_add_debug changed a symbol table. */
 uint64_t ss_elf_cache_names_gen(const struct ss_elf_cache *c);
+/* A new id, never 0, for a string pool whose names caches of c's files keep
+ * (symbolize/filememo.c): each unwinder's pool takes one. */
+uint64_t ss_elf_cache_pool_id(struct ss_elf_cache *c);
 /* The fetched debug file of e, or NULL (may call the fetch hook). */
 struct ss_elf *ss_elf_fetched_debug(struct ss_elf *e);
 /* The open file with build-id id (no reference taken), or NULL. */

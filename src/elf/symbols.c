@@ -75,6 +75,16 @@ static const char *keep_name(struct ss_symtab *t, const char *name)
     return c ? c : name;
 }
 
+/* Room for n more candidates, if memory allows (cand_add grows it anyway). */
+static void cand_reserve(struct cands *cs, size_t n)
+{
+    if (cs->cap - cs->n >= n || n > SIZE_MAX / sizeof(*cs->v) - cs->n) return;
+    struct cand *nv = realloc(cs->v, (cs->n + n) * sizeof(*nv));
+    if (!nv) return;
+    cs->v = nv;
+    cs->cap = cs->n + n;
+}
+
 static struct cand *cand_add(struct cands *cs)
 {
     if (cs->n == cs->cap) {
@@ -87,17 +97,63 @@ static struct cand *cand_add(struct cands *cs)
     return &cs->v[cs->n++];
 }
 
-/* Collect function symbols of one symbol table section. */
+static void add_cand(struct ss_symtab *t, struct cands *cs, const char *name, uint64_t value,
+                     uint64_t size, uint8_t info, uint16_t shndx)
+{
+    int st = GELF_ST_TYPE(info);
+    if (st != STT_FUNC && st != STT_GNU_IFUNC) return;
+    if (shndx == SHN_UNDEF || value == 0 || !name || !*name) return;
+    struct cand *c = cand_add(cs);
+    if (!c) return;
+    c->s.addr = value;
+    c->s.size = size;
+    c->s.name = keep_name(t, name);
+    c->bind = GELF_ST_BIND(info);
+    c->synth = false;
+}
+
+/* The string table of a symbol table in memory, NUL-terminated at its end
+ * (so every offset inside it starts a terminated string), or NULL. */
+static const char *strtab(Elf *elf, size_t link, size_t *len)
+{
+    Elf_Scn *scn = elf_getscn(elf, link);
+    GElf_Shdr sh;
+    Elf_Data *d =
+        scn && gelf_getshdr(scn, &sh) && sh.sh_type == SHT_STRTAB ? elf_getdata(scn, NULL) : NULL;
+    if (!d || !d->d_buf || !d->d_size || ((const char *)d->d_buf)[d->d_size - 1]) return NULL;
+    *len = d->d_size;
+    return d->d_buf;
+}
+
+/* Collect function symbols of one symbol table section: read in place when
+ * the table is native ELF64 symbols (what libelf hands out on x86-64), else
+ * through gelf (the same symbols, the same names). */
 static void collect(struct ss_symtab *t, struct cands *cs, const struct ss_elf *e, uint32_t type)
 {
     Elf *elf = e->elf;
     Elf_Scn *scn = NULL;
+    bool c64 = gelf_getclass(elf) == ELFCLASS64;
     while ((scn = elf_nextscn(elf, scn))) {
         GElf_Shdr sh;
         if (!gelf_getshdr(scn, &sh) || sh.sh_type != type || !sh.sh_entsize) continue;
         Elf_Data *d = elf_getdata(scn, NULL);
         if (!d) continue;
-        size_t n = sh.sh_size / sh.sh_entsize;
+        size_t n = sh.sh_size / sh.sh_entsize, slen = 0;
+        cand_reserve(cs, n); /* one allocation, not a doubling per 2^k (a hint: may fail) */
+        const char *str = strtab(elf, sh.sh_link, &slen);
+        const Elf64_Sym *v = d->d_buf;
+        if (c64 && str && v && d->d_type == ELF_T_SYM && !((uintptr_t)v % _Alignof(Elf64_Sym))) {
+            if (n > d->d_size / sizeof(*v)) n = d->d_size / sizeof(*v);
+            for (size_t i = 0; i < n; i++) {
+                if (i && i % SS_ELF_RELEASE_EVERY == 0)
+                    ss_elf_release_range(e, (const uint8_t *)(v + i - SS_ELF_RELEASE_EVERY),
+                                         SS_ELF_RELEASE_EVERY * sizeof(*v));
+                const Elf64_Sym *y = &v[i];
+                add_cand(t, cs, y->st_name < slen ? str + y->st_name : NULL, y->st_value,
+                         y->st_size, y->st_info, y->st_shndx);
+            }
+            continue;
+        }
         for (size_t i = 0; i < n; i++) {
             GElf_Sym sym;
             if (!gelf_getsym(d, (int)i, &sym)) break;
@@ -107,16 +163,8 @@ static void collect(struct ss_symtab *t, struct cands *cs, const struct ss_elf *
                     SS_ELF_RELEASE_EVERY * sizeof(Elf64_Sym));
             int st = GELF_ST_TYPE(sym.st_info);
             if (st != STT_FUNC && st != STT_GNU_IFUNC) continue;
-            if (sym.st_shndx == SHN_UNDEF || sym.st_value == 0) continue;
-            const char *name = elf_strptr(elf, sh.sh_link, sym.st_name);
-            if (!name || !*name) continue;
-            struct cand *c = cand_add(cs);
-            if (!c) return;
-            c->s.addr = sym.st_value;
-            c->s.size = sym.st_size;
-            c->s.name = keep_name(t, name);
-            c->bind = GELF_ST_BIND(sym.st_info);
-            c->synth = false;
+            add_cand(t, cs, elf_strptr(elf, sh.sh_link, sym.st_name), sym.st_value, sym.st_size,
+                     sym.st_info, sym.st_shndx);
         }
     }
 }
@@ -151,32 +199,6 @@ static void add_synth(void *ctx, uint64_t addr, uint64_t size, const char *name)
     if (c) *c = (struct cand){.s = {addr, size, name}, .bind = STB_LOCAL, .synth = false};
 }
 
-/* Drop the synthetic symbols that overlap a real sized one (cs deduplicated
- * and sorted by address); real symbols always win. */
-static void drop_covered_plt(struct cands *cs)
-{
-    uint64_t reach = 0; /* highest end of the real sized symbols so far */
-    size_t k = 0;
-    for (size_t i = 0; i < cs->n; i++) {
-        const struct cand *c = &cs->v[i];
-        bool keep = true;
-        if (!c->synth) {
-            if (c->s.size) {
-                uint64_t end = c->s.addr + c->s.size;
-                if (end < c->s.addr) end = UINT64_MAX;
-                if (end > reach) reach = end;
-            }
-        } else {
-            keep = reach <= c->s.addr;
-            for (size_t j = i + 1; keep && j < cs->n && cs->v[j].s.addr - c->s.addr < c->s.size;
-                 j++)
-                keep = cs->v[j].synth || !cs->v[j].s.size;
-        }
-        if (keep) cs->v[k++] = *c;
-    }
-    cs->n = k;
-}
-
 /* Candidates are sorted by address with a stable LSD radix sort of small
  * (address, index) keys (8 bits a pass, passes whose byte is the same in
  * every key skipped): ties keep the order they were collected in, so the
@@ -187,17 +209,15 @@ struct cand_key {
     size_t idx;
 };
 
-/* Sort cs by address; 0 or -ENOMEM (cs unchanged). */
-static int sort_cands(struct cands *cs)
+/* The keys of cs sorted by address (malloc'd; NULL: out of memory). */
+static struct cand_key *sort_cands(const struct cands *cs)
 {
     size_t n = cs->n;
     struct cand_key *k = malloc(n * sizeof(*k)), *tmp = malloc(n * sizeof(*tmp));
-    struct cand *v = malloc(n * sizeof(*v));
-    if (!k || !tmp || !v) {
+    if (!k || !tmp) {
         free(k);
         free(tmp);
-        free(v);
-        return -ENOMEM;
+        return NULL;
     }
     uint64_t any = 0, all = ~0ull;
     for (size_t i = 0; i < n; i++) {
@@ -218,14 +238,37 @@ static int sort_cands(struct cands *cs)
         k = tmp;
         tmp = t;
     }
-    for (size_t i = 0; i < n; i++)
-        v[i] = cs->v[k[i].idx];
-    free(k);
     free(tmp);
-    free(cs->v);
-    cs->v = v;
-    cs->cap = n;
-    return 0;
+    return k;
+}
+
+/* Drop the synthetic symbols that overlap a real sized one (v: n symbols
+ * sorted by address, one per address, synth[i] set for NAME@plt); real
+ * symbols always win. Returns the symbols kept (compacted in place). */
+static size_t drop_covered_plt(struct ss_sym *v, uint8_t *synth, size_t n)
+{
+    uint64_t reach = 0; /* highest end of the real sized symbols so far */
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        const struct ss_sym c = v[i];
+        bool keep = true;
+        if (!synth[i]) {
+            if (c.size) {
+                uint64_t end = c.addr + c.size;
+                if (end < c.addr) end = UINT64_MAX;
+                if (end > reach) reach = end;
+            }
+        } else {
+            keep = reach <= c.addr;
+            for (size_t j = i + 1; keep && j < n && v[j].addr - c.addr < c.size; j++)
+                keep = synth[j] || !v[j].size;
+        }
+        if (keep) {
+            synth[m] = synth[i];
+            v[m++] = c;
+        }
+    }
+    return m;
 }
 
 static int underscores(const char *s)
@@ -298,31 +341,38 @@ static struct ss_symtab *load(struct ss_elf *e)
     }
     struct plt_ctx pc = {t, &cs};
     ss_elf_plt_symbols(e, add_plt, &pc);
-    if (cs.n && sort_cands(&cs)) {
+    struct cand_key *k = cs.n ? sort_cands(&cs) : NULL;
+    if (cs.n && !k) {
         free(cs.v);
         ss_symtab_free(t);
         return NULL;
     }
-    size_t m = 0; /* deduplicate in place: the best candidate per address */
+    /* the best candidate per address, in address order (one pass of reads in
+     * the keys' order), then the PLT entries real symbols cover dropped */
+    t->v = malloc((cs.n ? cs.n : 1) * sizeof(*t->v));
+    uint8_t *isplt = malloc(cs.n ? cs.n : 1);
+    if (!t->v || !isplt) {
+        free(isplt);
+        free(k);
+        free(cs.v);
+        ss_symtab_free(t);
+        return NULL;
+    }
+    size_t m = 0;
     for (size_t i = 0; i < cs.n;) {
         size_t j = i, best = i;
-        while (j < cs.n && cs.v[j].s.addr == cs.v[i].s.addr) {
-            if (better(&cs.v[j], &cs.v[best])) best = j;
+        while (j < cs.n && k[j].addr == k[i].addr) {
+            if (j > i && better(&cs.v[k[j].idx], &cs.v[k[best].idx])) best = j;
             j++;
         }
-        cs.v[m++] = cs.v[best];
+        const struct cand *c = &cs.v[k[best].idx];
+        t->v[m] = c->s;
+        isplt[m++] = c->synth;
         i = j;
     }
-    cs.n = m;
-    drop_covered_plt(&cs);
-    t->v = malloc((cs.n ? cs.n : 1) * sizeof(*t->v));
-    if (!t->v) {
-        free(cs.v);
-        ss_symtab_free(t);
-        return NULL;
-    }
-    for (size_t i = 0; i < cs.n; i++)
-        t->v[t->n++] = cs.v[i].s;
+    t->n = drop_covered_plt(t->v, isplt, m);
+    free(isplt);
+    free(k);
     free(cs.v);
     for (size_t i = 0; i < t->n; i++) /* zero-sized: up to the next symbol */
         if (!t->v[i].size && i + 1 < t->n) t->v[i].size = t->v[i + 1].addr - t->v[i].addr;

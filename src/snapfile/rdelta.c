@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "snapfile/rdelta.h"
+#include "util/zmem.h"
 
 struct rslot {
     uint32_t tid;
@@ -26,32 +27,52 @@ struct rslot {
 
 struct snap_rstate {
     uint32_t nslots;
+    size_t size;    /* of this allocation (util/zmem.h) */
+    uint64_t *used; /* nslots bits: the slots ever taken (the rest is never touched, so
+                       reset and free do not fault the whole table in) */
     struct rslot slots[];
 };
 
 struct snap_rstate *snap_rstate_new(uint32_t slots)
 {
-    struct snap_rstate *d = calloc(1, sizeof(*d) + slots * sizeof(struct rslot));
-    if (d) d->nslots = slots;
+    size_t sb = sizeof(struct snap_rstate) + slots * sizeof(struct rslot);
+    sb = (sb + 7) & ~(size_t)7;
+    size_t size = sb + (slots + 63) / 64 * sizeof(uint64_t);
+    struct snap_rstate *d = ss_zalloc(size);
+    if (!d) return NULL;
+    d->nslots = slots;
+    d->size = size;
+    d->used = (uint64_t *)(void *)((char *)d + sb);
     return d;
+}
+
+/* The slot of tid, marked as taken. */
+static struct rslot *slot_of(struct snap_rstate *d, uint32_t tid)
+{
+    uint32_t i = tid % d->nslots;
+    d->used[i / 64] |= 1ull << (i % 64);
+    return &d->slots[i];
 }
 
 void snap_rstate_reset(struct snap_rstate *d)
 {
     if (!d) return;
-    for (uint32_t i = 0; i < d->nslots; i++)
-        d->slots[i].valid = false;
+    for (uint32_t w = 0; w < (d->nslots + 63) / 64; w++)
+        for (uint64_t b = d->used[w]; b; b &= b - 1)
+            d->slots[w * 64 + (uint32_t)__builtin_ctzll(b)].valid = false;
 }
 
 void snap_rstate_free(struct snap_rstate *d)
 {
     if (!d) return;
-    for (uint32_t i = 0; i < d->nslots; i++) {
-        free(d->slots[i].buf);
-        free(d->slots[i].reads);
-        free(d->slots[i].ends);
-    }
-    free(d);
+    for (uint32_t w = 0; w < (d->nslots + 63) / 64; w++)
+        for (uint64_t b = d->used[w]; b; b &= b - 1) {
+            struct rslot *k = &d->slots[w * 64 + (uint32_t)__builtin_ctzll(b)];
+            free(k->buf);
+            free(k->reads);
+            free(k->ends);
+        }
+    ss_zfree(d, d->size);
 }
 
 /* Size of the encoded read at p (the writer's own bytes: well formed). */
@@ -82,7 +103,7 @@ static int keep_key(struct rslot *k, uint64_t seq, uint32_t tid, const uint8_t *
 int snap_rdelta_encode(struct snap_rstate *d, struct snap_buf *b, uint64_t seq, uint32_t tid,
                        const uint8_t *reads, size_t len, uint32_t n)
 {
-    struct rslot *k = &d->slots[tid % d->nslots];
+    struct rslot *k = slot_of(d, tid);
     snap_put_u64(b, seq);
     snap_put_u32(b, n);
     snap_put_u32(b, tid);
@@ -155,7 +176,7 @@ int snap_rdelta_decode(struct snap_rstate *d, struct snap_cur *c, struct snap_ar
     m->reads = NULL;
     uint32_t tid = snap_get_u32(c);
     uint64_t base = snap_get_u64(c);
-    struct rslot *k = &d->slots[tid % d->nslots];
+    struct rslot *k = slot_of(d, tid);
     uint32_t n = m->nreads;
     bool key = base == SNAP_RDELTA_KEY;
     if (c->bad || n > snap_left(c) / 16 + (key || !k->valid ? 0 : k->n)) {

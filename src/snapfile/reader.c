@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "snapfile/format.h"
@@ -29,6 +31,7 @@ struct ss_snap_reader {
     size_t cap, len;
     uint64_t base;
     bool eof;
+    bool mapped;  /* buf is the file mapped whole as it was at open (base 0), not read */
     uint64_t pos; /* offset of the next record */
     bool done;    /* end reached (clean, truncated or corrupt to the end) */
     int late_err; /* I/O error met while looking ahead */
@@ -48,12 +51,64 @@ struct ss_snap_reader {
 
 /* ---- window ---- */
 
+/* A regular file is mapped whole at open: no read(2) copies. Should the
+ * reader need bytes past what the file held then (a capture still being
+ * written), it goes on with read(2) from there, as it would have. */
+static void map_file(struct ss_snap_reader *r)
+{
+    struct stat st;
+    if (fstat(r->fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size < SNAP_PREAMBLE_LEN ||
+        (uint64_t)st.st_size > SIZE_MAX / 2)
+        return;
+    void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, r->fd, 0);
+    if (m == MAP_FAILED) return;
+    free(r->buf);
+    r->buf = m;
+    r->cap = r->len = (size_t)st.st_size;
+    r->base = 0;
+    r->eof = true;
+    r->mapped = true;
+}
+
+/* From the mapping to a read window at off: the mapped bytes from off on
+ * (none when off is past them) are kept, the file is read on after them. */
+static int unmap_to_window(struct ss_snap_reader *r, uint64_t off)
+{
+    size_t size = r->len, from = off < size ? (size_t)off : size, keep = size - from;
+    size_t cap = keep > WIN_INIT ? keep : WIN_INIT;
+    uint8_t *b = malloc(cap);
+    if (!b) return -ENOMEM;
+    if (lseek(r->fd, (off_t)size, SEEK_SET) < 0) {
+        int e = -errno;
+        free(b);
+        return e;
+    }
+    memcpy(b, r->buf + from, keep);
+    munmap(r->buf, size);
+    r->buf = b;
+    r->cap = cap;
+    r->len = keep;
+    r->base = from;
+    r->eof = false;
+    r->mapped = false;
+    return 0;
+}
+
 /* Make [off, off+n) available (short only at end of file). off never goes
  * backwards. The buffer grows only as data actually arrives, so a corrupt
  * length cannot make us allocate more than the file holds. */
 static int win_get(struct ss_snap_reader *r, uint64_t off, size_t n, const uint8_t **p,
                    size_t *avail)
 {
+    if (r->mapped) {
+        if (off <= r->len && r->len - off >= n) {
+            *p = r->buf + off;
+            *avail = n;
+            return 0;
+        }
+        int rc = unmap_to_window(r, off);
+        if (rc) return rc;
+    }
     if (off < r->base) return -EINVAL;
     if (off > r->base + r->len) { /* skip forward (not used by the parser) */
         r->base += r->len;
@@ -280,6 +335,7 @@ int ss_snap_open_fd(struct ss_snap_reader **out, int fd, const char *name, struc
     r->fd = fd;
     r->cap = WIN_INIT;
     r->pend = r->last = -1;
+    map_file(r);
     const uint8_t *p;
     size_t avail;
     int rc = win_get(r, 0, SNAP_PREAMBLE_LEN, &p, &avail);
@@ -427,14 +483,16 @@ uint8_t *ss_snap_take_bundle(struct ss_snap_reader *r, size_t *len)
 
 int ss_snap_rewind(struct ss_snap_reader *r, struct ss_err *err)
 {
-    if (lseek(r->fd, SNAP_PREAMBLE_LEN, SEEK_SET) < 0) {
+    if (!r->mapped && lseek(r->fd, SNAP_PREAMBLE_LEN, SEEK_SET) < 0) {
         int e = errno;
         ss_err_set(err, -e, "rewind %s: %s", r->name, strerror(e));
         return -e;
     }
-    r->base = SNAP_PREAMBLE_LEN;
-    r->len = 0;
-    r->eof = false;
+    if (!r->mapped) { /* the mapping stays as it is: the file from offset 0 */
+        r->base = SNAP_PREAMBLE_LEN;
+        r->len = 0;
+        r->eof = false;
+    }
     r->pos = SNAP_PREAMBLE_LEN;
     r->done = false;
     r->late_err = 0;
@@ -463,7 +521,10 @@ void ss_snap_close_reader(struct ss_snap_reader *r)
     snap_dstate_free(r->delta);
     snap_rstate_free(r->rdelta);
     free(r->header_cmd);
-    free(r->buf);
+    if (r->mapped)
+        munmap(r->buf, r->len);
+    else
+        free(r->buf);
     free(r->name);
     free(r);
 }
@@ -510,6 +571,8 @@ const char *ss_snap_type_str(uint32_t type)
         return "debugfile";
     case SS_SNAP_PROCEVENT:
         return "procevent";
+    case SS_SNAP_LJDET:
+        return "luajit detection";
     case SS_SNAP_CORRUPT:
         return "corrupt";
     case SS_SNAP_TRUNCATED:

@@ -546,6 +546,11 @@ int ss_replay_run(struct ss_replay *r, ss_replay_stack_fn fn, ss_replay_msg_fn m
                     break;
                 }
             break;
+        case SS_SNAP_LJDET: /* live's result: not derived again (else it is, the same) */
+            if (rec.ljdet.detver == SS_LJ_DETECT_VERSION)
+                ss_lj_detcache_put(r->ljc, rec.ljdet.build_id, rec.ljdet.build_id_len,
+                                   rec.ljdet.fsize, &rec.ljdet.info);
+            break;
         case SS_SNAP_PROCEVENT: /* as live: an exec or an exit drops the view */
             ss_unwinder_proc_event(r->u, &rec.procevent);
             break;

@@ -41,6 +41,7 @@ struct ss_snapout {
     struct ss_ksym *ksyms; /* kernel symbols to record before the sample */
     size_t nksyms, ksyms_cap;
     struct ss_elf_cache *elfs; /* to find separate debug files like the symbolizer */
+    size_t ljdet_next;         /* the unwinder's LuaJIT detection results recorded so far */
 };
 
 static void rec_read(void *ctx, uint32_t pid, uint64_t addr, const void *data, size_t len, int err)
@@ -280,6 +281,26 @@ static void take_ksym(void *ctx, const struct ss_ksym *k)
     so->ksyms[so->nksyms++] = *k;
 }
 
+struct ljtake {
+    struct ss_snapout *so;
+    struct ss_err *err;
+    int rc;
+};
+
+/* A file's LuaJIT detection result, recorded so replay need not derive it. */
+static void take_ljdet(void *ctx, const uint8_t *id, size_t id_len, uint64_t fsize,
+                       const struct ss_lj_elfinfo *info)
+{
+    struct ljtake *t = ctx;
+    if (t->rc < 0 || !id_len || id_len > SS_SNAP_BUILD_ID_MAX) return;
+    struct ss_snap_ljdet d = {.detver = SS_LJ_DETECT_VERSION,
+                              .build_id_len = (uint8_t)id_len,
+                              .fsize = fsize,
+                              .info = *info};
+    memcpy(d.build_id, id, id_len);
+    t->rc = ss_snap_write_ljdet(t->so->w, &d, t->err);
+}
+
 int ss_snapout_sample(struct ss_snapout *so, struct ss_unwinder *u, const struct ss_sample *s,
                       struct ss_err *err)
 {
@@ -328,6 +349,10 @@ int ss_snapout_sample(struct ss_snapout *so, struct ss_unwinder *u, const struct
     if (so->failed) goto nomem;
     struct ss_snap_ksyms ks = {.n = (uint32_t)so->nksyms, .syms = so->ksyms};
     if (ks.n && ss_snap_write_ksyms(so->w, &ks, err) < 0) goto fail;
+    /* the LuaJIT detection results computed since the previous sample */
+    struct ljtake lt = {.so = so, .err = err};
+    so->ljdet_next = ss_unwinder_lj_detections(u, so->ljdet_next, take_ljdet, &lt);
+    if (lt.rc < 0) goto fail;
     if (ss_snap_write_sample(so->w, s, NULL, err) < 0) goto fail;
     return 0;
 nomem:

@@ -355,6 +355,13 @@ int ss_snap_write_ksyms(struct ss_snap_writer *w, const struct ss_snap_ksyms *k,
     return emit_pay(w, SS_SNAP_KSYMS, SNAP_Z_FAST, err);
 }
 
+int ss_snap_write_ljdet(struct ss_snap_writer *w, const struct ss_snap_ljdet *d, struct ss_err *err)
+{
+    w->pay.len = 0;
+    snap_enc_ljdet(&w->pay, d);
+    return emit_pay(w, SS_SNAP_LJDET, SNAP_Z_NONE, err);
+}
+
 int ss_snap_write_procevent(struct ss_snap_writer *w, const struct ss_proc_event *ev,
                             struct ss_err *err)
 {

@@ -7,11 +7,14 @@
  * address, from 64 entries growing fourfold up to 1024 as its misses pass
  * its size (a file a few addresses of are seen stays small). The memo
  * answers for one string pool and one names generation of the file cache (a
- * debug file that arrives renames): another one empties it. */
+ * debug file that arrives renames): another one empties it. A pool is
+ * known by its address and its id (a replay's runs share the files, and a
+ * run's new pool may sit where the last run's freed one did). */
 #include <stdlib.h>
 
 #include "elf/elf.h"
 #include "symbolize/filememo.h"
+#include "symbolize/symbolize.h"
 #include "util/dmtable.h"
 
 #define FM_BITS_MIN 6
@@ -22,6 +25,7 @@ struct filememo {
     unsigned bits, misses;
     uint64_t gen;
     const struct ss_strpool *pool;
+    uint64_t pool_id; /* the pool's identity: its address may be a new pool's */
 };
 
 static void fm_free(void *p)
@@ -52,11 +56,12 @@ struct ss_fm_ent *ss_filememo_slot(struct ss_elf *e, uint64_t look, uint64_t gen
     *hit = false;
     struct filememo *m = fm_get(e);
     if (!m) return NULL;
-    if (m->gen != gen || m->pool != pool) {
+    if (m->gen != gen || m->pool != pool || m->pool_id != ss_strpool_id(pool)) {
         for (size_t i = 0; i < (size_t)1 << m->bits; i++)
             m->e[i].key = 0;
         m->gen = gen;
         m->pool = pool;
+        m->pool_id = ss_strpool_id(pool);
     }
     uint64_t key = look + 1; /* never 0 (an empty entry) */
     struct ss_fm_ent *x = &m->e[ss_dm_slot(key, m->bits)];

@@ -16,7 +16,18 @@ struct ss_strpool {
     const char **slots;
     size_t cap, count;
     struct block *blocks;
+    uint64_t id; /* ss_strpool_set_id */
 };
+
+void ss_strpool_set_id(struct ss_strpool *p, uint64_t id)
+{
+    p->id = id;
+}
+
+uint64_t ss_strpool_id(const struct ss_strpool *p)
+{
+    return p->id;
+}
 
 int ss_strpool_new(struct ss_strpool **out)
 {

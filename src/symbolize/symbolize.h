@@ -27,6 +27,11 @@ struct ss_symcache;
 
 int ss_strpool_new(struct ss_strpool **out);
 void ss_strpool_free(struct ss_strpool *p);
+/* An identity for caches that outlive a pool (filememo.c): a pool freed and
+ * another allocated at its address must not be taken for it. 0 by default;
+ * unwinders sharing a file cache take one from it (ss_elf_cache_pool_id). */
+void ss_strpool_set_id(struct ss_strpool *p, uint64_t id);
+uint64_t ss_strpool_id(const struct ss_strpool *p);
 /* Interned copy of s (NULL for NULL); NULL on allocation failure. */
 const char *ss_strpool_intern(struct ss_strpool *p, const char *s);
 const char *ss_strpool_intern_n(struct ss_strpool *p, const char *s, size_t len);

@@ -50,6 +50,7 @@ int ss_unwinder_new_files(struct ss_unwinder **out, const struct ss_unwinder_opt
     if (r == 0 && !u->ljc) u->ljc = u->ljc_own;
     if (r == 0) ss_elf_cache_set_synth(u->files, ss_lj_internal_syms, u->ljc);
     if (r == 0) r = ss_strpool_new(&u->strs);
+    if (r == 0) ss_strpool_set_id(u->strs, ss_elf_cache_pool_id(u->files));
     if (r == 0 && u->o.memo && u->o.offline &&
         !(u->state[0] = malloc(2 * SS_LUA_STATE_WORDS * sizeof(uint64_t))))
         r = -ENOMEM;
@@ -130,6 +131,11 @@ void ss_unwinder_free(struct ss_unwinder *u)
     free(u->nf);
     free(u->out);
     free(u);
+}
+
+size_t ss_unwinder_lj_detections(struct ss_unwinder *u, size_t from, ss_lj_det_fn fn, void *ctx)
+{
+    return u->ljc ? ss_lj_detcache_each(u->ljc, from, fn, ctx) : from;
 }
 
 /* Wrap a process view into a bundle and insert it. */
@@ -324,9 +330,8 @@ int ss_unwind(struct ss_unwinder *u, const struct ss_sample *s, struct ss_stack 
         uint8_t tr;
         const struct ss_frame *f =
             ss_memo_find(&up->memo, &up->mem, s, u->state[0], nstate, &n, &tr);
-        if (f && ss_unwinder_reserve(u, n) == 0) {
-            memcpy(u->out, f, n * sizeof(*f));
-            out->frames = u->out;
+        if (f) { /* the memo's own copy: valid until the next call on u */
+            out->frames = (struct ss_frame *)f;
             out->nframes = n;
             out->trunc = tr;
             u->st.frames += n;

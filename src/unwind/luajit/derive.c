@@ -445,3 +445,51 @@ void ss_lj_derive(Elf *e, struct ss_lj_elfinfo *info, const uint64_t *api, unsig
     }
     cs_close(&h);
 }
+
+/* A group's facts as derive() leaves them: all checked when its bit is set,
+ * all zero when it is not. */
+static bool derived_plausible(const struct ss_lj_elfinfo *info, const struct ss_lj_derived *d)
+{
+    const uint32_t all = SS_LJ_D_ENTRY | SS_LJ_D_EXIT | SS_LJ_D_JLOOP | SS_LJ_D_GC;
+    const int32_t ra = info->gc64 ? 8 : 4, w = ra;
+    if (d->have & ~all) return false;
+    if (!(d->have & SS_LJ_D_ENTRY)) return d->have == 0;
+    int32_t cf = (int32_t)d->cf_size;
+    if (d->cf_size != info->vm_cfa_off || (cf != 80 && cf != 96) ||
+        !plausible((int32_t)d->cf_L, 4, cf) || !plausible((int32_t)d->cf_pc, 4, cf) ||
+        !plausible((int32_t)d->cf_prev, 8, cf) || !plausible((int32_t)d->cf_nres, 4, cf) ||
+        !plausible((int32_t)d->L_glref, (uint32_t)ra, 64) ||
+        !plausible((int32_t)d->L_base, (uint32_t)ra, 128) ||
+        !plausible((int32_t)d->L_top, (uint32_t)ra, 128) ||
+        !plausible((int32_t)d->L_cframe, (uint32_t)ra, 128) || d->g2disp < 256 ||
+        d->g2disp > 65536 || !plausible((int32_t)d->G_vmstate, 4, d->g2disp) ||
+        !plausible((int32_t)d->G_cur_L, (uint32_t)ra, d->g2disp) || d->nentries < 2 ||
+        d->nentries > 3)
+        return false;
+    if (d->have & SS_LJ_D_EXIT) {
+        if (d->g2j <= 0 || d->g2j >= d->g2disp || (d->g2j & 7) ||
+            !plausible((int32_t)d->G_jit_base, (uint32_t)ra, d->g2j))
+            return false;
+    } else if (d->g2j || d->G_jit_base || (d->have & SS_LJ_D_JLOOP)) {
+        return false;
+    }
+    if (d->have & SS_LJ_D_JLOOP) {
+        if (!plausible((int32_t)d->J_trace, 8, 4096) || !plausible((int32_t)d->T_mcode, 8, 256))
+            return false;
+    } else if (d->J_trace || d->T_mcode) {
+        return false;
+    }
+    if (d->have & SS_LJ_D_GC) return d->G_gc_total <= 256 && !((int32_t)d->G_gc_total % w);
+    return d->G_gc_total == 0;
+}
+
+bool ss_lj_elfinfo_plausible(const struct ss_lj_elfinfo *info)
+{
+    if (info->nstfn > SS_LJ_STFN_MAX || !memchr(info->version, 0, sizeof(info->version)))
+        return false;
+    if (info->vm_found && !info->is_luajit) return false;
+    if (info->vm_found && (info->vm_lo >= info->vm_hi || info->vm_hi - info->vm_lo > (1u << 30)))
+        return false;
+    if (!info->vm_found && info->derived.have) return false;
+    return derived_plausible(info, &info->derived);
+}

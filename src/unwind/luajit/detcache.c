@@ -49,6 +49,20 @@ static bool same(const struct dentry *d, const struct ss_elf *e)
     return !d->id_len && d->dev == e->dev && d->ino == e->ino && d->mtime == e->mtime;
 }
 
+static struct dentry *append(struct ss_lj_detcache *c)
+{
+    if (c->n == c->cap) {
+        size_t cap = c->cap ? c->cap * 2 : 16;
+        struct dentry *nv = realloc(c->v, cap * sizeof(*nv));
+        if (!nv) return NULL;
+        c->v = nv;
+        c->cap = cap;
+    }
+    struct dentry *d = &c->v[c->n++];
+    memset(d, 0, sizeof(*d));
+    return d;
+}
+
 int ss_lj_detcache_get(struct ss_lj_detcache *c, const struct ss_elf *e, struct ss_lj_elfinfo *out)
 {
     bool keyed = e->build_id_len || e->ino;
@@ -59,20 +73,36 @@ int ss_lj_detcache_get(struct ss_lj_detcache *c, const struct ss_elf *e, struct 
         }
     int rc = ss_lj_detect_image(e->image, e->size, e->path, out, NULL);
     ss_elf_release_tables(e); /* its symbol tables were scanned once, for good */
-    if (!c || !keyed) return rc;
-    if (c->n == c->cap) {
-        size_t cap = c->cap ? c->cap * 2 : 16;
-        struct dentry *nv = realloc(c->v, cap * sizeof(*nv));
-        if (!nv) return rc; /* not kept: computed again next time */
-        c->v = nv;
-        c->cap = cap;
-    }
-    struct dentry *d = &c->v[c->n++];
-    memset(d, 0, sizeof(*d));
+    struct dentry *d;
+    if (!c || !keyed || !(d = append(c))) return rc; /* not kept: computed again next time */
     d->id_len = e->build_id_len <= sizeof(d->id) ? e->build_id_len : 0;
     memcpy(d->id, e->build_id, d->id_len);
     d->dev = e->dev, d->ino = e->ino, d->fsize = e->fsize, d->mtime = e->mtime;
     d->rc = rc;
     d->info = *out;
     return rc;
+}
+
+int ss_lj_detcache_put(struct ss_lj_detcache *c, const uint8_t *id, size_t id_len, uint64_t fsize,
+                       const struct ss_lj_elfinfo *info)
+{
+    if (!id_len || id_len > sizeof(c->v->id) || !ss_lj_elfinfo_plausible(info)) return -EINVAL;
+    for (size_t i = 0; i < c->n; i++)
+        if (c->v[i].id_len == id_len && c->v[i].fsize == fsize && !memcmp(c->v[i].id, id, id_len))
+            return 0; /* the first result for a file stays */
+    struct dentry *d = append(c);
+    if (!d) return -ENOMEM;
+    d->id_len = (uint8_t)id_len;
+    memcpy(d->id, id, id_len);
+    d->fsize = fsize;
+    d->info = *info;
+    return 0;
+}
+
+size_t ss_lj_detcache_each(const struct ss_lj_detcache *c, size_t from, ss_lj_det_fn fn, void *ctx)
+{
+    for (size_t i = from; i < c->n; i++)
+        if (c->v[i].id_len && c->v[i].rc == 0)
+            fn(ctx, c->v[i].id, c->v[i].id_len, c->v[i].fsize, &c->v[i].info);
+    return c->n > from ? c->n : from;
 }

@@ -269,9 +269,11 @@ struct ss_lj_runtime {
     bool disabled;
     bool check_guards; /* also place snapshots by guards where mcofs exists (tests) */
     char diag[256];
-    struct lj_proto *protos; /* LJ_PROTO_SLOTS, direct-mapped */
-    struct lj_insent *ins;   /* LJ_INS_SLOTS, direct-mapped */
-    struct lj_strblk *strs;  /* interned strings */
+    struct lj_proto *protos;             /* LJ_PROTO_SLOTS, direct-mapped */
+    uint64_t pused[LJ_PROTO_SLOTS / 64]; /* slots ever filled: the only ones free and
+                                            partial walks look at (no fault-in) */
+    struct lj_insent *ins;               /* LJ_INS_SLOTS, direct-mapped */
+    struct lj_strblk *strs;              /* interned strings */
     struct lj_lstack lstack[LJ_LSTACK_SLOTS];
     struct lj_fnpt *fnpt; /* LJ_FNPT_SLOTS */
     struct lj_tcache *tc; /* known traces (trace.c), NULL until the first trace sample */

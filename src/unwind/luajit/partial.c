@@ -31,13 +31,14 @@ static struct lj_proto *proto_at(struct ss_lj_runtime *rt, struct ss_mem *m, uin
                                  uint64_t kbase)
 {
     const struct lj_layout *lay = rt->lay;
-    for (unsigned i = 0; i < LJ_PROTO_SLOTS; i++) {
-        const struct lj_proto *p = &rt->protos[i];
-        uint64_t bc = p->addr + lay->pt_size;
-        if (!p->addr || pc < bc || pc > bc + (uint64_t)p->sizebc * 4) continue;
-        if (kbase && lj_ref(lay, p->blob + lay->pt_k) != kbase) continue;
-        return ss_lj_proto(rt, m, p->addr, NULL);
-    }
+    for (unsigned w = 0; w < LJ_PROTO_SLOTS / 64; w++) /* the slots ever filled, in order */
+        for (uint64_t b = rt->pused[w]; b; b &= b - 1) {
+            const struct lj_proto *p = &rt->protos[w * 64 + (unsigned)__builtin_ctzll(b)];
+            uint64_t bc = p->addr + lay->pt_size;
+            if (!p->addr || pc < bc || pc > bc + (uint64_t)p->sizebc * 4) continue;
+            if (kbase && lj_ref(lay, p->blob + lay->pt_k) != kbase) continue;
+            return ss_lj_proto(rt, m, p->addr, NULL);
+        }
     return NULL;
 }
 

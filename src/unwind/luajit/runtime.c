@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "unwind/luajit/lj_internal.h"
+#include "util/zmem.h"
 
 #define LJ_BLOB_MAX (1u << 20)
 #define STR_ARENA 65536
@@ -111,9 +112,9 @@ int ss_lj_runtime_new(struct ss_lj_runtime **out, const struct ss_lj_elfinfo *in
     rt->vm_lo = info->vm_lo + load_bias;
     rt->vm_hi = info->vm_hi + load_bias;
     rt->pid = pid;
-    rt->protos = calloc(LJ_PROTO_SLOTS, sizeof(*rt->protos));
-    rt->ins = calloc(LJ_INS_SLOTS, sizeof(*rt->ins));
-    rt->fnpt = calloc(LJ_FNPT_SLOTS, sizeof(*rt->fnpt));
+    rt->protos = ss_zalloc(LJ_PROTO_SLOTS * sizeof(*rt->protos));
+    rt->ins = ss_zalloc(LJ_INS_SLOTS * sizeof(*rt->ins));
+    rt->fnpt = ss_zalloc(LJ_FNPT_SLOTS * sizeof(*rt->fnpt));
     rt->strs = calloc(1, sizeof(*rt->strs));
     if (!rt->protos || !rt->ins || !rt->strs || !rt->fnpt) goto nomem;
     *out = rt;
@@ -128,9 +129,10 @@ void ss_lj_runtime_free(struct ss_lj_runtime *rt)
 {
     if (!rt) return;
     if (rt->protos)
-        for (unsigned i = 0; i < LJ_PROTO_SLOTS; i++)
-            free(rt->protos[i].blob);
-    free(rt->protos);
+        for (unsigned w = 0; w < LJ_PROTO_SLOTS / 64; w++)
+            for (uint64_t b = rt->pused[w]; b; b &= b - 1)
+                free(rt->protos[w * 64 + (unsigned)__builtin_ctzll(b)].blob);
+    ss_zfree(rt->protos, LJ_PROTO_SLOTS * sizeof(*rt->protos));
     for (unsigned i = 0; rt->spill && i < rt->nspill; i++)
         free(rt->spill[i].blob);
     free(rt->spill);
@@ -138,8 +140,8 @@ void ss_lj_runtime_free(struct ss_lj_runtime *rt)
         free(rt->walks[i]);
     free(rt->sbuf);
     free(rt->hbuf);
-    free(rt->ins);
-    free(rt->fnpt);
+    ss_zfree(rt->ins, LJ_INS_SLOTS * sizeof(*rt->ins));
+    ss_zfree(rt->fnpt, LJ_FNPT_SLOTS * sizeof(*rt->fnpt));
     ss_lj_trace_free(rt);
     if (rt->strs) {
         free(strset(rt)->slot);
@@ -268,6 +270,9 @@ static struct lj_proto *fill(struct ss_lj_runtime *rt, struct ss_mem *m, struct 
     if (hdr[lay->gct] != LJ_GCT_PROTO || sizept > LJ_BLOB_MAX || sizebc == 0 ||
         (uint64_t)lay->pt_size + (uint64_t)sizebc * 4 > sizept)
         return NULL;
+    uintptr_t i = ((uintptr_t)p - (uintptr_t)rt->protos) / sizeof(*p);
+    if ((uintptr_t)p >= (uintptr_t)rt->protos && i < LJ_PROTO_SLOTS)
+        rt->pused[i / 64] |= 1ull << (i % 64); /* a protos slot, not a spill entry */
     p->blob = malloc(sizept);
     if (!p->blob || ss_mem_read(m, pt, p->blob, sizept)) {
         free(p->blob);
