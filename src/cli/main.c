@@ -1,15 +1,33 @@
 /* cli/main.c: `stacksnap` entry point — parse, dispatch, map errors to exit codes
  * (0 success, 1 runtime failure, 2 usage or bad input). */
 #include <malloc.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "cli/opts.h"
 #include "stacksnap/version.h"
 
+/* Captures being replayed and ELF files are read through private file
+ * mappings: a file another process truncates under us faults the pages
+ * past its new end (SIGBUS). That is a file changed while read, said as
+ * such, not a crash. */
+static void on_sigbus(int sig)
+{
+    (void)sig;
+    static const char msg[] = "stacksnap: a file being read was truncated by another process "
+                              "(SIGBUS): its contents are gone; stopping\n";
+    ssize_t w = write(STDERR_FILENO, msg, sizeof(msg) - 1);
+    (void)w;
+    _exit(1);
+}
+
 int main(int argc, char **argv)
 {
+    struct sigaction bus = {.sa_handler = on_sigbus};
+    sigaction(SIGBUS, &bus, NULL);
     /* Blocks of 128 KiB and more always come from mmap and go back when
      * freed. glibc otherwise raises this threshold to the largest block
      * freed so far, so the big short-lived arrays of a symbol table build

@@ -280,6 +280,11 @@ int ss_unwind(struct ss_unwinder *u, const struct ss_sample *s, struct ss_stack 
     struct ss_err err = {0};
     struct ss_uproc *up = ss_unwinder_proc(u, s->pid, true, &err);
     struct ss_proc *gone;
+    if (up && up->sideband && !ss_sideband_covers(up->proc, s->regs[SS_REG_IP])) {
+        ss_unwinder_forget(u, s->pid); /* built for an earlier sample: the log may know more */
+        up = NULL;
+        err.code = -ESRCH;
+    }
     if (!up && err.code == -ESRCH &&
         ss_sideband_view(u, s->pid, s->time_ns, s->regs[SS_REG_IP], &gone) == 0 &&
         (up = attach(u, s->pid, gone, &err))) {

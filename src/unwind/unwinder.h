@@ -80,6 +80,8 @@ struct ss_sblog;
 int ss_sideband_view(struct ss_unwinder *u, uint32_t pid, uint64_t time_ns, uint64_t ip,
                      struct ss_proc **out);
 void ss_sideband_forget(struct ss_unwinder *u, uint32_t pid);
+/* Is ip in a file of the view (else a side band view cannot walk it)? */
+bool ss_sideband_covers(struct ss_proc *p, uint64_t ip);
 void ss_sideband_free(struct ss_unwinder *u);
 /* forks.c: note a fork (its marker), drop the note (the child's exec or
  * exit), and at the child's first sample the copy of its parent's view it
