@@ -213,12 +213,16 @@ Test(agent_soak, three_minutes_of_churn, .timeout = SOAK_S + 120)
     cr_expect(lua > 100, "only %.0f samples with Lua frames", lua);
     cr_expect(cc.lua >= 100, "only %.0f samples of the churn's luajit with its Lua frame", cc.lua);
     /* Whole: measured 83-85% of the churn's luajit samples, 79% of all its
-     * samples (docs/agent.md, "Soak"). What is not whole: luajit samples in
-     * JIT-compiled trace code of a process gone before its walk (walked
-     * with the side band's mappings, nothing of it can be read). Samples
+     * samples (docs/agent.md, "Soak"), until 2026-12-02; 74-76% of the
+     * luajit ones since, of more samples: a luajit gone before the agent
+     * walked its sample (~30 ms of life, polls every 10 ms) was an unwind
+     * error, not in the profile; it is walked now with the mappings perf's
+     * side band reported, and a sample in a C helper its trace called
+     * (`lj_vm_modi`) ends there: nothing of the process can be read to step
+     * out of the trace (one in its JIT code itself stays an error). Samples
      * inside execve once the kernel switched the memory map are whole now
      * (the stack copied at the exec's entry). */
-    cr_expect(cc.lj_whole >= 0.75 * cc.lj_samples,
+    cr_expect(cc.lj_whole >= 0.65 * cc.lj_samples,
               "%.0f of %.0f samples of the churn's luajit whole; not whole: %s | %s | %s | %s",
               cc.lj_whole, cc.lj_samples, cc.examples[0], cc.examples[1], cc.examples[2],
               cc.examples[3]);
