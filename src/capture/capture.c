@@ -337,6 +337,7 @@ int ss_capture_set_plan(struct ss_capture *c, pid_t pid, const struct ss_win_pla
         ss_capture_win_ip(o, w);
     }
     r = bpf_map_update_elem(c->plans_fd, &key, &v, BPF_ANY);
+    if (r == 0) c->plans_set++;
     if (r < 0) ss_err_set(err, r, "window plan of pid %d: %s", (int)pid, strerror(-r));
     return r;
 bad:

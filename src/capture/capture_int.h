@@ -30,7 +30,8 @@ struct ss_capture {
     struct bpf_link *follow_link;      /* attached when following */
     struct bpf_link *off_links[2];     /* --off-cpu: sched_switch, sys_exit */
     int pids_fd, plans_fd, counters_fd, events_fd;
-    int stats_fd; /* BPF_ENABLE_STATS, or -1 */
+    uint64_t plans_set; /* plans written: markers drop a process's at its exec and exit */
+    int stats_fd;       /* BPF_ENABLE_STATS, or -1 */
 
     int nperf; /* perf events opened by start */
     int *perf_fds;
@@ -53,7 +54,7 @@ struct ss_capture {
     uint64_t exec_stacks;         /* samples given one */
     struct ss_sideband *sb;       /* sideband.c: perf's mmap records per CPU, or NULL */
     uint64_t map_events, map_lost;
-    uint8_t *batch;               /* compat: one poll's records, by time */
+    uint8_t *batch; /* compat: one poll's records, by time */
     void *batch_idx;
     size_t batch_len, batch_cap, batch_n, batch_icap;
 

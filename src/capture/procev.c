@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <bpf/bpf.h>
 #include <linux/types.h>
 
 #include "capture/capture_int.h"
@@ -127,7 +128,15 @@ bool ss_capture_pev_deliver(struct ss_capture *c, const void *data, size_t size)
                                .cpu = e.cpu,
                                .time_ns = e.time_ns};
     c->markers++;
-    if (ev.kind != SS_PEV_FORK) ss_capture_exs_drop(c, ev.pid);
+    if (ev.kind != SS_PEV_FORK) {
+        ss_capture_exs_drop(c, ev.pid);
+        /* the process's window plan was for the image it had: a plan left
+         * behind would serve a reused pid, and the map fills (system-wide,
+         * 8192 LuaJIT processes and later ones get none); the unwinder gives
+         * the new image its own */
+        __u32 key = ev.pid;
+        if (c->plans_set) bpf_map_delete_elem(c->plans_fd, &key);
+    }
     if (c->o.proc_event) c->o.proc_event(c->o.proc_event_arg, &ev);
     return true;
 }
