@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -123,6 +124,9 @@ pid_t cli_start(char *const argv[], int *out_fd, const char *err_path)
             if (e >= 0) dup2(e, 2);
         }
         setpgid(0, 0); /* signals to the test's group do not reach it */
+        /* ... but it dies with the test (a test killed at its timeout left
+         * an ASan agent running for the rest of the suite) */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
         execvp(argv[0], argv);
         fprintf(stderr, "exec %s: %s\n", argv[0], strerror(errno));
         _exit(127);

@@ -87,7 +87,7 @@ static void check_out(const struct ss_lj_out *out, int rc, uint32_t nnat)
         const struct ss_lj_item *it = &out->items[i];
         if (it->native >= (int32_t)nnat) abort();
         if (it->native >= 0) continue;
-        /* Lua frames, and pseudo frames such as "[Lua callers unknown]" */
+        /* Lua frames, and pseudo frames such as "[GC]" */
         if ((it->lua.kind != SS_FRAME_LUA && it->lua.kind != SS_FRAME_PSEUDO) || !it->lua.name)
             abort();
         sink += strlen(it->lua.name);

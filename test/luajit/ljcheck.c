@@ -39,15 +39,6 @@ void ljc_on(void *ctx, const struct ss_stack *st, const char *folded)
         }
     if (inner < 0) return;
     c->lua++;
-    /* A partial stack (the Lua stack moved on before the walk: the sampled
-     * frames under "[Lua callers unknown]", src/unwind/luajit/partial.c) is
-     * incomplete by design, not wrong: not judged. */
-    for (unsigned i = 0; i < st->nframes; i++)
-        if (st->frames[i].kind == SS_FRAME_PSEUDO && st->frames[i].name &&
-            !strcmp(st->frames[i].name, "[Lua callers unknown]")) {
-            c->partial++;
-            return;
-        }
     const char *lname = st->frames[inner].name ? st->frames[inner].name : "?";
     bool judged = false;
     for (unsigned k = 0; k < LJC_MAXWANT && c->want[k] && !judged; k++) {

@@ -31,7 +31,6 @@ struct ljc {
     /* results */
     unsigned hits[LJC_MAXWANT];
     unsigned samples, lua, judged, exact;
-    unsigned partial; /* samples with a partial Lua stack (not judged) */
     char bad[2048];
     struct ljr_stats st;
 };

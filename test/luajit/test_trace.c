@@ -197,7 +197,7 @@ static void on_state(void *ctx, const struct ss_stack *st, const char *folded)
         const struct ss_frame *f = &st->frames[i];
         if (f->kind != SS_FRAME_PSEUDO || !f->name) continue;
         bool is_gc = !strcmp(f->name, "[GC]"), is_jit = !strcmp(f->name, "[JIT compiler]");
-        if (!is_gc && !is_jit) continue; /* e.g. [Lua callers unknown]: not a VM state */
+        if (!is_gc && !is_jit) continue; /* e.g. [trace exit]: not counted here */
         if (s->stripped) {
             s->gc += is_gc, s->jit += is_jit;
             continue;

@@ -110,23 +110,3 @@ bool ss_lj_gc_prove(struct ss_lj_runtime *rt, const uint8_t *sample, const uint8
     memcpy(rt->gcp.ep, live, n);
     return true;
 }
-
-size_t ss_lj_gc_start(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t G, uint8_t *ep)
-{
-    size_t n = ss_lj_gc_sample(rt, m, G, ep);
-    if (n || !G || !ep_len(rt->lay)) return n;
-    struct ss_iov g = ss_lj_gc_iov(rt, G, ep);
-    rt->st.rounds++;
-    return ss_mem_readv(m, &g, 1) || g.err ? 0 : g.len;
-}
-
-bool ss_lj_gc_end(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t G, const uint8_t *ep,
-                  size_t n)
-{
-    uint8_t lep[88];
-    if (!n) return true;
-    struct ss_iov g = ss_lj_gc_iov(rt, G, lep);
-    rt->st.rounds++;
-    if (ss_mem_readv(m, &g, 1) || g.err) return true; /* nothing seen moved */
-    return ss_lj_gc_prove(rt, ep, lep, n);
-}

@@ -190,9 +190,8 @@ struct lj_proto {
     const char *chunk; /* interned, without leading @/= */
     uint8_t *blob;     /* bytes [addr, addr + sizept) */
     struct lj_pname names[LJ_NAMES_PER_PROTO];
-    uint64_t epoch;   /* splice that last used it (ss_lj_runtime.epoch) */
-    uint64_t gcgen;   /* GC generation its header was last matched in (gc.c) */
-    const char *self; /* last name a full walk gave this function (partial.c) */
+    uint64_t epoch; /* splice that last used it (ss_lj_runtime.epoch) */
+    uint64_t gcgen; /* GC generation its header was last matched in (gc.c) */
 };
 
 struct lj_insent {
@@ -270,8 +269,8 @@ struct ss_lj_runtime {
     bool check_guards; /* also place snapshots by guards where mcofs exists (tests) */
     char diag[256];
     struct lj_proto *protos;             /* LJ_PROTO_SLOTS, direct-mapped */
-    uint64_t pused[LJ_PROTO_SLOTS / 64]; /* slots ever filled: the only ones free and
-                                            partial walks look at (no fault-in) */
+    uint64_t pused[LJ_PROTO_SLOTS / 64]; /* slots ever filled: the only ones the
+                                            free visits (no fault-in) */
     struct lj_insent *ins;               /* LJ_INS_SLOTS, direct-mapped */
     struct lj_strblk *strs;              /* interned strings */
     struct lj_lstack lstack[LJ_LSTACK_SLOTS];
@@ -414,22 +413,12 @@ void ss_lj_trace_free(struct ss_lj_runtime *rt);
 /* ---- VM states (vmstate.c) ---- */
 
 /* Pseudo frame naming G's VM state ([GC], [JIT compiler], [trace exit])
- * for a sample (leaf stack pointer sp) whose natives[0..i) are C frames
- * above VM/trace frame i (or whose VM frame i is the trace exit handler):
- * from the functions that switch vmstate when known (stfn.c), else only
- * when G->vmstate names such a state and the return addresses of those C
- * frames are still on the live stack (same calls as sampled). */
-bool ss_lj_vmstate_frame(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t G, uint64_t sp,
+ * for a sample whose natives[0..i) are C frames above VM/trace frame i (or
+ * whose VM frame i is the trace exit handler): from the functions that
+ * switch vmstate when known (stfn.c), else from the sample's own
+ * G->vmstate (its window), else none. */
+bool ss_lj_vmstate_frame(struct ss_lj_runtime *rt, const struct ss_mem *m, uint64_t G,
                          const struct ss_lj_native *natives, uint32_t i, struct ss_frame *fr);
-
-/* ---- partial stacks (partial.c) ---- */
-
-/* The frames a sample proves when the live walk of its newest VM entry
- * (cframe) failed as stale: a trace sample's snapshot frames (ts), else the
- * prototype the PC register runs in (kbase: KBASE register or 0). w gets
- * them innermost first as segment 0 of cframe. 0 or negative errno. */
-int ss_lj_partial(struct ss_lj_runtime *rt, struct ss_mem *m, const struct ss_lj_tsample *ts,
-                  uint64_t pc, uint64_t kbase, uint64_t cframe, struct lj_walk *w);
 
 /* ---- naming (names.c) ---- */
 
@@ -450,13 +439,6 @@ bool ss_lj_gc_current(struct ss_lj_runtime *rt, const uint8_t *ep, size_t n);
 /* Sample vs live bytes: true (and the generation current) when no atomic
  * phase ran between. */
 bool ss_lj_gc_prove(struct ss_lj_runtime *rt, const uint8_t *sample, const uint8_t *live, size_t n);
-/* A proof around reads made outside a walk (partial.c): its start, the
- * sample's bytes or else a live read now (0: no proof possible), and its
- * end after the reads (false only when the live bytes show an atomic
- * phase since the start). */
-size_t ss_lj_gc_start(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t G, uint8_t *ep);
-bool ss_lj_gc_end(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t G, const uint8_t *ep,
-                  size_t n);
 /* The prototype at pt when its header was matched in the current
  * generation (no read), else NULL. */
 struct lj_proto *ss_lj_proto_trusted(struct ss_lj_runtime *rt, uint64_t pt);

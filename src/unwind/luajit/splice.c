@@ -18,9 +18,8 @@
 #define MAX_THREADS LJ_SPLICE_THREADS
 
 struct thr {
-    uint64_t L, cframe; /* cframe of the VM frame the walk started from */
+    uint64_t L;
     int rc;
-    bool retried;
     struct lj_walk *w;
 };
 
@@ -60,45 +59,9 @@ static int emit_segment(struct ss_lj_runtime *rt, struct ss_mem *m, const struct
         struct ss_lj_item *it = &out->items[out->n++]; /* the text goes there directly */
         it->native = -1;
         ss_lj_frame_text(rt, m, w, i, &it->lua);
-        const char *name = it->lua.name;
-        /* for partial.c (the same name again: nothing to compare) */
-        if (wf->proto && name && name != wf->proto->self && strcmp(name, "anonymous"))
-            wf->proto->self = name;
         out->lua_frames++;
     }
     return 0;
-}
-
-/* The newest VM entry's frames that the sample proves (partial.c), under a
- * "[Lua callers unknown]" pseudo frame. */
-static int emit_partial(struct ss_lj_runtime *rt, struct ss_mem *m, const uint64_t *regs,
-                        const struct ss_lj_native *nf, uint32_t i, const struct ss_lj_tsample *ts,
-                        uint64_t cframe, struct lj_walk *w, struct ss_lj_out *out, bool *done)
-{
-    /* only what registers prove: a trace snapshot, or the interpreter's PC
-     * and KBASE (the sampled leaf's registers, or callee-saved ones
-     * recovered at a VM frame that called C and runs Lua: NRES >= 0) */
-    bool top = i == 0 && !nf->signal;
-    uint64_t pc = 0, kbase = 0;
-    int32_t nres = -1;
-    if (top) {
-        pc = regs[SS_REG_BX];
-        kbase = regs[SS_REG_R15];
-    } else if (!ts && (nf->have & SS_LJ_HAVE_RBX) && (nf->have & SS_LJ_HAVE_R15) &&
-               !ss_mem_read(m, cframe + rt->lay->cf_nres, &nres, 4) && nres >= 0) {
-        pc = nf->rbx;
-        kbase = nf->r15;
-    }
-    if (!ts && !kbase) return 0;
-    if (ss_lj_partial(rt, m, ts, pc, kbase, cframe, w)) return 0;
-    int rc = emit_segment(rt, m, w, cframe, out, done);
-    if (rc || !*done) return rc;
-    struct ss_lj_item *outer = &out->items[out->n - 1]; /* no caller: use the name seen last */
-    if (outer->lua.name && !strcmp(outer->lua.name, "anonymous") && w->f[w->n - 1].proto &&
-        w->f[w->n - 1].proto->self)
-        outer->lua.name = w->f[w->n - 1].proto->self;
-    struct ss_frame ps = {.kind = SS_FRAME_PSEUDO, .name = "[Lua callers unknown]"};
-    return push(out, -1, &ps);
 }
 
 /* Whether the cframe of a VM frame owns Lua frames: nres < 0 marks
@@ -215,19 +178,10 @@ int ss_lj_splice(struct ss_lj_runtime *const *rts, uint32_t nrts, struct ss_mem 
                 if (!rt->walks[nth - 1]) rt->walks[nth - 1] = malloc(sizeof(*t->w));
                 t->w = rt->walks[nth - 1];
                 t->rc = -ENOMEM;
-                t->cframe = cframe;
-                t->retried = false;
                 if (t->w && ts)
                     t->rc = ss_lj_trace_walk(rt, mem, ts, L, cframe, t->w);
                 else if (t->w)
                     t->rc = walk_vm(rt, mem, regs, natives, n, i, L, cframe, t->w);
-            } else if (t && t->rc == -ESTALE && !t->retried && !ts && t->cframe != cframe) {
-                /* The newest VM entry of L (e.g. the JIT compiler's
-                 * protected call) returned since the sample: walk again
-                 * from this older entry, checked the same way. */
-                t->retried = true;
-                t->cframe = cframe;
-                t->rc = walk_vm(rt, mem, regs, natives, n, i, L, cframe, t->w);
             }
             /* The newest VM entry that owns Lua frames: protected C calls
              * (cpcall, nres < 0) newer than it run C code on its frames */
@@ -238,19 +192,12 @@ int ss_lj_splice(struct ss_lj_runtime *const *rts, uint32_t nrts, struct ss_mem 
              * between that code and the Lua frames */
             struct ss_frame ps;
             if (newest &&
-                ss_lj_vmstate_frame(rt, mem, t && t->rc == 0 ? t->w->G : 0, regs[SS_REG_SP],
-                                    natives, i, &ps) &&
+                ss_lj_vmstate_frame(rt, mem, t && t->rc == 0 ? t->w->G : 0, natives, i, &ps) &&
                 (rc = push(out, -1, &ps)))
                 break;
             if (t && t->rc == 0 && rt->lay &&
                 (rc = emit_segment(rt, mem, t->w, cframe, out, &done)))
                 break;
-            /* older entries are proven by the walk alone */
-            if (!done && newest && t && t->w && rt->lay && (t->rc == -ESTALE || t->rc == -EINVAL)) {
-                /* the Lua stack moved on: keep what the sample proves */
-                rc = emit_partial(rt, mem, regs, nf, i, ts, cframe, t->w, out, &done);
-                if (rc) break;
-            }
         }
         if (!done) {
             out->vm_failed++;
