@@ -253,8 +253,13 @@ struct bn_results {
      * sets (snap[w][1] is without: --no-lua-window), in the same slices */
     struct bn_prog_info snapw[BN_NWL];
     bool have_snapw[BN_NWL];
-    unsigned plan_n[BN_NWL];     /* windows in the plan */
-    long win_recs[BN_NWL];       /* its records that carried windows */
+    unsigned plan_n[BN_NWL]; /* windows in the plan */
+    long win_recs[BN_NWL];   /* its records that carried windows */
+    /* the windows' cost from pairs of adjacent slices, with and without
+     * (kcost.c): median of the differences, their quartiles, and of the
+     * ratios; how many pairs */
+    double win_d_med[BN_NWL], win_d_q1[BN_NWL], win_d_q3[BN_NWL], win_r_med[BN_NWL];
+    int win_pairs[BN_NWL];
     struct bn_shortcov shortcov; /* short calls' coverage (shortcov.c) */
     bool have_shortcov;
     /* verifier view of programs not measured per workload */

@@ -143,14 +143,15 @@ static int add(struct slot *sl, int *n, enum bn_prog kind, unsigned size, bool s
     return (*n)++;
 }
 
-/* One slice: attach, poll, detach, and the cost of the runs in it. */
-static void slice(const struct bn_opts *o, struct slot *x, pid_t pid, double secs)
+/* One slice: attach, poll, detach; the cost per run in it (ns), kept
+ * among the slot's slices when keep, or -1. */
+static double slice(const struct bn_opts *o, struct slot *x, pid_t pid, double secs, bool keep)
 {
     char msg[256];
     struct bn_prog_info pi;
     if (bn_bpf_attach(x->b, pid, o->freq, x->select, msg, sizeof(msg))) {
         bn_log(o, "%s", msg);
-        return;
+        return -1;
     }
     double end = bn_now() + secs;
     while (bn_now() < end)
@@ -160,7 +161,46 @@ static void slice(const struct bn_opts *o, struct slot *x, pid_t pid, double sec
     uint64_t dn = pi.run_ns - x->ns0, dc = pi.run_cnt - x->cnt0;
     x->ns0 = pi.run_ns;
     x->cnt0 = pi.run_cnt;
-    if (dc && x->nns < 16) x->ns[x->nns++] = (double)dn / (double)dc;
+    if (!dc) return -1;
+    if (keep && x->nns < 16) x->ns[x->nns++] = (double)dn / (double)dc;
+    return (double)dn / (double)dc;
+}
+
+static double quantile(double *v, int n, double q)
+{
+    qsort(v, (size_t)n, sizeof(double), bn_cmp_double);
+    double at = q * (n - 1);
+    int i = (int)at;
+    return i + 1 < n ? v[i] + (at - i) * (v[i + 1] - v[i]) : v[i];
+}
+
+/* The windows' cost: the host under this VM moves a program's cost per run
+ * by 2x from one second to the next, more than the windows cost, and the
+ * medians of five slices per program apart moved the difference by +-2 us
+ * between runs. So the two programs also run in pairs of adjacent short
+ * slices (which goes first alternates), and the median of the pairs'
+ * differences is the figure. */
+#define WIN_PAIRS 40
+static void win_pairs(const struct bn_opts *o, struct slot *without, struct slot *with, pid_t pid,
+                      struct bn_results *r, int w)
+{
+    double d[WIN_PAIRS], q[WIN_PAIRS];
+    int n = 0, pairs = o->quick ? 6 : WIN_PAIRS;
+    double secs = o->quick ? 0.1 : 0.25;
+    for (int i = 0; i < pairs; i++) {
+        struct slot *first = i % 2 ? with : without, *second = i % 2 ? without : with;
+        double a = slice(o, first, pid, secs, false), b = slice(o, second, pid, secs, false);
+        if (a <= 0 || b <= 0) continue;
+        double nw = i % 2 ? b : a, ww = i % 2 ? a : b;
+        d[n] = ww - nw;
+        q[n++] = ww / nw;
+    }
+    r->win_pairs[w] = n;
+    if (!n) return;
+    r->win_d_q1[w] = quantile(d, n, 0.25);
+    r->win_d_q3[w] = quantile(d, n, 0.75);
+    r->win_d_med[w] = quantile(d, n, 0.5);
+    r->win_r_med[w] = quantile(q, n, 0.5);
 }
 
 void bn_kernel_phase(const struct bn_opts *o, int w, pid_t pid, const struct bn_truth *t,
@@ -198,6 +238,9 @@ void bn_kernel_phase(const struct bn_opts *o, int w, pid_t pid, const struct bn_
         }
     }
     long nwinrec = 0;
+    int kw = -1, k16 = -1; /* the windows' program, and the 16 KiB one without */
+    for (int j = 0; j < n; j++)
+        if (sl[j].size == 16384 && sl[j].kind == BN_PROG_SNAP) k16 = j;
     if (plan.n && (k = add(sl, &n, BN_PROG_SNAP, 16384, true, false, true, &r->snapw[w],
                            &r->have_snapw[w], r)) >= 0) {
         if (bn_bpf_set_plan(sl[k].b, pid, &plan)) {
@@ -208,6 +251,7 @@ void bn_kernel_phase(const struct bn_opts *o, int w, pid_t pid, const struct bn_
             r->plan_n[w] = plan.n;
             sl[k].fn = count_win;
             sl[k].ctx = &nwinrec;
+            kw = k;
         }
     }
     if (w == BN_NATIVE)
@@ -231,7 +275,8 @@ void bn_kernel_phase(const struct bn_opts *o, int w, pid_t pid, const struct bn_
     int rounds = o->quick ? 2 : 5;
     for (int round = 0; round < rounds; round++)
         for (int j = 0; j < n; j++)
-            slice(o, &sl[(j + round) % n], pid, o->attach_s / rounds);
+            slice(o, &sl[(j + round) % n], pid, o->attach_s / rounds, true);
+    if (kw >= 0 && k16 >= 0) win_pairs(o, &sl[k16], &sl[kw], pid, r, w);
 
     for (int j = 0; j < n; j++) {
         struct slot *x = &sl[j];
