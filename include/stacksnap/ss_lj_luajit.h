@@ -191,6 +191,7 @@ struct ss_lj_native {
 struct ss_lj_item {
     int32_t native;      /* >= 0: keep natives[native]; -1: Lua frame below */
     struct ss_frame lua; /* kind SS_FRAME_LUA when native < 0 */
+    uint64_t cf;         /* a library C function's frame (os.clock): its lua_CFunction */
 };
 
 struct ss_lj_out {

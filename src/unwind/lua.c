@@ -293,6 +293,45 @@ static uint64_t exit_frame(struct ulua *l, struct ss_uproc *up, struct ss_native
  * anonymous code (ss_native_unwind_held) for trace_frame to look at before
  * libunwind would guess there, and goes on from it (ss_native_unwind_on)
  * when it is in no trace: the frames are those of plain walks. */
+/* A stripped LuaJIT names its library C functions only MODULE+0xSTART
+ * (symbolize.c: the start of their FDE). The frame right above one that
+ * the Lua walk found to be a library function (os.clock, string.rep: ffid
+ * > 1) is that function when its start is the GCfuncC's f: named as
+ * LuaJIT's source names it, lj_cf_ and the library name (LJLIB_CF: os_clock;
+ * io and string.buffer methods io_method_, buffer_method_). */
+static void name_libcf(struct ss_strpool *pool, struct ss_frame *nat, const struct ss_lj_item *lua)
+{
+    const char *n = nat->name, *ln = lua->lua.name, *base;
+    if (!lua->cf || !n || !ln || nat->system_name || !nat->module ||
+        nat->addr - nat->sym_offset != lua->cf)
+        return;
+    base = strrchr(nat->module, '/');
+    base = base && base[1] ? base + 1 : nat->module;
+    size_t bl = strlen(base);
+    if (strncmp(n, base, bl) || strncmp(n + bl, "+0x", 3)) return; /* a symbol: keep it */
+    static const char *const meth[][2] = {{"file:", "io_method_"}, {"buffer:", "buffer_method_"}};
+    char buf[96] = "lj_cf_";
+    size_t k = 6;
+    for (unsigned j = 0; j < 2; j++) {
+        size_t ml = strlen(meth[j][0]);
+        if (strncmp(ln, meth[j][0], ml)) continue;
+        strcpy(buf + k, meth[j][1]);
+        k += strlen(meth[j][1]);
+        ln += ml;
+    }
+    for (; *ln && k + 1 < sizeof(buf); ln++) {
+        char c = *ln;
+        if (c == '.') c = '_';
+        if (!(c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+              (c >= '0' && c <= '9')))
+            return; /* builtin#N, or a name LuaJIT's sources do not spell so */
+        buf[k++] = c;
+    }
+    if (*ln) return;
+    buf[k] = 0;
+    nat->name = ss_strpool_intern(pool, buf);
+}
+
 static unsigned native_walk(struct ss_unwinder *u, struct ss_uproc *up, struct ulua *l,
                             const struct ss_sample *s, enum ss_trunc *why)
 {
@@ -430,6 +469,8 @@ unsigned ss_unwind_mixed(struct ss_unwinder *u, struct ss_uproc *up, const struc
                                     &u->out[i]);
             else
                 u->out[i] = out.items[i].lua;
+            if (k >= 0 && !native_only && i + 1 < n && out.items[i + 1].native < 0)
+                name_libcf(u->strs, &u->out[i], &out.items[i + 1]);
             prev = k;
         }
         if (ss_perfmap_version(up->pm) == pmv) break;

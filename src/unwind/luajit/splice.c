@@ -35,6 +35,7 @@ static int push(struct ss_lj_out *out, int32_t native, const struct ss_frame *fr
     if (out->n >= out->cap) return -ENOSPC;
     struct ss_lj_item *it = &out->items[out->n++];
     it->native = native;
+    it->cf = 0;
     if (fr)
         it->lua = *fr;
     else
@@ -58,6 +59,7 @@ static int emit_segment(struct ss_lj_runtime *rt, struct ss_mem *m, const struct
         if (out->n >= out->cap) return -ENOSPC;
         struct ss_lj_item *it = &out->items[out->n++]; /* the text goes there directly */
         it->native = -1;
+        it->cf = wf->ffid > 1 ? wf->cf : 0;
         ss_lj_frame_text(rt, m, w, i, &it->lua);
         out->lua_frames++;
     }
