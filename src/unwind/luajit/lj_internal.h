@@ -188,6 +188,7 @@ struct lj_proto {
     uint32_t sizebc, numline, sizept, sizekgc, sizeuv;
     int32_t firstline;
     const char *chunk; /* interned, without leading @/= */
+    bool cn_bad;       /* its chunk name is no string: "?" (no live prototype: freed memory) */
     uint8_t *blob;     /* bytes [addr, addr + sizept) */
     struct lj_pname names[LJ_NAMES_PER_PROTO];
     uint64_t epoch; /* splice that last used it (ss_lj_runtime.epoch) */

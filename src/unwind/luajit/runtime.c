@@ -293,7 +293,14 @@ static struct lj_proto *fill(struct ss_lj_runtime *rt, struct ss_mem *m, struct 
     /* chunk name: GCstr header + data */
     uint64_t cn = lj_ref(lay, hdr + lay->pt_chunkname);
     uint8_t sb[24 + 256];
-    if (cn && !ss_mem_read(m, cn, sb, sizeof(sb)) && sb[lay->gct] == LJ_GCT_STR) {
+    /* (a string near the end of its mapping: its header, then the rest) */
+    bool got =
+        cn &&
+        (!ss_mem_read(m, cn, sb, sizeof(sb)) ||
+         (!ss_mem_read(m, cn, sb, lay->str_data) &&
+          lj_u32(sb + lay->str_len) < sizeof(sb) - lay->str_data &&
+          !ss_mem_read(m, cn + lay->str_data, sb + lay->str_data, lj_u32(sb + lay->str_len) + 1)));
+    if (got && sb[lay->gct] == LJ_GCT_STR) {
         uint32_t len = lj_u32(sb + lay->str_len);
         uint64_t n = (uint64_t)lay->str_data + len + 1;
         p->cn = cn;
@@ -311,6 +318,9 @@ static struct lj_proto *fill(struct ss_lj_runtime *rt, struct ss_mem *m, struct 
             p->chunk = ss_lj_intern(rt, s, len);
         }
     }
+    /* a live prototype's chunk name is a live string: without one, the
+     * header came from freed memory (walks naming it are rejected) */
+    p->cn_bad = !p->chunk;
     if (!p->chunk) p->chunk = ss_lj_intern(rt, "?", 1);
     memcpy(p->sig, s1, lay->pt_size);
     p->siglen = lay->pt_size;

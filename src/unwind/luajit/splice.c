@@ -66,6 +66,16 @@ static int emit_segment(struct ss_lj_runtime *rt, struct ss_mem *m, const struct
     return 0;
 }
 
+/* A walk that names a prototype without a chunk name read objects from
+ * freed memory (runtime.c: cn_bad): none of its frames is kept (rl_torn
+ * caught such walks mixing frames of several generations). */
+static bool torn(const struct lj_walk *w)
+{
+    for (unsigned i = 0; i < w->n; i++)
+        if (w->f[i].ffid == 0 && w->f[i].proto && w->f[i].proto->cn_bad) return true;
+    return false;
+}
+
 /* Whether the cframe of a VM frame owns Lua frames: nres < 0 marks
  * lj_vm_cpcall's (the trace compiler, the parser, lua_cpcall), whose C
  * callee runs on the frames of an older entry. Unreadable: assume it does. */
@@ -184,6 +194,7 @@ int ss_lj_splice(struct ss_lj_runtime *const *rts, uint32_t nrts, struct ss_mem 
                     t->rc = ss_lj_trace_walk(rt, mem, ts, L, cframe, t->w);
                 else if (t->w)
                     t->rc = walk_vm(rt, mem, regs, natives, n, i, L, cframe, t->w);
+                if (t->rc == 0 && torn(t->w)) t->rc = -ESTALE;
             }
             /* The newest VM entry that owns Lua frames: protected C calls
              * (cpcall, nres < 0) newer than it run C code on its frames */
