@@ -289,10 +289,6 @@ static uint64_t exit_frame(struct ulua *l, struct ss_uproc *up, struct ss_native
     return cfa;
 }
 
-/* The native walk from nf[0]; with traces, a walk stops at a frame in
- * anonymous code (ss_native_unwind_held) for trace_frame to look at before
- * libunwind would guess there, and goes on from it (ss_native_unwind_on)
- * when it is in no trace: the frames are those of plain walks. */
 /* A stripped LuaJIT names its library C functions only MODULE+0xSTART
  * (symbolize.c: the start of their FDE). The frame right above one that
  * the Lua walk found to be a library function (os.clock, string.rep: ffid
@@ -332,6 +328,10 @@ static void name_libcf(struct ss_strpool *pool, struct ss_frame *nat, const stru
     nat->name = ss_strpool_intern(pool, buf);
 }
 
+/* The native walk from nf[0]; with traces, a walk stops at a frame in
+ * anonymous code (ss_native_unwind_held) for trace_frame to look at before
+ * libunwind would guess there, and goes on from it (ss_native_unwind_on)
+ * when it is in no trace: the frames are those of plain walks. */
 static unsigned native_walk(struct ss_unwinder *u, struct ss_uproc *up, struct ulua *l,
                             const struct ss_sample *s, enum ss_trunc *why)
 {
