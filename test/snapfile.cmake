@@ -20,7 +20,7 @@ if(CMAKE_C_COMPILER_ID STREQUAL "Clang")
     ${CMAKE_SOURCE_DIR}/src/snapfile/codec.c ${CMAKE_SOURCE_DIR}/src/snapfile/reader.c
     ${CMAKE_SOURCE_DIR}/src/snapfile/crc.c ${CMAKE_SOURCE_DIR}/src/snapfile/payload.c
     ${CMAKE_SOURCE_DIR}/src/snapfile/delta.c
-    ${CMAKE_SOURCE_DIR}/src/snapfile/rdelta.c ${CMAKE_SOURCE_DIR}/src/snapfile/kcodec.c ${CMAKE_SOURCE_DIR}/src/snapfile/ljcodec.c
+    ${CMAKE_SOURCE_DIR}/src/snapfile/rdelta.c ${CMAKE_SOURCE_DIR}/src/snapfile/kcodec.c ${CMAKE_SOURCE_DIR}/src/snapfile/ljcodec.c ${CMAKE_SOURCE_DIR}/src/snapfile/frames.c
     ${CMAKE_SOURCE_DIR}/src/snapfile/target.c ${CMAKE_SOURCE_DIR}/src/util/err.c ${CMAKE_SOURCE_DIR}/src/util/zmem.c)
   foreach(v snapfile_fuzz snapfile_fuzz_nocrc)
     add_executable(${v} ${SNAPFILE_FUZZ_SRC})
