@@ -5,7 +5,7 @@
 # read). Plus the fuzz corpus generator and, with clang, libFuzzer
 # targets for the reader (docs/capture-format.md, "Fuzzing").
 set(SNAPFILE_T ${CMAKE_CURRENT_LIST_DIR}/snapfile)
-foreach(t roundtrip damage errors compat delta ljdet mapped)
+foreach(t roundtrip damage errors compat delta ljdet mapped stackrec)
   ss_add_test(snapfile_${t} SOURCES ${SNAPFILE_T}/${t}.c ${SNAPFILE_T}/helpers.c
     LABELS snapfile TIMEOUT 120)
 endforeach()
