@@ -54,7 +54,7 @@ static uint64_t frame_hash(const struct ss_frame *f)
 {
     uint64_t h = 0xcbf29ce484222325ull;
     h = mix(h, &f->kind, 1);
-    h = mix(h, f->build_id, f->build_id_len < sizeof(f->build_id) ? f->build_id_len : 0);
+    h = mix(h, f->build_id, f->build_id_len <= sizeof(f->build_id) ? f->build_id_len : 0);
     h = mix(h, &f->addr, sizeof(f->addr));
     h = mix(h, &f->offset, sizeof(f->offset));
     h = mix(h, &f->sym_offset, sizeof(f->sym_offset));
