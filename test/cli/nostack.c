@@ -5,12 +5,14 @@
  * with --no-stack-bytes holds it nowhere, says so in `info`, and replays to
  * the live outputs byte for byte (folded, perf-script text, SVG, pprof), in
  * `diff` and `report` too; cut short, it still replays up to its last
- * complete record. */
+ * complete record. Usage errors: --no-stack-bytes without a .snap output,
+ * with --bundle, or on another command than record. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -264,4 +266,30 @@ Test(cli_nostack, luajit)
     check(&t, target, 3, "spin.lua:10);leaf (/", "spin.lua");
     free(bin);
     free(lua);
+}
+
+/* Usage errors (exit 2, before any file is made): no capture to apply it
+ * to, with --bundle, on another command. */
+Test(cli_nostack, usage)
+{
+    char *dir = cli_tmpdir("nostack-usage");
+    char *snap = cli_path(dir, "x.snap"), *folded = cli_path(dir, "x.folded");
+    char *ss = (char *)cli_ss();
+    char *a0[] = {ss, "record", "--no-stack-bytes", "-o", folded, "--", "true", NULL};
+    char *a1[] = {ss, "record", "--no-stack-bytes", "--bundle", "-o", snap, "--", "true", NULL};
+    char *a2[] = {ss, "replay", snap, "--no-stack-bytes", NULL};
+    char **argv[3] = {a0, a1, a2};
+    const char *why[3] = {"give -o FILE.snap", "not with --bundle", "only valid for record"};
+    for (int i = 0; i < 3; i++) {
+        struct cli_res r;
+        cr_assert(cli_run(&r, 30, argv[i]) == 0);
+        cr_assert(r.status == 2 && strstr(r.err, why[i]), "exit %d, want '%s':\n%s", r.status,
+                  why[i], r.err);
+        cli_res_free(&r);
+    }
+    cr_assert(access(snap, F_OK) < 0 && access(folded, F_OK) < 0, "an output was created");
+    free(snap);
+    free(folded);
+    cli_rmtree(dir);
+    free(dir);
 }
