@@ -147,11 +147,12 @@ int ss_cmd_info(const struct ss_cli *c)
            ", processes %" PRIu64 ", bundles %" PRIu64 " (%.0f bytes per sample on disk)\n",
            st.file_bytes, st.bytes[SS_SNAP_SAMPLE], st.bytes[SS_SNAP_MEMREADS],
            st.bytes[SS_SNAP_PROCESS], st.bytes[SS_SNAP_BUNDLE],
-           in.samples ? (double)(st.bytes[SS_SNAP_SAMPLE] + st.bytes[SS_SNAP_MEMREADS]) /
+           in.samples ? (double)(st.bytes[SS_SNAP_SAMPLE] + st.bytes[SS_SNAP_MEMREADS] +
+                                 st.bytes[SS_SNAP_STACK] + st.bytes[SS_SNAP_FRAMES]) /
                             (double)in.samples
                       : 0.0);
     if (in.stacks)
-        printf("stacks       %" PRIu64 " stack records (%.0f bytes per sample on disk), %" PRIu64
+        printf("stacks       %" PRIu64 " stack records (%.0f bytes each on disk), %" PRIu64
                " distinct frames (%" PRIu64 " bytes)\n",
                in.stacks, (double)st.bytes[SS_SNAP_STACK] / (double)in.stacks, in.frames,
                st.bytes[SS_SNAP_FRAMES]);
