@@ -114,10 +114,12 @@ int snap_dec_frames(struct snap_cur *c, struct snap_ftable *t, uint64_t off,
     *why = "frames record too short";
     if (c->bad) return -EBADMSG;
     if (fr->n > snap_left(c) / SNAP_FRAME_MIN) return -EBADMSG;
-    /* ids skipped (a damaged frames record before this one) were defined
-     * in bytes before this record: at most off / SNAP_FRAME_MIN of them */
+    /* every id before first was defined in the bytes before this record
+     * (ids skipped: a damaged frames record), so there are at most
+     * off / SNAP_FRAME_MIN of them: the table stays within a few times the
+     * file's size, whatever the ids claim */
     *why = "frames record with ids out of sequence";
-    if (fr->first < t->n || fr->first - t->n > off / SNAP_FRAME_MIN ||
+    if (fr->first < t->n || fr->first > off / SNAP_FRAME_MIN ||
         fr->n > UINT32_MAX - 1 - fr->first)
         return -EBADMSG;
     uint32_t end = fr->first + fr->n;
