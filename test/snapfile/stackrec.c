@@ -6,7 +6,9 @@
  * version 5 and takes no samples (a capture of samples takes no stacks). Cut
  * at every offset it gives the stacks whose records are complete, nothing
  * else; a damaged frames record costs the stacks that use its frames (each
- * reported as corrupt) and no other. */
+ * reported as corrupt) and no other. Crafted records with valid CRCs (ids
+ * past what the bytes before could define, counts past the payload, unknown
+ * bits, undefined ids) are one corrupt event each, and reading goes on. */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <stdio.h>
@@ -241,6 +243,110 @@ Test(snapfile_stackrec, samples_capture_takes_no_stacks)
     uint8_t *b = th_load(path, &len);
     cr_assert(b[8] == SS_SNAP_VERSION_SAMPLES, "a capture of samples is version %u", b[8]);
     free(b);
+    th_rmtree(dir);
+    free(path);
+    free(dir);
+}
+
+static size_t put32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+    return 4;
+}
+
+/* One frame entry: native, no build-id, no strings but has bits. */
+static size_t put_frame(uint8_t *p, uint8_t has)
+{
+    memset(p, 0, 35);
+    p[1] = has;
+    return 35;
+}
+
+/* A stack record payload: seq, pid, tid, cpu, flags, time, weight, trunc
+ * (zeros), an empty comm (u16 0 and its NUL: bytes 41-43), then the frame
+ * count claimed and the ids given (each < 128: one byte). */
+static size_t put_stack(uint8_t *p, uint32_t nframes_claimed, const uint8_t *ids, int nids)
+{
+    memset(p, 0, 44);
+    size_t n = 44;
+    uint32_t v = nframes_claimed;
+    do {
+        p[n] = (uint8_t)(v & 0x7f);
+        v >>= 7;
+        if (v) p[n] |= 0x80;
+        n++;
+    } while (v);
+    for (int i = 0; i < nids; i++)
+        p[n++] = ids[i];
+    return n;
+}
+
+/* Crafted records (valid CRCs, hostile contents) after a real header: each
+ * is one corrupt event, no allocation follows the claims, and the valid
+ * frames and stack after them still come through. */
+Test(snapfile_stackrec, hostile_records)
+{
+    char *dir = th_tmpdir(), *path = th_path(dir, "h.snap");
+    struct ss_snap_header h;
+    ss_snap_header_init(&h);
+    h.flags = SS_SNAP_HDR_NOSTACK;
+    struct ss_snap_writer *w;
+    struct ss_err err = {0};
+    cr_assert(ss_snap_create(&w, path, &h, &err) == 0);
+    ss_snap_abandon(w); /* preamble + header */
+    size_t len;
+    uint8_t *hdr = th_load(path, &len);
+    static uint8_t file[1 << 16], pay[4096];
+    memcpy(file, hdr, len);
+    size_t n = len, p;
+    free(hdr);
+    /* 1: first id far past what the bytes before could define */
+    p = put32(pay, 0xffffff00u);
+    p += put32(pay + p, 1);
+    p += put_frame(pay + p, 0);
+    n += th_frame_record(file + n, SS_SNAP_FRAMES, 0, pay, (uint32_t)p);
+    /* 2: more frames than the payload holds */
+    p = put32(pay, 0);
+    p += put32(pay + p, 100000);
+    p += put_frame(pay + p, 0);
+    n += th_frame_record(file + n, SS_SNAP_FRAMES, 0, pay, (uint32_t)p);
+    /* 3: an unknown "has" bit */
+    p = put32(pay, 0);
+    p += put32(pay + p, 1);
+    p += put_frame(pay + p, 0x80);
+    n += th_frame_record(file + n, SS_SNAP_FRAMES, 0, pay, (uint32_t)p);
+    /* 4: a stack of 2^31 frames in a few bytes */
+    uint8_t ids[2] = {0, 0};
+    p = put_stack(pay, 1u << 31, ids, 2);
+    n += th_frame_record(file + n, SS_SNAP_STACK, 0, pay, (uint32_t)p);
+    /* 5: a stack using a frame nobody defined */
+    p = put_stack(pay, 1, ids, 1);
+    n += th_frame_record(file + n, SS_SNAP_STACK, 0, pay, (uint32_t)p);
+    /* then valid: frame 0 (named "ok"), and a stack of it twice */
+    p = put32(pay, 0);
+    p += put32(pay + p, 1);
+    p += put_frame(pay + p, 1);
+    pay[p++] = 2, pay[p++] = 0, pay[p++] = 'o', pay[p++] = 'k', pay[p++] = 0;
+    n += th_frame_record(file + n, SS_SNAP_FRAMES, 0, pay, (uint32_t)p);
+    p = put_stack(pay, 2, ids, 2);
+    n += th_frame_record(file + n, SS_SNAP_STACK, 0, pay, (uint32_t)p);
+
+    struct ss_snap_reader *r;
+    cr_assert(ss_snap_open_fd(&r, th_memfd(file, n), "hostile", &err) == 0, "%s", err.msg);
+    struct ss_snap_record rec;
+    int corrupt = 0, stacks = 0, rc;
+    while ((rc = ss_snap_next(r, &rec, &err)) == 1) {
+        if (rec.type == SS_SNAP_CORRUPT) corrupt++;
+        if (rec.type == SS_SNAP_STACK) {
+            stacks++;
+            cr_assert(rec.stack.st.nframes == 2 && rec.stack.st.frames[1].name &&
+                      !strcmp(rec.stack.st.frames[1].name, "ok"));
+        }
+    }
+    cr_assert(rc == 0, "%s", err.msg);
+    cr_assert(corrupt == 5 && stacks == 1, "%d corrupt, %d stacks", corrupt, stacks);
+    ss_snap_close_reader(r);
     th_rmtree(dir);
     free(path);
     free(dir);
