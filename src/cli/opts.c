@@ -14,7 +14,8 @@ static const char *usage_text =
     "usage:\n"
     "  stacksnap record [-p PID[,PID...] | -a | -- COMMAND [ARGS...]] [-F HZ] [-d SECONDS]\n"
     "                   [--stack-size BYTES] [-o FILE]... [--format FMT] [--bundle] [--kernel]\n"
-    "                   [--compat] [--off-cpu [--off-cpu-min-us N]] [--no-lua-window] [-v]\n"
+    "                   [--compat] [--off-cpu [--off-cpu-min-us N]] [--no-lua-window]\n"
+    "                   [--no-stack-bytes] [-v]\n"
     "  stacksnap agent  [-a | -p PID[,PID...]] [-F HZ] [--listen ADDR:PORT | --listen unix:PATH]\n"
     "                   [--off-cpu]\n"
     "                   [--capture-dir DIR [--capture-max-bytes N] [--capture-segment SECONDS]]\n"
@@ -45,6 +46,8 @@ static const char *usage_text =
     "                     (folded counts in microseconds) instead of CPU samples\n"
     "  --off-cpu-min-us N shorter waits give no sample (default 100)\n"
     "  --no-lua-window    copy registers and stack only (no Lua state at sample time)\n"
+    "  --no-stack-bytes   the capture keeps the unwound frames only, no target memory\n"
+    "                     (stack bytes, windows, reads): replays the same, can be shared\n"
     "  --symfs DIR        look for ELF files under DIR when replaying\n"
     "  --top N            rows of the top table (default 20)\n"
     "  -v                 verbose: BPF program size and per-process diagnostics\n"
@@ -126,6 +129,7 @@ enum {
     OPT_BPF,
     OPT_OFF_CPU,
     OPT_OFF_CPU_MIN,
+    OPT_NO_STACK_BYTES,
     OPT_LISTEN,
     OPT_CAPTURE_DIR,
     OPT_CAPTURE_MAX,
@@ -214,6 +218,7 @@ int ss_cli_parse(struct ss_cli *c, int argc, char **argv)
         {"kernel", no_argument, 0, OPT_KERNEL},
         {"compat", no_argument, 0, OPT_COMPAT},
         {"no-lua-window", no_argument, 0, OPT_NO_LUA_WINDOW},
+        {"no-stack-bytes", no_argument, 0, OPT_NO_STACK_BYTES},
         {"symfs", required_argument, 0, OPT_SYMFS},
         {"top", required_argument, 0, OPT_TOP},
         {"bpf", no_argument, 0, OPT_BPF},
@@ -320,6 +325,11 @@ int ss_cli_parse(struct ss_cli *c, int argc, char **argv)
         case OPT_NO_LUA_WINDOW:
             c->no_lua_window = true;
             break;
+        case OPT_NO_STACK_BYTES:
+            if (strcmp(c->cmd, "record"))
+                return usage_error("--no-stack-bytes is only valid for record%s", "");
+            c->no_stack_bytes = true;
+            break;
         case OPT_SYMFS:
             c->symfs = optarg;
             break;
@@ -353,6 +363,8 @@ int ss_cli_parse(struct ss_cli *c, int argc, char **argv)
             return usage_error("%s", "--off-cpu-min-us needs --off-cpu");
         if (c->off_cpu && c->compat)
             return usage_error("%s", "--off-cpu needs the ring buffer program: not with --compat");
+        if (c->no_stack_bytes && c->bundle)
+            return usage_error("%s", "--no-stack-bytes keeps no files: not with --bundle");
         if (top && (c->nout || c->bpf_info || c->duration > 0))
             return usage_error("%s", "top takes -p, -a or -- COMMAND and -F only");
         if (c->nout == 0 && !top) {
@@ -414,5 +426,7 @@ int ss_cli_parse(struct ss_cli *c, int argc, char **argv)
             if (!strcmp(c->out[i].path, c->out[j].path))
                 return usage_error("-o %s given twice", c->out[i].path);
     }
+    if (c->no_stack_bytes && !snap)
+        return usage_error("%s", "--no-stack-bytes is about the capture: give -o FILE.snap");
     return 0;
 }

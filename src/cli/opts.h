@@ -27,6 +27,7 @@ struct ss_cli {
     double duration; /* seconds, 0 = until done */
     unsigned stack_size;
     bool bundle, kernel, compat, verbose, bpf_info, no_lua_window;
+    bool no_stack_bytes;     /* record: the capture keeps the walked frames only */
     bool off_cpu;            /* --off-cpu (record, agent) */
     unsigned off_cpu_min_us; /* --off-cpu-min-us, default 100 */
     bool off_cpu_min_set;

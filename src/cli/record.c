@@ -62,7 +62,7 @@ static void on_sample(void *ctx, const struct ss_sample *s)
         return;
     }
     struct ss_err err = {0};
-    if (r->snap && ss_snapout_sample(r->snap, r->u, s, &err) < 0) {
+    if (r->snap && ss_snapout_walked(r->snap, r->u, s, &st, &err) < 0) {
         fprintf(stderr, "stacksnap: %s\n", err.msg);
         r->failed = 1;
     }
@@ -303,6 +303,7 @@ static int open_snap(struct rec *r, const char *path)
                                  .bundle = c->bundle,
                                  .kernel = c->kernel,
                                  .off_cpu = c->off_cpu,
+                                 .no_stack_bytes = c->no_stack_bytes,
                                  .command = cmd,
                                  .warn = warn_stderr};
     struct ss_err err = {0};
