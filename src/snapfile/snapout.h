@@ -17,6 +17,9 @@ struct ss_snapout_opts {
     unsigned stack_size, freq_hz;
     bool bundle, kernel, off_cpu;
     const char *command; /* the profiled command line, "" or NULL: none */
+    /* Start times and host name of the header (from ss_snap_header_init), so
+     * that live outputs share the capture's clock; NULL: taken now. */
+    const struct ss_snap_header *clock;
     /* Non-fatal problems (a file that could not be bundled); optional. */
     void (*warn)(void *ctx, const char *msg);
     void *warn_ctx;
