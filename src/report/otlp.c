@@ -41,205 +41,11 @@ int ss_report_write_otlp(const struct ss_report *r, FILE *f, struct ss_err *err)
 }
 #else
 #include "opentelemetry/proto/collector/profiles/v1development/profiles_service.pb-c.h"
+#include "report/otlp_int.h"
 
 bool ss_report_otlp_built(void)
 {
     return true;
-}
-
-/* A POD dictionary table deduplicated by its bytes; entry 0 is all zeros. */
-struct otab {
-    char *v;
-    size_t n, cap, size;
-    struct rp_index ix;
-};
-
-struct otab_key {
-    const struct otab *t;
-    const void *e;
-};
-
-static bool otab_eq(const void *ctx, uint32_t idx)
-{
-    const struct otab_key *k = ctx;
-    return !memcmp(k->t->v + idx * k->t->size, k->e, k->t->size);
-}
-
-struct ox {
-    const struct ss_report *r;
-    struct rp_strtab str, res; /* the dictionary's strings; resource strings */
-    struct rp_buf tmp;
-    int oom;
-    struct otab attrs, funcs, maps, stacks;
-    int32_t *stack_of; /* per report stack: its stack_table index */
-};
-
-struct oattr { /* KeyValueAndUnit: int or string value */
-    int32_t key;
-    int32_t is_str;
-    int64_t v; /* the number, or the string's id */
-};
-struct ofunc {
-    int32_t name, sys, file, pad;
-    int64_t start;
-};
-struct omap {
-    uint32_t module;
-    uint32_t build_id_len;
-    uint8_t build_id[24];
-    uint64_t bias;
-};
-struct ostack {
-    uint64_t h;
-    uint32_t report_stack; /* the first report stack with these frames */
-    uint32_t pad;
-};
-
-static int32_t otab_add(struct ox *x, struct otab *t, const void *e, uint64_t h, rp_eq_fn eq,
-                        const void *ctx)
-{
-    uint32_t idx;
-    if (rp_index_find(&t->ix, h, eq, ctx, &idx)) return (int32_t)idx;
-    if (t->n >= INT32_MAX || rp_grow(&t->v, &t->cap, t->n + 1, t->size) ||
-        rp_index_insert(&t->ix, h, (uint32_t)t->n)) {
-        x->oom = 1;
-        return 0;
-    }
-    memcpy(t->v + t->n * t->size, e, t->size);
-    return (int32_t)t->n++;
-}
-
-static int32_t otab_intern(struct ox *x, struct otab *t, const void *e)
-{
-    struct otab_key k = {t, e};
-    return otab_add(x, t, e, rp_hash(e, t->size, t->size), otab_eq, &k);
-}
-
-static void otab_init(struct ox *x, struct otab *t, size_t size)
-{
-    t->size = size;
-    if (rp_grow(&t->v, &t->cap, 1, size)) {
-        x->oom = 1;
-        return;
-    }
-    memset(t->v, 0, size); /* index 0: the zero value, not in the index */
-    t->n = 1;
-}
-
-/* Intern s escaped for display (valid UTF-8, as protobuf strings must be). */
-static int32_t ostr_in(struct ox *x, struct rp_strtab *t, const char *s)
-{
-    rp_buf_reset(&x->tmp);
-    rp_escape_str(&x->tmp, s, RP_ESC_DISPLAY);
-    int64_t id = x->tmp.oom ? -ENOMEM : rp_str_intern(t, x->tmp.p ? x->tmp.p : "", x->tmp.len);
-    if (id < 0 || id > INT32_MAX) x->oom = 1;
-    return id < 0 || id > INT32_MAX ? 0 : (int32_t)id;
-}
-
-static int32_t ostr(struct ox *x, const char *s)
-{
-    return ostr_in(x, &x->str, s);
-}
-
-static int32_t attr_int(struct ox *x, const char *key, int64_t v)
-{
-    struct oattr a = {ostr(x, key), 0, v};
-    return otab_intern(x, &x->attrs, &a);
-}
-
-/* String values are written as AnyValue.string_value: kept apart from the
- * dictionary's string_table, which holds only what is referenced by index. */
-static int32_t attr_str(struct ox *x, const char *key, const char *v)
-{
-    struct oattr a = {ostr(x, key), 1, ostr_in(x, &x->res, v)};
-    return otab_intern(x, &x->attrs, &a);
-}
-
-/* Function index of a frame with a name (0: none, an unsymbolized native frame). */
-static int32_t func_of(struct ox *x, const struct rp_frame *fr)
-{
-    const struct ss_report *r = x->r;
-    struct ofunc f = {0};
-    if (fr->kind == SS_FRAME_LUA) {
-        f.name = ostr(x, fr->name ? rp_s(r, fr->name) : "anonymous");
-        f.file = fr->module ? ostr(x, rp_s(r, fr->module)) : 0;
-        f.start = fr->module ? fr->first_line : 0;
-        return otab_intern(x, &x->funcs, &f);
-    }
-    if (fr->kind == SS_FRAME_NATIVE && !fr->name) return 0;
-    if (fr->kind == SS_FRAME_KERNEL) { /* the name without the "_[k]" of frame text */
-        const char *t = rp_s(r, fr->text);
-        size_t n = strlen(t);
-        if (n >= 4 && !strcmp(t + n - 4, "_[k]")) n -= 4;
-        char *own = fr->name ? NULL : strndup(t, n);
-        if (!fr->name && !own) {
-            x->oom = 1;
-            return 0;
-        }
-        f.name = ostr(x, fr->name ? rp_s(r, fr->name) : own);
-        free(own);
-    } else {
-        f.name = ostr(x, rp_s(r, fr->text));
-    }
-    f.sys = fr->sysname ? ostr(x, rp_s(r, fr->sysname)) : f.name;
-    return otab_intern(x, &x->funcs, &f);
-}
-
-/* Mapping index of a native frame with a module (0 otherwise); the address
- * range and file offset are filled in by map_range. */
-static int32_t map_of(struct ox *x, const struct rp_frame *fr)
-{
-    if (fr->kind != SS_FRAME_NATIVE || !fr->module) return 0;
-    struct omap m = {.module = fr->module, .build_id_len = fr->build_id_len};
-    memcpy(m.build_id, fr->build_id, fr->build_id_len);
-    m.bias = fr->addr - fr->offset;
-    return otab_intern(x, &x->maps, &m);
-}
-
-struct stack_key {
-    const struct ox *x;
-    uint32_t s;
-};
-
-static bool stack_eq(const void *ctx, uint32_t idx)
-{
-    const struct stack_key *k = ctx;
-    const struct ss_report *r = k->x->r;
-    const struct ostack *o = (const struct ostack *)(k->x->stacks.v + idx * sizeof(*o));
-    const struct rp_stack *a = &r->stacks[o->report_stack], *b = &r->stacks[k->s];
-    return a->nframes == b->nframes &&
-           !memcmp(r->fids + a->first, r->fids + b->first, a->nframes * sizeof(*r->fids));
-}
-
-static int32_t stack_of(struct ox *x, uint32_t s)
-{
-    const struct rp_stack *st = &x->r->stacks[s];
-    uint64_t h = rp_hash(x->r->fids + st->first, st->nframes * sizeof(*x->r->fids), 7);
-    struct ostack o = {h, s, 0};
-    struct stack_key k = {x, s};
-    return otab_add(x, &x->stacks, &o, h, stack_eq, &k);
-}
-
-static void ox_free(struct ox *x)
-{
-    rp_strtab_free(&x->str);
-    rp_strtab_free(&x->res);
-    rp_buf_free(&x->tmp);
-    struct otab *t[] = {&x->attrs, &x->funcs, &x->maps, &x->stacks};
-    for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
-        free(t[i]->v);
-        rp_index_free(&t[i]->ix);
-    }
-    free(x->stack_of);
-}
-
-/* Report stacks grouped by pid (ascending), in report order within a pid. */
-static int by_pid(const void *a, const void *b, void *ctx)
-{
-    const struct ss_report *r = ctx;
-    uint32_t i = *(const uint32_t *)a, j = *(const uint32_t *)b;
-    uint32_t p = r->stacks[i].pid, q = r->stacks[j].pid;
-    return p != q ? (p < q ? -1 : 1) : (i < j ? -1 : i > j);
 }
 
 #define PP(n) opentelemetry__proto__profiles__v1development__##n
@@ -341,9 +147,9 @@ static int build_locations(struct ox *x, struct omsg *m)
     for (size_t i = 0; i < nf; i++) {
         const struct rp_frame *fr = &r->frames[i];
         Loc *l = &m->loc[i + 1];
-        l->mapping_index = m->fmap[i] = map_of(x, fr);
+        l->mapping_index = m->fmap[i] = ox_map(x, fr);
         if (fr->kind == SS_FRAME_NATIVE || fr->kind == SS_FRAME_KERNEL) l->address = fr->addr;
-        int32_t fn = func_of(x, fr);
+        int32_t fn = ox_func(x, fr);
         if (fn) {
             Ln *ln = &m->ln[i + 1];
             PP(line__init)(ln);
@@ -353,10 +159,10 @@ static int build_locations(struct ox *x, struct omsg *m)
             l->n_lines = 1;
             l->lines = &m->lnp[i + 1];
         }
-        m->locattr[i + 1] = attr_str(x, "profile.frame.type",
-                                     fr->kind == SS_FRAME_LUA      ? "luajit"
-                                     : fr->kind == SS_FRAME_KERNEL ? "kernel"
-                                                                   : "native");
+        m->locattr[i + 1] = ox_attr_str(x, "profile.frame.type",
+                                        fr->kind == SS_FRAME_LUA      ? "luajit"
+                                        : fr->kind == SS_FRAME_KERNEL ? "kernel"
+                                                                      : "native");
         l->n_attribute_indices = 1;
         l->attribute_indices = &m->locattr[i + 1];
     }
@@ -379,10 +185,10 @@ static int build_samples(struct ox *x, struct omsg *m, size_t *ngroups)
         !CALLOC(m->tss, ts ? ne : 0) || !CALLOC(m->evpos, ns))
         return -ENOMEM;
     for (size_t i = 0; i < ns; i++) {
-        x->stack_of[i] = stack_of(x, (uint32_t)i);
+        x->stack_of[i] = ox_stack(x, (uint32_t)i);
         m->order[i] = (uint32_t)i;
     }
-    qsort_r(m->order, ns, sizeof(*m->order), by_pid, (void *)r);
+    qsort_r(m->order, ns, sizeof(*m->order), ox_by_pid, (void *)r);
     /* each stack's events: evpos[stack] = its first slot, in the grouped order */
     size_t *first = NULL;
     if (ts) {
@@ -410,8 +216,8 @@ static int build_samples(struct ox *x, struct omsg *m, size_t *ngroups)
         Smp *sm = &m->smp[k];
         PP(sample__init)(sm);
         sm->stack_index = x->stack_of[i];
-        m->sattr[2 * k] = attr_int(x, "thread.id", s->tid);
-        m->sattr[2 * k + 1] = attr_str(x, "thread.name", rp_comm(r, s));
+        m->sattr[2 * k] = ox_attr_int(x, "thread.id", s->tid);
+        m->sattr[2 * k + 1] = ox_attr_str(x, "thread.name", rp_comm(r, s));
         sm->n_attribute_indices = 2;
         sm->attribute_indices = &m->sattr[2 * k];
         if (ts) {
@@ -435,7 +241,7 @@ static int build_samples(struct ox *x, struct omsg *m, size_t *ngroups)
 
 static int64_t rstr(struct ox *x, const char *s)
 {
-    return ostr_in(x, &x->res, s);
+    return ox_str_in(x, &x->res, s);
 }
 
 /* A container id: 64 hex digits (the agent's cgroup label), else none. */
@@ -570,12 +376,12 @@ static int build_maps(struct ox *x, struct omsg *m)
         mp->memory_start = m->mlo[i];
         mp->memory_limit = m->mhi[i] + 1;
         mp->file_offset = m->moff[i];
-        mp->filename_strindex = ostr(x, rp_s(r, om->module));
+        mp->filename_strindex = ox_str(x, rp_s(r, om->module));
         if (om->build_id_len) {
             char hex[2 * sizeof(om->build_id) + 1];
             for (unsigned k = 0; k < om->build_id_len && k < sizeof(om->build_id); k++)
                 snprintf(hex + 2 * k, 3, "%02x", om->build_id[k]);
-            m->mattr[i] = attr_str(x, "process.executable.build_id.gnu", hex);
+            m->mattr[i] = ox_attr_str(x, "process.executable.build_id.gnu", hex);
             mp->n_attribute_indices = 1;
             mp->attribute_indices = &m->mattr[i];
         }
@@ -665,17 +471,17 @@ int ss_report_write_otlp(const struct ss_report *r, FILE *f, struct ss_err *err)
     size_t ng = 0;
     int rc = -ENOMEM;
     if (rp_strtab_init(&x.str) || rp_strtab_init(&x.res)) goto out;
-    otab_init(&x, &x.attrs, sizeof(struct oattr));
-    otab_init(&x, &x.funcs, sizeof(struct ofunc));
-    otab_init(&x, &x.maps, sizeof(struct omap));
-    otab_init(&x, &x.stacks, sizeof(struct ostack));
+    ox_tab_init(&x, &x.attrs, sizeof(struct oattr));
+    ox_tab_init(&x, &x.funcs, sizeof(struct ofunc));
+    ox_tab_init(&x, &x.maps, sizeof(struct omap));
+    ox_tab_init(&x, &x.stacks, sizeof(struct ostack));
     VType st, pt;
     PP(value_type__init)(&st);
     PP(value_type__init)(&pt);
-    st.type_strindex = ostr(&x, r->off_cpu ? "off_cpu" : "samples");
-    st.unit_strindex = ostr(&x, r->off_cpu ? "nanoseconds" : "count");
-    pt.type_strindex = ostr(&x, r->off_cpu ? "off_cpu" : "cpu");
-    pt.unit_strindex = ostr(&x, "nanoseconds");
+    st.type_strindex = ox_str(&x, r->off_cpu ? "off_cpu" : "samples");
+    st.unit_strindex = ox_str(&x, r->off_cpu ? "nanoseconds" : "count");
+    pt.type_strindex = ox_str(&x, r->off_cpu ? "off_cpu" : "cpu");
+    pt.unit_strindex = ox_str(&x, "nanoseconds");
     if (x.oom || build_locations(&x, &m) || build_samples(&x, &m, &ng) ||
         (ng && build_groups(&x, &m, ng, &st, &pt)) || build_maps(&x, &m))
         goto out;
