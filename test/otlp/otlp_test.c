@@ -1,0 +1,173 @@
+/* test/otlp/otlp_test.c: `record -o x.otlp` (issue 30), decoded by protoc
+ * (Debian's protobuf-compiler) with the official v1.11.0 schema, gives the
+ * stacks of the same run's folded output, count for count and frame for
+ * frame; the dictionary rules hold; `replay -o x.otlp` of the capture is the
+ * same bytes. Real BPF, real luajit and native workloads. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../cli/cli.h"
+#include "pbtext.h"
+
+#define REQ "opentelemetry.proto.collector.profiles.v1development.ExportProfilesServiceRequest"
+#define SVC "opentelemetry/proto/collector/profiles/v1development/profiles_service.proto"
+
+/* protoc --decode of an .otlp file into a tree (asserts on failure). */
+static struct pbt *decode(const char *otlp)
+{
+    char *cmd;
+    cr_assert(asprintf(&cmd, "protoc -I '%s' --decode=%s %s < '%s'", SS_OTLP_PROTO_DIR, REQ, SVC,
+                       otlp) > 0);
+    char *argv[] = {"sh", "-c", cmd, NULL};
+    struct cli_res r;
+    cr_assert(cli_run(&r, 120, argv) == 0);
+    cr_assert(r.status == 0, "protoc --decode of %s exited %d:\n%s", otlp, r.status, r.err);
+    char why[512];
+    struct pbt *t = pbt_parse(r.out, why, sizeof(why));
+    cr_assert(t, "%s", why);
+    cli_res_free(&r);
+    free(cmd);
+    return t;
+}
+
+/* The decoded request's stacks equal the folded file's. */
+static void same_as_folded(const struct pbt *req, const char *folded_path)
+{
+    char why[512] = "";
+    char *mine = otlp_folded(req, why, sizeof(why));
+    cr_assert(mine, "OTLP request breaks a rule: %s", why);
+    char *text = cli_load(folded_path, NULL);
+    cr_assert(text, "%s", folded_path);
+    char *want = folded_sorted(text);
+    cr_assert(cli_folded_check(want, why, sizeof(why)) > 0, "%s: %s", folded_path, why);
+    cr_assert(!strcmp(mine, want),
+              "OTLP samples differ from the folded output:\n--- otlp\n%s--- folded\n%s", mine,
+              want);
+    free(mine);
+    free(want);
+    free(text);
+}
+
+static void record(const char *dir, char *const target[], int ntarget)
+{
+    char *argv[32];
+    int n = 0;
+    argv[n++] = (char *)cli_ss();
+    argv[n++] = "record";
+    argv[n++] = "-F";
+    argv[n++] = "499";
+    argv[n++] = "-o";
+    argv[n++] = cli_path(dir, "x.snap");
+    argv[n++] = "-o";
+    argv[n++] = cli_path(dir, "live.folded");
+    argv[n++] = "-o";
+    argv[n++] = cli_path(dir, "live.otlp");
+    for (int i = 0; i < ntarget; i++)
+        argv[n++] = target[i];
+    argv[n] = NULL;
+    struct cli_res r;
+    cr_assert(cli_run(&r, 120, argv) == 0);
+    cr_assert(r.status == 0, "record exited %d:\n%s", r.status, r.err);
+    cli_res_free(&r);
+}
+
+static void replay_same(const char *dir)
+{
+    char *snap = cli_path(dir, "x.snap"), *rep = cli_path(dir, "replay.otlp"),
+         *live = cli_path(dir, "live.otlp");
+    char *argv[] = {(char *)cli_ss(), "replay", snap, "-o", rep, NULL};
+    struct cli_res r;
+    cr_assert(cli_run(&r, 120, argv) == 0);
+    cr_assert(r.status == 0, "replay exited %d:\n%s", r.status, r.err);
+    cli_res_free(&r);
+    char *d = cli_diff(live, rep);
+    cr_assert(!d, "replay's .otlp differs from live's: %s", d);
+    free(snap);
+    free(rep);
+    free(live);
+}
+
+static const char *rattr(const struct pbt *req, const char *key)
+{
+    const char *v = otlp_resource_attr(req, 0, key);
+    cr_assert(v, "resource attribute %s missing", key);
+    return v;
+}
+
+Test(otlp, luajit_record_replay)
+{
+    char *dir = cli_tmpdir("otlp-lj");
+    char *lua = cli_src("test/cli/spin.lua");
+    char *target[] = {"--", "luajit", lua, "1.5"};
+    record(dir, target, 4);
+    char *otlp = cli_path(dir, "live.otlp");
+    struct pbt *req = decode(otlp);
+    cr_assert_eq(pbt_count(req, "resource_profiles"), 1, "one process, one ResourceProfiles");
+    same_as_folded(req, cli_path(dir, "live.folded"));
+    /* resource and profile fields */
+    cr_assert_str_eq(rattr(req, "service.name"), "luajit");
+    cr_assert_str_eq(rattr(req, "process.executable.name"), "luajit");
+    cr_assert(atoi(rattr(req, "process.pid")) > 1);
+    char host[256] = "";
+    gethostname(host, sizeof(host) - 1);
+    cr_assert_str_eq(rattr(req, "host.name"), host);
+    const struct pbt *prof =
+        pbt_get(pbt_get(pbt_get(req, "resource_profiles", 0), "scope_profiles", 0), "profiles", 0);
+    const struct pbt *d = pbt_get(req, "dictionary", 0);
+    const struct pbt *st = pbt_get(prof, "sample_type", 0), *pt = pbt_get(prof, "period_type", 0);
+    const char *s_type = pbt_get(d, "string_table", (size_t)pbt_int(st, "type_strindex", 0))->val;
+    const char *s_unit = pbt_get(d, "string_table", (size_t)pbt_int(st, "unit_strindex", 0))->val;
+    const char *p_type = pbt_get(d, "string_table", (size_t)pbt_int(pt, "type_strindex", 0))->val;
+    const char *p_unit = pbt_get(d, "string_table", (size_t)pbt_int(pt, "unit_strindex", 0))->val;
+    cr_assert(!strcmp(s_type, "samples") && !strcmp(s_unit, "count"), "%s/%s", s_type, s_unit);
+    cr_assert(!strcmp(p_type, "cpu") && !strcmp(p_unit, "nanoseconds"), "%s/%s", p_type, p_unit);
+    cr_assert_eq(pbt_int(prof, "period", 0), 1000000000 / 499);
+    long long t0 = pbt_int(prof, "time_unix_nano", 0), dur = pbt_int(prof, "duration_nano", 0);
+    long long now = (long long)time(NULL) * 1000000000ll;
+    cr_assert(t0 > now - 600000000000ll && t0 < now && dur > 0 && dur < 120000000000ll,
+              "time_unix_nano %lld, duration_nano %lld", t0, dur);
+    /* every timestamp within [time, time + duration) */
+    for (size_t s = 0; s < pbt_count(prof, "samples"); s++) {
+        const struct pbt *smp = pbt_get(prof, "samples", s);
+        cr_assert(pbt_count(smp, "timestamps_unix_nano") > 0, "sample %zu has no timestamps", s);
+        for (size_t k = 0; k < pbt_count(smp, "timestamps_unix_nano"); k++) {
+            long long t = strtoll(pbt_get(smp, "timestamps_unix_nano", k)->val, NULL, 10);
+            cr_assert(t >= t0 && t < t0 + dur, "timestamp %lld outside [%lld, +%lld)", t, t0, dur);
+        }
+    }
+    /* Lua frames as Functions with the chunk, typed luajit */
+    char *text = cli_load(cli_path(dir, "live.folded"), NULL);
+    cr_assert(strstr(text, "leaf (/"), "no Lua frames in the run:\n%s", text);
+    free(text);
+    pbt_free(req);
+    replay_same(dir);
+    cli_rmtree(dir);
+}
+
+Test(otlp, native_processes)
+{
+    char *dir = cli_tmpdir("otlp-nat");
+    char *bin = cli_built("cli_native"), *cmd;
+    /* two processes: two ResourceProfiles */
+    cr_assert(asprintf(&cmd, "%s 0.6 & %s 0.6; wait", bin, bin) > 0);
+    char *target[] = {"--", "sh", "-c", cmd};
+    record(dir, target, 4);
+    struct pbt *req = decode(cli_path(dir, "live.otlp"));
+    size_t n = pbt_count(req, "resource_profiles");
+    cr_assert(n >= 2, "%zu ResourceProfiles for two cli_native processes", n);
+    int natives = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *svc = otlp_resource_attr(req, i, "service.name");
+        natives += svc && !strcmp(svc, "cli_native");
+    }
+    cr_assert(natives >= 2, "%d resources of cli_native", natives);
+    same_as_folded(req, cli_path(dir, "live.folded"));
+    pbt_free(req);
+    replay_same(dir);
+    free(cmd);
+    cli_rmtree(dir);
+}
