@@ -89,6 +89,9 @@ int ss_cmd_agent(const struct ss_cli *c)
         .capture_segment_s = c->capture_segment,
         .push_url = c->push_url,
         .push_every_s = c->push_every,
+        .otlp_url = c->otlp_url,
+        .otlp_headers = c->otlp_headers,
+        .n_otlp_headers = c->n_otlp_headers,
         .debuginfod_timeout_s = ss_cli_debuginfod_timeout(),
         .log = log_stderr,
     };

@@ -13,24 +13,12 @@
 #include "../cli/cli.h"
 #include "pbtext.h"
 
-#define REQ "opentelemetry.proto.collector.profiles.v1development.ExportProfilesServiceRequest"
-#define SVC "opentelemetry/proto/collector/profiles/v1development/profiles_service.proto"
-
 /* protoc --decode of an .otlp file into a tree (asserts on failure). */
 static struct pbt *decode(const char *otlp)
 {
-    char *cmd;
-    cr_assert(asprintf(&cmd, "protoc -I '%s' --decode=%s %s < '%s'", SS_OTLP_PROTO_DIR, REQ, SVC,
-                       otlp) > 0);
-    char *argv[] = {"sh", "-c", cmd, NULL};
-    struct cli_res r;
-    cr_assert(cli_run(&r, 120, argv) == 0);
-    cr_assert(r.status == 0, "protoc --decode of %s exited %d:\n%s", otlp, r.status, r.err);
-    char why[512];
-    struct pbt *t = pbt_parse(r.out, why, sizeof(why));
+    char why[1024] = "";
+    struct pbt *t = otlp_decode_file(SS_OTLP_PROTO_DIR, otlp, why, sizeof(why));
     cr_assert(t, "%s", why);
-    cli_res_free(&r);
-    free(cmd);
     return t;
 }
 

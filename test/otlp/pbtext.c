@@ -444,3 +444,42 @@ const char *otlp_resource_attr(const struct pbt *req, size_t i, const char *key)
     }
     return NULL;
 }
+
+struct pbt *otlp_decode_file(const char *proto_dir, const char *path, char *why, size_t wl)
+{
+    char *cmd = NULL;
+    if (asprintf(&cmd,
+                 "protoc -I '%s' "
+                 "--decode=opentelemetry.proto.collector.profiles.v1development."
+                 "ExportProfilesServiceRequest "
+                 "opentelemetry/proto/collector/profiles/v1development/profiles_service.proto "
+                 "< '%s' 2>&1",
+                 proto_dir, path) < 0)
+        return NULL;
+    FILE *p = popen(cmd, "r");
+    free(cmd);
+    if (!p) {
+        why_set(why, wl, "cannot run protoc");
+        return NULL;
+    }
+    char *out = NULL;
+    size_t len = 0, cap = 0;
+    for (;;) {
+        if (cap - len < 65536) {
+            cap = cap ? cap * 2 : 1 << 20;
+            out = realloc(out, cap);
+        }
+        size_t n = fread(out + len, 1, cap - len - 1, p);
+        if (!n) break;
+        len += n;
+    }
+    out[len] = 0;
+    int st = pclose(p);
+    struct pbt *t = NULL;
+    if (st != 0)
+        why_set(why, wl, "protoc --decode of %s failed (status %d): %.500s", path, st, out);
+    else
+        t = pbt_parse(out, why, wl);
+    free(out);
+    return t;
+}

@@ -31,6 +31,9 @@ char *otlp_folded(const struct pbt *req, char *why, size_t whylen);
 /* The string value of resource attribute key of resource_profiles[i] (static
  * storage of the tree), or NULL. */
 const char *otlp_resource_attr(const struct pbt *req, size_t i, const char *key);
+/* `protoc --decode` of an .otlp file with the schema under proto_dir
+ * (opentelemetry/proto/...), parsed; NULL and why (protoc's error). */
+struct pbt *otlp_decode_file(const char *proto_dir, const char *path, char *why, size_t whylen);
 /* Folded text sorted bytewise, lines with one stack merged (malloc'd). */
 char *folded_sorted(const char *text);
 
