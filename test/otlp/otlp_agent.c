@@ -229,7 +229,7 @@ Test(otlp_agent, push_with_outage_and_partial_success, .timeout = 150)
     char why[1024] = "";
     struct pbt *req = otlp_decode_file(SS_OTLP_PROTO_DIR, last, why, sizeof(why));
     cr_assert(req, "%s", why);
-    char *folded = otlp_folded(req, why, sizeof(why));
+    char *folded = otlp_folded(req, 0, why, sizeof(why));
     cr_assert(folded, "the pushed request breaks a rule: %s", why);
     cr_expect(strstr(folded, "cli_native;") && strstr(folded, "cli_leaf"),
               "pushed profiles without the workload:\n%.2000s", folded);

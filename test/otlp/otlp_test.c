@@ -23,10 +23,10 @@ static struct pbt *decode(const char *otlp)
 }
 
 /* The decoded request's stacks equal the folded file's. */
-static void same_as_folded(const struct pbt *req, const char *folded_path)
+static void same_as_folded(const struct pbt *req, const char *folded_path, long long div)
 {
     char why[512] = "";
-    char *mine = otlp_folded(req, why, sizeof(why));
+    char *mine = otlp_folded(req, div, why, sizeof(why));
     cr_assert(mine, "OTLP request breaks a rule: %s", why);
     char *text = cli_load(folded_path, NULL);
     cr_assert(text, "%s", folded_path);
@@ -40,14 +40,14 @@ static void same_as_folded(const struct pbt *req, const char *folded_path)
     free(text);
 }
 
-static void record(const char *dir, char *const target[], int ntarget)
+static void record(const char *dir, char *const extra[], char *const target[], int ntarget)
 {
     char *argv[32];
     int n = 0;
     argv[n++] = (char *)cli_ss();
     argv[n++] = "record";
-    argv[n++] = "-F";
-    argv[n++] = "499";
+    for (int i = 0; extra && extra[i]; i++)
+        argv[n++] = extra[i];
     argv[n++] = "-o";
     argv[n++] = cli_path(dir, "x.snap");
     argv[n++] = "-o";
@@ -91,11 +91,12 @@ Test(otlp, luajit_record_replay)
     char *dir = cli_tmpdir("otlp-lj");
     char *lua = cli_src("test/cli/spin.lua");
     char *target[] = {"--", "luajit", lua, "1.5"};
-    record(dir, target, 4);
+    char *extra[] = {"-F", "499", NULL};
+    record(dir, extra, target, 4);
     char *otlp = cli_path(dir, "live.otlp");
     struct pbt *req = decode(otlp);
     cr_assert_eq(pbt_count(req, "resource_profiles"), 1, "one process, one ResourceProfiles");
-    same_as_folded(req, cli_path(dir, "live.folded"));
+    same_as_folded(req, cli_path(dir, "live.folded"), 0);
     /* resource and profile fields */
     cr_assert_str_eq(rattr(req, "service.name"), "luajit");
     cr_assert_str_eq(rattr(req, "process.executable.name"), "luajit");
@@ -143,7 +144,8 @@ Test(otlp, native_processes)
     /* two processes: two ResourceProfiles */
     cr_assert(asprintf(&cmd, "%s 0.6 & %s 0.6; wait", bin, bin) > 0);
     char *target[] = {"--", "sh", "-c", cmd};
-    record(dir, target, 4);
+    char *extra[] = {"-F", "499", NULL};
+    record(dir, extra, target, 4);
     struct pbt *req = decode(cli_path(dir, "live.otlp"));
     size_t n = pbt_count(req, "resource_profiles");
     cr_assert(n >= 2, "%zu ResourceProfiles for two cli_native processes", n);
@@ -153,9 +155,48 @@ Test(otlp, native_processes)
         natives += svc && !strcmp(svc, "cli_native");
     }
     cr_assert(natives >= 2, "%d resources of cli_native", natives);
-    same_as_folded(req, cli_path(dir, "live.folded"));
+    same_as_folded(req, cli_path(dir, "live.folded"), 0);
     pbt_free(req);
     replay_same(dir);
     free(cmd);
+    cli_rmtree(dir);
+}
+
+/* The string a ValueType field names. */
+static const char *vt_str(const struct pbt *req, const struct pbt *vt, const char *field)
+{
+    const struct pbt *d = pbt_get(req, "dictionary", 0);
+    const struct pbt *s = pbt_get(d, "string_table", (size_t)pbt_int(vt, field, 0));
+    cr_assert(s, "%s dangles", field);
+    return s->val;
+}
+
+Test(otlp, offcpu_kernel_frames)
+{
+    char *dir = cli_tmpdir("otlp-off");
+    char *lua = cli_src("test/cli/offcpu_sleep.lua");
+    char *extra[] = {"--off-cpu", "--kernel", NULL};
+    char *target[] = {"--", "luajit", "-joff", lua, "usleep"};
+    record(dir, extra, target, 5);
+    struct pbt *req = decode(cli_path(dir, "live.otlp"));
+    /* values in nanoseconds: folded's microseconds x 1000, one per wait */
+    same_as_folded(req, cli_path(dir, "live.folded"), 1000);
+    const struct pbt *prof =
+        pbt_get(pbt_get(pbt_get(req, "resource_profiles", 0), "scope_profiles", 0), "profiles", 0);
+    const struct pbt *st = pbt_get(prof, "sample_type", 0);
+    cr_assert_str_eq(vt_str(req, st, "type_strindex"), "off_cpu");
+    cr_assert_str_eq(vt_str(req, st, "unit_strindex"), "nanoseconds");
+    size_t waits = 0;
+    for (size_t s = 0; s < pbt_count(prof, "samples"); s++) {
+        const struct pbt *smp = pbt_get(prof, "samples", s);
+        cr_assert_eq(pbt_count(smp, "values"), pbt_count(smp, "timestamps_unix_nano"));
+        waits += pbt_count(smp, "values");
+    }
+    cr_assert(waits > 10, "%zu waits", waits);
+    char *text = cli_load(cli_path(dir, "live.folded"), NULL);
+    cr_assert(strstr(text, "_[k]"), "no kernel frames in the run:\n%.2000s", text);
+    free(text);
+    pbt_free(req);
+    replay_same(dir);
     cli_rmtree(dir);
 }

@@ -347,7 +347,7 @@ static bool zero_entry(const struct dict *d, const char *table, char *why, size_
     return true;
 }
 
-char *otlp_folded(const struct pbt *req, char *why, size_t wl)
+char *otlp_folded(const struct pbt *req, long long div, char *why, size_t wl)
 {
     struct dict d = {.d = pbt_get(req, "dictionary", 0)};
     if (!d.d) {
@@ -403,10 +403,19 @@ char *otlp_folded(const struct pbt *req, char *why, size_t wl)
                 ok = false;
                 break;
             }
-            long long n = (long long)pbt_count(smp, "timestamps_unix_nano");
-            if (!n)
-                for (size_t v = 0; v < pbt_count(smp, "values"); v++)
-                    n += strtoll(pbt_get(smp, "values", v)->val, NULL, 10);
+            size_t nts = pbt_count(smp, "timestamps_unix_nano"), nv = pbt_count(smp, "values");
+            if (nts && nv && nts != nv) {
+                why_set(why, wl, "sample %zu: %zu timestamps, %zu values", s, nts, nv);
+                ok = false;
+                break;
+            }
+            long long n = div ? 0 : (long long)nts, sum = 0;
+            for (size_t v = 0; v < nv; v++)
+                sum += strtoll(pbt_get(smp, "values", v)->val, NULL, 10);
+            if (div)
+                n = sum / div;
+            else if (!n)
+                n = sum;
             put_folded(f, comm);
             const struct pbt *st = pbt_get(d.d, "stack_table", (size_t)si);
             size_t nl = pbt_count(st, "location_indices");

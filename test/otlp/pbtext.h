@@ -26,8 +26,10 @@ long long pbt_int(const struct pbt *t, const char *name, long long def);
 /* The request's samples as sorted folded lines "comm;root;...;leaf COUNT\n",
  * after checking the dictionary (index 0 of every table the zero value, no
  * index past a table, every location typed by profile.frame.type). NULL and
- * why on a broken rule. Counts: timestamps, or the sum of values. */
-char *otlp_folded(const struct pbt *req, char *why, size_t whylen);
+ * why on a broken rule. Counts: div 0: timestamps, or the sum of values
+ * without them; else the sum of values / div (off-CPU: nanoseconds in the
+ * OTLP, microseconds in folded). A sample with both has as many of each. */
+char *otlp_folded(const struct pbt *req, long long div, char *why, size_t whylen);
 /* The string value of resource attribute key of resource_profiles[i] (static
  * storage of the tree), or NULL. */
 const char *otlp_resource_attr(const struct pbt *req, size_t i, const char *key);
