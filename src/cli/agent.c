@@ -100,7 +100,8 @@ int ss_cmd_agent(const struct ss_cli *c)
     if (rc < 0) {
         fprintf(stderr, "stacksnap: %s\n", err.msg);
         return rc == -EINVAL || rc == -EADDRINUSE || rc == -EADDRNOTAVAIL || rc == -ESRCH ||
-                       rc == -ENOENT || rc == -ENOTDIR || rc == -EACCES || rc == -EEXIST
+                       rc == -ENOENT || rc == -ENOTDIR || rc == -EACCES || rc == -EEXIST ||
+                       rc == -ENOTSUP
                    ? 2
                    : 1;
     }
