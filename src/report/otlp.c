@@ -206,7 +206,7 @@ static int build_samples(struct ox *x, struct omsg *m, size_t *ngroups)
             const struct rp_event *e = &r->events[i];
             size_t p = m->evpos[e->stack]++;
             m->tss[p] = e->time_ns ? (uint64_t)((int64_t)e->time_ns + r->mono_to_real_ns) : 0;
-            m->vals[p] = (int64_t)(r->off_cpu ? e->count * 1000 : e->count);
+            m->vals[p] = (int64_t)(r->off_cpu ? (uint64_t)e->count * 1000 : e->count);
         }
     }
     size_t g = 0;

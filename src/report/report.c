@@ -258,7 +258,8 @@ int ss_report_add(struct ss_report *r, const struct ss_stack *s, uint64_t count,
     }
     if (r->timestamps) {
         if (rp_grow(&r->events, &r->capevents, r->nevents + 1, sizeof(*r->events))) goto oom;
-        r->events[r->nevents++] = (struct rp_event){idx, s->time_ns, count};
+        uint32_t c = count > UINT32_MAX ? UINT32_MAX : (uint32_t)count;
+        r->events[r->nevents++] = (struct rp_event){s->time_ns, idx, c};
     }
     r->stacks[idx].count += count;
     r->samples += count;

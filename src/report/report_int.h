@@ -39,11 +39,12 @@ struct rp_pcache {
 };
 #define RP_FCACHE_BITS 10 /* frames by address and name */
 
-/* One ss_report_add (opts.timestamps): its stack, time and count. */
+/* One ss_report_add (opts.timestamps): its time, stack and count; 16 bytes
+ * a sample (an off-CPU count is microseconds: 32 bits hold 71 minutes). */
 struct rp_event {
-    uint32_t stack;
     uint64_t time_ns; /* the sample clock (CLOCK_MONOTONIC), 0 unknown */
-    uint64_t count;
+    uint32_t stack;
+    uint32_t count;
 };
 
 struct rp_plabel {
