@@ -30,7 +30,7 @@ struct orecv {
     pthread_mutex_t mu;
     char *dir;
     int count;
-    char last[512], error[512];
+    char last[512], error[600];
 };
 
 struct oreq {
@@ -253,6 +253,9 @@ Test(otlp_agent, push_with_outage_and_partial_success, .timeout = 150)
     cli_wait(nat, 10);
     ag_proc_free(&ag);
     cli_rmtree(dir);
+    free(dir);
+    free(bin);
+    close(ofd);
 }
 
 Test(otlp_agent, bad_flags)

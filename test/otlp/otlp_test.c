@@ -13,6 +13,30 @@
 #include "../cli/cli.h"
 #include "pbtext.h"
 
+/* A test's folder and the files record writes there. */
+struct run {
+    char *dir, *snap, *folded, *otlp;
+};
+
+static struct run run_new(const char *tag)
+{
+    struct run r = {.dir = cli_tmpdir(tag)};
+    cr_assert(r.dir);
+    r.snap = cli_path(r.dir, "x.snap");
+    r.folded = cli_path(r.dir, "live.folded");
+    r.otlp = cli_path(r.dir, "live.otlp");
+    return r;
+}
+
+static void run_free(struct run *r)
+{
+    cli_rmtree(r->dir);
+    free(r->dir);
+    free(r->snap);
+    free(r->folded);
+    free(r->otlp);
+}
+
 /* protoc --decode of an .otlp file into a tree (asserts on failure). */
 static struct pbt *decode(const char *otlp)
 {
@@ -40,7 +64,7 @@ static void same_as_folded(const struct pbt *req, const char *folded_path, long 
     free(text);
 }
 
-static void record(const char *dir, char *const extra[], char *const target[], int ntarget)
+static void record(const struct run *ru, char *const extra[], char *const target[], int ntarget)
 {
     char *argv[32];
     int n = 0;
@@ -49,11 +73,11 @@ static void record(const char *dir, char *const extra[], char *const target[], i
     for (int i = 0; extra && extra[i]; i++)
         argv[n++] = extra[i];
     argv[n++] = "-o";
-    argv[n++] = cli_path(dir, "x.snap");
+    argv[n++] = ru->snap;
     argv[n++] = "-o";
-    argv[n++] = cli_path(dir, "live.folded");
+    argv[n++] = ru->folded;
     argv[n++] = "-o";
-    argv[n++] = cli_path(dir, "live.otlp");
+    argv[n++] = ru->otlp;
     for (int i = 0; i < ntarget; i++)
         argv[n++] = target[i];
     argv[n] = NULL;
@@ -63,20 +87,17 @@ static void record(const char *dir, char *const extra[], char *const target[], i
     cli_res_free(&r);
 }
 
-static void replay_same(const char *dir)
+static void replay_same(const struct run *ru)
 {
-    char *snap = cli_path(dir, "x.snap"), *rep = cli_path(dir, "replay.otlp"),
-         *live = cli_path(dir, "live.otlp");
-    char *argv[] = {(char *)cli_ss(), "replay", snap, "-o", rep, NULL};
+    char *rep = cli_path(ru->dir, "replay.otlp");
+    char *argv[] = {(char *)cli_ss(), "replay", ru->snap, "-o", rep, NULL};
     struct cli_res r;
     cr_assert(cli_run(&r, 120, argv) == 0);
     cr_assert(r.status == 0, "replay exited %d:\n%s", r.status, r.err);
     cli_res_free(&r);
-    char *d = cli_diff(live, rep);
+    char *d = cli_diff(ru->otlp, rep);
     cr_assert(!d, "replay's .otlp differs from live's: %s", d);
-    free(snap);
     free(rep);
-    free(live);
 }
 
 static const char *rattr(const struct pbt *req, const char *key)
@@ -88,15 +109,14 @@ static const char *rattr(const struct pbt *req, const char *key)
 
 Test(otlp, luajit_record_replay)
 {
-    char *dir = cli_tmpdir("otlp-lj");
+    struct run ru = run_new("otlp-lj");
     char *lua = cli_src("test/cli/spin.lua");
     char *target[] = {"--", "luajit", lua, "1.5"};
     char *extra[] = {"-F", "499", NULL};
-    record(dir, extra, target, 4);
-    char *otlp = cli_path(dir, "live.otlp");
-    struct pbt *req = decode(otlp);
+    record(&ru, extra, target, 4);
+    struct pbt *req = decode(ru.otlp);
     cr_assert_eq(pbt_count(req, "resource_profiles"), 1, "one process, one ResourceProfiles");
-    same_as_folded(req, cli_path(dir, "live.folded"), 0);
+    same_as_folded(req, ru.folded, 0);
     /* resource and profile fields */
     cr_assert_str_eq(rattr(req, "service.name"), "luajit");
     cr_assert_str_eq(rattr(req, "process.executable.name"), "luajit");
@@ -129,24 +149,25 @@ Test(otlp, luajit_record_replay)
         }
     }
     /* Lua frames as Functions with the chunk, typed luajit */
-    char *text = cli_load(cli_path(dir, "live.folded"), NULL);
+    char *text = cli_load(ru.folded, NULL);
     cr_assert(strstr(text, "leaf (/"), "no Lua frames in the run:\n%s", text);
     free(text);
     pbt_free(req);
-    replay_same(dir);
-    cli_rmtree(dir);
+    replay_same(&ru);
+    free(lua);
+    run_free(&ru);
 }
 
 Test(otlp, native_processes)
 {
-    char *dir = cli_tmpdir("otlp-nat");
+    struct run ru = run_new("otlp-nat");
     char *bin = cli_built("cli_native"), *cmd;
     /* two processes: two ResourceProfiles */
     cr_assert(asprintf(&cmd, "%s 0.6 & %s 0.6; wait", bin, bin) > 0);
     char *target[] = {"--", "sh", "-c", cmd};
     char *extra[] = {"-F", "499", NULL};
-    record(dir, extra, target, 4);
-    struct pbt *req = decode(cli_path(dir, "live.otlp"));
+    record(&ru, extra, target, 4);
+    struct pbt *req = decode(ru.otlp);
     size_t n = pbt_count(req, "resource_profiles");
     cr_assert(n >= 2, "%zu ResourceProfiles for two cli_native processes", n);
     int natives = 0;
@@ -155,11 +176,12 @@ Test(otlp, native_processes)
         natives += svc && !strcmp(svc, "cli_native");
     }
     cr_assert(natives >= 2, "%d resources of cli_native", natives);
-    same_as_folded(req, cli_path(dir, "live.folded"), 0);
+    same_as_folded(req, ru.folded, 0);
     pbt_free(req);
-    replay_same(dir);
+    replay_same(&ru);
     free(cmd);
-    cli_rmtree(dir);
+    free(bin);
+    run_free(&ru);
 }
 
 /* The string a ValueType field names. */
@@ -173,14 +195,14 @@ static const char *vt_str(const struct pbt *req, const struct pbt *vt, const cha
 
 Test(otlp, offcpu_kernel_frames)
 {
-    char *dir = cli_tmpdir("otlp-off");
+    struct run ru = run_new("otlp-off");
     char *lua = cli_src("test/cli/offcpu_sleep.lua");
     char *extra[] = {"--off-cpu", "--kernel", NULL};
     char *target[] = {"--", "luajit", "-joff", lua, "usleep"};
-    record(dir, extra, target, 5);
-    struct pbt *req = decode(cli_path(dir, "live.otlp"));
+    record(&ru, extra, target, 5);
+    struct pbt *req = decode(ru.otlp);
     /* values in nanoseconds: folded's microseconds x 1000, one per wait */
-    same_as_folded(req, cli_path(dir, "live.folded"), 1000);
+    same_as_folded(req, ru.folded, 1000);
     const struct pbt *prof =
         pbt_get(pbt_get(pbt_get(req, "resource_profiles", 0), "scope_profiles", 0), "profiles", 0);
     const struct pbt *st = pbt_get(prof, "sample_type", 0);
@@ -193,10 +215,11 @@ Test(otlp, offcpu_kernel_frames)
         waits += pbt_count(smp, "values");
     }
     cr_assert(waits > 10, "%zu waits", waits);
-    char *text = cli_load(cli_path(dir, "live.folded"), NULL);
+    char *text = cli_load(ru.folded, NULL);
     cr_assert(strstr(text, "_[k]"), "no kernel frames in the run:\n%.2000s", text);
     free(text);
     pbt_free(req);
-    replay_same(dir);
-    cli_rmtree(dir);
+    replay_same(&ru);
+    free(lua);
+    run_free(&ru);
 }

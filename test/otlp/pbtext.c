@@ -347,6 +347,38 @@ static bool zero_entry(const struct dict *d, const char *table, char *why, size_
     return true;
 }
 
+/* Every index field anywhere in the request within its table. */
+static bool indices_ok(const struct dict *d, const struct pbt *t, char *why, size_t wl)
+{
+    static const char *const names[] = {"attribute_indices", "function_index", "mapping_index",
+                                        "location_indices",  "stack_index",    "link_index"};
+    const size_t n[] = {d->nattr, d->nfn, d->nmap, d->nloc, d->nstack, d->nlink};
+    for (size_t i = 0; i < t->nkids; i++) {
+        const struct pbt *k = &t->kids[i];
+        if (!k->val) {
+            if (!indices_ok(d, k, why, wl)) return false;
+            continue;
+        }
+        size_t nl = strlen(k->name), limit = 0;
+        bool idx = false;
+        if (nl > 9 && !strcmp(k->name + nl - 9, "_strindex")) {
+            idx = true;
+            limit = d->nstr;
+        }
+        for (size_t j = 0; j < sizeof(names) / sizeof(names[0]); j++)
+            if (!strcmp(k->name, names[j])) {
+                idx = true;
+                limit = n[j];
+            }
+        long long v = strtoll(k->val, NULL, 10);
+        if (idx && (v < 0 || (size_t)v >= limit)) {
+            why_set(why, wl, "%s %lld dangles (table of %zu)", k->name, v, limit);
+            return false;
+        }
+    }
+    return true;
+}
+
 char *otlp_folded(const struct pbt *req, long long div, char *why, size_t wl)
 {
     struct dict d = {.d = pbt_get(req, "dictionary", 0)};
@@ -369,6 +401,7 @@ char *otlp_folded(const struct pbt *req, long long div, char *why, size_t wl)
         why_set(why, wl, "string_table[0] is not \"\"");
         return NULL;
     }
+    if (!indices_ok(&d, req, why, wl)) return NULL;
     d.str = calloc(d.nstr, sizeof(*d.str));
     for (size_t i = 0; i < d.nstr; i++)
         d.str[i] = pbt_get(d.d, "string_table", i)->val;
