@@ -11,94 +11,7 @@
 #include <unistd.h>
 
 #include "../cli/cli.h"
-#include "pbtext.h"
-
-/* A test's folder and the files record writes there. */
-struct run {
-    char *dir, *snap, *folded, *otlp;
-};
-
-static struct run run_new(const char *tag)
-{
-    struct run r = {.dir = cli_tmpdir(tag)};
-    cr_assert(r.dir);
-    r.snap = cli_path(r.dir, "x.snap");
-    r.folded = cli_path(r.dir, "live.folded");
-    r.otlp = cli_path(r.dir, "live.otlp");
-    return r;
-}
-
-static void run_free(struct run *r)
-{
-    cli_rmtree(r->dir);
-    free(r->dir);
-    free(r->snap);
-    free(r->folded);
-    free(r->otlp);
-}
-
-/* protoc --decode of an .otlp file into a tree (asserts on failure). */
-static struct pbt *decode(const char *otlp)
-{
-    char why[1024] = "";
-    struct pbt *t = otlp_decode_file(SS_OTLP_PROTO_DIR, otlp, why, sizeof(why));
-    cr_assert(t, "%s", why);
-    return t;
-}
-
-/* The decoded request's stacks equal the folded file's. */
-static void same_as_folded(const struct pbt *req, const char *folded_path, long long div)
-{
-    char why[512] = "";
-    char *mine = otlp_folded(req, div, why, sizeof(why));
-    cr_assert(mine, "OTLP request breaks a rule: %s", why);
-    char *text = cli_load(folded_path, NULL);
-    cr_assert(text, "%s", folded_path);
-    char *want = folded_sorted(text);
-    cr_assert(cli_folded_check(want, why, sizeof(why)) > 0, "%s: %s", folded_path, why);
-    cr_assert(!strcmp(mine, want),
-              "OTLP samples differ from the folded output:\n--- otlp\n%s--- folded\n%s", mine,
-              want);
-    free(mine);
-    free(want);
-    free(text);
-}
-
-static void record(const struct run *ru, char *const extra[], char *const target[], int ntarget)
-{
-    char *argv[32];
-    int n = 0;
-    argv[n++] = (char *)cli_ss();
-    argv[n++] = "record";
-    for (int i = 0; extra && extra[i]; i++)
-        argv[n++] = extra[i];
-    argv[n++] = "-o";
-    argv[n++] = ru->snap;
-    argv[n++] = "-o";
-    argv[n++] = ru->folded;
-    argv[n++] = "-o";
-    argv[n++] = ru->otlp;
-    for (int i = 0; i < ntarget; i++)
-        argv[n++] = target[i];
-    argv[n] = NULL;
-    struct cli_res r;
-    cr_assert(cli_run(&r, 120, argv) == 0);
-    cr_assert(r.status == 0, "record exited %d:\n%s", r.status, r.err);
-    cli_res_free(&r);
-}
-
-static void replay_same(const struct run *ru)
-{
-    char *rep = cli_path(ru->dir, "replay.otlp");
-    char *argv[] = {(char *)cli_ss(), "replay", ru->snap, "-o", rep, NULL};
-    struct cli_res r;
-    cr_assert(cli_run(&r, 120, argv) == 0);
-    cr_assert(r.status == 0, "replay exited %d:\n%s", r.status, r.err);
-    cli_res_free(&r);
-    char *d = cli_diff(ru->otlp, rep);
-    cr_assert(!d, "replay's .otlp differs from live's: %s", d);
-    free(rep);
-}
+#include "otlp_util.h"
 
 static const char *rattr(const struct pbt *req, const char *key)
 {
@@ -113,8 +26,8 @@ Test(otlp, luajit_record_replay)
     char *lua = cli_src("test/cli/spin.lua");
     char *target[] = {"--", "luajit", lua, "1.5"};
     char *extra[] = {"-F", "499", NULL};
-    record(&ru, extra, target, 4);
-    struct pbt *req = decode(ru.otlp);
+    otlp_record(&ru, extra, target, 4);
+    struct pbt *req = otlp_decode(ru.otlp);
     cr_assert_eq(pbt_count(req, "resource_profiles"), 1, "one process, one ResourceProfiles");
     same_as_folded(req, ru.folded, 0);
     /* resource and profile fields */
@@ -166,8 +79,8 @@ Test(otlp, native_processes)
     cr_assert(asprintf(&cmd, "%s 0.6 & %s 0.6; wait", bin, bin) > 0);
     char *target[] = {"--", "sh", "-c", cmd};
     char *extra[] = {"-F", "499", NULL};
-    record(&ru, extra, target, 4);
-    struct pbt *req = decode(ru.otlp);
+    otlp_record(&ru, extra, target, 4);
+    struct pbt *req = otlp_decode(ru.otlp);
     size_t n = pbt_count(req, "resource_profiles");
     cr_assert(n >= 2, "%zu ResourceProfiles for two cli_native processes", n);
     int natives = 0;
@@ -199,8 +112,8 @@ Test(otlp, offcpu_kernel_frames)
     char *lua = cli_src("test/cli/offcpu_sleep.lua");
     char *extra[] = {"--off-cpu", "--kernel", NULL};
     char *target[] = {"--", "luajit", "-joff", lua, "usleep"};
-    record(&ru, extra, target, 5);
-    struct pbt *req = decode(ru.otlp);
+    otlp_record(&ru, extra, target, 5);
+    struct pbt *req = otlp_decode(ru.otlp);
     /* values in nanoseconds: folded's microseconds x 1000, one per wait */
     same_as_folded(req, ru.folded, 1000);
     const struct pbt *prof =
