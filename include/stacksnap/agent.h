@@ -49,6 +49,7 @@ struct ss_agent_opts {
     const char *otlp_url;
     const char *const *otlp_headers;
     unsigned n_otlp_headers;
+    const char *otlp_service; /* service.name of every process; NULL: its command name */
     /* > 0: fetch the debug files of stripped files by build-id from the
      * debuginfod servers of DEBUGINFOD_URLS (libdebuginfod), each fetch cut
      * after this many seconds; 0: no fetching. */

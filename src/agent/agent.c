@@ -169,6 +169,7 @@ int ss_agent_new(struct ss_agent **out, const struct ss_agent_opts *o, struct ss
     a->o.otlp_url = NULL;
     a->o.otlp_headers = NULL;
     a->o.n_otlp_headers = 0;
+    a->o.otlp_service = NULL;
     if ((a->listen_fd = ag_listen(a->listen, a->address, sizeof(a->address), err)) < 0) {
         rc = a->listen_fd;
         goto fail;

@@ -37,6 +37,7 @@ struct ag_otlp {
     char url[1100];
     struct curl_slist *hdrs;
     char host[256];
+    char service[256]; /* "" : each process's command name */
     int64_t mono_to_real;
     /* main thread: the current window */
     struct ss_report *rep;
@@ -301,6 +302,7 @@ int ag_otlp_new(struct ag_otlp **out, struct ss_agent *a, struct ss_err *err)
     }
     p->hdrs = h;
     if (gethostname(p->host, sizeof(p->host) - 1) < 0) p->host[0] = 0;
+    snprintf(p->service, sizeof(p->service), "%s", a->o.otlp_service ? a->o.otlp_service : "");
     p->mono_to_real = clock_ns(CLOCK_REALTIME) - clock_ns(CLOCK_MONOTONIC);
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv, NULL);
@@ -324,7 +326,7 @@ void ag_otlp_add(struct ag_otlp *p, const struct ss_stack *st, const char *exe, 
         struct ss_report_opts ro = {
             .freq_hz = p->a->o.freq_hz, .off_cpu = p->a->o.off_cpu, .timestamps = true};
         if (!(p->rep = ss_report_new(&ro, &err))) return;
-        if (ss_report_set_clock(p->rep, p->mono_to_real, p->host, NULL, &err) < 0) {
+        if (ss_report_set_clock(p->rep, p->mono_to_real, p->host, p->service, &err) < 0) {
             ss_report_free(p->rep);
             p->rep = NULL;
             return;

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <sys/stat.h>
 #include <stdio.h>
 #include <string.h>
@@ -92,6 +93,7 @@ int ss_cmd_agent(const struct ss_cli *c)
         .otlp_url = c->otlp_url,
         .otlp_headers = c->otlp_headers,
         .n_otlp_headers = c->n_otlp_headers,
+        .otlp_service = getenv("OTEL_SERVICE_NAME"),
         .debuginfod_timeout_s = ss_cli_debuginfod_timeout(),
         .log = log_stderr,
     };

@@ -208,7 +208,10 @@ Test(otlp_agent, push_with_outage_and_partial_success, .timeout = 150)
                           "--push-every",
                           "1",
                           NULL};
-    cr_assert(ag_start(&ag, "otlp-agent", args) == 0, "the agent did not start");
+    setenv("OTEL_SERVICE_NAME", "checkout-svc", 1); /* the agent's service.name */
+    int started = ag_start(&ag, "otlp-agent", args);
+    unsetenv("OTEL_SERVICE_NAME");
+    cr_assert(started == 0, "the agent did not start");
     cli_sleep(1.5); /* the receiver is down: tries fail, backoff */
     char *body = NULL;
     cr_assert_eq(ag_http(ag.port, "GET", "/metrics", &body, 5), 200);
@@ -233,7 +236,8 @@ Test(otlp_agent, push_with_outage_and_partial_success, .timeout = 150)
     cr_assert(folded, "the pushed request breaks a rule: %s", why);
     cr_expect(strstr(folded, "cli_native;") && strstr(folded, "cli_leaf"),
               "pushed profiles without the workload:\n%.2000s", folded);
-    cr_expect_str_eq(otlp_resource_attr(req, 0, "service.name"), "cli_native");
+    cr_expect_str_eq(otlp_resource_attr(req, 0, "service.name"), "checkout-svc");
+    cr_expect_str_eq(otlp_resource_attr(req, 0, "process.executable.name"), "cli_native");
     const char *exe = otlp_resource_attr(req, 0, "process.executable.path");
     cr_expect(exe && strstr(exe, "cli_native"), "process.executable.path '%s'", exe ? exe : "");
     free(folded);
