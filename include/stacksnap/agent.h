@@ -44,6 +44,12 @@ struct ss_agent_opts {
     const char *push_url;       /* NULL: no push; else the Pyroscope base URL */
     unsigned push_every_s;      /* default 15 */
     unsigned push_queue;        /* windows kept while the server is down, default 16 */
+    /* NULL: no OTLP push; else the OTLP/HTTP base URL (POST URL/v1development/profiles
+     * every push_every_s), with headers "NAME=VALUE" */
+    const char *otlp_url;
+    const char *const *otlp_headers;
+    unsigned n_otlp_headers;
+    const char *otlp_service; /* service.name of every process; NULL: its command name */
     /* > 0: fetch the debug files of stripped files by build-id from the
      * debuginfod servers of DEBUGINFOD_URLS (libdebuginfod), each fetch cut
      * after this many seconds; 0: no fetching. */

@@ -10,6 +10,7 @@
 
 #define SS_MAX_OUTPUTS 16
 #define SS_MAX_PIDS 256
+#define SS_MAX_OTLP_HEADERS 16
 
 struct ss_output {
     const char *path; /* "-" = stdout */
@@ -35,6 +36,9 @@ struct ss_cli {
     const char *listen, *capture_dir, *push_url;
     unsigned long long capture_max_bytes;
     unsigned capture_segment, push_every, max_seconds;
+    const char *otlp_url;                          /* --otlp */
+    const char *otlp_headers[SS_MAX_OTLP_HEADERS]; /* --otlp-header K=V */
+    unsigned n_otlp_headers;
     /* replay / report / info */
     const char *capture; /* diff: BEFORE */
     const char *after;   /* diff: AFTER */

@@ -65,6 +65,11 @@ int ss_snapout_open(struct ss_snapout **out, const struct ss_snapout_opts *o, st
     }
     struct ss_snap_header h;
     ss_snap_header_init(&h);
+    if (o->clock) {
+        h.start_real_ns = o->clock->start_real_ns;
+        h.start_mono_ns = o->clock->start_mono_ns;
+        memcpy(h.hostname, o->clock->hostname, sizeof(h.hostname));
+    }
     snprintf(h.tool_version, sizeof(h.tool_version), "%s", SS_VERSION);
     h.stack_size = o->stack_size;
     h.freq_hz = o->freq_hz;

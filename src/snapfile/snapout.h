@@ -20,6 +20,9 @@ struct ss_snapout_opts {
      * and their target reads; no bundles (-EINVAL with bundle) */
     bool no_stack_bytes;
     const char *command; /* the profiled command line, "" or NULL: none */
+    /* Start times and host name of the header (from ss_snap_header_init), so
+     * that live outputs share the capture's clock; NULL: taken now. */
+    const struct ss_snap_header *clock;
     /* Non-fatal problems (a file that could not be bundled); optional. */
     void (*warn)(void *ctx, const char *msg);
     void *warn_ctx;
