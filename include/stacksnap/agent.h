@@ -10,7 +10,7 @@
  * HTTP (libmicrohttpd) also serves GET /metrics (Prometheus text, counters
  * stacksnap_*) and GET /healthz. Bad requests get HTTP errors.
  *
- * Knows no command-line flags (cli/agent.c maps them). Errors: negative
+ * Knows no command-line flags (cli/cmd_agent.c maps them). Errors: negative
  * errno + message; nothing here prints except through opts.log. */
 #ifndef STACKSNAP_AGENT_H
 #define STACKSNAP_AGENT_H

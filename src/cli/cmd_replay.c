@@ -1,4 +1,4 @@
-/* cli/replay.c: `stacksnap replay` (outputs from a capture), `report` (top
+/* cli/cmd_replay.c: `stacksnap replay` (outputs from a capture), `report` (top
  * table) and `info` (what a capture holds). Bad input exits 2. */
 #include <errno.h>
 #include <stdio.h>

@@ -1,4 +1,4 @@
-/* cli/record.c: `stacksnap record` — capture, unwind live, write every -o.
+/* cli/cmd_record.c: `stacksnap record` — capture, unwind live, write every -o.
  *
  * Per sample: unwind (target reads go to the capture writer's hook), write
  * a process record when the unwinder's view of that process is new or its

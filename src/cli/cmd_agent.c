@@ -1,4 +1,4 @@
-/* cli/agent.c: `stacksnap agent` — map the flags to ss_agent_opts, log to
+/* cli/cmd_agent.c: `stacksnap agent` — map the flags to ss_agent_opts, log to
  * stderr (the journal under systemd; a file there is reopened on SIGHUP),
  * run until SIGTERM/SIGINT. */
 #include <errno.h>

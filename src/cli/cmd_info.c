@@ -1,4 +1,4 @@
-/* cli/info.c: `stacksnap info CAPTURE` — what a capture holds: header,
+/* cli/cmd_info.c: `stacksnap info CAPTURE` — what a capture holds: header,
  * processes and their mappings, bundled files, samples, counters, sizes. */
 #include <errno.h>
 #include <inttypes.h>
