@@ -1,12 +1,12 @@
 /* snapfile/fdict.c: the writer's side of captures of unwound stacks
- * (frames.c has the format and the reader's side): a dictionary of every
+ * (stackrec.c has the format and the reader's side): a dictionary of every
  * frame written so far, by content, that gives a stack's frames their ids
  * and encodes the new ones into a frames record before the stack record. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "snapfile/frames.h"
+#include "snapfile/stackrec.h"
 #include "snapfile/writer.h"
 
 /* unsigned LEB128 (frame ids, counts) */

@@ -10,7 +10,7 @@
 #include <zstd.h>
 #include <zstd_errors.h>
 
-#include "snapfile/frames.h"
+#include "snapfile/stackrec.h"
 #include "snapfile/payload.h"
 #include "snapfile/rdelta.h"
 

@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "snapfile/format.h"
-#include "snapfile/frames.h"
+#include "snapfile/stackrec.h"
 #include "snapfile/payload.h"
 #include "snapfile/rdelta.h"
 

@@ -6,7 +6,7 @@
 #include <zstd.h>
 
 #include "snapfile/delta.h"
-#include "snapfile/frames.h"
+#include "snapfile/stackrec.h"
 #include "snapfile/rdelta.h"
 #include "snapfile/format.h"
 
@@ -51,7 +51,7 @@ struct ss_snap_writer {
     uint64_t nrecords;
     struct snap_bundle_key *bundles;
     size_t nbundles, bundles_cap;
-    /* --no-stack-bytes (frames.c): stack records, frames by id */
+    /* --no-stack-bytes (stackrec.c): stack records, frames by id */
     bool nostack;
     struct snap_fdict *fdict;
     uint32_t *ids;

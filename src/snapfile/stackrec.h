@@ -1,8 +1,8 @@
-/* snapfile/frames.h: captures of unwound stacks (--no-stack-bytes, format
+/* snapfile/stackrec.h: captures of unwound stacks (--no-stack-bytes, format
  * version 5): the writer's frame dictionary (fdict.c) and the reader's frame
  * table, and the frames and stack records' payloads. */
-#ifndef SS_SNAPFILE_FRAMES_H
-#define SS_SNAPFILE_FRAMES_H
+#ifndef SS_SNAPFILE_STACKREC_H
+#define SS_SNAPFILE_STACKREC_H
 
 #include "snapfile/format.h"
 
@@ -17,7 +17,7 @@
 struct snap_fdict;
 void snap_fdict_free(struct snap_fdict *d);
 
-/* Reader (frames.c): the frames defined so far, by id (reset by a rewind). */
+/* Reader (stackrec.c): the frames defined so far, by id (reset by a rewind). */
 struct snap_ftable;
 struct snap_ftable *snap_ftable_new(void);
 void snap_ftable_reset(struct snap_ftable *t);

@@ -1,4 +1,4 @@
-/* snapfile/frames.c: captures of unwound stacks (`record --no-stack-bytes`,
+/* snapfile/stackrec.c: captures of unwound stacks (`record --no-stack-bytes`,
  * format version 5). Such a capture keeps what the live walk gave, not what
  * it read: each sample is a stack record (ids, times, the frames by id) and
  * each distinct frame (kind, build-id, address, offset, names, lines) is
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "snapfile/frames.h"
+#include "snapfile/stackrec.h"
 
 /* unsigned LEB128 (frame ids, counts) */
 static uint32_t get_uvar(struct snap_cur *c)
