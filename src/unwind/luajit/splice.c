@@ -61,6 +61,7 @@ static int emit_segment(struct ss_lj_runtime *rt, struct ss_mem *m, const struct
         it->native = -1;
         it->cf = wf->ffid > 1 ? wf->cf : 0;
         ss_lj_frame_text(rt, m, w, i, &it->lua);
+        if (i == 0) it->lua.unproven = w->unproven < 255 ? (uint8_t)w->unproven : 255;
         out->lua_frames++;
     }
     return 0;

@@ -427,6 +427,7 @@ int ss_lj_trace_walk(struct ss_lj_runtime *rt, struct ss_mem *m, const struct ss
     }
     rt->tbase[slot].L = L;
     rt->tbase[slot].base = used;
+    w->unproven += cur->unproven;
     unsigned k = cur->nframes - 1;
     if (w->n + k > LJ_MAX_FRAMES) {
         w->n = LJ_MAX_FRAMES - k;

@@ -48,6 +48,29 @@ static int snap_at(const struct trace *t, uint64_t ofs)
     return (int)lo - 1;
 }
 
+/* How many of snapshot si's frames, outermost first, are proven to be on
+ * the stack for code at mcode offset ofs (issue 32). Snapshot si is the
+ * state at its own guard; between it and the next snapshot in mcode order
+ * (the state the code at ofs runs into) inlined frames may return and
+ * others start, with no guard and so no snapshot in between (a cache
+ * lookup returns, then an FFI call is made). A frame is proven when both
+ * snapshots show it: the same prototype linked to the same call site of
+ * the same caller (so at the same base), for it and every frame below.
+ * After the last snapshot the code loops back or links to another trace:
+ * only the frame at the trace's base is proven (the live walk checks it). */
+static uint32_t proven(const struct trace *t, int si)
+{
+    const struct tsnap *b = &t->snaps[si];
+    if (b->n <= 1) return b->n;
+    if ((uint32_t)si + 1 >= t->nsnap) return 1;
+    const struct tsnap *a = &t->snaps[si + 1];
+    const struct tframe *fb = &t->fr[b->first], *fa = &t->fr[a->first];
+    uint32_t k = 1;
+    while (k < b->n && k < a->n && fb[k].pt && fb[k].pt == fa[k].pt && fb[k].link == fa[k].link)
+        k++;
+    return k;
+}
+
 /* The sampled trace's J->trace slot as of the sample (the J->trace window,
  * plan.c): 1 and *T set, 0 not in the sample. */
 static int sample_slot(const struct ss_lj_runtime *rt, const struct ss_mem *m, uint64_t jt,
@@ -98,6 +121,7 @@ int ss_lj_trace_validate(struct ss_lj_runtime *rt, struct ss_mem *m, int idx, ui
         si++; /* past a profiler check: see prof_checks */
     if (si < 0 || !t->snaps[si].n) return -ENOENT;
     const struct tsnap *ts = &t->snaps[si];
+    const uint32_t keep = proven(t, si); /* frames [0, keep) of ts */
     uint64_t G = t->G, jt = G + (uint64_t)(int64_t)lay->g2j + lay->J_trace;
     unsigned rs = lay->gc64 ? 8 : 4;
     if (tc->arr_G != G) tc->arr_G = G, tc->arr = 0;
@@ -134,16 +158,16 @@ int ss_lj_trace_validate(struct ss_lj_runtime *rt, struct ss_mem *m, int idx, ui
         iov[nv++] =
             (struct ss_iov){.addr = tc->arr + (uint64_t)t->traceno * rs, .dst = slot, .len = rs};
     uint8_t ph_s[4][112 + LJ_CNS], (*ph)[112 + LJ_CNS] = ph_s;
-    if (ts->n > 4 && !(ph = malloc(sizeof(*ph) * ts->n))) {
+    if (keep > 4 && !(ph = malloc(sizeof(*ph) * keep))) {
         if (map != map_s) free(map);
         return -ENOMEM;
     }
     /* the fields, and the frames' slots this snapshot fills (no reader
      * looks past nframes) */
     memset(cur, 0, offsetof(struct ss_lj_tsample, pc));
-    memset(cur->proto, 0, ts->n * sizeof(cur->proto[0]));
+    memset(cur->proto, 0, keep * sizeof(cur->proto[0]));
     int cn[TC_MAXFR];
-    for (uint32_t i = 1; i < ts->n; i++) { /* inlined frames' prototypes, names */
+    for (uint32_t i = 1; i < keep; i++) { /* inlined frames' prototypes, names */
         uint64_t pt = t->fr[ts->first + i].pt;
         cn[i] = -1;
         if (trust && (cur->proto[i] = ss_lj_proto_trusted(rt, pt))) continue;
@@ -192,9 +216,10 @@ int ss_lj_trace_validate(struct ss_lj_runtime *rt, struct ss_mem *m, int idx, ui
     cur->base_reg = t->base_reg;
     cur->base_spill = t->base_spill;
     cur->traceno = t->traceno;
-    cur->nframes = ts->n;
+    cur->nframes = keep;
+    cur->unproven = ts->n - keep + ts->ncut;
     bool hit[TC_MAXFR] = {false};
-    for (uint32_t i = 0; i < ts->n; i++) {
+    for (uint32_t i = 0; i < keep; i++) {
         const struct tframe *f = &t->fr[ts->first + i];
         cur->pc[i] = f->pc;
         cur->link[i] = f->link;
@@ -210,7 +235,7 @@ int ss_lj_trace_validate(struct ss_lj_runtime *rt, struct ss_mem *m, int idx, ui
     }
     if (gi >= 0 && !iov[gi].err && ss_lj_gc_prove(rt, sep, lep, elen)) {
         t->gen = rt->gcp.gen;
-        for (uint32_t i = 1; i < ts->n; i++)
+        for (uint32_t i = 1; i < keep; i++)
             if (hit[i]) cur->proto[i]->gcgen = rt->gcp.gen;
     }
     ss_lj_need_trace(rt, t->traceno);

@@ -33,6 +33,7 @@ struct tsnap {
     uint32_t prof;                  /* mcode offset of a profiler check inside, 0 none */
     uint32_t gofs;                  /* start as placed from the guards (guards.c) */
     uint32_t first, n;              /* frames [first, first + n), outermost first */
+    uint32_t ncut;                  /* inner frames dropped: a caller not at a call */
 };
 
 struct trace {
