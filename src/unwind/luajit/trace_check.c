@@ -57,16 +57,28 @@ static int snap_at(const struct trace *t, uint64_t ofs)
  * snapshots show it: the same prototype linked to the same call site of
  * the same caller (so at the same base), for it and every frame below.
  * After the last snapshot the code loops back or links to another trace:
- * only the frame at the trace's base is proven (the live walk checks it). */
-static uint32_t proven(const struct trace *t, int si)
+ * only the frame at the trace's base is proven (the live walk checks it).
+ *
+ * A trace recorded under LuaJIT's own profiler (profiler checks in its
+ * code, trace_load.c prof_checks) has a check wherever the recorded code
+ * changes function (lj_record.c rec_profile_ins: the prototype differs from
+ * the last one recorded; rec_profile_ret: every return in 'f' mode), before
+ * any code of the new function: up to the first check after the snapshot,
+ * every frame it shows is still there. Not where its innermost frame and
+ * its caller run one prototype (a recursive call inlined: no check). */
+static uint32_t proven(const struct trace *t, int si, uint64_t ofs)
 {
     const struct tsnap *b = &t->snaps[si];
     if (b->n <= 1) return b->n;
+    const struct tframe *f = &t->fr[b->first];
+    if (t->profiled && (!b->prof || ofs < b->prof) && f[b->n - 1].pt != f[b->n - 2].pt) return b->n;
     if ((uint32_t)si + 1 >= t->nsnap) return 1;
     const struct tsnap *a = &t->snaps[si + 1];
     const struct tframe *fb = &t->fr[b->first], *fa = &t->fr[a->first];
-    uint32_t k = 1;
-    while (k < b->n && k < a->n && fb[k].pt && fb[k].pt == fa[k].pt && fb[k].link == fa[k].link)
+    /* the next snapshot's frame returning at its pc still runs the code
+     * before it (a profiler check at the return, trace_load.c) */
+    uint32_t na = a->ncut ? a->n : a->n + a->nret, k = 1;
+    while (k < b->n && k < na && fb[k].pt && fb[k].pt == fa[k].pt && fb[k].link == fa[k].link)
         k++;
     return k;
 }
@@ -121,7 +133,7 @@ int ss_lj_trace_validate(struct ss_lj_runtime *rt, struct ss_mem *m, int idx, ui
         si++; /* past a profiler check: see prof_checks */
     if (si < 0 || !t->snaps[si].n) return -ENOENT;
     const struct tsnap *ts = &t->snaps[si];
-    const uint32_t keep = proven(t, si); /* frames [0, keep) of ts */
+    const uint32_t keep = proven(t, si, look - t->mcode); /* frames [0, keep) of ts */
     uint64_t G = t->G, jt = G + (uint64_t)(int64_t)lay->g2j + lay->J_trace;
     unsigned rs = lay->gc64 ? 8 : 4;
     if (tc->arr_G != G) tc->arr_G = G, tc->arr = 0;

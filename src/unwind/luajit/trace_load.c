@@ -218,9 +218,10 @@ static uint32_t callers_at_calls(struct ss_lj_runtime *rt, struct ss_mem *m,
  * loop optimisation dropped the snapshot that followed such a check (a
  * return), the code after the check belongs to the next snapshot's frames.
  * Marks, per snapshot, the first check inside its code. */
-static void prof_checks(bool gc64, const uint8_t *mc, uint32_t sz, struct tsnap *snaps,
+static bool prof_checks(bool gc64, const uint8_t *mc, uint32_t sz, struct tsnap *snaps,
                         uint32_t nsnap)
 {
+    bool any = false;
     /* test byte [r14+disp32], imm8 / test byte [disp32], imm8 */
     static const uint8_t pat64[3] = {0x41, 0xf6, 0x86}, pat32[3] = {0xf6, 0x04, 0x25};
     const uint8_t *pat = gc64 ? pat64 : pat32;
@@ -237,7 +238,9 @@ static void prof_checks(bool gc64, const uint8_t *mc, uint32_t sz, struct tsnap 
         }
         if (lo && lo < nsnap && o > snaps[lo - 1].mcofs && !snaps[lo - 1].prof)
             snaps[lo - 1].prof = o;
+        any = true;
     }
+    return any;
 }
 
 /* A decoded trace is loaded; a good one takes over the decoded arrays
@@ -340,12 +343,15 @@ void ss_lj_trace_load(struct ss_lj_runtime *rt, struct ss_mem *m, struct trace *
         const uint32_t *mp = map + ts->mapofs;
         ts->n = lay->gc64 ? frames_gc64(lay, &k, ps, mp, nent, ts->maplen, fr + used)
                           : frames_gc32(ps, mp, nent, ts->maplen, fr + used);
-        if (ts->n > 1 && at_return(rt, m, &fr[used + ts->n - 1])) ts->n--;
+        /* (the returning frame stays stored after the n frames: the code
+         * before this snapshot ran in it, trace_check.c compares it) */
+        if (ts->n > 1 && at_return(rt, m, &fr[used + ts->n - 1])) ts->n--, ts->nret = 1;
+        uint32_t all = ts->n + ts->nret;
         ts->ncut = callers_at_calls(rt, m, fr + used, ts->n);
         ts->n -= ts->ncut;
-        used += ts->n;
+        used += all;
     }
-    prof_checks(lay->gc64, mc, t->szmcode, snaps, t->nsnap);
+    t->profiled = prof_checks(lay->gc64, mc, t->szmcode, snaps, t->nsnap);
     bad = false;
 done:
     finish(rt, t, bad, &map, &snaps, &fr);
