@@ -140,14 +140,25 @@ static void parse(struct dist *d, const char *text, const char *chunk)
     }
 }
 
+static long long unproven(const char *err)
+{
+    const char *p = strstr(err, " Lua frames unproven");
+    while (p && p > err && p[-1] >= '0' && p[-1] <= '9')
+        p--;
+    return p ? atoll(p) : -1;
+}
+
 static char *record(const char *dir, const char *tag, bool jit, char **err)
 {
     char *lua = cli_src("test/cli/jitoracle.lua");
     char name[64];
     snprintf(name, sizeof(name), "%s.folded", tag);
     char *folded = cli_path(dir, name);
-    char *argv[] = {(char *)cli_ss(),       "record", "-F", "999", "-o", folded, "--", "luajit",
-                    jit ? "-jon" : "-joff", lua,      "3",  NULL};
+    snprintf(name, sizeof(name), "%s.snap", tag);
+    char *snap = cli_path(dir, name);
+    char *argv[] = {
+        (char *)cli_ss(),       "record", "-F", "999", "-o", folded, "-o", snap, "--", "luajit",
+        jit ? "-jon" : "-joff", lua,      "3",  NULL};
     struct cli_res res;
     cr_assert_eq(cli_run(&res, 200, argv), 0);
     cr_assert_eq(res.status, 0, "record: %s", res.err);
@@ -155,6 +166,17 @@ static char *record(const char *dir, const char *tag, bool jit, char **err)
     cli_res_free(&res);
     char *text = cli_load(folded, NULL);
     cr_assert(text, "%s", folded);
+    /* the capture's counter says what the summary said */
+    char *iargv[] = {(char *)cli_ss(), "info", snap, NULL};
+    cr_assert_eq(cli_run(&res, 60, iargv), 0);
+    cr_assert_eq(res.status, 0, "info: %s", res.err);
+    const char *c = strstr(res.out, "lua.frames_unproven");
+    long long got = 0, said = unproven(*err); /* (info leaves zero counters out) */
+    if (c) sscanf(c + strlen("lua.frames_unproven"), " %lld", &got);
+    cr_expect_eq(got, said, "info: lua.frames_unproven %lld, summary %lld:\n%s", got, said,
+                 res.out);
+    cli_res_free(&res);
+    free(snap);
     free(folded);
     free(lua);
     return text;
@@ -173,14 +195,6 @@ struct verdict {
     bool ffi_judged;
     char report[8192];
 };
-
-static long long unproven(const char *err)
-{
-    const char *p = strstr(err, " Lua frames unproven");
-    while (p && p > err && p[-1] >= '0' && p[-1] <= '9')
-        p--;
-    return p ? atoll(p) : -1;
-}
 
 /* Record both runs and compare them (the -joff run is the oracle). */
 static void judge(struct verdict *v)
