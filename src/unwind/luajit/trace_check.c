@@ -4,7 +4,8 @@
  * J->trace window when the plan has it), the trace header, that snapshot
  * and its map slice byte-identical to what was decoded (live reads), or
  * trusted without reads in the GC generation they were proven in (gc.c),
- * and the prototype headers of the snapshot's inlined frames. */
+ * and the prototype headers of the snapshot's inlined frames; which of
+ * those frames are proven at the sampled offset (issue 32: proven). */
 #include <errno.h>
 #include <stddef.h>
 #include <stdlib.h>
