@@ -4,6 +4,7 @@
 -- functions must show the same Lua chains. Small helpers are inlined into
 -- a hot loop, and some return before the C call is made (a cache lookup
 -- that returns, then an FFI call: no guard, so no snapshot, in between).
+-- lua-cjson's encode/decode (a C module: traces do not compile calls of it).
 -- arg[1]: seconds to run (default 4).
 local ffi = require("ffi")
 ffi.cdef [[
@@ -12,6 +13,7 @@ int memcmp(const void *, const void *, size_t);
 void *memchr(const void *, int, size_t);
 ]]
 local C = ffi.C
+local cjson = require("cjson") -- Debian's lua-cjson (a C module)
 local seconds = tonumber(arg[1] or "4")
 
 local long = string.rep("x", 400000)
@@ -62,12 +64,18 @@ local parts = {}
 for i = 1, 300 do parts[i] = "p" .. i end
 local function concat() return #table.concat(parts, ",") end
 local text = string.rep("banana ", 200)
+local doc = {}
+for i = 1, 30 do doc[i] = { id = i, name = "item" .. i, tags = { "a", "b" }, v = i / 7 } end
+local function enc() return #cjson.encode(doc) end
+local blob = cjson.encode(doc)
+local function dec() return #cjson.decode(blob) end
 
 local function round(i)
   local s = measure(long)
   if i % 2 == 0 then s = s + compare(n) else s = s + compare(0) end
   if scan(n) then s = s + 1 end
   s = s + rep(i) + fmt(i) + sub(text) + concat()
+  if i % 8 == 0 then s = s + enc() + dec() end
   return s
 end
 
