@@ -26,7 +26,7 @@ target_compile_definitions(cli_helpers PRIVATE SS_SOURCE_DIR="${CMAKE_SOURCE_DIR
 # luajit_walk, cli_fixtures and cli_determinism. Normal build only.
 set(CLI_TESTS determinism portability badinput usage fixtures diff top kernel offcpu exec)
 if(NOT SS_SANITIZE)
-  list(APPEND CLI_TESTS shortcalls)
+  list(APPEND CLI_TESTS shortcalls jitoracle)
 endif()
 foreach(t ${CLI_TESTS})
   ss_add_test(cli_${t} SOURCES ${CLI_T}/${t}.c LABELS cli TIMEOUT 300)

@@ -77,6 +77,9 @@ struct ss_unwinder_stats {
     uint64_t memo_hits;        /* samples answered from the memo (ss_unwinder_opts.memo) */
     uint64_t native_memo_hits; /* native walks above the leaf answered from the memo of
                                   native walks (on with the memo) */
+    /* Lua frames left out as not proven on the stack (ss_stack_unproven),
+     * and the samples that lost any */
+    uint64_t lua_unproven, lua_unproven_samples;
 };
 
 int ss_unwinder_new(struct ss_unwinder **out, const struct ss_unwinder_opts *o, struct ss_err *err);
@@ -88,6 +91,9 @@ void ss_unwinder_free(struct ss_unwinder *u);
  * only, valid until the next call on u (the memo's frames are handed out
  * as they are kept). */
 int ss_unwind(struct ss_unwinder *u, const struct ss_sample *s, struct ss_stack *out);
+/* Lua frames a walk of st left out because it could not prove them on the
+ * stack (ss_frame.unproven summed; issue 32): counted, never shown. */
+unsigned ss_stack_unproven(const struct ss_stack *st);
 /* Replay of a sample the live walker walked twice (SS_READ_REWALK): a first
  * walk for its effect on the caches (no result, no statistics), then
  * between(ctx) (serve the second walk's reads), then ss_unwind. */

@@ -220,6 +220,7 @@ static void on_sample(void *ctx, const struct ss_sample *s)
             a->live.lua++;
             break;
         }
+    a->live.lua_unproven += ss_stack_unproven(&st);
     const char *exe = NULL, *cgroup = NULL;
     ag_procinfo_get(a->procs, st.pid, st.comm, &exe, &cgroup);
     feed_windows(a, &st, exe, cgroup);

@@ -47,6 +47,8 @@ char *ag_metrics_text(struct ss_agent *a, size_t *len)
 #define G(n, help, v) metric(f, "stacksnap_" n, "gauge", help, (double)(v))
     C("samples_total", "Samples unwound.", s.samples);
     C("lua_samples_total", "Samples with at least one Lua frame.", s.lua);
+    C("lua_frames_unproven_total",
+      "Lua frames left out because the walk could not prove them on the stack.", s.lua_unproven);
     C("truncated_samples_total", "Samples whose walk did not reach the stack's root.", s.truncated);
     C("unwind_errors_total", "Samples that could not be unwound (process gone or unreadable).",
       s.errors);

@@ -94,6 +94,7 @@ int ss_outputs_add(struct ss_outputs *o, const struct ss_stack *st)
             o->lua++;
             break;
         }
+    o->lua_unproven += ss_stack_unproven(st);
     struct ss_pcount *p = pcount(o, st);
     if (p) p->samples++;
     uint64_t n = o->off_cpu ? ss_report_weight_us(st) : 1;
@@ -157,6 +158,7 @@ void ss_outputs_summary(const struct ss_outputs *o, FILE *f)
     }
     fprintf(f, ", %.1f%% with Lua frames, %.1f%% truncated", pct(o->lua, o->samples),
             pct(o->truncated, o->samples));
+    if (o->lua) fprintf(f, ", %llu Lua frames unproven", (unsigned long long)o->lua_unproven);
 }
 
 void ss_outputs_offcpu_summary(FILE *f, uint64_t waits, uint64_t shorter, uint64_t unmatched,

@@ -22,6 +22,7 @@ struct ss_outputs {
     bool off_cpu;   /* counts are microseconds off the CPU */
     /* summary */
     uint64_t samples, lua, truncated, errors;
+    uint64_t lua_unproven; /* Lua frames left out as not proven (ss_stack_unproven) */
     struct ss_pcount *procs;
     size_t nprocs, cap;
 };

@@ -439,7 +439,7 @@ uint64_t ss_snapout_bytes(const struct ss_snapout *so)
 int ss_snapout_close(struct ss_snapout *so, struct ss_capture *cap, struct ss_unwinder *u,
                      struct ss_err *err)
 {
-    struct ss_snap_counter c[SS_SNAP_CAPTURE_COUNTERS + SS_TRUNC_ERROR + 2];
+    struct ss_snap_counter c[SS_SNAP_CAPTURE_COUNTERS + SS_TRUNC_ERROR + 4];
     uint32_t n = 0;
     if (cap) {
         struct ss_capture_stats cs;
@@ -455,6 +455,8 @@ int ss_snapout_close(struct ss_snapout *so, struct ss_capture *cap, struct ss_un
             snprintf(names[t], sizeof(names[t]), "unwind.%s", ss_trunc_str(t));
             c[n++] = (struct ss_snap_counter){names[t], us.trunc[t]};
         }
+        c[n++] = (struct ss_snap_counter){"lua.frames_unproven", us.lua_unproven};
+        c[n++] = (struct ss_snap_counter){"lua.samples_unproven", us.lua_unproven_samples};
     }
     int rc = ss_snap_write_counters(so->w, 0, c, n, err);
     int crc = ss_snap_close(so->w, err);

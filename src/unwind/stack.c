@@ -267,6 +267,13 @@ void ss_unwinder_stats(const struct ss_unwinder *u, struct ss_unwinder_stats *st
 
 _Static_assert(SS_READ_REWALK == -ERESTART, "the capture format's marker is -ERESTART");
 
+static void count_unproven(struct ss_unwinder *u, const struct ss_stack *out)
+{
+    unsigned n = ss_stack_unproven(out);
+    u->st.lua_unproven += n;
+    u->st.lua_unproven_samples += n > 0;
+}
+
 int ss_unwind(struct ss_unwinder *u, const struct ss_sample *s, struct ss_stack *out)
 {
     memset(out, 0, sizeof(*out));
@@ -342,6 +349,7 @@ int ss_unwind(struct ss_unwinder *u, const struct ss_sample *s, struct ss_stack 
             u->st.frames += n;
             u->st.trunc[tr]++;
             u->st.memo_hits++;
+            count_unproven(u, out);
             return 0;
         }
         ss_mem_track_reset(&u->track);
@@ -380,7 +388,16 @@ int ss_unwind(struct ss_unwinder *u, const struct ss_sample *s, struct ss_stack 
                       (uint8_t)why);
     u->st.frames += nn;
     u->st.trunc[why]++;
+    count_unproven(u, out);
     return 0;
+}
+
+unsigned ss_stack_unproven(const struct ss_stack *st)
+{
+    unsigned n = 0;
+    for (uint32_t i = 0; i < st->nframes; i++)
+        n += st->frames[i].unproven;
+    return n;
 }
 
 int ss_unwinder_pace(const struct ss_unwinder *u, struct ss_pace *p)

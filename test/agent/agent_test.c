@@ -167,6 +167,8 @@ Test(agent, http_endpoints_real_clients, .timeout = 120)
     free(out);
     cr_expect(ag_metric(body, "stacksnap_samples_total") > 0, "%s", body);
     cr_expect(ag_metric(body, "stacksnap_lua_samples_total") > 0, "%s", body);
+    /* Lua frames left out as not proven (issue 32): exposed, a count */
+    cr_expect(ag_metric(body, "stacksnap_lua_frames_unproven_total") >= 0, "%s", body);
     cr_expect(ag_metric(body, "stacksnap_profile_requests_abandoned_total") >= 1, "%s", body);
     cr_expect(ag_metric(body, "stacksnap_profile_requests_rejected_total") >= 1, "%s", body);
     cr_expect(ag_metric(body, "stacksnap_resident_memory_bytes") > 1e6, "%s", body);

@@ -2,8 +2,9 @@
  * recorded with real BPF and unwound with ss_unwind as they arrive.
  *
  *  - jit_inline.lua: outer -> mid -> leaf inlined into one trace; the
- *    samples whose innermost Lua frame is leaf must show exactly
- *    main;outer (15);mid (9);leaf (5) under lua_pcall (>= 95%), and most
+ *    samples must show main;outer (15);mid (9);leaf (5) or the prefix of it
+ *    that the snapshots on both sides of the sampled code show (main;outer
+ *    mostly: issue 32) under lua_pcall (>= 95%), and most
  *    samples must have come through a trace (runtime statistics), on
  *    Debian's luajit, OpenResty luajit2, the non-GC64 JIT build and
  *    Tarantool (no SnapShot.mcofs: snapshots placed by guards, whose
@@ -47,9 +48,19 @@ static void inline_chain_in(const char *label, const char *bin, const char *ldp,
     static struct rec r;
     memset(&c, 0, sizeof(c));
     const char *script = root ? "/mnt/jit_inline.lua" : INLINE;
+    /* the loop's copy has one snapshot inside leaf (its store) and the
+     * next at outer's FORL: the code between them (leaf's math and its
+     * calls to sin/cos, mid's, outer's add) runs under outer, the frame
+     * both show; mid and leaf are not proven there (issue 32), so only the
+     * prefix is given. Samples at leaf's own guards keep all frames. */
     snprintf(c.wbuf[0], sizeof(c.wbuf[0]), "main (%s:23);outer (%s:15);mid (%s:9);leaf (%s:5)",
              script, script, script, script);
-    c.want[0] = c.wbuf[0];
+    snprintf(c.wbuf[1], sizeof(c.wbuf[1]), "main (%s:23);outer (%s:15);mid (%s:9)", script, script,
+             script);
+    snprintf(c.wbuf[2], sizeof(c.wbuf[2]), "main (%s:23);outer (%s:15)", script, script);
+    snprintf(c.wbuf[3], sizeof(c.wbuf[3]), "main (%s:23);outer (%s:14)", script, script);
+    for (int k = 0; k < 4; k++)
+        c.want[k] = c.wbuf[k];
     c.below = "lua_pcall";
     char *argv[] = {(char *)bin, (char *)script, NULL};
     ljt_record_ex(argv, ldp, 4, ljc_on, &c, &r, false, 0, root);

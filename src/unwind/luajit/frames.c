@@ -252,7 +252,7 @@ static bool pc_in(const struct ss_lj_runtime *rt, const struct lj_wframe *wf, ui
 
 /* Current pc of every frame and validation of the cached CALL operands. */
 static int frame_pcs(struct ss_lj_runtime *rt, const struct lj_start *st, struct cfr *cf,
-                     struct lj_walk *w, const struct stackbuf *s)
+                     struct lj_walk *w, const struct stackbuf *s, unsigned *cut)
 {
     const struct lj_layout *lay = rt->lay;
     for (unsigned i = 0; i < w->n; i++) {
@@ -317,6 +317,9 @@ static int frame_pcs(struct ss_lj_runtime *rt, const struct lj_start *st, struct
                 ie->retpc = 0;
                 return -EAGAIN;
             }
+            /* soundness (issue 32): a caller stands at a call; else the
+             * frames above it are not proven: dropped and counted */
+            if (!lj_bc_is_call(ie->ins)) *cut = i;
         }
     }
     return 0;
@@ -441,7 +444,13 @@ static int walk_once(struct ss_lj_runtime *rt, struct ss_mem *m, const struct lj
         memmove(&w->f[0], &w->f[1], (w->n - 1) * sizeof(w->f[0]));
         w->n--;
     }
-    if ((rc = frame_pcs(rt, st, cf, w, s))) return rc;
+    unsigned cut = 0;
+    if ((rc = frame_pcs(rt, st, cf, w, s, &cut))) return rc;
+    if (cut) { /* the innermost caller not at a call: what is above it goes */
+        memmove(&w->f[0], &w->f[cut], (w->n - cut) * sizeof(w->f[0]));
+        w->n -= cut;
+        w->unproven += cut;
+    }
     /* Headers kept by content (resolve.c): a function freed after the
      * sample and its memory reused by a closure seen there before would
      * name the frame; the sample's pc (a link, the PC register, a cframe's
@@ -497,6 +506,7 @@ int ss_lj_walk_thread(struct ss_lj_runtime *rt, struct ss_mem *m, const struct l
     bool live = false;
     for (int attempt = 0; attempt < 3; attempt++) {
         w->truncated = false;
+        w->unproven = 0;
         rc = walk_once(rt, m, st, w, &s, live);
         if (rc == -ECANCELED) { /* the GC moved: the objects read may be gone */
             live = true;
@@ -513,6 +523,7 @@ int ss_lj_walk_thread(struct ss_lj_runtime *rt, struct ss_mem *m, const struct l
         alt.base = st->rb;
         alt.use_base = true;
         w->truncated = false;
+        w->unproven = 0;
         rc = walk_once(rt, m, &alt, w, &s, live);
         if (!rc && (!w->n || w->f[0].ffid <= 1)) rc = -ESTALE;
     }

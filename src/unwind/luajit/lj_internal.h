@@ -230,6 +230,7 @@ struct ss_lj_tsample {
     uint8_t base_spill;    /* BASE's spill slot (4-byte units from the trace's rsp), 0 none */
     int32_t vmstate;
     uint32_t spadjust, traceno, nframes;
+    uint32_t unproven; /* inner frames of the snapshot left out: not proven at ip (trace_check.c) */
     uint64_t pc[LJ_TRACE_MAXFR];   /* current pc, next-instruction convention */
     uint64_t link[LJ_TRACE_MAXFR]; /* frame link as the snapshot restores it */
     uint64_t pt[LJ_TRACE_MAXFR];
@@ -348,12 +349,22 @@ struct lj_wframe {
     struct lj_proto *proto;
 };
 
+/* Can a frame standing at instruction ins have a Lua frame above it, linked
+ * to the next instruction (a frame link's return pc follows a call)?
+ * CALLM, CALL, ITERC (lj_bc.h; the same numbers in every 2.1 tree). */
+static inline bool lj_bc_is_call(uint32_t ins)
+{
+    unsigned op = ins & 0xff;
+    return op == 65 || op == 66 || op == 69;
+}
+
 struct lj_walk {
     uint64_t L, G;
     unsigned n;
     /* resolve.c kept the headers by their content, not by the GC proof:
      * every Lua frame's pc must then lie in its prototype (frames.c) */
     bool by_content;
+    unsigned unproven; /* frames above f[0] left out: not proven on the stack */
     struct lj_wframe f[LJ_MAX_FRAMES];
     unsigned nsegs; /* cframes consumed + 1 */
     uint64_t seg_cframe[LJ_MAX_SEGS];

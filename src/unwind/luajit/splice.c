@@ -61,7 +61,20 @@ static int emit_segment(struct ss_lj_runtime *rt, struct ss_mem *m, const struct
         it->native = -1;
         it->cf = wf->ffid > 1 ? wf->cf : 0;
         ss_lj_frame_text(rt, m, w, i, &it->lua);
+        if (i == 0) it->lua.unproven = w->unproven < 255 ? (uint8_t)w->unproven : 255;
         out->lua_frames++;
+    }
+    /* a walk cut short (frame cap, stack unreadable below) in this segment:
+     * its chain does not reach the segment's root, and says so (issue 32):
+     * a [truncated] root, counted as one frame left out */
+    if (w->truncated && w->n && w->f[w->n - 1].seg == seg) {
+        if (out->n >= out->cap) return -ENOSPC;
+        struct ss_lj_item *it = &out->items[out->n++];
+        memset(it, 0, sizeof(*it));
+        it->native = -1;
+        it->lua.kind = SS_FRAME_PSEUDO;
+        it->lua.name = "[truncated]";
+        it->lua.unproven = 1;
     }
     return 0;
 }

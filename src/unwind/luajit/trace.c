@@ -29,6 +29,9 @@
  * and prototypes: a live trace keeps them alive) and its start prototype.
  * The frame at jit_base and everything below it is walked live by frames.c,
  * which checks that the function there runs the snapshot's outermost pc.
+ * Of the snapshot's inlined frames only those proven at ip are given
+ * (trace_check.c proven: the ones the next snapshot shows too); the others
+ * are counted (ss_lj_tsample.unproven -> ss_frame.unproven), never shown.
  *
  * Builds whose SnapShot has no mcofs (Tarantool 2.6) get each snapshot's
  * start placed from the guards that branch to its exit stub and the loop
@@ -427,6 +430,7 @@ int ss_lj_trace_walk(struct ss_lj_runtime *rt, struct ss_mem *m, const struct ss
     }
     rt->tbase[slot].L = L;
     rt->tbase[slot].base = used;
+    w->unproven += cur->unproven;
     unsigned k = cur->nframes - 1;
     if (w->n + k > LJ_MAX_FRAMES) {
         w->n = LJ_MAX_FRAMES - k;

@@ -4,7 +4,8 @@
  * J->trace window when the plan has it), the trace header, that snapshot
  * and its map slice byte-identical to what was decoded (live reads), or
  * trusted without reads in the GC generation they were proven in (gc.c),
- * and the prototype headers of the snapshot's inlined frames. */
+ * and the prototype headers of the snapshot's inlined frames; which of
+ * those frames are proven at the sampled offset (issue 32: proven). */
 #include <errno.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -46,6 +47,41 @@ static int snap_at(const struct trace *t, uint64_t ofs)
             hi = mid;
     }
     return (int)lo - 1;
+}
+
+/* How many of snapshot si's frames, outermost first, are proven to be on
+ * the stack for code at mcode offset ofs (issue 32). Snapshot si is the
+ * state at its own guard; between it and the next snapshot in mcode order
+ * (the state the code at ofs runs into) inlined frames may return and
+ * others start, with no guard and so no snapshot in between (a cache
+ * lookup returns, then an FFI call is made). A frame is proven when both
+ * snapshots show it: the same prototype linked to the same call site of
+ * the same caller (so at the same base), for it and every frame below.
+ * After the last snapshot the code loops back or links to another trace:
+ * only the frame at the trace's base is proven (the live walk checks it).
+ *
+ * A trace recorded under LuaJIT's own profiler (profiler checks in its
+ * code, trace_load.c prof_checks) has a check wherever the recorded code
+ * changes function (lj_record.c rec_profile_ins: the prototype differs from
+ * the last one recorded; rec_profile_ret: every return in 'f' mode), before
+ * any code of the new function: up to the first check after the snapshot,
+ * every frame it shows is still there. Not where its innermost frame and
+ * its caller run one prototype (a recursive call inlined: no check). */
+static uint32_t proven(const struct trace *t, int si, uint64_t ofs)
+{
+    const struct tsnap *b = &t->snaps[si];
+    if (b->n <= 1) return b->n;
+    const struct tframe *f = &t->fr[b->first];
+    if (t->profiled && (!b->prof || ofs < b->prof) && f[b->n - 1].pt != f[b->n - 2].pt) return b->n;
+    if ((uint32_t)si + 1 >= t->nsnap) return 1;
+    const struct tsnap *a = &t->snaps[si + 1];
+    const struct tframe *fb = &t->fr[b->first], *fa = &t->fr[a->first];
+    /* the next snapshot's frame returning at its pc still runs the code
+     * before it (a profiler check at the return, trace_load.c) */
+    uint32_t na = a->ncut ? a->n : a->n + a->nret, k = 1;
+    while (k < b->n && k < na && fb[k].pt && fb[k].pt == fa[k].pt && fb[k].link == fa[k].link)
+        k++;
+    return k;
 }
 
 /* The sampled trace's J->trace slot as of the sample (the J->trace window,
@@ -98,6 +134,7 @@ int ss_lj_trace_validate(struct ss_lj_runtime *rt, struct ss_mem *m, int idx, ui
         si++; /* past a profiler check: see prof_checks */
     if (si < 0 || !t->snaps[si].n) return -ENOENT;
     const struct tsnap *ts = &t->snaps[si];
+    const uint32_t keep = proven(t, si, look - t->mcode); /* frames [0, keep) of ts */
     uint64_t G = t->G, jt = G + (uint64_t)(int64_t)lay->g2j + lay->J_trace;
     unsigned rs = lay->gc64 ? 8 : 4;
     if (tc->arr_G != G) tc->arr_G = G, tc->arr = 0;
@@ -134,16 +171,16 @@ int ss_lj_trace_validate(struct ss_lj_runtime *rt, struct ss_mem *m, int idx, ui
         iov[nv++] =
             (struct ss_iov){.addr = tc->arr + (uint64_t)t->traceno * rs, .dst = slot, .len = rs};
     uint8_t ph_s[4][112 + LJ_CNS], (*ph)[112 + LJ_CNS] = ph_s;
-    if (ts->n > 4 && !(ph = malloc(sizeof(*ph) * ts->n))) {
+    if (keep > 4 && !(ph = malloc(sizeof(*ph) * keep))) {
         if (map != map_s) free(map);
         return -ENOMEM;
     }
     /* the fields, and the frames' slots this snapshot fills (no reader
      * looks past nframes) */
     memset(cur, 0, offsetof(struct ss_lj_tsample, pc));
-    memset(cur->proto, 0, ts->n * sizeof(cur->proto[0]));
+    memset(cur->proto, 0, keep * sizeof(cur->proto[0]));
     int cn[TC_MAXFR];
-    for (uint32_t i = 1; i < ts->n; i++) { /* inlined frames' prototypes, names */
+    for (uint32_t i = 1; i < keep; i++) { /* inlined frames' prototypes, names */
         uint64_t pt = t->fr[ts->first + i].pt;
         cn[i] = -1;
         if (trust && (cur->proto[i] = ss_lj_proto_trusted(rt, pt))) continue;
@@ -192,9 +229,10 @@ int ss_lj_trace_validate(struct ss_lj_runtime *rt, struct ss_mem *m, int idx, ui
     cur->base_reg = t->base_reg;
     cur->base_spill = t->base_spill;
     cur->traceno = t->traceno;
-    cur->nframes = ts->n;
+    cur->nframes = keep;
+    cur->unproven = ts->n - keep + ts->ncut;
     bool hit[TC_MAXFR] = {false};
-    for (uint32_t i = 0; i < ts->n; i++) {
+    for (uint32_t i = 0; i < keep; i++) {
         const struct tframe *f = &t->fr[ts->first + i];
         cur->pc[i] = f->pc;
         cur->link[i] = f->link;
@@ -210,7 +248,7 @@ int ss_lj_trace_validate(struct ss_lj_runtime *rt, struct ss_mem *m, int idx, ui
     }
     if (gi >= 0 && !iov[gi].err && ss_lj_gc_prove(rt, sep, lep, elen)) {
         t->gen = rt->gcp.gen;
-        for (uint32_t i = 1; i < ts->n; i++)
+        for (uint32_t i = 1; i < keep; i++)
             if (hit[i]) cur->proto[i]->gcgen = rt->gcp.gen;
     }
     ss_lj_need_trace(rt, t->traceno);

@@ -33,6 +33,8 @@ struct tsnap {
     uint32_t prof;                  /* mcode offset of a profiler check inside, 0 none */
     uint32_t gofs;                  /* start as placed from the guards (guards.c) */
     uint32_t first, n;              /* frames [first, first + n), outermost first */
+    uint32_t ncut;                  /* inner frames dropped: a caller not at a call */
+    uint32_t nret; /* 1: the frame returning at the snapshot's pc, stored after the n */
 };
 
 struct trace {
@@ -43,6 +45,7 @@ struct trace {
     uint64_t gen;       /* GC generation header, snapshots and map were proven in (gc.c) */
     bool loaded, bad;
     bool by_guards; /* snaps[].gofs set (guards.c) */
+    bool profiled;  /* profiler checks in its code: recorded under jit.p (trace_load.c) */
     uint8_t hdr[TC_HDR];
     uint32_t nsnap;
     struct tsnap *snaps;

@@ -138,8 +138,10 @@ static unsigned frames_gc64(const struct lj_layout *lay, const struct kbuf *k,
         n++;
     }
     fr[n - 1].pc = (pcbase >> 8) + 4;
+    /* the frame at the trace's base may be one no constant names (a side
+     * trace's outermost frame): frames.c resolves it live, checking pc */
     for (unsigned i = 0; i < n; i++)
-        if (!(fr[i].pt = pt_of(ps, fr[i].pc))) return 0;
+        if (!(fr[i].pt = pt_of(ps, fr[i].pc)) && i) return 0;
     return n;
 }
 
@@ -170,7 +172,7 @@ static unsigned frames_gc32(const struct ptset *ps, const uint32_t *map, uint32_
     }
     for (unsigned i = 0; i < n; i++) {
         fr[i] = tmp[n - 1 - i];
-        if (!(fr[i].pt = pt_of(ps, fr[i].pc))) return 0;
+        if (!(fr[i].pt = pt_of(ps, fr[i].pc)) && i) return 0;
     }
     return n;
 }
@@ -189,6 +191,25 @@ static bool at_return(struct ss_lj_runtime *rt, struct ss_mem *m, const struct t
     return op >= BC_RETM && op <= BC_RET1;
 }
 
+/* Soundness (issue 32): each caller frame of a snapshot linked to the frame
+ * above by a Lua link stands right after a call (its pc is that link). Returns how many inner
+ * frames lie above the innermost caller that does not (to be dropped). */
+static uint32_t callers_at_calls(struct ss_lj_runtime *rt, struct ss_mem *m,
+                                 const struct tframe *fr, uint32_t n)
+{
+    for (uint32_t j = n > 1 ? n - 1 : 0; j-- > 0;) {
+        const struct lj_proto *p = fr[j].pt ? ss_lj_proto(rt, m, fr[j].pt, NULL) : NULL;
+        uint64_t bc = fr[j].pt + rt->lay->pt_size;
+        if (!p || (fr[j + 1].link & 3) != LJ_FRAME_LUA)
+            continue; /* unnamed base frame
+(frames.c checks it live), or a metamethod's continuation */
+        if (fr[j].pc < bc + 4 || fr[j].pc > bc + (uint64_t)p->sizebc * 4 ||
+            !lj_bc_is_call(lj_u32(p->blob + rt->lay->pt_size + (fr[j].pc - 4 - bc))))
+            return n - 1 - j;
+    }
+    return 0;
+}
+
 /* Traces compiled while LuaJIT's own profiler runs (-jp, jit.profile) check
  * for a pending profiler hook where the recorded code enters or leaves a
  * function (lj_record.c rec_profile_ins/ret, lj_asm_x86.h asm_prof: GC64
@@ -197,9 +218,10 @@ static bool at_return(struct ss_lj_runtime *rt, struct ss_mem *m, const struct t
  * loop optimisation dropped the snapshot that followed such a check (a
  * return), the code after the check belongs to the next snapshot's frames.
  * Marks, per snapshot, the first check inside its code. */
-static void prof_checks(bool gc64, const uint8_t *mc, uint32_t sz, struct tsnap *snaps,
+static bool prof_checks(bool gc64, const uint8_t *mc, uint32_t sz, struct tsnap *snaps,
                         uint32_t nsnap)
 {
+    bool any = false;
     /* test byte [r14+disp32], imm8 / test byte [disp32], imm8 */
     static const uint8_t pat64[3] = {0x41, 0xf6, 0x86}, pat32[3] = {0xf6, 0x04, 0x25};
     const uint8_t *pat = gc64 ? pat64 : pat32;
@@ -216,7 +238,9 @@ static void prof_checks(bool gc64, const uint8_t *mc, uint32_t sz, struct tsnap 
         }
         if (lo && lo < nsnap && o > snaps[lo - 1].mcofs && !snaps[lo - 1].prof)
             snaps[lo - 1].prof = o;
+        any = true;
     }
+    return any;
 }
 
 /* A decoded trace is loaded; a good one takes over the decoded arrays
@@ -319,10 +343,15 @@ void ss_lj_trace_load(struct ss_lj_runtime *rt, struct ss_mem *m, struct trace *
         const uint32_t *mp = map + ts->mapofs;
         ts->n = lay->gc64 ? frames_gc64(lay, &k, ps, mp, nent, ts->maplen, fr + used)
                           : frames_gc32(ps, mp, nent, ts->maplen, fr + used);
-        if (ts->n > 1 && at_return(rt, m, &fr[used + ts->n - 1])) ts->n--;
-        used += ts->n;
+        /* (the returning frame stays stored after the n frames: the code
+         * before this snapshot ran in it, trace_check.c compares it) */
+        if (ts->n > 1 && at_return(rt, m, &fr[used + ts->n - 1])) ts->n--, ts->nret = 1;
+        uint32_t all = ts->n + ts->nret;
+        ts->ncut = callers_at_calls(rt, m, fr + used, ts->n);
+        ts->n -= ts->ncut;
+        used += all;
     }
-    prof_checks(lay->gc64, mc, t->szmcode, snaps, t->nsnap);
+    t->profiled = prof_checks(lay->gc64, mc, t->szmcode, snaps, t->nsnap);
     bad = false;
 done:
     finish(rt, t, bad, &map, &snaps, &fr);

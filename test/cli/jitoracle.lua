@@ -1,0 +1,89 @@
+-- test/cli/jitoracle.lua: the differential oracle's workload (issue 32).
+-- Run once with -joff (the interpreter: every Lua frame above a C function
+-- is the one that made the call) and once with the JIT on; the same C
+-- functions must show the same Lua chains. Small helpers are inlined into
+-- a hot loop, and some return before the C call is made (a cache lookup
+-- that returns, then an FFI call: no guard, so no snapshot, in between).
+-- lua-cjson's encode/decode (a C module: traces do not compile calls of it).
+-- arg[1]: seconds to run (default 4).
+local ffi = require("ffi")
+ffi.cdef [[
+size_t strlen(const char *);
+int memcmp(const void *, const void *, size_t);
+void *memchr(const void *, int, size_t);
+]]
+local C = ffi.C
+local cjson = require("cjson") -- Debian's lua-cjson (a C module)
+local seconds = tonumber(arg[1] or "4")
+
+local long = string.rep("x", 400000)
+local n = 400000
+local b1, b2 = ffi.new("char[?]", n), ffi.new("char[?]", n)
+ffi.fill(b1, n, 65)
+ffi.fill(b2, n, 65)
+
+local cache = { [long] = 3 }
+local function lookup(k) -- returns early on a hit, before the caller's C call
+  local v = cache[k]
+  if v then return v end
+  v = #k
+  cache[k] = v
+  return v
+end
+
+local function measure(s) -- strlen: called after lookup returned
+  local c = lookup(s)
+  return tonumber(C.strlen(s)) + c
+end
+
+local function same(a, b, len) -- memcmp: early return for empty input
+  if len == 0 then return true end
+  return C.memcmp(a, b, len) == 0
+end
+
+local function compare(len)
+  local ok = same(b1, b2, len)
+  if not ok then error("differ") end
+  return lookup(long)
+end
+
+local function find(len) -- memchr, from a helper two levels down
+  local p = C.memchr(b1, 66, len)
+  return p == nil
+end
+
+local function scan(len)
+  local c = lookup(long)
+  return find(len) and c
+end
+
+local function rep(i) return #string.rep("ab", 500 + i % 7) end
+local function fmt(i) return #string.format("%d:%s:%5.2f", i, "abc", i / 3) end
+local function sub(s) return #(s:gsub("a", "b")) end
+local parts = {}
+for i = 1, 300 do parts[i] = "p" .. i end
+local function concat() return #table.concat(parts, ",") end
+local text = string.rep("banana ", 200)
+local doc = {}
+for i = 1, 30 do doc[i] = { id = i, name = "item" .. i, tags = { "a", "b" }, v = i / 7 } end
+local function enc() return #cjson.encode(doc) end
+local blob = cjson.encode(doc)
+local function dec() return #cjson.decode(blob) end
+
+local function round(i)
+  local s = measure(long)
+  if i % 2 == 0 then s = s + compare(n) else s = s + compare(0) end
+  if scan(n) then s = s + 1 end
+  s = s + rep(i) + fmt(i) + sub(text) + concat()
+  if i % 8 == 0 then s = s + enc() + dec() end
+  return s
+end
+
+local t0, acc, i = os.clock(), 0, 0
+while os.clock() - t0 < seconds do
+  for _ = 1, 50 do
+    i = i + 1
+    acc = acc + round(i)
+  end
+end
+io.stderr:write(string.format("rounds %d %d\n", i, acc % 7))
