@@ -87,3 +87,15 @@ ss_add_test(cli_debuginfod SOURCES ${CLI_T}/debuginfod.c ${CMAKE_CURRENT_LIST_DI
   LABELS cli TIMEOUT 180)
 target_link_libraries(cli_debuginfod PRIVATE cli_helpers)
 add_dependencies(cli_debuginfod stacksnap_cli cli_dfdprog)
+
+# Code without CFI (issue 32): PCRE2's JIT and hand-written JIT code with and
+# without a perf map, beneath a C chain built without frame pointers; the
+# native walk steps over it by a validated stack scan (native_scan.c).
+pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
+add_executable(cli_nocfi ${CLI_T}/nocfi.c)
+target_compile_options(cli_nocfi PRIVATE -O2 -fomit-frame-pointer -fno-sanitize=all)
+target_link_options(cli_nocfi PRIVATE -fno-sanitize=all)
+target_link_libraries(cli_nocfi PRIVATE PkgConfig::PCRE2)
+ss_add_test(cli_jitscan SOURCES ${CLI_T}/jitscan.c LABELS cli TIMEOUT 300)
+target_link_libraries(cli_jitscan PRIVATE cli_helpers)
+add_dependencies(cli_jitscan stacksnap_cli cli_nocfi)
