@@ -198,6 +198,9 @@ static int apply_rule(struct ss_nproc *np, struct ss_native_frame *f, const stru
             continue;
         }
         uint64_t addr = cfa + off;
+        /* a slot below the sp of an interrupted frame (leaf, or below a
+         * signal frame) was popped in the epilogue: the register holds it */
+        if (d != SS_DR_RIP && (f->flags & SS_NF_EXACT) && addr + 8 <= ss_nf_sp(f)) continue;
         const void *p = ss_mem_peek_snap(np->mem, addr, 8);
         if (!p) {
             *why = ss_native_fault_reason(np, addr);
