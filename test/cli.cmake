@@ -99,3 +99,8 @@ target_link_libraries(cli_nocfi PRIVATE PkgConfig::PCRE2)
 ss_add_test(cli_jitscan SOURCES ${CLI_T}/jitscan.c LABELS cli TIMEOUT 300)
 target_link_libraries(cli_jitscan PRIVATE cli_helpers)
 add_dependencies(cli_jitscan stacksnap_cli cli_nocfi)
+# The same under OpenResty's ngx.re "jo" (nginx + lua module of Debian 12,
+# unpacked by test/luajit/fetch-nginx.sh; wrk on loopback).
+ss_add_test(cli_ngxre SOURCES ${CLI_T}/ngxre.c LABELS cli TIMEOUT 300)
+target_link_libraries(cli_ngxre PRIVATE cli_helpers)
+add_dependencies(cli_ngxre stacksnap_cli)
