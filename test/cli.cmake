@@ -96,9 +96,15 @@ add_executable(cli_nocfi ${CLI_T}/nocfi.c)
 target_compile_options(cli_nocfi PRIVATE -O2 -fomit-frame-pointer -fno-sanitize=all)
 target_link_options(cli_nocfi PRIVATE -fno-sanitize=all)
 target_link_libraries(cli_nocfi PRIVATE PkgConfig::PCRE2)
+# the same with frame pointers: callers whose CFA is rbp-based, under code
+# that uses rbp for itself
+add_executable(cli_nocfi_fp ${CLI_T}/nocfi.c)
+target_compile_options(cli_nocfi_fp PRIVATE -O2 -fno-omit-frame-pointer -fno-sanitize=all)
+target_link_options(cli_nocfi_fp PRIVATE -fno-sanitize=all)
+target_link_libraries(cli_nocfi_fp PRIVATE PkgConfig::PCRE2)
 ss_add_test(cli_jitscan SOURCES ${CLI_T}/jitscan.c LABELS cli TIMEOUT 300)
 target_link_libraries(cli_jitscan PRIVATE cli_helpers)
-add_dependencies(cli_jitscan stacksnap_cli cli_nocfi)
+add_dependencies(cli_jitscan stacksnap_cli cli_nocfi cli_nocfi_fp)
 # The same under OpenResty's ngx.re "jo" (nginx + lua module of Debian 12,
 # unpacked by test/luajit/fetch-nginx.sh; wrk on loopback).
 ss_add_test(cli_ngxre SOURCES ${CLI_T}/ngxre.c LABELS cli TIMEOUT 300)

@@ -103,26 +103,48 @@ static bool trial(struct ss_nproc *np, const struct ss_native_frame *c)
     return true;
 }
 
-/* Check the candidate caller c of f (ip, sp and registers set). */
-static bool valid(struct ss_nproc *np, const struct ss_native_frame *f,
-                  const struct ss_native_frame *c)
-{
-    uint64_t ra = ss_nf_ip(c);
-    if (ra < 4096 || ss_nf_sp(c) <= ss_nf_sp(f)) return false;
-    const struct ss_mapping *mp = ss_proc_find_cached(np->proc, ra);
-    if (!mp || !mp->elf || !(mp->d.prot & SS_MAP_X)) return false;
-    const struct ss_nrule *r = ss_native_rule(np, ra - 1);
-    if (r->kind == SS_NR_NOINFO) return false;
-    if (!call_before(np, mp, ra)) return false;
-    return trial(np, c);
-}
-
 static bool load8(struct ss_nproc *np, uint64_t addr, uint64_t *v)
 {
     const void *p = ss_mem_peek_snap(np->mem, addr, 8);
     if (!p) return false;
     memcpy(v, p, 8);
     return true;
+}
+
+/* Could ra be a return address: in an executable file mapping whose CFI
+ * covers it, right after a call? */
+static bool ret_addr(struct ss_nproc *np, uint64_t ra, struct ss_nrule *rule)
+{
+    if (ra < 4096) return false;
+    const struct ss_mapping *mp = ss_proc_find_cached(np->proc, ra);
+    if (!mp || !mp->elf || !(mp->d.prot & SS_MAP_X)) return false;
+    const struct ss_nrule *r = ss_native_rule(np, ra - 1);
+    if (r->kind == SS_NR_NOINFO || !call_before(np, mp, ra)) return false;
+    if (rule) *rule = *r; /* a copy: the cache slot may be reused by the next lookup */
+    return true;
+}
+
+/* Check the candidate caller c of f (ip, sp and registers set). A caller
+ * whose CFA is rbp-based (built with frame pointers) needs its own rbp,
+ * which the code without CFI may have used for itself: if the walk fails
+ * with rbp as it is, rbp is taken as the slot below the caller's own return
+ * address, the first slot p above its sp where [p + 8] could be one and
+ * the walk from it is valid. */
+static bool valid(struct ss_nproc *np, const struct ss_native_frame *f, struct ss_native_frame *c,
+                  bool fp)
+{
+    struct ss_nrule r;
+    if (ss_nf_sp(c) <= ss_nf_sp(f) || !ret_addr(np, ss_nf_ip(c), &r)) return false;
+    if (trial(np, c)) return true;
+    if (fp || r.kind != SS_NR_OK || r.cfa_reg != SS_DR_RBP) return false;
+    uint64_t sp = ss_nf_sp(c), keep = c->regs.r[SS_DR_RBP], ra;
+    for (uint64_t p = sp; p - sp < SS_SCAN_BYTES && load8(np, p + 8, &ra); p += 8) {
+        if (!ret_addr(np, ra, NULL)) continue;
+        c->regs.r[SS_DR_RBP] = p;
+        if (trial(np, c)) return true;
+    }
+    c->regs.r[SS_DR_RBP] = keep;
+    return false;
 }
 
 int ss_nscan_step(struct ss_nproc *np, struct ss_native_frame *f, struct ss_native_frame *caller,
@@ -157,7 +179,7 @@ int ss_nscan_step(struct ss_nproc *np, struct ss_native_frame *f, struct ss_nati
         if (a == fp_slot) c.regs.r[SS_DR_RBP] = nbp;
         c.cfa = 0;
         c.flags = SS_NF_NOCFI | (a == fp_slot ? 0 : SS_NF_SCAN);
-        if (valid(np, f, &c)) {
+        if (valid(np, f, &c, a == fp_slot)) {
             if (a == fp_slot)
                 np->st.nocfi_fp++;
             else

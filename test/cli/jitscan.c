@@ -14,18 +14,18 @@
 #include "cli.h"
 
 #define ROOT                                                                                       \
-    "cli_nocfi;_start;__libc_start_main;__libc_start_call_main;main;nocfi_outer;nocfi_middle;"     \
-    "nocfi_inner;"
+    ";_start;__libc_start_main;__libc_start_call_main;main;nocfi_outer;nocfi_middle;nocfi_inner;"
 
 /* Samples in the code without CFI: lines with jit (its frame name) or,
  * where the walk could not step out of it, an unnamed anonymous leaf; *good:
  * those that start with ROOT then via, jit after them. */
-static long long count(const char *text, const char *jit, const char *via, long long *good)
+static long long count(const char *text, const char *prog, const char *jit, const char *via,
+                       long long *good)
 {
     long long n = 0;
     *good = 0;
     char want[512];
-    snprintf(want, sizeof(want), "%s%s", ROOT, via);
+    snprintf(want, sizeof(want), "%s%s%s", prog, ROOT, via);
     for (const char *l = text; *l;) {
         const char *e = strchr(l, '\n');
         size_t len = e ? (size_t)(e - l) : strlen(l);
@@ -43,13 +43,14 @@ static long long count(const char *text, const char *jit, const char *via, long 
     return n;
 }
 
-static void run_case(const char *mode, const char *stack, const char *jit, const char *via)
+static void run_case(const char *exe, const char *mode, const char *stack, const char *jit,
+                     const char *via)
 {
     char tag[64];
-    snprintf(tag, sizeof(tag), "jitscan-%s", mode);
+    snprintf(tag, sizeof(tag), "jitscan-%s-%s", exe, mode);
     char *dir = cli_tmpdir(tag);
     char *live = cli_path(dir, "live.folded"), *snap = cli_path(dir, "c.snap");
-    char *rep = cli_path(dir, "replay.folded"), *prog = cli_built("cli_nocfi");
+    char *rep = cli_path(dir, "replay.folded"), *prog = cli_built(exe);
     char *argv[] = {(char *)cli_ss(),
                     "record",
                     "-F",
@@ -76,7 +77,7 @@ static void run_case(const char *mode, const char *stack, const char *jit, const
     char why[200];
     long long total = cli_folded_check(text, why, sizeof(why)), good;
     cr_assert_gt(total, 0, "%s", why);
-    long long n = count(text, jit, via, &good);
+    long long n = count(text, exe, jit, via, &good);
     cr_log_info("%s: %lld of %lld samples in code without CFI reach the root through it", mode,
                 good, n);
     cr_expect_geq(n * 100, total * 50, "%s: only %lld of %lld samples in the JIT code:\n%.2000s",
@@ -102,7 +103,8 @@ static void run_case(const char *mode, const char *stack, const char *jit, const
 
 Test(jitscan, pcre2_jit_with_jit_stack, .timeout = 150)
 {
-    run_case("pcrestack", "16384", "[jit] [anon]", "pcre_work;pcre2_match_8;pcre2_jit_match_8;");
+    run_case("cli_nocfi", "pcrestack", "16384", "[jit] [anon]",
+             "pcre_work;pcre2_match_8;pcre2_jit_match_8;");
 }
 
 /* pcre2_match's default: the JIT code runs below jit_machine_stack_exec's
@@ -110,15 +112,23 @@ Test(jitscan, pcre2_jit_with_jit_stack, .timeout = 150)
  * the larger snapshot */
 Test(jitscan, pcre2_jit_on_machine_stack, .timeout = 150)
 {
-    run_case("pcre", "65528", "[jit] [anon]", "pcre_work;pcre2_match_8;pcre2_jit_match_8;");
+    run_case("cli_nocfi", "pcre", "65528", "[jit] [anon]",
+             "pcre_work;pcre2_match_8;pcre2_jit_match_8;");
 }
 
 Test(jitscan, rwx_code_without_perf_map, .timeout = 150)
 {
-    run_case("rwx", "16384", "[jit] [anon]", "");
+    run_case("cli_nocfi", "rwx", "16384", "[jit] [anon]", "");
 }
 
 Test(jitscan, rwx_code_with_perf_map, .timeout = 150)
 {
-    run_case("rwxmap", "16384", "nocfi_jit_spin", "");
+    run_case("cli_nocfi", "rwxmap", "16384", "nocfi_jit_spin", "");
+}
+
+/* callers built with frame pointers (CFA = rbp + 16) under code that uses
+ * rbp for itself: the scan recovers their rbp (without it: main > [jit]) */
+Test(jitscan, rwx_code_under_frame_pointer_callers, .timeout = 150)
+{
+    run_case("cli_nocfi_fp", "rwx", "16384", "[jit] [anon]", "");
 }
