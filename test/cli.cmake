@@ -88,6 +88,21 @@ ss_add_test(cli_debuginfod SOURCES ${CLI_T}/debuginfod.c ${CMAKE_CURRENT_LIST_DI
 target_link_libraries(cli_debuginfod PRIVATE cli_helpers)
 add_dependencies(cli_debuginfod stacksnap_cli cli_dfdprog)
 
+# record --no-stack-bytes (issue 31): targets that keep a random secret on
+# their stack (native, and a libluajit host); the capture must not hold it
+# and must replay to the live outputs.
+pkg_check_modules(SECRET_LUAJIT REQUIRED IMPORTED_TARGET luajit)
+foreach(v cli_secret cli_secret_lj)
+  add_executable(${v} ${CLI_T}/secret.c)
+  target_compile_options(${v} PRIVATE -O2 -fomit-frame-pointer -fno-sanitize=all)
+  target_link_options(${v} PRIVATE -fno-sanitize=all)
+endforeach()
+target_compile_definitions(cli_secret_lj PRIVATE SECRET_LUA)
+target_link_libraries(cli_secret_lj PRIVATE PkgConfig::SECRET_LUAJIT)
+ss_add_test(cli_nostack SOURCES ${CLI_T}/nostack.c LABELS cli TIMEOUT 300)
+target_link_libraries(cli_nostack PRIVATE cli_helpers)
+add_dependencies(cli_nostack stacksnap_cli cli_secret cli_secret_lj)
+
 # Code without CFI (issue 32): PCRE2's JIT and hand-written JIT code with and
 # without a perf map, beneath a C chain built without frame pointers; the
 # native walk steps over it by a validated stack scan (native_scan.c).

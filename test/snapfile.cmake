@@ -5,7 +5,7 @@
 # read). Plus the fuzz corpus generator and, with clang, libFuzzer
 # targets for the reader (docs/capture-format.md, "Fuzzing").
 set(SNAPFILE_T ${CMAKE_CURRENT_LIST_DIR}/snapfile)
-foreach(t roundtrip damage errors compat delta ljdet mapped)
+foreach(t roundtrip damage errors compat delta ljdet mapped stackrec)
   ss_add_test(snapfile_${t} SOURCES ${SNAPFILE_T}/${t}.c ${SNAPFILE_T}/helpers.c
     LABELS snapfile TIMEOUT 120)
 endforeach()
@@ -20,7 +20,7 @@ if(CMAKE_C_COMPILER_ID STREQUAL "Clang")
     ${CMAKE_SOURCE_DIR}/src/snapfile/codec.c ${CMAKE_SOURCE_DIR}/src/snapfile/reader.c
     ${CMAKE_SOURCE_DIR}/src/snapfile/crc.c ${CMAKE_SOURCE_DIR}/src/snapfile/payload.c
     ${CMAKE_SOURCE_DIR}/src/snapfile/delta.c
-    ${CMAKE_SOURCE_DIR}/src/snapfile/rdelta.c ${CMAKE_SOURCE_DIR}/src/snapfile/kcodec.c ${CMAKE_SOURCE_DIR}/src/snapfile/ljcodec.c
+    ${CMAKE_SOURCE_DIR}/src/snapfile/rdelta.c ${CMAKE_SOURCE_DIR}/src/snapfile/kcodec.c ${CMAKE_SOURCE_DIR}/src/snapfile/ljcodec.c ${CMAKE_SOURCE_DIR}/src/snapfile/frames.c
     ${CMAKE_SOURCE_DIR}/src/snapfile/target.c ${CMAKE_SOURCE_DIR}/src/util/err.c ${CMAKE_SOURCE_DIR}/src/util/zmem.c)
   foreach(v snapfile_fuzz snapfile_fuzz_nocrc)
     add_executable(${v} ${SNAPFILE_FUZZ_SRC})

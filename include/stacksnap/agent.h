@@ -10,7 +10,7 @@
  * HTTP (libmicrohttpd) also serves GET /metrics (Prometheus text, counters
  * stacksnap_*) and GET /healthz. Bad requests get HTTP errors.
  *
- * Knows no command-line flags (cli/agent.c maps them). Errors: negative
+ * Knows no command-line flags (cli/cmd_agent.c maps them). Errors: negative
  * errno + message; nothing here prints except through opts.log. */
 #ifndef STACKSNAP_AGENT_H
 #define STACKSNAP_AGENT_H
@@ -44,6 +44,12 @@ struct ss_agent_opts {
     const char *push_url;       /* NULL: no push; else the Pyroscope base URL */
     unsigned push_every_s;      /* default 15 */
     unsigned push_queue;        /* windows kept while the server is down, default 16 */
+    /* NULL: no OTLP push; else the OTLP/HTTP base URL (POST URL/v1development/profiles
+     * every push_every_s), with headers "NAME=VALUE" */
+    const char *otlp_url;
+    const char *const *otlp_headers;
+    unsigned n_otlp_headers;
+    const char *otlp_service; /* service.name of every process; NULL: its command name */
     /* > 0: fetch the debug files of stripped files by build-id from the
      * debuginfod servers of DEBUGINFOD_URLS (libdebuginfod), each fetch cut
      * after this many seconds; 0: no fetching. */

@@ -40,10 +40,11 @@ enum ss_report_format {
     SS_REPORT_SVG,      /* .svg */
     SS_REPORT_PERF,     /* .txt (perf-script text, streamed) */
     SS_REPORT_SNAP,     /* .snap: a capture, not written by report/ */
+    SS_REPORT_OTLP,     /* .otlp: an OTLP ExportProfilesServiceRequest (protobuf) */
 };
 /* By extension; "-" is folded to stdout. */
 enum ss_report_format ss_report_format_of_path(const char *path);
-/* By --format name: folded, pprof, svg, txt, snap. */
+/* By --format name: folded, pprof, svg, txt, snap, otlp. */
 enum ss_report_format ss_report_format_of_name(const char *name);
 const char *ss_report_format_name(enum ss_report_format f);
 
@@ -56,6 +57,8 @@ struct ss_report_opts {
                               CPU (one sample per call): folded counts are microseconds,
                               pprof has samples/count and off_cpu/nanoseconds, the SVG and
                               the top table say time */
+    bool timestamps;       /* keep every add's time and count (OTLP writes them as
+                              timestamps_unix_nano and values of its samples) */
 };
 
 /* Stacks keyed by pid, tid, comm and the identity of every frame (kind,
@@ -98,12 +101,23 @@ int ss_report_write_folded(const struct ss_report *r, FILE *f, struct ss_err *er
  * text; Lua frames have one Line: Function{name NAME, filename CHUNK, start_line FIRST_LINE}, line
  * LINE; kernel/pseudo frames have no mapping. */
 int ss_report_write_pprof(const struct ss_report *r, FILE *f, struct ss_err *err);
+/* OTLP profiles (opentelemetry.proto.profiles.v1development, proto release
+ * 1.11.0): an ExportProfilesServiceRequest, uncompressed, one ResourceProfiles
+ * per process (docs/otlp.md has the mapping). -ENOTSUP when the build has no
+ * OTLP (ss_report_otlp_built). */
+int ss_report_write_otlp(const struct ss_report *r, FILE *f, struct ss_err *err);
+bool ss_report_otlp_built(void);
+/* The wall clock and host for OTLP: CLOCK_REALTIME minus the sample clock
+ * (samples' time_ns), the host name, and service.name for every process
+ * (NULL: each process's command name). -ENOMEM. */
+int ss_report_set_clock(struct ss_report *r, int64_t mono_to_real_ns, const char *host,
+                        const char *service, struct ss_err *err);
 /* Self-contained interactive flame graph (root at the bottom). */
 int ss_report_write_svg(const struct ss_report *r, FILE *f, struct ss_err *err);
 /* Table of functions by self samples: self, self%, total, total% (a function
  * counted once per stack), kind, name. n = 0: all rows. */
 int ss_report_write_top(const struct ss_report *r, FILE *f, unsigned n, struct ss_err *err);
-/* FOLDED, PPROF or SVG by format; anything else is -EINVAL. */
+/* FOLDED, PPROF, SVG or OTLP by format; anything else is -EINVAL. */
 int ss_report_write(const struct ss_report *r, enum ss_report_format fmt, FILE *f,
                     struct ss_err *err);
 /* Write to a path by its extension ("-" = folded to stdout). Errors name the path. */

@@ -22,9 +22,13 @@
 #include "stacksnap/ss_lj_luajit.h"
 #include "stacksnap/unwind.h"
 
-/* Format version this build writes (3: memreads not delta-coded, 2: sample
- * bytes not delta-coded, 1: no windows; all still read). */
-#define SS_SNAP_VERSION 4u
+/* Newest format version this build reads, and the one it writes for a
+ * capture of unwound stacks (5: --no-stack-bytes, SS_SNAP_HDR_NOSTACK). A
+ * capture of samples is written as version 4 (SS_SNAP_VERSION_SAMPLES), so
+ * older readers still read it; 3: memreads not delta-coded, 2: sample bytes
+ * not delta-coded, 1: no windows; all still read. */
+#define SS_SNAP_VERSION 5u
+#define SS_SNAP_VERSION_SAMPLES 4u
 #define SS_SNAP_BUILD_ID_MAX 32u /* longest build-id kept (GNU sha1 = 20) */
 
 /* Record types (on disk). Values never change; new types get new numbers and
@@ -42,7 +46,9 @@ enum ss_snap_type {
     SS_SNAP_PROCEVENT = 10, /* a process forked, exec'd or exited (ss.h: ss_proc_event) */
     SS_SNAP_KSYMS = 11,     /* kernel symbols that name kernel frames from here on */
     SS_SNAP_LJDET = 12,     /* a file's LuaJIT detection result, as live computed it */
-    SS_SNAP_NTYPES = 13,
+    SS_SNAP_FRAMES = 13,    /* --no-stack-bytes: frames that stack records refer to by id */
+    SS_SNAP_STACK = 14,     /* --no-stack-bytes: one sample's unwound stack (no target memory) */
+    SS_SNAP_NTYPES = 15,
     /* Reader events (never on disk). */
     SS_SNAP_CORRUPT = 0x100,   /* a damaged region was skipped */
     SS_SNAP_TRUNCATED = 0x101, /* the file ends inside a record: last event */
@@ -52,6 +58,9 @@ enum ss_snap_type {
 #define SS_SNAP_HDR_BUNDLE 0x1u /* recorded with --bundle */
 #define SS_SNAP_HDR_KERNEL 0x2u /* recorded with --kernel */
 #define SS_SNAP_HDR_OFFCPU 0x4u /* recorded with --off-cpu: samples are weighted */
+/* recorded with --no-stack-bytes: stack records (the unwound frames) instead
+ * of samples; no registers, stack bytes, windows or target reads (version 5) */
+#define SS_SNAP_HDR_NOSTACK 0x8u
 
 struct ss_snap_header {
     uint32_t version;       /* reader: format version of the file; writer: ignored */
@@ -196,6 +205,19 @@ struct ss_snap_ljdet {
     struct ss_lj_elfinfo info;
 };
 
+/* ---- --no-stack-bytes: frames and stacks (snapfile/frames.c) ----
+ * A frames record defines frame ids first..first+n-1 (a deduplicated table:
+ * each distinct frame once per capture); a stack record is one sample's
+ * walked stack with its frames by id. */
+struct ss_snap_frames {
+    uint32_t first, n; /* ids defined (the reader keeps them) */
+};
+struct ss_snap_stack {
+    struct ss_stack st; /* st.frames and st.comm point into / are reader memory */
+    uint64_t seq;       /* writer's sample number, from 0 */
+    uint32_t flags;     /* the sample's SS_SAMPLE_* flags */
+};
+
 /* ---- trailer: totals written by ss_snap_close (optional) ---- */
 struct ss_snap_trailer {
     uint64_t end_real_ns, end_mono_ns;
@@ -234,6 +256,8 @@ struct ss_snap_record {
         struct ss_snap_ksyms ksyms;
         struct ss_snap_ljdet ljdet;
         struct ss_proc_event procevent;
+        struct ss_snap_frames frames;
+        struct ss_snap_stack stack;
         struct ss_snap_corrupt corrupt;
         struct ss_snap_truncated truncated;
     };
@@ -267,6 +291,14 @@ int ss_snap_write_process(struct ss_snap_writer *w, const struct ss_snap_process
 void ss_snap_record_read(void *w, uint64_t addr, const void *data, size_t len, int err);
 /* Drop reads recorded since the last sample (e.g. the sample is discarded). */
 void ss_snap_discard_reads(struct ss_snap_writer *w);
+
+/* --no-stack-bytes (header flag SS_SNAP_HDR_NOSTACK): append st, a walked
+ * stack, as a stack record (flags: the sample's SS_SAMPLE_* flags), after a
+ * frames record defining the frames it uses that no earlier record defined.
+ * Nothing of the target's memory is written. -EINVAL in a capture whose
+ * header lacks the flag (and ss_snap_write_sample is -EINVAL in one that has it). */
+int ss_snap_write_stack(struct ss_snap_writer *w, const struct ss_stack *st, uint32_t flags,
+                        struct ss_err *err);
 
 /* Append a sample, then a MEMREADS record with the reads recorded since the
  * previous sample (if any). *seq_out (optional) gets the sample number. */

@@ -164,6 +164,12 @@ int ss_agent_new(struct ss_agent **out, const struct ss_agent_opts *o, struct ss
         if ((rc = ss_unwinder_new(&a->u, &uo, err)) < 0) goto fail;
     }
     if (a->push_url && (rc = ag_push_new(&a->push, a, err)) < 0) goto fail;
+    /* the URL and headers are copied by ag_otlp_new: only used here */
+    if (o->otlp_url && (rc = ag_otlp_new(&a->otlp, a, err)) < 0) goto fail;
+    a->o.otlp_url = NULL;
+    a->o.otlp_headers = NULL;
+    a->o.n_otlp_headers = 0;
+    a->o.otlp_service = NULL;
     if ((a->listen_fd = ag_listen(a->listen, a->address, sizeof(a->address), err)) < 0) {
         rc = a->listen_fd;
         goto fail;
@@ -218,6 +224,7 @@ static void on_sample(void *ctx, const struct ss_sample *s)
     ag_procinfo_get(a->procs, st.pid, st.comm, &exe, &cgroup);
     feed_windows(a, &st, exe, cgroup);
     if (a->push) ag_push_add(a->push, &st, exe, cgroup);
+    if (a->otlp) ag_otlp_add(a->otlp, &st, exe, cgroup);
     struct ss_win_plan plan; /* a LuaJIT runtime verified: its windows from now on */
     struct ss_err err = {0};
     if (ss_unwinder_take_plan(a->u, s->pid, &plan) &&
@@ -290,6 +297,7 @@ int ss_agent_run(struct ss_agent *a, volatile sig_atomic_t *stop, struct ss_err 
         double t = ag_now();
         ag_windows_tick(a, t);
         if (a->push) ag_push_tick(a->push, t, false);
+        if (a->otlp) ag_otlp_tick(a->otlp, t, false);
         if (a->seg && ag_seg_tick(a->seg, t)) {
             ag_seg_end(a->seg, a->cap, a->u);
             struct ss_unwinder_stats us;
@@ -321,6 +329,7 @@ int ss_agent_run(struct ss_agent *a, volatile sig_atomic_t *stop, struct ss_err 
     pthread_mutex_unlock(&a->mu);
     ag_windows_tick(a, ag_now());
     if (a->push) ag_push_tick(a->push, ag_now(), true);
+    if (a->otlp) ag_otlp_tick(a->otlp, ag_now(), true);
     if (a->seg && a->u) ag_seg_end(a->seg, a->cap, a->u);
     if (a->u) refresh_stats(a);
     return rc;
@@ -337,6 +346,7 @@ void ss_agent_free(struct ss_agent *a)
     if (a->listen_fd >= 0) close(a->listen_fd);
     if (!strncmp(a->address, "unix:", 5)) unlink(a->address + 5);
     ag_push_free(a->push);
+    ag_otlp_free(a->otlp);
     ag_seg_free(a->seg);
     ss_unwinder_free(a->u);
     ss_capture_close(a->cap);

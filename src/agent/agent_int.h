@@ -48,8 +48,16 @@ struct ag_push_stats {
     bool enabled;
 };
 
+/* OTLP push counters (otlp_push.c), kept by its sender thread. */
+struct ag_otlp_stats {
+    uint64_t sent, failed_tries, rejected, dropped, queued;
+    uint64_t partial, partial_rejected; /* answers with a partial_success; profiles it rejected */
+    bool enabled;
+};
+
 struct ag_procinfo;
 struct ag_push;
+struct ag_otlp;
 struct ag_segments;
 struct MHD_Daemon;
 
@@ -70,6 +78,7 @@ struct ss_agent {
     struct ss_unwinder *u;
     struct ag_procinfo *procs;
     struct ag_push *push;
+    struct ag_otlp *otlp;
     struct ag_segments *seg;
     struct ag_stats live;
     uint64_t seen_before;                         /* processes seen by the unwinders freed so far */
@@ -101,6 +110,15 @@ void ag_procinfo_free(struct ag_procinfo *p);
 void ag_procinfo_get(struct ag_procinfo *p, uint32_t pid, const char *comm, const char **exe,
                      const char **cgroup);
 void ag_procinfo_gc(struct ag_procinfo *p);
+
+/* otlp_push.c (--otlp): the window as one OTLP request per push_every_s */
+int ag_otlp_new(struct ag_otlp **out, struct ss_agent *a, struct ss_err *err);
+void ag_otlp_add(struct ag_otlp *p, const struct ss_stack *st, const char *exe, const char *cgroup);
+void ag_otlp_tick(struct ag_otlp *p, double now, bool final);
+void ag_otlp_stats(struct ag_otlp *p, struct ag_otlp_stats *st);
+void ag_otlp_free(struct ag_otlp *p);
+/* NAME=VALUE with NAME an HTTP token and no control characters in VALUE. */
+int ag_otlp_header_ok(const char *kv);
 
 /* push.c */
 int ag_push_new(struct ag_push **out, struct ss_agent *a, struct ss_err *err);

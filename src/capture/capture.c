@@ -1,6 +1,6 @@
 /* capture/capture.c: choosing and loading the snapshot BPF program (ring
  * buffer variant or compat variant), the pid filter, counters and program
- * info. perf.c opens and attaches the perf events, buffer.c polls. */
+ * info. perf_events.c opens and attaches the perf events, buffer.c polls. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

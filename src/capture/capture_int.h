@@ -1,5 +1,5 @@
 /* capture/capture_int.h: the capture context shared by the files of
- * src/capture/ (capture.c: load and maps; perf.c: perf events and attach;
+ * src/capture/ (capture.c: load and maps; perf_events.c: perf events and attach;
  * buffer.c: ring/perf buffer polling and event decoding). */
 #ifndef STACKSNAP_CAPTURE_INT_H
 #define STACKSNAP_CAPTURE_INT_H
@@ -52,7 +52,7 @@ struct ss_capture {
     struct bpf_link *exs_link[2]; /* execstack: execve, execveat entry (ring buffer) */
     struct ss_exs *exs;           /* execstack.c: the stacks at exec entry, by thread */
     uint64_t exec_stacks;         /* samples given one */
-    struct ss_sideband *sb;       /* sideband.c: perf's mmap records per CPU, or NULL */
+    struct ss_sideband *sb;       /* sideband_log.c: perf's mmap records per CPU, or NULL */
     uint64_t map_events, map_lost;
     uint8_t *batch; /* compat: one poll's records, by time */
     void *batch_idx;
@@ -84,7 +84,7 @@ void ss_capture_buffer_close(struct ss_capture *c);
 int ss_capture_offcpu_start(struct ss_capture *c, struct ss_err *err);
 void ss_capture_offcpu_stop(struct ss_capture *c);
 
-/* perf.c */
+/* perf_events.c */
 int ss_capture_follow_attach(struct ss_capture *c, struct ss_err *err);
 /* Mount tracefs where it belongs if nobody did (classic tracepoints need it
  * for their ids), as perf does. */
@@ -103,12 +103,12 @@ int ss_capture_batch_add(struct ss_capture *c, const void *data, size_t size);
 void ss_capture_batch_flush(struct ss_capture *c,
                             void (*deliver)(struct ss_capture *c, const void *data, size_t size));
 
-/* sideband.c: open (with opts.map_event) per online CPU; drain hands what
+/* sideband_log.c: open (with opts.map_event) per online CPU; drain hands what
  * the kernel wrote so far to opts.map_event. */
 int ss_capture_sb_open(struct ss_capture *c, struct ss_err *err);
 void ss_capture_sb_drain(struct ss_capture *c);
 void ss_capture_sb_close(struct ss_capture *c);
-/* perf.c: the online CPUs (/sys/devices/system/cpu/online) as a bitmap of
+/* perf_events.c: the online CPUs (/sys/devices/system/cpu/online) as a bitmap of
  * max; how many, or negative errno. */
 int ss_capture_online_cpus(bool *on, int max, struct ss_err *err);
 

@@ -37,6 +37,9 @@ int main(int argc, char **argv)
     struct ss_cli c;
     if (argc == 2 && !strcmp(argv[1], "--version")) {
         printf("stacksnap %s\n", SS_VERSION);
+        printf("otlp: %s\n", ss_report_otlp_built()
+                                 ? "built in (opentelemetry.proto.profiles.v1development, 1.11.0)"
+                                 : "not built in (no opentelemetry-proto 1.11.0 at build time)");
         return 0;
     }
     int rc = ss_cli_parse(&c, argc, argv);

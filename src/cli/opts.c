@@ -14,11 +14,13 @@ static const char *usage_text =
     "usage:\n"
     "  stacksnap record [-p PID[,PID...] | -a | -- COMMAND [ARGS...]] [-F HZ] [-d SECONDS]\n"
     "                   [--stack-size BYTES] [-o FILE]... [--format FMT] [--bundle] [--kernel]\n"
-    "                   [--compat] [--off-cpu [--off-cpu-min-us N]] [--no-lua-window] [-v]\n"
+    "                   [--compat] [--off-cpu [--off-cpu-min-us N]] [--no-lua-window]\n"
+    "                   [--no-stack-bytes] [-v]\n"
     "  stacksnap agent  [-a | -p PID[,PID...]] [-F HZ] [--listen ADDR:PORT | --listen unix:PATH]\n"
     "                   [--off-cpu]\n"
     "                   [--capture-dir DIR [--capture-max-bytes N] [--capture-segment SECONDS]]\n"
-    "                   [--push URL [--push-every SECONDS]] [--max-seconds N]\n"
+    "                   [--push URL] [--otlp URL [--otlp-header K=V]...] [--push-every SECONDS]\n"
+    "                   [--max-seconds N]\n"
     "  stacksnap top    [-p PID[,PID...] | -a | -- COMMAND [ARGS...]] [-F HZ]\n"
     "  stacksnap replay CAPTURE.snap [-o FILE]... [--format FMT] [--symfs DIR]\n"
     "  stacksnap report CAPTURE.snap [--top N]\n"
@@ -27,7 +29,8 @@ static const char *usage_text =
     "\n"
     "Outputs (-o may repeat; the format follows the extension):\n"
     "  .snap capture   .folded folded stacks   .pb.gz pprof   .svg flame graph\n"
-    "  .txt perf-script text   -  folded stacks on stdout (default when no -o)\n"
+    "  .txt perf-script text   .otlp OTLP profiles (ExportProfilesServiceRequest)\n"
+    "  -  folded stacks on stdout (default when no -o)\n"
     "  diff writes .svg (differential flame graph), .txt (table of functions by change)\n"
     "  and .folded (STACK BEFORE AFTER); -o - (the default) writes the table to stdout\n"
     "\n"
@@ -37,7 +40,7 @@ static const char *usage_text =
     "  -F HZ              sampling frequency (default 99)\n"
     "  -d SECONDS         stop after this long (default: until the targets exit or ^C)\n"
     "  --stack-size N     bytes of user stack copied per sample (default 16384, max 65528)\n"
-    "  --format FMT       folded|pprof|svg|txt|snap: override the extension of every -o\n"
+    "  --format FMT       folded|pprof|svg|txt|otlp|snap: override the extension of every -o\n"
     "  --bundle           put the unwind/symbol data of mapped files into the capture\n"
     "  --kernel           include kernel frames\n"
     "  --compat           use the perf-buffer BPF program for old kernels\n"
@@ -45,6 +48,8 @@ static const char *usage_text =
     "                     (folded counts in microseconds) instead of CPU samples\n"
     "  --off-cpu-min-us N shorter waits give no sample (default 100)\n"
     "  --no-lua-window    copy registers and stack only (no Lua state at sample time)\n"
+    "  --no-stack-bytes   the capture keeps the unwound frames only, no target memory\n"
+    "                     (stack bytes, windows, reads): replays the same, can be shared\n"
     "  --symfs DIR        look for ELF files under DIR when replaying\n"
     "  --top N            rows of the top table (default 20)\n"
     "  -v                 verbose: BPF program size and per-process diagnostics\n"
@@ -57,6 +62,9 @@ static const char *usage_text =
     "  --capture-max-bytes N  delete the oldest segments past N bytes (default 256 MiB)\n"
     "  --capture-segment S    start a new segment every S seconds (default 600)\n"
     "  --push URL         push pprof to a Grafana Pyroscope server (URL/ingest)\n"
+    "  --otlp URL         push OTLP profiles (OTLP/HTTP protobuf, gzip) to "
+    "URL/v1development/profiles\n"
+    "  --otlp-header K=V  an HTTP header of every OTLP push (repeatable)\n"
     "  --push-every S     seconds per pushed profile (default 15)\n"
     "\n"
     "Examples:\n"
@@ -126,13 +134,16 @@ enum {
     OPT_BPF,
     OPT_OFF_CPU,
     OPT_OFF_CPU_MIN,
+    OPT_NO_STACK_BYTES,
     OPT_LISTEN,
     OPT_CAPTURE_DIR,
     OPT_CAPTURE_MAX,
     OPT_CAPTURE_SEGMENT,
     OPT_PUSH,
     OPT_PUSH_EVERY,
-    OPT_MAX_SECONDS
+    OPT_MAX_SECONDS,
+    OPT_OTLP,
+    OPT_OTLP_HEADER
 };
 
 /* Options only `agent` takes; 0 when ch is not one of them, 2 on a bad value. */
@@ -160,6 +171,18 @@ static int parse_agent_opt(struct ss_cli *c, int ch, const char *arg)
         if (strncmp(arg, "http://", 7) && strncmp(arg, "https://", 8))
             return usage_error("invalid --push URL '%s' (http:// or https://)", arg);
         c->push_url = arg;
+        return 1;
+    case OPT_OTLP:
+        if (strncmp(arg, "http://", 7) && strncmp(arg, "https://", 8))
+            return usage_error("invalid --otlp URL '%s' (http:// or https://)", arg);
+        c->otlp_url = arg;
+        return 1;
+    case OPT_OTLP_HEADER:
+        if (c->n_otlp_headers == SS_MAX_OTLP_HEADERS)
+            return usage_error("too many --otlp-header (max 16): %s", arg);
+        if (!strchr(arg, '=') || arg[0] == '=')
+            return usage_error("invalid --otlp-header '%s' (NAME=VALUE)", arg);
+        c->otlp_headers[c->n_otlp_headers++] = arg;
         return 1;
     }
     static const struct {
@@ -214,6 +237,7 @@ int ss_cli_parse(struct ss_cli *c, int argc, char **argv)
         {"kernel", no_argument, 0, OPT_KERNEL},
         {"compat", no_argument, 0, OPT_COMPAT},
         {"no-lua-window", no_argument, 0, OPT_NO_LUA_WINDOW},
+        {"no-stack-bytes", no_argument, 0, OPT_NO_STACK_BYTES},
         {"symfs", required_argument, 0, OPT_SYMFS},
         {"top", required_argument, 0, OPT_TOP},
         {"bpf", no_argument, 0, OPT_BPF},
@@ -227,6 +251,8 @@ int ss_cli_parse(struct ss_cli *c, int argc, char **argv)
         {"push", required_argument, 0, OPT_PUSH},
         {"push-every", required_argument, 0, OPT_PUSH_EVERY},
         {"max-seconds", required_argument, 0, OPT_MAX_SECONDS},
+        {"otlp", required_argument, 0, OPT_OTLP},
+        {"otlp-header", required_argument, 0, OPT_OTLP_HEADER},
         {0, 0, 0, 0},
     };
     /* "+" stops at the first non-option so "-- COMMAND ARGS" stays intact. */
@@ -236,7 +262,7 @@ int ss_cli_parse(struct ss_cli *c, int argc, char **argv)
     const char *shortopts = rec ? "+hp:aF:d:o:v" : "hp:aF:d:o:v";
     while ((ch = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1) {
         unsigned long v;
-        if (ch >= OPT_LISTEN && ch <= OPT_MAX_SECONDS) {
+        if (ch >= OPT_LISTEN && ch <= OPT_OTLP_HEADER) {
             if (!agent) {
                 const char *name = "?";
                 for (const struct option *lo = longopts; lo->name; lo++)
@@ -285,13 +311,14 @@ int ss_cli_parse(struct ss_cli *c, int argc, char **argv)
             c->out[c->nout].fmt = ss_report_format_of_path(optarg);
             if (c->out[c->nout].fmt == SS_REPORT_NONE && !c->format)
                 return usage_error("cannot tell the format of '%s' from its extension "
-                                   "(.snap .folded .pb.gz .svg .txt, or --format)",
+                                   "(.snap .folded .pb.gz .svg .txt .otlp, or --format)",
                                    optarg);
             c->nout++;
             break;
         case OPT_FORMAT:
             if (ss_report_format_of_name(optarg) == SS_REPORT_NONE)
-                return usage_error("unknown format '%s' (folded, pprof, svg, txt, snap)", optarg);
+                return usage_error("unknown format '%s' (folded, pprof, svg, txt, otlp, snap)",
+                                   optarg);
             c->format = optarg;
             break;
         case OPT_BUNDLE:
@@ -319,6 +346,11 @@ int ss_cli_parse(struct ss_cli *c, int argc, char **argv)
         }
         case OPT_NO_LUA_WINDOW:
             c->no_lua_window = true;
+            break;
+        case OPT_NO_STACK_BYTES:
+            if (strcmp(c->cmd, "record"))
+                return usage_error("--no-stack-bytes is only valid for record%s", "");
+            c->no_stack_bytes = true;
             break;
         case OPT_SYMFS:
             c->symfs = optarg;
@@ -353,6 +385,8 @@ int ss_cli_parse(struct ss_cli *c, int argc, char **argv)
             return usage_error("%s", "--off-cpu-min-us needs --off-cpu");
         if (c->off_cpu && c->compat)
             return usage_error("%s", "--off-cpu needs the ring buffer program: not with --compat");
+        if (c->no_stack_bytes && c->bundle)
+            return usage_error("%s", "--no-stack-bytes keeps no files: not with --bundle");
         if (top && (c->nout || c->bpf_info || c->duration > 0))
             return usage_error("%s", "top takes -p, -a or -- COMMAND and -F only");
         if (c->nout == 0 && !top) {
@@ -383,12 +417,15 @@ int ss_cli_parse(struct ss_cli *c, int argc, char **argv)
             return usage_error("%s", "-d is not valid for agent (it runs until SIGTERM/SIGINT)");
         if (c->nout)
             return usage_error("%s", "agent takes no -o (its outputs are HTTP, "
-                                     "--push and --capture-dir)");
+                                     "--push, --otlp and --capture-dir)");
         if (c->capture_max_bytes && !c->capture_dir)
             return usage_error("%s", "--capture-max-bytes needs --capture-dir");
         if (c->capture_segment && !c->capture_dir)
             return usage_error("%s", "--capture-segment needs --capture-dir");
-        if (c->push_every && !c->push_url) return usage_error("%s", "--push-every needs --push");
+        if (c->push_every && !c->push_url && !c->otlp_url)
+            return usage_error("%s", "--push-every needs --push or --otlp");
+        if (c->n_otlp_headers && !c->otlp_url)
+            return usage_error("%s", "--otlp-header needs --otlp");
         if (c->off_cpu_min_set) return usage_error("%s", "--off-cpu-min-us is not valid for agent");
     } else if (!strcmp(c->cmd, "info") && c->bpf_info) {
         if (optind < argc) return usage_error("unexpected argument '%s'", argv[optind]);
@@ -414,5 +451,7 @@ int ss_cli_parse(struct ss_cli *c, int argc, char **argv)
             if (!strcmp(c->out[i].path, c->out[j].path))
                 return usage_error("-o %s given twice", c->out[i].path);
     }
+    if (c->no_stack_bytes && !snap)
+        return usage_error("%s", "--no-stack-bytes is about the capture: give -o FILE.snap");
     return 0;
 }

@@ -10,6 +10,7 @@
 
 #define SS_MAX_OUTPUTS 16
 #define SS_MAX_PIDS 256
+#define SS_MAX_OTLP_HEADERS 16
 
 struct ss_output {
     const char *path; /* "-" = stdout */
@@ -27,6 +28,7 @@ struct ss_cli {
     double duration; /* seconds, 0 = until done */
     unsigned stack_size;
     bool bundle, kernel, compat, verbose, bpf_info, no_lua_window;
+    bool no_stack_bytes;     /* record: the capture keeps the walked frames only */
     bool off_cpu;            /* --off-cpu (record, agent) */
     unsigned off_cpu_min_us; /* --off-cpu-min-us, default 100 */
     bool off_cpu_min_set;
@@ -34,6 +36,9 @@ struct ss_cli {
     const char *listen, *capture_dir, *push_url;
     unsigned long long capture_max_bytes;
     unsigned capture_segment, push_every, max_seconds;
+    const char *otlp_url;                          /* --otlp */
+    const char *otlp_headers[SS_MAX_OTLP_HEADERS]; /* --otlp-header K=V */
+    unsigned n_otlp_headers;
     /* replay / report / info */
     const char *capture; /* diff: BEFORE */
     const char *after;   /* diff: AFTER */

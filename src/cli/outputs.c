@@ -1,5 +1,6 @@
 /* cli/outputs.c: one report, many sinks, and the per-process summary. */
 #include "cli/outputs.h"
+#include "stacksnap/snapfile.h"
 #include "stacksnap/unwind.h"
 
 #include <errno.h>
@@ -11,6 +12,8 @@ int ss_outputs_open(struct ss_outputs *o, const struct ss_cli *c, uint32_t freq)
     memset(o, 0, sizeof(*o));
     struct ss_err err = {0};
     struct ss_report_opts ro = {.freq_hz = freq, .off_cpu = c->off_cpu};
+    for (int i = 0; i < c->nout; i++) /* OTLP samples carry every sample's time */
+        if (c->out[i].fmt == SS_REPORT_OTLP) ro.timestamps = true;
     o->off_cpu = c->off_cpu;
     o->rep = ss_report_new(&ro, &err);
     if (!o->rep) {
@@ -33,6 +36,18 @@ int ss_outputs_open(struct ss_outputs *o, const struct ss_cli *c, uint32_t freq)
      * -a; and aggregating costs a replay to text more than the text); report
      * prints its table from the report */
     if (!c->cmd || !strcmp(c->cmd, "report")) o->aggregate = true;
+    return 0;
+}
+
+int ss_outputs_set_clock(struct ss_outputs *o, const struct ss_snap_header *h)
+{
+    struct ss_err err = {0};
+    const char *svc = getenv("OTEL_SERVICE_NAME");
+    if (ss_report_set_clock(o->rep, (int64_t)(h->start_real_ns - h->start_mono_ns), h->hostname,
+                            svc, &err) < 0) {
+        fprintf(stderr, "stacksnap: %s\n", err.msg);
+        return 1;
+    }
     return 0;
 }
 

@@ -30,6 +30,11 @@ struct ss_outputs {
 /* Open every non-capture output of c (fails before any work is done when a
  * path cannot be written). Returns 0 or an exit status (1/2) after printing. */
 int ss_outputs_open(struct ss_outputs *o, const struct ss_cli *c, uint32_t freq);
+/* The clock and host of OTLP outputs: the capture header's (replay) or the
+ * one a live capture gets (record); service.name from $OTEL_SERVICE_NAME,
+ * else each process's command name. Returns 0 or 1 after printing. */
+struct ss_snap_header;
+int ss_outputs_set_clock(struct ss_outputs *o, const struct ss_snap_header *h);
 /* Exit status for an output path that cannot be opened (negative errno):
  * 2 when the path is the cause (bad input), 1 for resource failures. */
 int ss_cli_open_status(int code);

@@ -23,12 +23,14 @@ enum ss_report_format ss_report_format_of_path(const char *path)
     if (ends_with(path, ".svg")) return SS_REPORT_SVG;
     if (ends_with(path, ".txt")) return SS_REPORT_PERF;
     if (ends_with(path, ".snap")) return SS_REPORT_SNAP;
+    if (ends_with(path, ".otlp")) return SS_REPORT_OTLP;
     return SS_REPORT_NONE;
 }
 
 static const char *const names[] = {
-    [SS_REPORT_NONE] = NULL, [SS_REPORT_FOLDED] = "folded", [SS_REPORT_PPROF] = "pprof",
-    [SS_REPORT_SVG] = "svg", [SS_REPORT_PERF] = "txt",      [SS_REPORT_SNAP] = "snap",
+    [SS_REPORT_NONE] = NULL,   [SS_REPORT_FOLDED] = "folded", [SS_REPORT_PPROF] = "pprof",
+    [SS_REPORT_SVG] = "svg",   [SS_REPORT_PERF] = "txt",      [SS_REPORT_SNAP] = "snap",
+    [SS_REPORT_OTLP] = "otlp",
 };
 
 enum ss_report_format ss_report_format_of_name(const char *name)
@@ -53,6 +55,8 @@ int ss_report_write(const struct ss_report *r, enum ss_report_format fmt, FILE *
         return ss_report_write_pprof(r, f, err);
     case SS_REPORT_SVG:
         return ss_report_write_svg(r, f, err);
+    case SS_REPORT_OTLP:
+        return ss_report_write_otlp(r, f, err);
     default:
         ss_err_set(err, -EINVAL, "cannot write a %s file from an aggregated report",
                    ss_report_format_name(fmt));
@@ -79,8 +83,16 @@ struct ss_report_sink *ss_report_sink_open(const char *path, enum ss_report_form
 {
     if (fmt == SS_REPORT_NONE) fmt = ss_report_format_of_path(path);
     if (fmt == SS_REPORT_NONE || fmt == SS_REPORT_SNAP || !path) {
-        ss_err_set(err, -EINVAL, "%s: not a report format (use .folded, .pb.gz, .svg, .txt or -)",
+        ss_err_set(err, -EINVAL,
+                   "%s: not a report format (use .folded, .pb.gz, .svg, .txt, .otlp or -)",
                    path ? path : "(null)");
+        return NULL;
+    }
+    if (fmt == SS_REPORT_OTLP && !ss_report_otlp_built()) {
+        ss_err_set(err, -ENOTSUP,
+                   "%s: this stacksnap was built without OTLP (no opentelemetry-proto 1.11.0 "
+                   ".proto files at build time; see docs/otlp.md)",
+                   path);
         return NULL;
     }
     struct ss_report_sink *s = calloc(1, sizeof(*s));

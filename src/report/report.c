@@ -15,6 +15,7 @@ struct ss_report *ss_report_new(const struct ss_report_opts *opts, struct ss_err
     if (!r->period_ns) r->period_ns = 1;
     r->wall_start_ns = opts ? opts->wall_start_ns : 0;
     r->off_cpu = opts && opts->off_cpu;
+    r->timestamps = opts && opts->timestamps;
     r->title = strdup(opts && opts->title ? opts->title : "stacksnap flame graph");
     r->tmin = UINT64_MAX;
     if (!r->title || rp_strtab_init(&r->str)) goto oom;
@@ -38,6 +39,7 @@ void ss_report_free(struct ss_report *r)
     rp_buf_free(&r->scratch);
     free(r->plabels);
     rp_index_free(&r->plabel_ix);
+    free(r->events);
     free(r->tmp);
     free(r);
 }
@@ -253,6 +255,11 @@ int ss_report_add(struct ss_report *r, const struct ss_stack *s, uint64_t count,
         if (rp_index_insert(&r->stack_ix, h, idx)) goto oom;
         r->nfids += s->nframes;
         r->nstacks++;
+    }
+    if (r->timestamps) {
+        if (rp_grow(&r->events, &r->capevents, r->nevents + 1, sizeof(*r->events))) goto oom;
+        uint32_t c = count > UINT32_MAX ? UINT32_MAX : (uint32_t)count;
+        r->events[r->nevents++] = (struct rp_event){s->time_ns, idx, c};
     }
     r->stacks[idx].count += count;
     r->samples += count;

@@ -39,6 +39,14 @@ struct rp_pcache {
 };
 #define RP_FCACHE_BITS 10 /* frames by address and name */
 
+/* One ss_report_add (opts.timestamps): its time, stack and count; 16 bytes
+ * a sample (an off-CPU count is microseconds: 32 bits hold 71 minutes). */
+struct rp_event {
+    uint64_t time_ns; /* the sample clock (CLOCK_MONOTONIC), 0 unknown */
+    uint32_t stack;
+    uint32_t count;
+};
+
 struct rp_plabel {
     uint32_t pid;
     int64_t exe, cgroup; /* string ids, -1 = unknown */
@@ -70,6 +78,14 @@ struct ss_report {
     struct rp_index plabel_ix; /* by pid */
     uint32_t *tmp;
     size_t captmp;
+    /* opts.timestamps: every add, for OTLP's per-sample timestamps */
+    bool timestamps;
+    struct rp_event *events;
+    size_t nevents, capevents;
+    /* ss_report_set_clock: CLOCK_REALTIME - sample clock, host, service */
+    bool have_clock;
+    int64_t mono_to_real_ns;
+    uint32_t host, service; /* string ids, 0 = unknown / the command name */
 };
 
 /* Labels of pid set with ss_report_set_labels, or NULL. */

@@ -75,6 +75,7 @@ void snap_arrays_free(struct snap_arrays *a)
     free(a->reads);
     free(a->ctrs);
     free(a->ksyms);
+    free(a->frames);
     *a = (struct snap_arrays){0};
 }
 

@@ -158,6 +158,8 @@ struct snap_arrays {
     size_t ctrs_cap;
     struct ss_ksym *ksyms;
     size_t ksyms_cap;
+    struct ss_frame *frames; /* a stack record's (frames.c) */
+    size_t frames_cap;
 };
 void snap_arrays_free(struct snap_arrays *a);
 

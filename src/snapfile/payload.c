@@ -10,6 +10,7 @@
 #include <zstd.h>
 #include <zstd_errors.h>
 
+#include "snapfile/frames.h"
 #include "snapfile/payload.h"
 #include "snapfile/rdelta.h"
 
@@ -130,6 +131,10 @@ int snap_decode_payload(struct snap_decoder *r, struct snap_slot *s, uint16_t ty
         return snap_dec_procevent(&c, &rec->procevent, why);
     case SS_SNAP_LJDET:
         return snap_dec_ljdet(&c, &rec->ljdet, why);
+    case SS_SNAP_FRAMES:
+        return r->ftab ? snap_dec_frames(&c, r->ftab, r->off, &rec->frames, why) : -ENOMEM;
+    case SS_SNAP_STACK:
+        return r->ftab ? snap_dec_stack(&c, r->ftab, &s->arr, &rec->stack, why) : -ENOMEM;
     }
     return -EBADMSG;
 }

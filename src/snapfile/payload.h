@@ -30,6 +30,8 @@ struct snap_decoder {
     ZSTD_DCtx *zd;
     uint32_t version;
     struct snap_rstate *rdelta; /* owned by the reader */
+    struct snap_ftable *ftab;   /* version 5: the frames defined so far; owned by the reader */
+    uint64_t off;               /* file offset of the record being decoded */
 };
 
 /* Decode the payload p[0..len) of a record of known type (flags: its

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "snapfile/format.h"
+#include "snapfile/frames.h"
 #include "snapfile/payload.h"
 #include "snapfile/rdelta.h"
 
@@ -47,6 +48,7 @@ struct ss_snap_reader {
     uint32_t version;
     struct snap_dstate *delta;  /* version 3: the threads' bytes so far */
     struct snap_rstate *rdelta; /* version 4: the threads' key memory reads */
+    struct snap_ftable *ftab;   /* version 5: the frames stack records refer to */
 };
 
 /* ---- window ---- */
@@ -283,7 +285,9 @@ static int read_record(struct ss_snap_reader *r, struct snap_slot *s)
         r->pos = x + size;
         if (!CRC_OK(pcrc, snap_crc32(0, p + SNAP_REC_HDR, len)))
             return corrupt(r, s, x, size, "payload checksum mismatch");
-        if (type == 0 || type >= SS_SNAP_NTYPES || (flags & ~SNAP_RF_KNOWN)) {
+        /* frames and stacks before version 5 are unknown types, as they were */
+        if (type == 0 || type >= SS_SNAP_NTYPES || (flags & ~SNAP_RF_KNOWN) ||
+            (type >= SS_SNAP_FRAMES && r->version < 5)) {
             r->st.unknown++;
             r->st.file_bytes = r->pos;
             continue;
@@ -295,6 +299,8 @@ static int read_record(struct ss_snap_reader *r, struct snap_slot *s)
                type == SS_SNAP_SAMPLE ? offsetof(struct ss_snap_record, sample) : sizeof(s->rec));
         r->dec.version = r->version;
         r->dec.rdelta = r->rdelta;
+        r->dec.ftab = r->ftab;
+        r->dec.off = x;
         rc = snap_decode_payload(&r->dec, s, type, flags, p + SNAP_REC_HDR, len, &why);
         if (!rc && type == SS_SNAP_HEADER) rc = keep_header(r, &s->rec.header);
         if (rc == -ENOMEM) return rc;
@@ -355,6 +361,8 @@ int ss_snap_open_fd(struct ss_snap_reader **out, int fd, const char *name, struc
                    name, r->version, SS_SNAP_VERSION);
     }
     if (!rc && r->version >= 4 && !(r->rdelta = snap_rstate_new(SNAP_RDELTA_READER_SLOTS)))
+        ss_err_set(err, rc = -ENOMEM, "%s: out of memory", name);
+    if (!rc && r->version >= 5 && !(r->ftab = snap_ftable_new()))
         ss_err_set(err, rc = -ENOMEM, "%s: out of memory", name);
     if (!rc && r->version >= 3 && !(r->delta = snap_dstate_new()))
         ss_err_set(err, rc = -ENOMEM, "%s: out of memory", name);
@@ -499,6 +507,7 @@ int ss_snap_rewind(struct ss_snap_reader *r, struct ss_err *err)
     r->pend = r->last = -1;
     if (r->delta) snap_dstate_reset(r->delta);
     snap_rstate_reset(r->rdelta);
+    snap_ftable_reset(r->ftab);
     memset(&r->st, 0, sizeof(r->st));
     r->st.file_bytes = SNAP_PREAMBLE_LEN;
     return 0;
@@ -520,6 +529,7 @@ void ss_snap_close_reader(struct ss_snap_reader *r)
     snap_decoder_free(&r->dec);
     snap_dstate_free(r->delta);
     snap_rstate_free(r->rdelta);
+    snap_ftable_free(r->ftab);
     free(r->header_cmd);
     if (r->mapped)
         munmap(r->buf, r->len);
@@ -573,6 +583,10 @@ const char *ss_snap_type_str(uint32_t type)
         return "procevent";
     case SS_SNAP_LJDET:
         return "luajit detection";
+    case SS_SNAP_FRAMES:
+        return "frames";
+    case SS_SNAP_STACK:
+        return "stack";
     case SS_SNAP_CORRUPT:
         return "corrupt";
     case SS_SNAP_TRUNCATED:

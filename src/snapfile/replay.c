@@ -68,6 +68,7 @@ struct ss_replay {
                       bundled debug files, the unwinder's debug_root */
     char **said;   /* files already named in a message (one message per file) */
     size_t nsaid;
+    bool nostack; /* a capture of stacks (--no-stack-bytes): nothing is unwound */
 };
 
 int ss_replay_open(struct ss_replay **out, const char *path, const struct ss_replay_opts *o,
@@ -138,6 +139,9 @@ static int try_path(const char *path, const struct ss_map_desc *m)
  * process record that maps it. */
 static void say_once(struct ss_replay *r, const char *fmt, const char *path)
 {
+    /* a capture of stacks holds its frames: files matter only to the names
+     * a debugfile record changes, not worth a word per file */
+    if (r->nostack) return;
     for (size_t i = 0; i < r->nsaid; i++)
         if (!strcmp(r->said[i], path)) return;
     char **n = realloc(r->said, (r->nsaid + 1) * sizeof(*n));
@@ -507,6 +511,7 @@ int ss_replay_run(struct ss_replay *r, ss_replay_stack_fn fn, ss_replay_msg_fn m
      * is meant for the machine that recorded it) */
     const struct ss_snap_header *h = ss_snap_get_header(r->rd);
     int rc = 0;
+    r->nostack = h && (h->flags & SS_SNAP_HDR_NOSTACK);
     if (h && (h->flags & SS_SNAP_HDR_BUNDLE) && (rc = make_dbgroot(r)) < 0)
         ss_err_set(err, rc, "replay: cannot create a folder for bundled debug files in %s: %s",
                    getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", strerror(-rc));
@@ -570,6 +575,9 @@ int ss_replay_run(struct ss_replay *r, ss_replay_stack_fn fn, ss_replay_msg_fn m
             hist_add(r, rec.sample.s.pid, &rec.sample);
             break;
         }
+        case SS_SNAP_STACK: /* --no-stack-bytes: the stack as live walked it */
+            if (fn) rc = fn(ctx, &rec.stack.st);
+            break;
         case SS_SNAP_CORRUPT:
         case SS_SNAP_TRUNCATED:
             say(r, "%s%s", ss_snap_event_str(r->rd, &rec, line, sizeof(line)), "");

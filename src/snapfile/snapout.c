@@ -42,6 +42,7 @@ struct ss_snapout {
     size_t nksyms, ksyms_cap;
     struct ss_elf_cache *elfs; /* to find separate debug files like the symbolizer */
     size_t ljdet_next;         /* the unwinder's LuaJIT detection results recorded so far */
+    bool nostack;              /* --no-stack-bytes: stack records only */
 };
 
 static void rec_read(void *ctx, uint32_t pid, uint64_t addr, const void *data, size_t len, int err)
@@ -53,6 +54,10 @@ static void rec_read(void *ctx, uint32_t pid, uint64_t addr, const void *data, s
 
 int ss_snapout_open(struct ss_snapout **out, const struct ss_snapout_opts *o, struct ss_err *err)
 {
+    if (o->no_stack_bytes && o->bundle) {
+        ss_err_set(err, -EINVAL, "%s: a capture without stack bytes bundles no files", o->path);
+        return -EINVAL;
+    }
     struct ss_snapout *so = calloc(1, sizeof(*so));
     if (!so) {
         ss_err_set(err, -ENOMEM, "out of memory");
@@ -60,11 +65,16 @@ int ss_snapout_open(struct ss_snapout **out, const struct ss_snapout_opts *o, st
     }
     struct ss_snap_header h;
     ss_snap_header_init(&h);
+    if (o->clock) {
+        h.start_real_ns = o->clock->start_real_ns;
+        h.start_mono_ns = o->clock->start_mono_ns;
+        memcpy(h.hostname, o->clock->hostname, sizeof(h.hostname));
+    }
     snprintf(h.tool_version, sizeof(h.tool_version), "%s", SS_VERSION);
     h.stack_size = o->stack_size;
     h.freq_hz = o->freq_hz;
     h.flags = (o->bundle ? SS_SNAP_HDR_BUNDLE : 0) | (o->kernel ? SS_SNAP_HDR_KERNEL : 0) |
-              (o->off_cpu ? SS_SNAP_HDR_OFFCPU : 0);
+              (o->off_cpu ? SS_SNAP_HDR_OFFCPU : 0) | (o->no_stack_bytes ? SS_SNAP_HDR_NOSTACK : 0);
     h.command = o->command ? o->command : "";
     int rc = ss_snap_create(&so->w, o->path, &h, err);
     if (rc < 0) {
@@ -73,6 +83,7 @@ int ss_snapout_open(struct ss_snapout **out, const struct ss_snapout_opts *o, st
     }
     so->path = o->path;
     so->bundle = o->bundle;
+    so->nostack = o->no_stack_bytes;
     so->warn = o->warn;
     so->warn_ctx = o->warn_ctx;
     *out = so;
@@ -89,6 +100,7 @@ static void warn(struct ss_snapout *so, const char *what, const char *msg)
 
 void ss_snapout_hook(struct ss_snapout *so, struct ss_unwinder_opts *uo)
 {
+    if (so->nostack) return; /* no target memory in the capture */
     uo->record = rec_read;
     uo->record_ctx = so;
 }
@@ -301,9 +313,25 @@ static void take_ljdet(void *ctx, const uint8_t *id, size_t id_len, uint64_t fsi
     t->rc = ss_snap_write_ljdet(t->so->w, &d, t->err);
 }
 
+static void drop_ksym(void *ctx, const struct ss_ksym *k)
+{
+    (void)ctx, (void)k;
+}
+
 int ss_snapout_sample(struct ss_snapout *so, struct ss_unwinder *u, const struct ss_sample *s,
                       struct ss_err *err)
 {
+    return ss_snapout_walked(so, u, s, NULL, err);
+}
+
+int ss_snapout_walked(struct ss_snapout *so, struct ss_unwinder *u, const struct ss_sample *s,
+                      const struct ss_stack *st, struct ss_err *err)
+{
+    if (so->nostack && !st) {
+        ss_err_set(err, -EINVAL, "%s: a capture without stack bytes needs the walked stack",
+                   so->path);
+        return -EINVAL;
+    }
     struct ss_unwinder_pdesc pd;
     struct pgen *g = known(so, s->pid);
     if (!g) goto nomem;
@@ -325,14 +353,21 @@ int ss_snapout_sample(struct ss_snapout *so, struct ss_unwinder *u, const struct
             .nmaps = (uint32_t)so->nmaps,
             .maps = so->maps,
         };
-        /* files first: replay resolves them when the process arrives */
-        bundle_files(so, s->pid, so->bundle);
+        /* files first: replay resolves them when the process arrives (not
+         * the vdso either in a capture without target memory: its frames
+         * are named already) */
+        if (!so->nostack) bundle_files(so, s->pid, so->bundle);
         if (so->failed) goto nomem;
         if (ss_snap_write_process(so->w, &p, err) < 0) goto fail;
         g->serial = pd.serial;
         g->generation = pd.generation;
         snprintf(g->comm, sizeof(g->comm), "%s", pd.comm);
         g->pm_version = 0; /* replay's new view has none: write it again */
+    }
+    if (so->nostack) { /* the frames as named: no perf map, symbols or detection needed */
+        ss_unwinder_take_ksyms(u, drop_ksym, NULL);
+        if (ss_snap_write_stack(so->w, st, s->flags, err) < 0) goto fail;
+        return 0;
     }
     /* the perf map this sample was named with, before the sample */
     uint32_t ver;

@@ -16,7 +16,13 @@ struct ss_snapout_opts {
     const char *path;
     unsigned stack_size, freq_hz;
     bool bundle, kernel, off_cpu;
+    /* --no-stack-bytes: stack records (the walked frames) instead of samples
+     * and their target reads; no bundles (-EINVAL with bundle) */
+    bool no_stack_bytes;
     const char *command; /* the profiled command line, "" or NULL: none */
+    /* Start times and host name of the header (from ss_snap_header_init), so
+     * that live outputs share the capture's clock; NULL: taken now. */
+    const struct ss_snap_header *clock;
     /* Non-fatal problems (a file that could not be bundled); optional. */
     void (*warn)(void *ctx, const char *msg);
     void *warn_ctx;
@@ -24,11 +30,17 @@ struct ss_snapout_opts {
 
 /* Create the file. Negative errno with a message naming the path. */
 int ss_snapout_open(struct ss_snapout **out, const struct ss_snapout_opts *o, struct ss_err *err);
-/* Route the unwinder's target reads into the capture. */
+/* Route the unwinder's target reads into the capture (not with
+ * no_stack_bytes: none are kept). */
 void ss_snapout_hook(struct ss_snapout *so, struct ss_unwinder_opts *uo);
 /* After ss_unwind of s: process record if needed, then the sample. */
 int ss_snapout_sample(struct ss_snapout *so, struct ss_unwinder *u, const struct ss_sample *s,
                       struct ss_err *err);
+/* The same, given the stack st that ss_unwind gave for s: with
+ * no_stack_bytes a stack record of st (and no sample), else as
+ * ss_snapout_sample. */
+int ss_snapout_walked(struct ss_snapout *so, struct ss_unwinder *u, const struct ss_sample *s,
+                      const struct ss_stack *st, struct ss_err *err);
 /* A debug file arrived live (ss_unwinder_debug_poll): the debugfile record,
  * with bundle after a bundle of the file. */
 int ss_snapout_debugfile(struct ss_snapout *so, const uint8_t *id, size_t len, const char *path,

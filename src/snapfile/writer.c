@@ -38,7 +38,7 @@ void ss_snap_header_init(struct ss_snap_header *h)
         copy_str(h->hostname, sizeof(h->hostname), u.nodename);
         copy_str(h->kernel_release, sizeof(h->kernel_release), u.release);
     }
-    h->version = SS_SNAP_VERSION;
+    h->version = SS_SNAP_VERSION_SAMPLES;
     h->nregs = SS_NREGS;
     h->stack_size = SS_STACK_DEFAULT;
     h->freq_hz = 99;
@@ -226,10 +226,14 @@ int ss_snap_create(struct ss_snap_writer **out, const char *path, const struct s
         ss_snap_abandon(w);
         return rc;
     }
+    /* a capture of stacks is version 5: older readers would find no samples
+     * in it and say nothing; they refuse it instead */
+    w->nostack = (h->flags & SS_SNAP_HDR_NOSTACK) != 0;
+    unsigned version = w->nostack ? SS_SNAP_VERSION : SS_SNAP_VERSION_SAMPLES;
     uint8_t pre[SNAP_PREAMBLE_LEN] = {0};
     memcpy(pre, SNAP_MAGIC, SNAP_MAGIC_LEN);
-    pre[8] = SS_SNAP_VERSION & 0xff;
-    pre[9] = (SS_SNAP_VERSION >> 8) & 0xff;
+    pre[8] = version & 0xff;
+    pre[9] = (version >> 8) & 0xff;
     int rc = out_put(w, pre, sizeof(pre), err);
     w->st.file_bytes = sizeof(pre);
     if (!rc) {
@@ -275,6 +279,10 @@ int ss_snap_write_sample(struct ss_snap_writer *w, const struct ss_sample *s, ui
 {
     uint64_t seq = w->next_seq;
     int rc = -ENOMEM;
+    if (w->nostack) {
+        ss_err_set(err, -EINVAL, "capture %s: a sample in a capture without stack bytes", w->path);
+        return -EINVAL;
+    }
     if (!s->stack && s->stack_len) {
         ss_err_set(err, -EINVAL, "capture %s: sample without stack bytes", w->path);
         return -EINVAL;
@@ -399,6 +407,9 @@ void ss_snap_abandon(struct ss_snap_writer *w)
         ZSTD_freeCCtx(w->zc[i]);
     snap_dstate_free(w->delta);
     snap_rstate_free(w->rdelta);
+    snap_fdict_free(w->fdict);
+    free(w->ids);
+    snap_buf_free(&w->defs);
     snap_buf_free(&w->pay);
     snap_buf_free(&w->zbuf);
     snap_buf_free(&w->reads);
@@ -419,7 +430,7 @@ int ss_snap_close(struct ss_snap_writer *w, struct ss_err *err)
             .end_real_ns = now_ns(CLOCK_REALTIME),
             .end_mono_ns = now_ns(CLOCK_MONOTONIC),
             .records = w->nrecords,
-            .samples = w->st.records[SS_SNAP_SAMPLE],
+            .samples = w->st.records[SS_SNAP_SAMPLE] + w->st.records[SS_SNAP_STACK],
             .processes = w->st.records[SS_SNAP_PROCESS],
             .bundles = w->st.records[SS_SNAP_BUNDLE],
             .offset = w->st.file_bytes,

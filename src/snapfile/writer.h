@@ -6,6 +6,7 @@
 #include <zstd.h>
 
 #include "snapfile/delta.h"
+#include "snapfile/frames.h"
 #include "snapfile/rdelta.h"
 #include "snapfile/format.h"
 
@@ -50,7 +51,13 @@ struct ss_snap_writer {
     uint64_t nrecords;
     struct snap_bundle_key *bundles;
     size_t nbundles, bundles_cap;
-    int err; /* sticky: first write error */
+    /* --no-stack-bytes (frames.c): stack records, frames by id */
+    bool nostack;
+    struct snap_fdict *fdict;
+    uint32_t *ids;
+    size_t ids_cap;
+    struct snap_buf defs; /* frames record being built */
+    int err;              /* sticky: first write error */
     char errmsg[256];
 };
 

@@ -54,7 +54,7 @@ struct ss_unwinder {
     struct ss_ksyms *ksyms; /* kernel.c: kernel symbols, or NULL */
     bool markers;           /* process markers arrive: exits free views (ss_unwinder_proc_event) */
     struct ss_fork *forks;  /* forks.c: children forked, not sampled yet */
-    struct ss_sblog *sb;    /* sideband.c: mappings the kernel's side band told, by pid */
+    struct ss_sblog *sb;    /* sideband_view.c: mappings the kernel's side band told, by pid */
     /* memo.h (o.memo, offline): the log of the current walk's inputs, the
      * LuaJIT state before and after it (SS_LUA_STATE_WORDS each; NULL: no
      * memo), and no_memo while a sample walked twice is walked again */
@@ -72,7 +72,7 @@ int ss_unwinder_new_files(struct ss_unwinder **out, const struct ss_unwinder_opt
  * NULL when the process cannot be looked at (*err says why). */
 struct ss_uproc *ss_unwinder_proc(struct ss_unwinder *u, uint32_t pid, bool create,
                                   struct ss_err *err);
-/* sideband.c: the view of a process gone before its maps were read, from
+/* sideband_view.c: the view of a process gone before its maps were read, from
  * the side band's log at a sample's time (-ESRCH: nothing logged, or the
  * sample's ip in no file it mapped); forget drops a process's log (its
  * exit). */

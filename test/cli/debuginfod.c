@@ -224,6 +224,36 @@ Test(debuginfod, names_from_a_real_server_live_replay_bundle, .timeout = 150)
     char *d = cli_diff(live, rep);
     cr_expect(!d, "replay differs from live: %s", d ? d : "");
     free(d);
+    /* --no-stack-bytes (issue 31): its replay renames the frames
+     * aggregated before the debug file arrived as live did */
+    char *nlive = cli_path(dir, "nostack-live.folded"), *nsnap = cli_path(dir, "nostack.snap");
+    char *nrep = cli_path(dir, "nostack-replay.folded"), *ncache = cli_path(dir, "cache-nostack");
+    setenv("DEBUGINFOD_CACHE_PATH", ncache, 1); /* fetched again, after the first samples */
+    char *nargv[] = {(char *)ss, "record", "--no-stack-bytes", "-o", nlive, "-o",
+                     nsnap,      "--",     (char *)prog,       "1",  NULL};
+    run_ok(nargv, 60, &r);
+    cli_res_free(&r);
+    text = cli_load(nlive, NULL);
+    cr_assert(text);
+    expect_named(text, "live, --no-stack-bytes");
+    free(text);
+    char *ninfo[] = {(char *)ss, "info", nsnap, NULL};
+    run_ok(ninfo, 30, &r);
+    line = strstr(r.out, "debug file ");
+    cr_expect(line && strstr(r.out, "no target memory") && strstr(line, "after ") &&
+                  atol(strstr(line, "after ") + 6) >= 1,
+              "--no-stack-bytes capture without its debug file record:\n%s", r.out);
+    cli_res_free(&r);
+    char *nrargv[] = {(char *)ss, "replay", nsnap, "-o", nrep, NULL};
+    run_ok(nrargv, 60, &r);
+    cli_res_free(&r);
+    d = cli_diff(nlive, nrep);
+    cr_expect(!d, "--no-stack-bytes replay differs from live: %s", d ? d : "");
+    free(d);
+    free(nlive);
+    free(nsnap);
+    free(nrep);
+    free(ncache);
 
     /* a server that accepts connections but never answers */
     kill(srvpid, SIGSTOP);

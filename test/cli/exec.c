@@ -10,7 +10,7 @@
  *   samples are truncated (before: ~50%);
  * - the programs exit a millisecond after their exec, before their /proc
  *   maps can be read: their samples are walked with the mappings perf's
- *   side band reported (capture/sideband.c), so at most 10% of the samples
+ *   side band reported (capture/sideband_log.c), so at most 10% of the samples
  *   are lost as unwind errors (before: 53%) and at least a quarter of them
  *   are the short program's;
  * - replay of the capture gives the same folded text byte for byte. */

@@ -76,6 +76,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             free(ss_snap_take_bundle(r, &n));
             break;
         }
+        case SS_SNAP_STACK: /* --no-stack-bytes: frames from the reader's table */
+            touch(rec.stack.st.comm, strlen(rec.stack.st.comm));
+            for (uint32_t i = 0; i < rec.stack.st.nframes; i++) {
+                const struct ss_frame *f = &rec.stack.st.frames[i];
+                if (f->name) touch(f->name, strlen(f->name));
+                if (f->module) touch(f->module, strlen(f->module));
+                if (f->system_name) touch(f->system_name, strlen(f->system_name));
+                touch(f->build_id, f->build_id_len);
+            }
+            break;
         case SS_SNAP_CORRUPT:
         case SS_SNAP_TRUNCATED:
             ss_snap_event_str(r, &rec, line, sizeof(line));

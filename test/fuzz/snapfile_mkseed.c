@@ -1,7 +1,8 @@
 /* test/fuzz/snapfile_mkseed.c: writes small valid captures into a folder, as
  * the starting corpus of snapfile_fuzz (usage: snapfile_mkseed DIR). One
  * capture per shape: samples with and without reads, compressed and stored
- * records, counters, a bundle of this program, with and without trailer. */
+ * records, counters, a bundle of this program, with and without trailer,
+ * and a capture of unwound stacks (--no-stack-bytes, version 5). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,6 +94,52 @@ fail:
     return 1;
 }
 
+/* Version 5: frames (named, unnamed, Lua, kernel) and stacks of two threads. */
+static int seed_stacks(const char *dir)
+{
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/stacks.snap", dir);
+    struct ss_snap_header h;
+    ss_snap_header_init(&h);
+    strcpy(h.tool_version, "seed");
+    h.flags = SS_SNAP_HDR_NOSTACK;
+    struct ss_err err = {0};
+    struct ss_snap_writer *w;
+    if (ss_snap_create(&w, path, &h, &err)) goto fail;
+    struct ss_frame f[4] = {
+        {.kind = SS_FRAME_NATIVE,
+         .build_id_len = 4,
+         .build_id = {1, 2, 3, 4},
+         .addr = 0x401234,
+         .offset = 0x1234,
+         .name = "ns::leaf",
+         .module = "/usr/bin/app",
+         .sym_offset = 4,
+         .system_name = "_ZN2ns4leafEv"},
+        {.kind = SS_FRAME_NATIVE, .addr = 0x7f0000001000, .offset = 0x1000, .module = "/lib/x.so"},
+        {.kind = SS_FRAME_LUA,
+         .addr = 0x41000,
+         .name = "M.run",
+         .module = "app.lua",
+         .line = 12,
+         .first_line = 10},
+        {.kind = SS_FRAME_KERNEL, .addr = 0xffffffff81000000, .name = "do_syscall_64"}};
+    for (int i = 0; i < 6; i++) {
+        struct ss_stack st = {.pid = 100,
+                              .tid = 100 + (uint32_t)(i % 2),
+                              .time_ns = 1000u * i,
+                              .nframes = (uint32_t)(1 + i % 4),
+                              .frames = f};
+        strcpy(st.comm, "app");
+        if (ss_snap_write_stack(w, &st, 0, &err)) goto fail;
+    }
+    if (ss_snap_close(w, &err)) goto fail;
+    return 0;
+fail:
+    fprintf(stderr, "snapfile_mkseed: %s\n", err.msg);
+    return 1;
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -103,5 +150,6 @@ int main(int argc, char **argv)
     rc |= seed(argv[1], "compressed.snap", 2, 1024, false, true);
     rc |= seed(argv[1], "notrailer.snap", 1, 32, false, false);
     rc |= seed(argv[1], "bundle.snap", 1, 16, true, true);
+    rc |= seed_stacks(argv[1]);
     return rc;
 }

@@ -191,7 +191,7 @@ Test(snapfile, every_record_type_round_trips)
     cr_assert(ss_snap_open(&r, path, &err) == 0, "%s", err.msg);
     const struct ss_snap_header *rh = ss_snap_get_header(r);
     cr_assert(rh);
-    cr_assert_eq(rh->version, SS_SNAP_VERSION);
+    cr_assert_eq(rh->version, SS_SNAP_VERSION_SAMPLES);
     cr_assert_str_eq(rh->command, h.command);
     struct ss_snap_record rec;
     int seen[SS_SNAP_NTYPES] = {0}, nbundle = 0;

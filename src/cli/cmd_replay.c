@@ -1,4 +1,4 @@
-/* cli/replay.c: `stacksnap replay` (outputs from a capture), `report` (top
+/* cli/cmd_replay.c: `stacksnap replay` (outputs from a capture), `report` (top
  * table) and `info` (what a capture holds). Bad input exits 2. */
 #include <errno.h>
 #include <stdio.h>
@@ -49,6 +49,7 @@ int ss_cmd_replay(const struct ss_cli *c)
     if (top) local.nout = 0; /* report prints the top table only */
     local.off_cpu = h && (h->flags & SS_SNAP_HDR_OFFCPU);
     rc = ss_outputs_open(&out, &local, h ? h->freq_hz : 99);
+    if (!rc && h) rc = ss_outputs_set_clock(&out, h);
     if (rc) {
         ss_replay_close(r);
         return rc;

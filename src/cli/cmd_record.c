@@ -1,4 +1,4 @@
-/* cli/record.c: `stacksnap record` — capture, unwind live, write every -o.
+/* cli/cmd_record.c: `stacksnap record` — capture, unwind live, write every -o.
  *
  * Per sample: unwind (target reads go to the capture writer's hook), write
  * a process record when the unwinder's view of that process is new or its
@@ -21,6 +21,7 @@
 #include "process/process.h"
 #include "snapfile/snapout.h"
 #include "stacksnap/capture.h"
+#include "stacksnap/snapfile.h"
 #include "stacksnap/unwind.h"
 #include "util/caps.h"
 
@@ -37,9 +38,10 @@ struct rec {
     struct ss_capture *cap;
     struct ss_unwinder *u;
     struct ss_outputs out;
-    struct ss_snapout *snap; /* NULL without a .snap output */
-    struct ss_topview *view; /* `top`: the live view instead of outputs */
-    int failed;              /* an output failed: stop */
+    struct ss_snapout *snap;     /* NULL without a .snap output */
+    struct ss_topview *view;     /* `top`: the live view instead of outputs */
+    int failed;                  /* an output failed: stop */
+    struct ss_snap_header clock; /* start times and host: the capture's and OTLP's */
 };
 
 static double now_s(void)
@@ -62,7 +64,7 @@ static void on_sample(void *ctx, const struct ss_sample *s)
         return;
     }
     struct ss_err err = {0};
-    if (r->snap && ss_snapout_sample(r->snap, r->u, s, &err) < 0) {
+    if (r->snap && ss_snapout_walked(r->snap, r->u, s, &st, &err) < 0) {
         fprintf(stderr, "stacksnap: %s\n", err.msg);
         r->failed = 1;
     }
@@ -303,7 +305,9 @@ static int open_snap(struct rec *r, const char *path)
                                  .bundle = c->bundle,
                                  .kernel = c->kernel,
                                  .off_cpu = c->off_cpu,
+                                 .no_stack_bytes = c->no_stack_bytes,
                                  .command = cmd,
+                                 .clock = &r->clock,
                                  .warn = warn_stderr};
     struct ss_err err = {0};
     if (ss_snapout_open(&r->snap, &so, &err) < 0) {
@@ -324,6 +328,8 @@ static int setup(struct rec *r, pid_t *child, int *release_fd)
         }
     int rc = ss_outputs_open(&r->out, c, c->freq);
     if (rc) return rc;
+    ss_snap_header_init(&r->clock);
+    if ((rc = ss_outputs_set_clock(&r->out, &r->clock))) return rc;
     for (int i = 0; i < c->nout; i++)
         if (c->out[i].fmt == SS_REPORT_SNAP && (rc = open_snap(r, c->out[i].path))) return rc;
     struct ss_unwinder_opts uo = {0};

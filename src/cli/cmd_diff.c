@@ -1,4 +1,4 @@
-/* cli/diff.c: `stacksnap diff BEFORE AFTER [-o FILE]...`: each input by its
+/* cli/cmd_diff.c: `stacksnap diff BEFORE AFTER [-o FILE]...`: each input by its
  * extension (.snap replayed, .folded, .pb.gz), then every output by its
  * extension (.svg, .txt, .folded; "-" the table on stdout). Bad input
  * exits 2, naming the file. */

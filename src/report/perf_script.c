@@ -1,4 +1,4 @@
-/* report/perf: perf-script text, streamed in pieces of 64 KiB (layout and
+/* report/perf_script: perf-script text, streamed in pieces of 64 KiB (layout and
  * escapes in include/stacksnap/report.h), with two caches. Frame lines: a
  * line is a function of the frame's kind, address, symbol offset, Lua line
  * and the contents of its name and module, and the frames of a profile

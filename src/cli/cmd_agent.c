@@ -1,9 +1,10 @@
-/* cli/agent.c: `stacksnap agent` — map the flags to ss_agent_opts, log to
+/* cli/cmd_agent.c: `stacksnap agent` — map the flags to ss_agent_opts, log to
  * stderr (the journal under systemd; a file there is reopened on SIGHUP),
  * run until SIGTERM/SIGINT. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <sys/stat.h>
 #include <stdio.h>
 #include <string.h>
@@ -89,6 +90,10 @@ int ss_cmd_agent(const struct ss_cli *c)
         .capture_segment_s = c->capture_segment,
         .push_url = c->push_url,
         .push_every_s = c->push_every,
+        .otlp_url = c->otlp_url,
+        .otlp_headers = c->otlp_headers,
+        .n_otlp_headers = c->n_otlp_headers,
+        .otlp_service = getenv("OTEL_SERVICE_NAME"),
         .debuginfod_timeout_s = ss_cli_debuginfod_timeout(),
         .log = log_stderr,
     };
@@ -97,7 +102,8 @@ int ss_cmd_agent(const struct ss_cli *c)
     if (rc < 0) {
         fprintf(stderr, "stacksnap: %s\n", err.msg);
         return rc == -EINVAL || rc == -EADDRINUSE || rc == -EADDRNOTAVAIL || rc == -ESRCH ||
-                       rc == -ENOENT || rc == -ENOTDIR || rc == -EACCES || rc == -EEXIST
+                       rc == -ENOENT || rc == -ENOTDIR || rc == -EACCES || rc == -EEXIST ||
+                       rc == -ENOTSUP
                    ? 2
                    : 1;
     }

@@ -1,5 +1,5 @@
-/* unwind/sideband.c: the mappings of processes as the kernel's side band
- * told them (ss.h: struct ss_map_event; capture/sideband.c), for a process
+/* unwind/sideband_view.c: the mappings of processes as the kernel's side band
+ * told them (ss.h: struct ss_map_event; capture/sideband_log.c), for a process
  * whose /proc maps are gone when its first sample is walked: it exec'd and
  * exited in the milliseconds between the sample and its walk. Per process a
  * short log in time order: file mappings and execs. The view of such

@@ -1,4 +1,4 @@
-/* capture/sideband.c: perf's side band of mappings, for the processes that
+/* capture/sideband_log.c: perf's side band of mappings, for the processes that
  * exec and exit before user space reads their /proc maps (a shell loop's
  * `true`: gone a millisecond after its exec, its samples read a few
  * milliseconds later). As perf record does, a dummy software event per

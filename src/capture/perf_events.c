@@ -1,4 +1,4 @@
-/* capture/perf.c: the cpu-clock perf event on every online CPU with the
+/* capture/perf_events.c: the cpu-clock perf event on every online CPU with the
  * snapshot program attached (start/stop), and the fork tracepoint that
  * follows children. */
 #include <errno.h>

@@ -1,4 +1,4 @@
-/* cli/info.c: `stacksnap info CAPTURE` — what a capture holds: header,
+/* cli/cmd_info.c: `stacksnap info CAPTURE` — what a capture holds: header,
  * processes and their mappings, bundled files, samples, counters, sizes. */
 #include <errno.h>
 #include <inttypes.h>
@@ -12,6 +12,7 @@
 
 struct info {
     uint64_t samples, stack_bytes, reads, partial, kernel, rewalks, ksyms, kstacks;
+    uint64_t stacks, frames;            /* --no-stack-bytes: stack records, distinct frames */
     uint64_t markers[SS_PROC_EXIT + 1]; /* process markers by kind */
     uint64_t first_ns, last_ns;
     const char *path;
@@ -30,6 +31,12 @@ static void print_header(const struct ss_snap_header *h, const char *path)
            (h->flags & SS_SNAP_HDR_KERNEL) ? ", kernel frames" : "",
            (h->flags & SS_SNAP_HDR_OFFCPU) ? ", off-CPU (weighted by time)" : "");
     if (h->command && h->command[0]) printf("command      %s\n", h->command);
+    if (h->flags & SS_SNAP_HDR_NOSTACK)
+        printf("contents     unwound frames only (--no-stack-bytes): no target memory (no "
+               "registers, stack bytes, memory windows or target-memory reads)\n");
+    else
+        printf("contents     registers, stack bytes, memory windows and target-memory reads of "
+               "the recorded processes (target memory: it can hold secrets)\n");
 }
 
 static void print_process(const struct ss_snap_process *p)
@@ -106,6 +113,19 @@ int ss_cmd_info(const struct ss_cli *c)
         case SS_SNAP_PROCEVENT:
             in.markers[rec.procevent.kind]++;
             break;
+        case SS_SNAP_FRAMES:
+            in.frames += rec.frames.n;
+            break;
+        case SS_SNAP_STACK: {
+            const struct ss_snap_stack *x = &rec.stack;
+            if (!in.samples++) in.first_ns = x->st.time_ns;
+            in.last_ns = x->st.time_ns;
+            in.stacks++;
+            in.kstacks += x->st.nframes && x->st.frames[0].kind == SS_FRAME_KERNEL;
+            in.partial += (x->flags & SS_SAMPLE_PARTIAL) != 0;
+            in.kernel += (x->flags & SS_SAMPLE_KERNEL) != 0;
+            break;
+        }
         case SS_SNAP_COUNTERS:
             print_counters(&rec.counters);
             break;
@@ -127,9 +147,15 @@ int ss_cmd_info(const struct ss_cli *c)
            ", processes %" PRIu64 ", bundles %" PRIu64 " (%.0f bytes per sample on disk)\n",
            st.file_bytes, st.bytes[SS_SNAP_SAMPLE], st.bytes[SS_SNAP_MEMREADS],
            st.bytes[SS_SNAP_PROCESS], st.bytes[SS_SNAP_BUNDLE],
-           in.samples ? (double)(st.bytes[SS_SNAP_SAMPLE] + st.bytes[SS_SNAP_MEMREADS]) /
+           in.samples ? (double)(st.bytes[SS_SNAP_SAMPLE] + st.bytes[SS_SNAP_MEMREADS] +
+                                 st.bytes[SS_SNAP_STACK] + st.bytes[SS_SNAP_FRAMES]) /
                             (double)in.samples
                       : 0.0);
+    if (in.stacks)
+        printf("stacks       %" PRIu64 " stack records (%.0f bytes each on disk), %" PRIu64
+               " distinct frames (%" PRIu64 " bytes)\n",
+               in.stacks, (double)st.bytes[SS_SNAP_STACK] / (double)in.stacks, in.frames,
+               st.bytes[SS_SNAP_FRAMES]);
     if (in.kstacks || in.ksyms)
         printf("kernel       %" PRIu64 " samples with a kernel stack, %" PRIu64
                " kernel symbols recorded\n",

@@ -1,4 +1,4 @@
-/* cli/top.c: `stacksnap top` — the live view (topview.h) over record's
+/* cli/cmd_top.c: `stacksnap top` — the live view (topview.h) over record's
  * sampling loop; stdout must be a terminal. */
 #include <curses.h>
 #include <locale.h>
