@@ -102,3 +102,26 @@ target_link_libraries(cli_secret_lj PRIVATE PkgConfig::SECRET_LUAJIT)
 ss_add_test(cli_nostack SOURCES ${CLI_T}/nostack.c LABELS cli TIMEOUT 300)
 target_link_libraries(cli_nostack PRIVATE cli_helpers)
 add_dependencies(cli_nostack stacksnap_cli cli_secret cli_secret_lj)
+
+# Code without CFI (issue 32): PCRE2's JIT and hand-written JIT code with and
+# without a perf map, beneath a C chain built without frame pointers; the
+# native walk steps over it by a validated stack scan (native_scan.c).
+pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
+add_executable(cli_nocfi ${CLI_T}/nocfi.c)
+target_compile_options(cli_nocfi PRIVATE -O2 -fomit-frame-pointer -fno-sanitize=all)
+target_link_options(cli_nocfi PRIVATE -fno-sanitize=all)
+target_link_libraries(cli_nocfi PRIVATE PkgConfig::PCRE2)
+# the same with frame pointers: callers whose CFA is rbp-based, under code
+# that uses rbp for itself
+add_executable(cli_nocfi_fp ${CLI_T}/nocfi.c)
+target_compile_options(cli_nocfi_fp PRIVATE -O2 -fno-omit-frame-pointer -fno-sanitize=all)
+target_link_options(cli_nocfi_fp PRIVATE -fno-sanitize=all)
+target_link_libraries(cli_nocfi_fp PRIVATE PkgConfig::PCRE2)
+ss_add_test(cli_jitscan SOURCES ${CLI_T}/jitscan.c LABELS cli TIMEOUT 300)
+target_link_libraries(cli_jitscan PRIVATE cli_helpers)
+add_dependencies(cli_jitscan stacksnap_cli cli_nocfi cli_nocfi_fp)
+# The same under OpenResty's ngx.re "jo" (nginx + lua module of Debian 12,
+# unpacked by test/luajit/fetch-nginx.sh; wrk on loopback).
+ss_add_test(cli_ngxre SOURCES ${CLI_T}/ngxre.c LABELS cli TIMEOUT 300)
+target_link_libraries(cli_ngxre PRIVATE cli_helpers)
+add_dependencies(cli_ngxre stacksnap_cli)

@@ -149,6 +149,12 @@ enum ss_frame_kind {
     SS_FRAME_PSEUDO = 3, /* "[GC]", "[JIT compiler]", truncation markers */
 };
 
+/* ss_frame.flags */
+enum {
+    SS_FF_NOCFI = 1u << 0, /* native: code without CFI (JIT code) that the walk stepped over
+                              by a validated frame-pointer chain or stack scan */
+};
+
 /* One frame. Strings are owned by whoever produced the frame (interned in a
  * context) and stay valid until that context is destroyed. */
 struct ss_frame {
@@ -157,6 +163,7 @@ struct ss_frame {
     uint8_t build_id[20];
     uint8_t unproven; /* Lua: frames above this one the walk could not prove on the stack and
                          left out (JIT trace code between snapshots; counted, never shown) */
+    uint8_t flags;           /* SS_FF_* */
     uint64_t addr;           /* native: pc; Lua: bytecode address (0 if none) */
     uint64_t offset;         /* native: file offset of addr in its module */
     const char *name;        /* symbol / Lua NAME; NULL when unknown */

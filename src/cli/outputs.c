@@ -95,6 +95,12 @@ int ss_outputs_add(struct ss_outputs *o, const struct ss_stack *st)
             break;
         }
     o->lua_unproven += ss_stack_unproven(st);
+    for (uint32_t i = 0; i < st->nframes; i++)
+        if (st->frames[i].flags & SS_FF_NOCFI) {
+            o->nocfi++;
+            o->nocfi_root += st->trunc == SS_TRUNC_NONE;
+            break;
+        }
     struct ss_pcount *p = pcount(o, st);
     if (p) p->samples++;
     uint64_t n = o->off_cpu ? ss_report_weight_us(st) : 1;
@@ -159,6 +165,9 @@ void ss_outputs_summary(const struct ss_outputs *o, FILE *f)
     fprintf(f, ", %.1f%% with Lua frames, %.1f%% truncated", pct(o->lua, o->samples),
             pct(o->truncated, o->samples));
     if (o->lua) fprintf(f, ", %llu Lua frames unproven", (unsigned long long)o->lua_unproven);
+    if (o->nocfi)
+        fprintf(f, ", %llu through code without CFI (%.1f%% of them reached the root)",
+                (unsigned long long)o->nocfi, pct(o->nocfi_root, o->nocfi));
 }
 
 void ss_outputs_offcpu_summary(FILE *f, uint64_t waits, uint64_t shorter, uint64_t unmatched,

@@ -13,6 +13,7 @@
 #include "unwind/lua.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -328,6 +329,21 @@ static void name_libcf(struct ss_strpool *pool, struct ss_frame *nat, const stru
     nat->name = ss_strpool_intern(pool, buf);
 }
 
+/* A frame in code without CFI that the native walk stepped over
+ * (native_scan.c): its perf-map name (or symbol), else "[jit] MODULE" by the
+ * mapping's basename, "[jit] [anon]" for anonymous memory. */
+static void name_jit(struct ss_strpool *pool, struct ss_frame *f)
+{
+    f->flags |= SS_FF_NOCFI;
+    if (f->name) return;
+    const char *base = f->module ? strrchr(f->module, '/') : NULL;
+    base = base && base[1] ? base + 1 : f->module;
+    char buf[300];
+    snprintf(buf, sizeof(buf), "[jit] %.280s", base && *base ? base : "[anon]");
+    f->name = ss_strpool_intern(pool, buf);
+    f->sym_offset = 0;
+}
+
 /* The native walk from nf[0]; with traces, a walk stops at a frame in
  * anonymous code (ss_native_unwind_held) for trace_frame to look at before
  * libunwind would guess there, and goes on from it (ss_native_unwind_on)
@@ -464,10 +480,11 @@ unsigned ss_unwind_mixed(struct ss_unwinder *u, struct ss_uproc *up, const struc
             if (k >= 0 && prev >= 0 && ss_nf_ip(&nf[k]) == ss_nf_ip(&nf[prev]) &&
                 exact == ((nf[prev].flags & (SS_NF_EXACT | SS_NF_SIGNAL)) != 0))
                 u->out[i] = u->out[i - 1]; /* recursion: what the cache would give again */
-            else if (k >= 0)
+            else if (k >= 0) {
                 ss_symbolize_native(up->syms, u->strs, up->proc, ss_nf_ip(&nf[k]), exact,
                                     &u->out[i]);
-            else
+                if (nf[k].flags & SS_NF_JIT) name_jit(u->strs, &u->out[i]);
+            } else
                 u->out[i] = out.items[i].lua;
             if (k >= 0 && !native_only && i + 1 < n && out.items[i + 1].native < 0)
                 name_libcf(u->strs, &u->out[i], &out.items[i + 1]);

@@ -4,7 +4,8 @@
  * (native_unw.c), and the sanity checks that end a walk (root, end of
  * snapshot, repeated frame, ip outside mappings, frame cap); walks that
  * hold at anonymous code without CFI for the caller to look at first
- * (LuaJIT traces) and go on from there. */
+ * (LuaJIT traces) and go on from there; code without CFI is stepped out of
+ * by native_scan.c. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,6 +60,7 @@ void ss_nproc_free(struct ss_nproc *np)
 {
     if (!np) return;
     ss_unw_as_free(np);
+    ss_nscan_free(np);
     ss_nmemo_free(np->nmemo);
     free(np->rc);
     free(np);
@@ -196,6 +198,9 @@ static int apply_rule(struct ss_nproc *np, struct ss_native_frame *f, const stru
             continue;
         }
         uint64_t addr = cfa + off;
+        /* a slot below the sp of an interrupted frame (leaf, or below a
+         * signal frame) was popped in the epilogue: the register holds it */
+        if (d != SS_DR_RIP && (f->flags & SS_NF_EXACT) && addr + 8 <= ss_nf_sp(f)) continue;
         const void *p = ss_mem_peek_snap(np->mem, addr, 8);
         if (!p) {
             *why = ss_native_fault_reason(np, addr);
@@ -246,33 +251,63 @@ static bool anon_ip(struct ss_nproc *np, uint64_t ip)
     return !mp || (!mp->elf && !mp->d.path[0]);
 }
 
+const struct ss_nrule *ss_native_rule(struct ss_nproc *np, uint64_t look)
+{
+    return get_rule(np, look);
+}
+
+/* One step by the rule for f: 1 done (not checked yet), 0 the walk ends
+ * (*why), -1 no CFI for f (nothing done). */
+static int rule_step(struct ss_nproc *np, struct ss_native_frame *f, struct ss_native_frame *caller,
+                     enum ss_trunc *why)
+{
+    const struct ss_nrule *rule = get_rule(np, ss_nf_lookup_ip(f));
+    if (rule->kind == SS_NR_OK) {
+        f->flags |= SS_NF_FILE; /* rows come from files only */
+        int r = apply_rule(np, f, rule, caller, why);
+        if (r && !(caller->regs.valid & (1u << SS_DR_RBP))) {
+            *why = SS_TRUNC_NONE; /* x86-64 ABI: undefined rbp ends the chain */
+            return 0;
+        }
+        return r;
+    }
+    if (rule->kind == SS_NR_END) {
+        *why = SS_TRUNC_NONE;
+        return 0;
+    }
+    if (rule->kind == SS_NR_NOINFO) return -1;
+    np->nlog.opaque = true;
+    return ss_unw_step(np, f, caller, why);
+}
+
+int ss_native_cfi_step(struct ss_nproc *np, struct ss_native_frame *f,
+                       struct ss_native_frame *caller, enum ss_trunc *why)
+{
+    check_gen(np);
+    int r = rule_step(np, f, caller, why);
+    if (r < 0) {
+        *why = SS_TRUNC_NOINFO;
+        return 0;
+    }
+    return r && ss_native_check(np, f, caller, why);
+}
+
 /* ss_native_step; with stop_anon, a frame in anonymous memory without CFI
- * ends the walk (SS_TRUNC_NOINFO, *held) before the libunwind step. */
+ * ends the walk (SS_TRUNC_NOINFO, *held) before it is stepped out of. Code
+ * without CFI is stepped out of by native_scan.c (rules mode). */
 static int step(struct ss_nproc *np, struct ss_native_frame *f, struct ss_native_frame *caller,
                 enum ss_trunc *why, bool stop_anon, bool *held)
 {
     check_gen(np);
     int r;
     if (np->mode == SS_NMODE_RULES) {
-        const struct ss_nrule *rule = get_rule(np, ss_nf_lookup_ip(f));
-        if (rule->kind == SS_NR_OK) {
-            f->flags |= SS_NF_FILE; /* rows come from files only */
-            r = apply_rule(np, f, rule, caller, why);
-            if (r && !(caller->regs.valid & (1u << SS_DR_RBP))) {
-                *why = SS_TRUNC_NONE; /* x86-64 ABI: undefined rbp ends the chain */
-                return 0;
-            }
-        } else if (rule->kind == SS_NR_END) {
-            *why = SS_TRUNC_NONE;
-            return 0;
-        } else if (stop_anon && rule->kind == SS_NR_NOINFO && anon_ip(np, ss_nf_ip(f))) {
+        r = rule_step(np, f, caller, why);
+        if (r < 0 && stop_anon && anon_ip(np, ss_nf_ip(f))) {
             *why = SS_TRUNC_NOINFO;
             *held = true;
             return 0;
-        } else {
-            np->nlog.opaque = true;
-            r = ss_unw_step(np, f, caller, why);
         }
+        if (r < 0) return ss_nscan_step(np, f, caller, why); /* checks included */
     } else {
         r = ss_unw_step(np, f, caller, why);
     }

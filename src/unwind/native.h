@@ -74,6 +74,10 @@ enum {
                                frame-pointer / PLT heuristics */
     SS_NF_FILE = 1u << 5,   /* stepped from by a CFI row of a file: ip is in file code
                                (not in anonymous code such as LuaJIT traces) */
+    SS_NF_JIT = 1u << 6,    /* in code without CFI, stepped from by a validated
+                               frame-pointer chain or stack scan (native_scan.c) */
+    SS_NF_SCAN = 1u << 7,   /* reached from its callee by a stack scan (not the frame
+                               pointer): callee-saved registers are the callee's */
 };
 
 /* One native frame. */
@@ -134,6 +138,8 @@ struct ss_nstats {
     uint64_t unw_steps;  /* steps done by libunwind */
     uint64_t rule_loads; /* CFI rows fetched from libunwind */
     uint64_t cache_misses;
+    uint64_t nocfi_fp, nocfi_scan, nocfi_fail; /* steps over code without CFI: by the frame
+                                                  pointer, by a stack scan, none found */
     uint64_t trunc[SS_TRUNC_ERROR + 1];
 };
 

@@ -54,6 +54,10 @@ struct ss_nproc {
     bool memo_on; /* ss_nproc_set_memo */
     struct ss_nmemo *nmemo;
     struct ss_nmemo_log nlog;
+    /* native_scan.c: capstone handle (csh) and instruction, opened on first use */
+    size_t cs;
+    void *cs_insn;
+    bool cs_ok;
 };
 
 /* native_memo.c: walks above the leaf kept with their inputs. out[0] is
@@ -89,6 +93,18 @@ unsigned ss_unw_walk(struct ss_nproc *np, struct ss_native_frame *out, unsigned 
 /* Common checks on a new caller frame: 1 ok, 0 stop with *why. */
 int ss_native_check(struct ss_nproc *np, const struct ss_native_frame *f,
                     const struct ss_native_frame *caller, enum ss_trunc *why);
+/* native.c: the rule for lookup address look (only for addresses in an
+ * executable mapping); one step by CFI alone (no stepping out of code
+ * without CFI: SS_TRUNC_NOINFO), with ss_native_check. */
+const struct ss_nrule *ss_native_rule(struct ss_nproc *np, uint64_t look);
+int ss_native_cfi_step(struct ss_nproc *np, struct ss_native_frame *f,
+                       struct ss_native_frame *caller, enum ss_trunc *why);
+/* native_scan.c: step from f, whose ip has no CFI, by a validated
+ * frame-pointer chain or stack scan (same contract as ss_native_step, checks
+ * included); ss_nscan_free: its capstone handle. */
+int ss_nscan_step(struct ss_nproc *np, struct ss_native_frame *f, struct ss_native_frame *caller,
+                  enum ss_trunc *why);
+void ss_nscan_free(struct ss_nproc *np);
 /* Why a memory fault at addr ended the walk. */
 enum ss_trunc ss_native_fault_reason(const struct ss_nproc *np, uint64_t addr);
 

@@ -284,6 +284,7 @@ int ss_unw_step(struct ss_nproc *np, struct ss_native_frame *f, struct ss_native
         return 0;
     }
     caller->flags = SS_NF_UNW | (u.noinfo ? SS_NF_NOCFI : 0);
+    if (u.noinfo) f->flags |= SS_NF_JIT; /* named as native_scan.c's steps name it */
     if (unw_is_signal_frame(&c) > 0) {
         f->flags |= SS_NF_SIGNAL;
         caller->flags |= SS_NF_EXACT;
@@ -315,6 +316,7 @@ unsigned ss_unw_walk(struct ss_nproc *np, struct ss_native_frame *out, unsigned 
         struct ss_native_frame nf;
         read_regs(&c, &nf);
         nf.flags = SS_NF_UNW | (u.noinfo ? SS_NF_NOCFI : 0);
+        if (u.noinfo) out[n - 1].flags |= SS_NF_JIT;
         if (unw_is_signal_frame(&c) > 0) {
             out[n - 1].flags |= SS_NF_SIGNAL;
             nf.flags |= SS_NF_EXACT;

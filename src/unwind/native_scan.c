@@ -1,0 +1,196 @@
+/* unwind/native_scan.c: stepping out of code without CFI (JIT code such as
+ * PCRE2's sljit output, other JITs with or without perf maps; file code
+ * without an FDE), validated as Breakpad and crash reporters do.
+ *
+ * From a frame f whose ip has no CFI, the snapshot is scanned from f's sp
+ * upwards (SS_SCAN_BYTES), each 8-byte slot taken as a return address, the
+ * caller's sp just above it and its other registers those of f (the code
+ * without CFI may have changed callee-saved ones: only the CFI of the frames
+ * above tells); the first valid candidate is the caller. When the slot is
+ * the one a frame-pointer chain gives ([rbp + 8], rbp in the snapshot at or
+ * above sp) the caller's rbp is [rbp]. The chain is not taken on its own
+ * before the scan: code without a frame of its own (a PLT stub, sljit code)
+ * leaves rbp as its caller's frame pointer, and [rbp + 8] would skip that
+ * caller, a frame that is on the stack.
+ * A candidate is valid when its return address lies in an executable file
+ * mapping whose CFI covers it, the instruction that ends just before it is a
+ * call (decoded with capstone from the file's bytes), and the CFI walk from
+ * it goes on validly: it reaches the root, SS_SCAN_TRIAL frames, the end of
+ * the snapshot, or more code without CFI in executable memory (another JIT
+ * frame, a LuaJIT trace) after at least one CFI step. The frame f is then
+ * marked SS_NF_JIT (named "[jit] MODULE" / "[jit] [anon]" / its perf-map
+ * name, one frame for all the code without CFI that was stepped over). No
+ * valid candidate: the walk ends there (SS_TRUNC_NOINFO) rather than guess.
+ * Reads only the snapshot and file bytes, so live and replay agree. */
+#include <capstone/capstone.h>
+#include <string.h>
+
+#include "elf/elf.h"
+#include "memory/memory.h"
+#include "process/process.h"
+#include "unwind/native_int.h"
+
+#define SS_SCAN_BYTES 8192 /* of the snapshot above f's sp */
+#define SS_SCAN_TRIAL 16   /* CFI frames a candidate's walk must make (or end validly) */
+#define SS_CALL_MAX 8      /* longest call instruction looked for */
+
+void ss_nscan_free(struct ss_nproc *np)
+{
+    if (np->cs_insn) cs_free(np->cs_insn, 1);
+    if (np->cs_ok) cs_close((csh *)&np->cs);
+    np->cs_insn = NULL;
+    np->cs_ok = false;
+}
+
+static bool cs_ready(struct ss_nproc *np)
+{
+    if (np->cs_ok) return np->cs_insn != NULL;
+    csh h;
+    if (cs_open(CS_ARCH_X86, CS_MODE_64, &h) != CS_ERR_OK) return false;
+    np->cs = h;
+    np->cs_ok = true;
+    np->cs_insn = cs_malloc(h);
+    return np->cs_insn != NULL;
+}
+
+/* File bytes [addr - len, addr) of mapping mp (code the process runs as
+ * mapped: read from the file image, not the target). */
+static const uint8_t *code_before(const struct ss_mapping *mp, uint64_t addr, size_t len)
+{
+    if (!mp->elf || addr < mp->d.start + len || addr > mp->d.end) return NULL;
+    uint64_t off = addr - len - mp->d.start + mp->d.offset;
+    if (off < mp->d.offset || off > mp->elf->size || len > mp->elf->size - off) return NULL;
+    return mp->elf->image + off;
+}
+
+/* Does a call instruction end at ra? */
+static bool call_before(struct ss_nproc *np, const struct ss_mapping *mp, uint64_t ra)
+{
+    if (!cs_ready(np)) return false;
+    for (size_t k = 2; k <= SS_CALL_MAX; k++) {
+        const uint8_t *b = code_before(mp, ra, k);
+        if (!b) return false;
+        size_t len = k;
+        uint64_t at = ra - k;
+        cs_insn *ci = np->cs_insn;
+        if (cs_disasm_iter((csh)np->cs, &b, &len, &at, ci) && len == 0 && ci->id == X86_INS_CALL)
+            return true;
+    }
+    return false;
+}
+
+/* Is the walk from candidate c valid (see the header comment)? */
+static bool trial(struct ss_nproc *np, const struct ss_native_frame *c)
+{
+    struct ss_native_frame fr[2];
+    fr[0] = *c;
+    for (unsigned i = 0; i < SS_SCAN_TRIAL; i++) {
+        struct ss_native_frame *f = &fr[i & 1], *up = &fr[(i + 1) & 1];
+        enum ss_trunc why = SS_TRUNC_NONE;
+        if (ss_native_cfi_step(np, f, up, &why)) continue;
+        switch (why) {
+        case SS_TRUNC_NONE:
+        case SS_TRUNC_SNAPSHOT:
+            return true;
+        case SS_TRUNC_NOINFO: { /* more code without CFI, in executable memory */
+            const struct ss_mapping *mp = ss_proc_find_cached(np->proc, ss_nf_ip(f));
+            return i > 0 && mp && (mp->d.prot & SS_MAP_X);
+        }
+        default:
+            return false;
+        }
+    }
+    return true;
+}
+
+static bool load8(struct ss_nproc *np, uint64_t addr, uint64_t *v)
+{
+    const void *p = ss_mem_peek_snap(np->mem, addr, 8);
+    if (!p) return false;
+    memcpy(v, p, 8);
+    return true;
+}
+
+/* Could ra be a return address: in an executable file mapping whose CFI
+ * covers it, right after a call? */
+static bool ret_addr(struct ss_nproc *np, uint64_t ra, struct ss_nrule *rule)
+{
+    if (ra < 4096) return false;
+    const struct ss_mapping *mp = ss_proc_find_cached(np->proc, ra);
+    if (!mp || !mp->elf || !(mp->d.prot & SS_MAP_X)) return false;
+    const struct ss_nrule *r = ss_native_rule(np, ra - 1);
+    if (r->kind == SS_NR_NOINFO || !call_before(np, mp, ra)) return false;
+    if (rule) *rule = *r; /* a copy: the cache slot may be reused by the next lookup */
+    return true;
+}
+
+/* Check the candidate caller c of f (ip, sp and registers set). A caller
+ * whose CFA is rbp-based (built with frame pointers) needs its own rbp,
+ * which the code without CFI may have used for itself: if the walk fails
+ * with rbp as it is, rbp is taken as the slot below the caller's own return
+ * address, the first slot p above its sp where [p + 8] could be one and
+ * the walk from it is valid. */
+static bool valid(struct ss_nproc *np, const struct ss_native_frame *f, struct ss_native_frame *c,
+                  bool fp)
+{
+    struct ss_nrule r;
+    if (ss_nf_sp(c) <= ss_nf_sp(f) || !ret_addr(np, ss_nf_ip(c), &r)) return false;
+    if (trial(np, c)) return true;
+    if (fp || r.kind != SS_NR_OK || r.cfa_reg != SS_DR_RBP) return false;
+    uint64_t sp = ss_nf_sp(c), keep = c->regs.r[SS_DR_RBP], ra;
+    for (uint64_t p = sp; p - sp < SS_SCAN_BYTES && load8(np, p + 8, &ra); p += 8) {
+        if (!ret_addr(np, ra, NULL)) continue;
+        c->regs.r[SS_DR_RBP] = p;
+        if (trial(np, c)) return true;
+    }
+    c->regs.r[SS_DR_RBP] = keep;
+    return false;
+}
+
+int ss_nscan_step(struct ss_nproc *np, struct ss_native_frame *f, struct ss_native_frame *caller,
+                  enum ss_trunc *why)
+{
+    struct ss_mem *m = np->mem;
+    uint64_t sp = ss_nf_sp(f), snap_end = m->snap_base + m->snap_len;
+    np->nlog.opaque = true; /* not a rule step: the memo of native walks keeps no such walk */
+    if (m->track) {         /* replay's memo: any register, the bytes looked at */
+        m->track->dregs = UINT32_MAX;
+        if (sp >= m->snap_base && sp < snap_end) {
+            uint64_t hi = sp + SS_SCAN_BYTES < snap_end ? sp + SS_SCAN_BYTES : snap_end;
+            ss_mem_track_snap(m->track, m, sp, (size_t)(hi - sp));
+        }
+    }
+    if (!(f->regs.valid & (1u << SS_DR_RSP))) {
+        *why = SS_TRUNC_ERROR;
+        return 0;
+    }
+    /* rbp as a frame pointer of the code without CFI: its return address
+     * at [rbp + 8], the caller's rbp at [rbp] */
+    uint64_t bp = f->regs.r[SS_DR_RBP], fp_slot = 0, nbp = 0, ra;
+    if ((f->regs.valid & (1u << SS_DR_RBP)) && bp >= sp && !(bp & 7) && bp - sp < SS_SCAN_BYTES &&
+        load8(np, bp, &nbp))
+        fp_slot = bp + 8;
+    struct ss_native_frame c;
+    for (uint64_t a = sp; a + 8 <= snap_end && a - sp < SS_SCAN_BYTES; a += 8) {
+        if (!load8(np, a, &ra)) break;
+        c.regs = f->regs;
+        c.regs.r[SS_DR_RIP] = ra;
+        c.regs.r[SS_DR_RSP] = a + 8;
+        if (a == fp_slot) c.regs.r[SS_DR_RBP] = nbp;
+        c.cfa = 0;
+        c.flags = SS_NF_NOCFI | (a == fp_slot ? 0 : SS_NF_SCAN);
+        if (valid(np, f, &c, a == fp_slot)) {
+            if (a == fp_slot)
+                np->st.nocfi_fp++;
+            else
+                np->st.nocfi_scan++;
+            *caller = c;
+            f->cfa = a + 8;
+            f->flags |= SS_NF_JIT;
+            return 1;
+        }
+    }
+    np->st.nocfi_fail++;
+    *why = SS_TRUNC_NOINFO;
+    return 0;
+}
