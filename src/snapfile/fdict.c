@@ -54,6 +54,8 @@ static uint64_t frame_hash(const struct ss_frame *f)
 {
     uint64_t h = 0xcbf29ce484222325ull;
     h = mix(h, &f->kind, 1);
+    h = mix(h, &f->flags, 1);
+    h = mix(h, &f->unproven, 1);
     h = mix(h, f->build_id, f->build_id_len <= sizeof(f->build_id) ? f->build_id_len : 0);
     h = mix(h, &f->addr, sizeof(f->addr));
     h = mix(h, &f->offset, sizeof(f->offset));
@@ -72,7 +74,8 @@ static bool str_eq(const char *a, const char *b)
 
 static bool frame_eq(const struct ss_frame *a, const struct ss_frame *b)
 {
-    return a->kind == b->kind && a->build_id_len == b->build_id_len &&
+    return a->kind == b->kind && a->flags == b->flags && a->unproven == b->unproven &&
+           a->build_id_len == b->build_id_len &&
            !memcmp(a->build_id, b->build_id, a->build_id_len) && a->addr == b->addr &&
            a->offset == b->offset && a->sym_offset == b->sym_offset && a->line == b->line &&
            a->first_line == b->first_line && str_eq(a->name, b->name) &&
@@ -152,6 +155,8 @@ static int64_t fdict_id(struct snap_fdict *d, const struct ss_frame *f, struct s
     snap_put_u8(defs, g->kind);
     snap_put_u8(defs, (uint8_t)((g->name ? SNAP_HAS_NAME : 0) | (g->module ? SNAP_HAS_MODULE : 0) |
                                 (g->system_name ? SNAP_HAS_SYSNAME : 0)));
+    snap_put_u8(defs, g->flags);
+    snap_put_u8(defs, g->unproven);
     snap_put_u8(defs, g->build_id_len);
     snap_put(defs, g->build_id, g->build_id_len);
     snap_put_u64(defs, g->addr);

@@ -135,6 +135,8 @@ int snap_dec_frames(struct snap_cur *c, struct snap_ftable *t, uint64_t off,
         struct ss_frame f = {0};
         f.kind = snap_get_u8(c);
         uint8_t has = snap_get_u8(c);
+        f.flags = snap_get_u8(c);
+        f.unproven = snap_get_u8(c);
         f.build_id_len = snap_get_u8(c);
         if (f.build_id_len > sizeof(f.build_id)) c->bad = true;
         const uint8_t *id = snap_get(c, c->bad ? 0 : f.build_id_len);

@@ -8,7 +8,7 @@
 
 /* Smallest encoded frame: kind, has, bid length, addr, offset, sym_offset,
  * line, first_line. Bounds what a record's bytes can define. */
-#define SNAP_FRAME_MIN 35u
+#define SNAP_FRAME_MIN 37u
 #define SNAP_HAS_NAME 0x1u
 #define SNAP_HAS_MODULE 0x2u
 #define SNAP_HAS_SYSNAME 0x4u

@@ -19,6 +19,7 @@
 
 #include "helpers.h"
 #include "stacksnap/snapfile.h"
+#include "snapfile/stackrec.h" /* SNAP_FRAME_MIN */
 
 #define NPOOL 40
 #define NSTACKS 400
@@ -265,9 +266,9 @@ static size_t put32(uint8_t *p, uint32_t v)
 /* One frame entry: native, no build-id, no strings but has bits. */
 static size_t put_frame(uint8_t *p, uint8_t has)
 {
-    memset(p, 0, 35);
+    memset(p, 0, SNAP_FRAME_MIN);
     p[1] = has;
-    return 35;
+    return SNAP_FRAME_MIN;
 }
 
 /* A stack record payload: seq, pid, tid, cpu, flags, time, weight, trunc
