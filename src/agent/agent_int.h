@@ -1,9 +1,12 @@
 /* agent/agent_int.h: the agent's shared state and its parts.
  *
- * Threads: the main thread (ss_agent_run) samples, unwinds and feeds the
- * windows; libmicrohttpd runs one thread per connection (http.c); push.c
+ * Threads: the main thread (ss_agent_run) samples, unwinds, feeds the
+ * windows and resumes the profile requests whose window is over;
+ * libmicrohttpd runs a small pool of epoll threads (http.c) that never
+ * block (a profile request is suspended while its window fills); push.c
  * runs one sender thread. `mu` guards the window list, the stats snapshot
- * and the HTTP counters; the unwinder and capture are main-thread only. */
+ * and the HTTP counters; `ce.mu` the client-error counters and their log;
+ * the unwinder and capture are main-thread only. */
 #ifndef SS_AGENT_INT_H
 #define SS_AGENT_INT_H
 
@@ -16,12 +19,21 @@
 #include "stacksnap/report.h"
 #include "stacksnap/unwind.h"
 
+struct MHD_Connection;
+struct ag_web;
+
 /* One profile request: filled by the main thread until `end` (monotonic s). */
 struct ag_window {
     struct ss_report *rep;
     uint32_t pid; /* 0 = every selected process */
     double end;
     bool done; /* main thread no longer touches rep */
+    bool gone; /* the client hung up while it waited */
+    /* the request's connection, suspended while the window fills: resumed
+     * once (by whoever sees it done and suspended first) */
+    struct MHD_Connection *conn;
+    bool suspended, resumed;
+    double checked; /* last look for a hang-up */
     struct ag_window *next;
 };
 
@@ -39,7 +51,34 @@ struct ag_stats {
 
 /* HTTP counters, kept by the connection threads. */
 struct ag_http_stats {
-    uint64_t requests, profiles, errors_4xx, errors_5xx, too_many, abandoned;
+    uint64_t requests, profiles, errors_5xx, too_many, abandoned;
+};
+
+/* Client errors by reason (stacksnap_http_client_errors_total{reason}). */
+enum ag_ce {
+    AG_CE_REQUEST,      /* answered 4xx by us: bad path, method, argument, too many */
+    AG_CE_UNAUTHORIZED, /* 401: no or wrong credentials */
+    AG_CE_CLIENT_CERT,  /* 403: no verified client certificate */
+    AG_CE_MALFORMED,    /* 400 from libmicrohttpd: not HTTP */
+    AG_CE_OVERSIZE,     /* 413/414/431: request line or headers too big */
+    AG_CE_INCOMPLETE,   /* the client hung up mid-request */
+    AG_CE_NETWORK,      /* reset, send/receive failed */
+    AG_CE_LIMIT,        /* refused: total or per-address connection limit */
+    AG_CE_TLS,          /* TLS handshake or record failure */
+    AG_CE_OTHER,        /* anything else libmicrohttpd reports */
+    AG_CE_N
+};
+const char *ag_ce_name(enum ag_ce r);
+
+/* The counters and the rate-limited log of client errors (httplog.c): the
+ * first error of each reason is logged as is, the rest summarised with
+ * their counts at most once per AG_CE_LOG_EVERY seconds. */
+#define AG_CE_LOG_EVERY 10.0
+struct ag_clerr {
+    pthread_mutex_t mu;
+    uint64_t total[AG_CE_N], pending[AG_CE_N];
+    bool said[AG_CE_N];
+    double last; /* monotonic s of the last summary */
 };
 
 /* Push counters, kept by the sender thread. */
@@ -58,13 +97,14 @@ struct ss_agent {
     char *listen, *capture_dir, *push_url; /* copies of the option strings */
     char address[128];
     pthread_mutex_t mu;
-    pthread_cond_t cv;
     struct ag_window *windows;
     unsigned nprofiles; /* profile requests being served */
     unsigned sending;   /* profile requests not yet completed (answer sent) */
     bool stopping;
     struct ag_stats st;      /* snapshot, under mu */
     struct ag_http_stats hs; /* under mu */
+    struct ag_clerr ce;
+    struct ag_web *web; /* TLS and authentication (webcfg.c), NULL: none */
     /* main thread */
     struct ss_capture *cap;
     struct ss_unwinder *u;
@@ -91,6 +131,14 @@ int ag_http_start(struct ss_agent *a, struct ss_err *err);
 void ag_http_stop(struct ss_agent *a);
 /* Close the windows whose time is up (all when stopping) and wake their requests. */
 void ag_windows_tick(struct ss_agent *a, double now);
+
+/* httplog.c: count one client error; msg (may be NULL) is libmicrohttpd's text. */
+void ag_ce_count(struct ss_agent *a, enum ag_ce r, const char *msg);
+/* libmicrohttpd's log message: a client error counted, or logged as is. */
+void ag_ce_mhd(struct ss_agent *a, const char *msg);
+/* The summary line when due (or now when final). */
+void ag_ce_tick(struct ss_agent *a, double now, bool final);
+void ag_ce_totals(struct ss_agent *a, uint64_t out[AG_CE_N]);
 
 /* metrics.c: the Prometheus text exposition (malloc'd, *len bytes). */
 char *ag_metrics_text(struct ss_agent *a, size_t *len);
