@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "agent/agent_int.h"
+#include "agent/webcfg.h"
 #include "snapfile/snapout.h"
 
 void ag_log(const struct ss_agent *a, const char *fmt, ...)
@@ -154,6 +155,9 @@ int ss_agent_new(struct ss_agent **out, const struct ss_agent_opts *o, struct ss
         ss_err_set(err, -ENOMEM, "agent: out of memory");
         goto fail;
     }
+    if ((rc = ag_web_load(&a->web, o->web_config, o->auth_token_file, o->healthz_open, err)) < 0)
+        goto fail;
+    a->o.web_config = a->o.auth_token_file = NULL; /* read: not kept */
     a->o.pids = o->pids;
     rc = open_capture(a, err);
     a->o.pids = NULL;
@@ -336,6 +340,7 @@ void ss_agent_free(struct ss_agent *a)
     ag_http_stop(a); /* waits for the connection threads */
     if (a->listen_fd >= 0) close(a->listen_fd);
     if (!strncmp(a->address, "unix:", 5)) unlink(a->address + 5);
+    ag_web_free(a->web);
     ag_push_free(a->push);
     ag_seg_free(a->seg);
     ss_unwinder_free(a->u);

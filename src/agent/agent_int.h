@@ -140,6 +140,14 @@ void ag_ce_mhd(struct ss_agent *a, const char *msg);
 void ag_ce_tick(struct ss_agent *a, double now, bool final);
 void ag_ce_totals(struct ss_agent *a, uint64_t out[AG_CE_N]);
 
+/* httpauth.c: TLS options for MHD_start_daemon (ops has room for 4; adds
+ * MHD_USE_TLS to flags); the number of options. */
+struct MHD_OptionItem;
+size_t ag_web_options(const struct ag_web *w, struct MHD_OptionItem *ops, unsigned *flags);
+/* Refuse the request (403 client certificate, 401 credentials)? Then
+ * *ret is what the handler returns. */
+bool ag_web_refuse(struct ss_agent *a, struct MHD_Connection *c, const char *url, int *ret);
+
 /* metrics.c: the Prometheus text exposition (malloc'd, *len bytes). */
 char *ag_metrics_text(struct ss_agent *a, size_t *len);
 

@@ -48,10 +48,6 @@ static enum MHD_Result reply(struct ss_agent *a, struct MHD_Connection *c, unsig
         pthread_mutex_lock(&a->mu);
         a->hs.errors_5xx++;
         pthread_mutex_unlock(&a->mu);
-    } else if (code == MHD_HTTP_UNAUTHORIZED) {
-        ag_ce_count(a, AG_CE_UNAUTHORIZED, "a request without valid credentials: 401");
-    } else if (code == MHD_HTTP_FORBIDDEN) {
-        ag_ce_count(a, AG_CE_CLIENT_CERT, "a request without a verified client certificate: 403");
     } else if (code >= 400) {
         ag_ce_count(a, AG_CE_REQUEST, "a bad request: answered with a 4xx status");
     }
@@ -230,6 +226,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         *upload_size = 0;
         return MHD_YES;
     }
+    int refused;
+    if (ag_web_refuse(a, c, url, &refused)) return (enum MHD_Result)refused;
     if (strcmp(method, "GET") && strcmp(method, "HEAD"))
         return error(a, c, MHD_HTTP_METHOD_NOT_ALLOWED, "method %s not allowed (GET only)", method);
     if (!strcmp(url, "/healthz"))
@@ -280,9 +278,12 @@ int ag_http_start(struct ss_agent *a, struct ss_err *err)
 {
     unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
     a->ce.last = ag_now();
+    struct MHD_OptionItem tls[5];
+    size_t n = ag_web_options(a->web, tls, &flags);
+    tls[n] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
     a->httpd = MHD_start_daemon(
-        flags, 0, NULL, NULL, handle, a, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, a,
-        MHD_OPTION_LISTEN_SOCKET, a->listen_fd, MHD_OPTION_THREAD_POOL_SIZE,
+        flags, 0, NULL, NULL, handle, a, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, a, /* first */
+        MHD_OPTION_ARRAY, tls, MHD_OPTION_LISTEN_SOCKET, a->listen_fd, MHD_OPTION_THREAD_POOL_SIZE,
         (unsigned)AG_HTTP_THREADS, MHD_OPTION_CONNECTION_LIMIT, AG_HTTP_MAX_CONNS,
         MHD_OPTION_PER_IP_CONNECTION_LIMIT, AG_HTTP_MAX_PER_IP, MHD_OPTION_CONNECTION_TIMEOUT,
         AG_HTTP_TIMEOUT_S, MHD_OPTION_NOTIFY_COMPLETED, completed, a, MHD_OPTION_END);

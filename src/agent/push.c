@@ -6,7 +6,11 @@
  * A sender thread (libcurl) works through a bounded queue: a failed try
  * (connection refused, 5xx, 429) is retried with exponential backoff
  * (1 s doubling to 60 s); when the queue is full the oldest profile is
- * dropped and counted, so memory stays bounded while the server is down. */
+ * dropped and counted, so memory stays bounded while the server is down.
+ * TLS: the server's certificate is always verified (libcurl's default, set
+ * explicitly), against --push-ca's CA file when given, else the system's.
+ * --push-auth-file's value goes into each request's Authorization header;
+ * it is read once and never logged. */
 #include <curl/curl.h>
 #include <errno.h>
 #include <stdio.h>
@@ -35,6 +39,8 @@ struct item {
 struct ag_push {
     struct ss_agent *a;
     char url[1024];
+    char *ca;   /* --push-ca, or NULL */
+    char *auth; /* "Authorization: VALUE", or NULL */
     char host[64];
     /* main thread: the current window */
     struct app apps[PUSH_APPS + 1];
@@ -110,12 +116,18 @@ static int send_item(struct ag_push *p, CURL *h, struct item *it)
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 5L);
     curl_easy_setopt(h, CURLOPT_TIMEOUT, 20L);
     curl_easy_setopt(h, CURLOPT_USERAGENT, "stacksnap-agent");
+    curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 1L);
+    curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 2L);
+    if (p->ca) curl_easy_setopt(h, CURLOPT_CAINFO, p->ca);
+    struct curl_slist *hdrs = p->auth ? curl_slist_append(NULL, p->auth) : NULL;
+    if (hdrs) curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
     char ebuf[CURL_ERROR_SIZE] = "";
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, ebuf);
     CURLcode cc = curl_easy_perform(h);
     long code = 0;
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
     curl_mime_free(mime);
+    curl_slist_free_all(hdrs);
     if (cc != CURLE_OK) {
         ag_log(a, "push to %s: %s", p->url, ebuf[0] ? ebuf : curl_easy_strerror(cc));
         return 0;
@@ -187,6 +199,38 @@ static void *sender(void *arg)
     return NULL;
 }
 
+/* --push-auth-file: one line, the Authorization header's value. */
+static int read_auth(struct ag_push *p, const char *file, struct ss_err *err)
+{
+    FILE *f = fopen(file, "re");
+    if (!f) {
+        int e = errno;
+        ss_err_set(err, -e, "push auth file %s: %s", file, strerror(e));
+        return -e;
+    }
+    char v[4096];
+    size_t n = fread(v, 1, sizeof(v) - 1, f);
+    bool big = n == sizeof(v) - 1 && fgetc(f) != EOF;
+    fclose(f);
+    v[n] = 0;
+    while (n && (v[n - 1] == '\n' || v[n - 1] == '\r' || v[n - 1] == ' '))
+        v[--n] = 0;
+    int rc = 0;
+    if (big || !n || strchr(v, '\n') || strchr(v, '\r') || strlen(v) != n) {
+        ss_err_set(err, -EINVAL, "push auth file %s: %s", file,
+                   big  ? "longer than 4 KiB"
+                   : !n ? "empty"
+                        : "not one line (the Authorization header value, e.g. Bearer TOKEN)");
+        rc = -EINVAL;
+    } else if (asprintf(&p->auth, "Authorization: %s", v) < 0) {
+        p->auth = NULL;
+        ss_err_set(err, -ENOMEM, "push: out of memory");
+        rc = -ENOMEM;
+    }
+    explicit_bzero(v, sizeof(v));
+    return rc;
+}
+
 int ag_push_new(struct ag_push **out, struct ss_agent *a, struct ss_err *err)
 {
     const char *u = a->o.push_url;
@@ -214,6 +258,21 @@ int ag_push_new(struct ag_push **out, struct ss_agent *a, struct ss_err *err)
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv, NULL);
     curl_global_init(CURL_GLOBAL_DEFAULT);
+    int rc = 0;
+    if (a->o.push_ca) {
+        if (access(a->o.push_ca, R_OK) < 0) {
+            rc = -errno;
+            ss_err_set(err, rc, "push CA file %s: %s", a->o.push_ca, strerror(-rc));
+        } else if (!(p->ca = strdup(a->o.push_ca))) {
+            rc = -ENOMEM;
+            ss_err_set(err, rc, "push: out of memory");
+        }
+    }
+    if (!rc && a->o.push_auth_file) rc = read_auth(p, a->o.push_auth_file, err);
+    if (rc < 0) {
+        ag_push_free(p);
+        return rc;
+    }
     p->wstart = ag_now();
     p->wfrom = ag_wall_ns() / 1000000000;
     if (pthread_create(&p->th, NULL, sender, p)) {
@@ -308,5 +367,8 @@ void ag_push_free(struct ag_push *p)
     pthread_cond_destroy(&p->cv);
     pthread_mutex_destroy(&p->mu);
     curl_global_cleanup();
+    free(p->ca);
+    if (p->auth) explicit_bzero(p->auth, strlen(p->auth));
+    free(p->auth);
     free(p);
 }

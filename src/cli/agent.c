@@ -89,6 +89,11 @@ int ss_cmd_agent(const struct ss_cli *c)
         .capture_segment_s = c->capture_segment,
         .push_url = c->push_url,
         .push_every_s = c->push_every,
+        .push_ca = c->push_ca,
+        .push_auth_file = c->push_auth_file,
+        .web_config = c->web_config,
+        .auth_token_file = c->auth_token_file,
+        .healthz_open = c->healthz_open,
         .debuginfod_timeout_s = ss_cli_debuginfod_timeout(),
         .log = log_stderr,
     };
