@@ -49,6 +49,7 @@ void ag_ce_count(struct ss_agent *a, enum ag_ce r, const char *msg)
 static enum ag_ce classify(const char *m)
 {
     if (strstr(m, "incomplete request")) return AG_CE_INCOMPLETE;
+    if (strstr(m, "Failed to parse") || strstr(m, "malformed")) return AG_CE_MALFORMED;
     const char *code = strstr(m, "HTTP response code is ");
     if (code) {
         int c = 0;
