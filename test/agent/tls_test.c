@@ -373,3 +373,78 @@ Test(agent_tls, push_tls_ca_and_auth, .timeout = 120)
     cli_rmtree(dir);
     free(dir), free(crt), free(key), free(cert_pem), free(key_pem), free(auth), free(wrong);
 }
+
+/* Prometheus's scrape over TLS with basic auth (docs/agent.md's
+ * configuration) and go tool pprof over TLS: the real clients. */
+Test(agent_tls, prometheus_and_pprof_over_tls, .timeout = 180)
+{
+    char *prom = cli_which("prometheus"), *go = cli_which("go");
+    cr_assert(prom, "prometheus not installed (Debian prometheus; scripts/dev installs it)");
+    cr_assert(go, "go not installed (Debian golang-go; scripts/dev installs it)");
+    char *dir = cli_tmpdir("agent-promtls");
+    make_pki(dir);
+    char hash[128], text[2048];
+    bcrypt("prom-pass-5521", hash, sizeof(hash));
+    snprintf(text, sizeof(text),
+             "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n"
+             "basic_auth_users:\n  prometheus: '%s'\n",
+             hash);
+    char *cfg = cli_path(dir, "web.yml");
+    cli_store(cfg, text, strlen(text));
+    pid_t nat = spin_native();
+    struct ag_proc ag;
+    start(&ag, nat, cfg, NULL);
+    char *pw = cli_path(dir, "password");
+    cli_store(pw, "prom-pass-5521\n", 15);
+    snprintf(text, sizeof(text),
+             "global:\n  scrape_interval: 1s\n"
+             "scrape_configs:\n  - job_name: stacksnap\n    scrape_interval: 1s\n"
+             "    scheme: https\n    tls_config:\n      ca_file: %s/ca.crt\n"
+             "    basic_auth:\n      username: prometheus\n      password_file: %s\n"
+             "    static_configs:\n      - targets: ['127.0.0.1:%d']\n",
+             dir, pw, ag.port);
+    char *pcfg = cli_path(dir, "prometheus.yml"), *db = cli_path(dir, "tsdb");
+    cli_store(pcfg, text, strlen(text));
+    int pport = ag_free_port();
+    char a_cfg[600], a_db[600], a_listen[64];
+    snprintf(a_cfg, sizeof(a_cfg), "--config.file=%s", pcfg);
+    snprintf(a_db, sizeof(a_db), "--storage.tsdb.path=%s", db);
+    snprintf(a_listen, sizeof(a_listen), "--web.listen-address=127.0.0.1:%d", pport);
+    char *plog = cli_path(dir, "prometheus.log");
+    char *const argv[] = {prom, a_cfg, a_db, a_listen, NULL};
+    pid_t pp = cli_start(argv, NULL, plog);
+    cr_assert(pp > 0);
+    /* go tool pprof over TLS with the CA and basic auth in the URL */
+    char *out = NULL;
+    int rc = ag_sh(&out, 60,
+                   "PPROF_TMPDIR='%s' SSL_CERT_FILE='%s/ca.crt' go tool pprof -raw -symbolize=none "
+                   "'https://prometheus:prom-pass-5521@127.0.0.1:%d/debug/pprof/profile?seconds=2'",
+                   dir, dir, ag.port);
+    cr_expect(rc == 0 && strstr(out, "cli_leaf"), "go tool pprof over TLS:\n%.2000s", out);
+    free(out);
+    double up = -1, samples = -1;
+    for (double t_end = cli_now() + 30; cli_now() < t_end && (up != 1 || samples <= 0);
+         cli_sleep(0.5)) {
+        const char *qs[] = {"up", "stacksnap_samples_total"};
+        for (int i = 0; i < 2; i++) {
+            if (ag_sh(&out, 10, "curl -s 'http://127.0.0.1:%d/api/v1/query?query=%s'", pport,
+                      qs[i]) == 0) {
+                const char *v = strstr(out, "\"value\":[");
+                const char *s = v ? strstr(v + 9, ",\"") : NULL;
+                if (s) *(i ? &samples : &up) = strtod(s + 2, NULL);
+            }
+            free(out);
+        }
+    }
+    cr_expect(up == 1 && samples > 0,
+              "prometheus did not scrape over TLS with basic auth (up %g, samples %g)", up,
+              samples);
+    kill(pp, SIGTERM);
+    cli_wait(pp, 10);
+    cr_expect_eq(ag_stop(&ag, 15), 0, "agent exit: %s", ag.log);
+    cr_expect(!strstr(ag.log, "prom-pass"), "the password is in the log:\n%s", ag.log);
+    ag_proc_free(&ag);
+    end(nat);
+    cli_rmtree(dir);
+    free(dir), free(cfg), free(pw), free(pcfg), free(db), free(plog), free(prom), free(go);
+}
