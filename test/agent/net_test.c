@@ -4,7 +4,8 @@
  * other loopback addresses gets /healthz within 1 s and a whole profile;
  * garbage request lines, oversize headers, a bad Content-Length, HTTP/1.0
  * and keep-alive; connections dropped by the hundred while the log stays
- * a few lines and /metrics counts them. */
+ * a few lines and /metrics counts them (132 dropped mid-request, 10,000 of
+ * garbage). */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -281,13 +282,20 @@ Test(agent_net, dropped_connections_log_rate_limited, .timeout = 120)
         if (i % 3 == 0) cli_sleep(0.01);
         close(fd);
     }
-    /* and some garbage */
-    for (int i = 0; i < N; i++) {
+    /* and garbage, 10,000 connections of it (the bar for the log) */
+    enum { G = 10000 };
+    double t0 = cli_now();
+    for (int i = 0; i < G; i++) {
         int fd = conn_from("127.0.0.1", ag.port);
-        cr_assert(fd >= 0);
+        cr_assert(fd >= 0, "connection %d refused", i);
         send_all(fd, "\x01\x02 junk\r\n\r\n", 11);
+        if (i % 2) { /* wait for the 400 on every other one, so they do not pile up */
+            bool closed;
+            free(read_until_close(fd, 5, &closed));
+        }
         close(fd);
     }
+    cr_log_info("dropped connections: %d garbage connections in %.1f s", G, cli_now() - t0);
     cli_sleep(1.5);
     char *body = NULL;
     cr_assert_eq(ag_http(ag.port, "GET", "/metrics", &body, 5), 200);
@@ -298,15 +306,15 @@ Test(agent_net, dropped_connections_log_rate_limited, .timeout = 120)
         if (sp) total += atof(sp + 1);
     }
     cr_log_info("dropped connections: %.0f client errors counted on /metrics", total);
-    cr_expect(total >= N, "only %.0f client errors counted for %d bad connections:\n%s", total,
-              2 * N, body);
+    cr_expect(total >= N + G / 2, "only %.0f client errors counted for %d bad connections:\n%s",
+              total, N + G, body);
     free(body);
     cr_expect_eq(ag_stop(&ag, 15), 0, "agent exit: %s", ag.log);
     int lines = 0;
     for (const char *l = ag.log; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : "")
         if (!strncmp(l, "stacksnap: http", 15)) lines++;
-    cr_log_info("dropped connections: %d http log lines for %d bad connections", lines, 2 * N);
-    cr_expect(lines <= 6, "%d log lines for %d bad connections:\n%s", lines, 2 * N, ag.log);
+    cr_log_info("dropped connections: %d http log lines for %d bad connections", lines, N + G);
+    cr_expect(lines <= 8, "%d log lines for %d bad connections:\n%s", lines, N + G, ag.log);
     cr_expect(strstr(ag.log, "client errors") != NULL, "no summary line in the log:\n%s", ag.log);
     end(nat);
     ag_proc_free(&ag);
