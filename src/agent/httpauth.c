@@ -7,8 +7,11 @@
  *   - credentials: HTTP basic auth against bcrypt hashes (libxcrypt's
  *     crypt_rn), or `Authorization: Bearer TOKEN`; without them, 401 with
  *     WWW-Authenticate. /healthz may be left open (--healthz-open).
+ *     Credentials that passed bcrypt are remembered as a SHA-256 digest
+ *     (16 of them), so a scraper pays bcrypt's cost once.
  * Secrets are compared in constant time and never logged. */
 #include <crypt.h>
+#include <gnutls/crypto.h>
 #include <gnutls/gnutls.h>
 #include <microhttpd.h>
 #include <stdlib.h>
@@ -55,7 +58,41 @@ static bool bearer_ok(const struct ag_web *w, struct MHD_Connection *c)
     return same(h, n, w->token, w->token_len);
 }
 
-static bool basic_ok(const struct ag_web *w, struct MHD_Connection *c)
+/* SHA-256 of "HASH:PASSWORD" (GnuTLS), for the cache of good credentials. */
+static bool digest(const char *hash, const char *pass, unsigned char out[32])
+{
+    size_t hl = strlen(hash), pl = strlen(pass);
+    char *b = malloc(hl + pl + 2);
+    if (!b) return false;
+    memcpy(b, hash, hl);
+    b[hl] = ':';
+    memcpy(b + hl + 1, pass, pl + 1);
+    bool ok = gnutls_hash_fast(GNUTLS_DIG_SHA256, b, hl + pl + 1, out) == 0;
+    explicit_bzero(b, hl + pl + 1);
+    free(b);
+    return ok;
+}
+
+static bool cached(struct ag_web *w, const unsigned char d[32])
+{
+    bool hit = false;
+    pthread_mutex_lock(&w->mu);
+    for (unsigned i = 0; i < w->ngood; i++)
+        hit |= same((const char *)w->good[i], 32, (const char *)d, 32);
+    pthread_mutex_unlock(&w->mu);
+    return hit;
+}
+
+static void remember(struct ag_web *w, const unsigned char d[32])
+{
+    pthread_mutex_lock(&w->mu);
+    memcpy(w->good[w->next], d, 32);
+    w->next = (w->next + 1) % AG_WEB_CACHE;
+    if (w->ngood < AG_WEB_CACHE) w->ngood++;
+    pthread_mutex_unlock(&w->mu);
+}
+
+static bool basic_ok(struct ag_web *w, struct MHD_Connection *c)
 {
     if (!w->nusers) return false;
     char *pass = NULL;
@@ -64,13 +101,21 @@ static bool basic_ok(const struct ag_web *w, struct MHD_Connection *c)
     const struct ag_web_user *u = NULL;
     for (size_t i = 0; user && pass && i < w->nusers; i++)
         if (!strcmp(w->users[i].user, user)) u = &w->users[i];
-    struct crypt_data *cd = u ? calloc(1, sizeof(*cd)) : NULL;
-    if (cd) {
-        const char *h = crypt_rn(pass, u->hash, cd, (int)sizeof(*cd));
-        ok = h && same(h, strlen(h), u->hash, strlen(u->hash));
-        explicit_bzero(cd, sizeof(*cd));
-        free(cd);
+    unsigned char d[32];
+    bool have_d = u && digest(u->hash, pass, d);
+    if (have_d && cached(w, d)) {
+        ok = true;
+    } else if (u) {
+        struct crypt_data *cd = calloc(1, sizeof(*cd));
+        if (cd) {
+            const char *h = crypt_rn(pass, u->hash, cd, (int)sizeof(*cd));
+            ok = h && same(h, strlen(h), u->hash, strlen(u->hash));
+            explicit_bzero(cd, sizeof(*cd));
+            free(cd);
+        }
+        if (ok && have_d) remember(w, d);
     }
+    explicit_bzero(d, sizeof(d));
     if (pass) {
         explicit_bzero(pass, strlen(pass));
         MHD_free(pass);
@@ -117,7 +162,7 @@ static enum MHD_Result refuse(struct MHD_Connection *c, const struct ag_web *w, 
 
 bool ag_web_refuse(struct ss_agent *a, struct MHD_Connection *c, const char *url, int *ret)
 {
-    const struct ag_web *w = a->web;
+    struct ag_web *w = a->web;
     if (!w || (w->healthz_open && !strcmp(url, "/healthz"))) return false;
     if (!client_cert_ok(w, c)) {
         ag_ce_count(a, AG_CE_CLIENT_CERT, "a request without a verified client certificate: 403");

@@ -307,6 +307,7 @@ int ag_web_load(struct ag_web **out, const char *web_config, const char *token_f
     if (!w) return -ENOMEM;
     w->min_version = 12;
     w->healthz_open = healthz_open;
+    pthread_mutex_init(&w->mu, NULL);
     int rc = 0;
     if (web_config && (rc = parse_config(w, web_config, err)) == 0 && w->tls)
         rc = check_pems(w, web_config, err);
@@ -345,5 +346,7 @@ void ag_web_free(struct ag_web *w)
         free(w->users[i].hash);
     }
     free(w->users);
+    gnutls_memset(w->good, 0, sizeof(w->good));
+    pthread_mutex_destroy(&w->mu);
     free(w);
 }

@@ -3,6 +3,7 @@
 #ifndef SS_AGENT_WEBCFG_H
 #define SS_AGENT_WEBCFG_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -16,6 +17,8 @@ enum ag_client_auth {
     AG_CA_VERIFY_IF_GIVEN,
     AG_CA_REQUIRE_VERIFY,
 };
+
+#define AG_WEB_CACHE 16
 
 struct ag_web_user {
     char *user, *hash; /* bcrypt */
@@ -32,6 +35,11 @@ struct ag_web {
     char *token; /* --auth-token-file's token */
     size_t token_len;
     bool healthz_open; /* /healthz needs no credentials */
+    /* basic auth credentials that passed bcrypt: SHA-256 of hash:password,
+     * so a scraper pays the bcrypt cost once (as the exporter toolkit does) */
+    pthread_mutex_t mu;
+    unsigned char good[AG_WEB_CACHE][32];
+    unsigned ngood, next;
 };
 
 /* Read --web-config and --auth-token-file (either may be NULL; *out stays
