@@ -144,6 +144,10 @@ void ag_ce_totals(struct ss_agent *a, uint64_t out[AG_CE_N]);
  * MHD_USE_TLS to flags); the number of options. */
 struct MHD_OptionItem;
 size_t ag_web_options(const struct ag_web *w, struct MHD_OptionItem *ops, unsigned *flags);
+/* A new connection (before its TLS handshake): make GnuTLS require and
+ * verify the client certificate as client_auth_type says, so a wrong one
+ * fails the handshake. */
+void ag_web_conn_started(const struct ag_web *w, struct MHD_Connection *c);
 /* Refuse the request (403 client certificate, 401 credentials)? Then
  * *ret is what the handler returns. */
 bool ag_web_refuse(struct ss_agent *a, struct MHD_Connection *c, const char *url, int *ret);

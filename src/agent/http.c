@@ -264,6 +264,14 @@ static void completed(void *cls, struct MHD_Connection *c, void **state,
     free(q);
 }
 
+static void conn_notify(void *cls, struct MHD_Connection *c, void **sock_state,
+                        enum MHD_ConnectionNotificationCode what)
+{
+    (void)sock_state;
+    struct ss_agent *a = cls;
+    if (what == MHD_CONNECTION_NOTIFY_STARTED) ag_web_conn_started(a->web, c);
+}
+
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
     char b[512];
@@ -286,7 +294,8 @@ int ag_http_start(struct ss_agent *a, struct ss_err *err)
         MHD_OPTION_ARRAY, tls, MHD_OPTION_LISTEN_SOCKET, a->listen_fd, MHD_OPTION_THREAD_POOL_SIZE,
         (unsigned)AG_HTTP_THREADS, MHD_OPTION_CONNECTION_LIMIT, AG_HTTP_MAX_CONNS,
         MHD_OPTION_PER_IP_CONNECTION_LIMIT, AG_HTTP_MAX_PER_IP, MHD_OPTION_CONNECTION_TIMEOUT,
-        AG_HTTP_TIMEOUT_S, MHD_OPTION_NOTIFY_COMPLETED, completed, a, MHD_OPTION_END);
+        AG_HTTP_TIMEOUT_S, MHD_OPTION_NOTIFY_COMPLETED, completed, a, MHD_OPTION_NOTIFY_CONNECTION,
+        conn_notify, a, MHD_OPTION_END);
     if (!a->httpd) {
         ss_err_set(err, -EIO, "cannot start the HTTP server on %s", a->address);
         return -EIO;

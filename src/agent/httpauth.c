@@ -160,6 +160,28 @@ static enum MHD_Result refuse(struct MHD_Connection *c, const struct ag_web *w, 
     return ret;
 }
 
+/* GnuTLS, during the handshake, once the client's certificate is in: a
+ * non-zero return fails the handshake. */
+static int verify_peer(gnutls_session_t s)
+{
+    unsigned n = 0, status = 0;
+    if (!gnutls_certificate_get_peers(s, &n) || !n) /* none: GNUTLS_CERT_REQUIRE refuses it */
+        return 0;
+    return gnutls_certificate_verify_peers2(s, &status) == 0 && status == 0 ? 0 : -1;
+}
+
+void ag_web_conn_started(const struct ag_web *w, struct MHD_Connection *c)
+{
+    if (!w || !w->tls || w->client_auth <= AG_CA_REQUEST) return;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+    gnutls_session_t s = ci ? (gnutls_session_t)ci->tls_session : NULL;
+    if (!s) return; /* the request's own check (client_cert_ok) still refuses */
+    if (w->client_auth != AG_CA_VERIFY_IF_GIVEN)
+        gnutls_certificate_server_set_request(s, GNUTLS_CERT_REQUIRE);
+    if (w->client_auth != AG_CA_REQUIRE_ANY) gnutls_session_set_verify_function(s, verify_peer);
+}
+
 bool ag_web_refuse(struct ss_agent *a, struct MHD_Connection *c, const char *url, int *ret)
 {
     struct ag_web *w = a->web;

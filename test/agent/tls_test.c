@@ -166,6 +166,19 @@ Test(agent_tls, tls_and_basic_auth, .timeout = 120)
     free(dir), free(cfg);
 }
 
+/* curl's exit status (the handshake's fate) and HTTP status. */
+static int curl_rc(const char *args, const char *url, int *code)
+{
+    char *res = NULL;
+    ag_sh(&res, 20, "curl -s -o /dev/null -w '%%{http_code}' --max-time 10 %s '%s'; echo \" $?\"",
+          args, url);
+    int rc = -1;
+    *code = -1;
+    if (res) sscanf(res, "%d %d", code, &rc);
+    free(res);
+    return rc;
+}
+
 Test(agent_tls, mtls_client_certificates, .timeout = 120)
 {
     char *dir = cli_tmpdir("agent-mtls");
@@ -179,28 +192,62 @@ Test(agent_tls, mtls_client_certificates, .timeout = 120)
     pid_t nat = spin_native();
     struct ag_proc ag;
     start(&ag, nat, cfg, "--healthz-open");
-    char url[128], args[1200];
+    char url[128], good[1200], rogue[1200], none[700], args[1400];
     snprintf(url, sizeof(url), "https://127.0.0.1:%d/metrics", ag.port);
-    snprintf(args, sizeof(args),
+    snprintf(good, sizeof(good),
              "--cacert '%s/ca.crt' --cert '%s/scraper.crt' --key '%s/scraper.key'", dir, dir, dir);
-    cr_expect_eq(curl(args, url, NULL), 200, "a client certificate signed by client_ca_file");
-    snprintf(args, sizeof(args), "--cacert '%s/ca.crt' --cert '%s/rogue.crt' --key '%s/rogue.key'",
-             dir, dir, dir);
-    int code = curl(args, url, NULL);
-    cr_expect(code == 0 || code == 403, "a client certificate of another CA got HTTP %d", code);
-    snprintf(args, sizeof(args), "--cacert '%s/ca.crt'", dir);
-    code = curl(args, url, NULL);
-    cr_expect(code == 0 || code == 403, "no client certificate got HTTP %d", code);
-    snprintf(url, sizeof(url), "https://127.0.0.1:%d/healthz", ag.port);
-    cr_expect_eq(curl(args, url, NULL), 200, "/healthz with --healthz-open, no certificate");
+    snprintf(rogue, sizeof(rogue),
+             "--cacert '%s/ca.crt' --cert '%s/rogue.crt' --key '%s/rogue.key'", dir, dir, dir);
+    snprintf(none, sizeof(none), "--cacert '%s/ca.crt'", dir);
+    int code;
+    cr_expect_eq(curl_rc(good, url, &code), 0, "a client certificate signed by client_ca_file");
+    cr_expect_eq(code, 200);
+    /* a certificate of another CA, and none: the handshake fails (TLS 1.3
+     * and 1.2); there is no HTTP answer at all */
+    const char *vers[] = {"", "--tls-max 1.2"};
+    for (int v = 0; v < 2; v++) {
+        snprintf(args, sizeof(args), "%s %s", rogue, vers[v]);
+        int rc = curl_rc(args, url, &code);
+        cr_expect(rc != 0 && code == 0, "another CA's certificate %s: curl %d, HTTP %d", vers[v],
+                  rc, code);
+        snprintf(args, sizeof(args), "%s %s", none, vers[v]);
+        rc = curl_rc(args, url, &code);
+        cr_expect(rc != 0 && code == 0, "no certificate %s: curl %d, HTTP %d", vers[v], rc, code);
+    }
     char *body = NULL;
-    snprintf(args, sizeof(args),
-             "--cacert '%s/ca.crt' --cert '%s/scraper.crt' --key '%s/scraper.key'", dir, dir, dir);
-    ag_sh(&body, 20, "curl -s --max-time 10 %s 'https://127.0.0.1:%d/metrics'", args, ag.port);
-    cr_expect(
-        body && ag_metric(body, "stacksnap_http_client_errors_total{reason=\"client_cert\"}") >= 1,
-        "the refused certificates are not counted:\n%s", body);
+    ag_sh(&body, 20, "curl -s --max-time 10 %s '%s'", good, url);
+    cr_expect(body && ag_metric(body, "stacksnap_http_client_errors_total{reason=\"tls\"}") >= 4,
+              "the failed handshakes are not counted:\n%s", body);
     free(body);
+    cr_expect_eq(ag_stop(&ag, 15), 0, "agent exit: %s", ag.log);
+    ag_proc_free(&ag);
+
+    /* VerifyClientCertIfGiven: none is fine, a wrong one is not; RequireAnyClientCert: any */
+    snprintf(text, sizeof(text),
+             "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n"
+             "  client_ca_file: ca.crt\n  client_auth_type: VerifyClientCertIfGiven\n");
+    cli_store(cfg, text, strlen(text));
+    start(&ag, nat, cfg, NULL);
+    snprintf(url, sizeof(url), "https://127.0.0.1:%d/metrics", ag.port);
+    cr_expect_eq(curl_rc(none, url, &code), 0, "VerifyClientCertIfGiven, none");
+    cr_expect_eq(code, 200);
+    cr_expect_eq(curl_rc(good, url, &code), 0, "VerifyClientCertIfGiven, a good one");
+    cr_expect_eq(code, 200);
+    int rc = curl_rc(rogue, url, &code);
+    cr_expect(rc != 0 && code == 0, "VerifyClientCertIfGiven, another CA's: curl %d, HTTP %d", rc,
+              code);
+    cr_expect_eq(ag_stop(&ag, 15), 0, "agent exit: %s", ag.log);
+    ag_proc_free(&ag);
+    snprintf(text, sizeof(text),
+             "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n"
+             "  client_ca_file: ca.crt\n  client_auth_type: RequireAnyClientCert\n");
+    cli_store(cfg, text, strlen(text));
+    start(&ag, nat, cfg, NULL);
+    snprintf(url, sizeof(url), "https://127.0.0.1:%d/metrics", ag.port);
+    cr_expect_eq(curl_rc(rogue, url, &code), 0, "RequireAnyClientCert, another CA's");
+    cr_expect_eq(code, 200);
+    rc = curl_rc(none, url, &code);
+    cr_expect(rc != 0 && code == 0, "RequireAnyClientCert, none: curl %d, HTTP %d", rc, code);
     cr_expect_eq(ag_stop(&ag, 15), 0, "agent exit: %s", ag.log);
     ag_proc_free(&ag);
     end(nat);
