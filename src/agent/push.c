@@ -39,8 +39,9 @@ struct item {
 struct ag_push {
     struct ss_agent *a;
     char url[1024];
-    char *ca;   /* --push-ca, or NULL */
-    char *auth; /* "Authorization: VALUE", or NULL */
+    char shown[1024]; /* url for the log: user:password@ replaced by ***@ */
+    char *ca;         /* --push-ca, or NULL */
+    char *auth;       /* "Authorization: VALUE", or NULL */
     char host[64];
     /* main thread: the current window */
     struct app apps[PUSH_APPS + 1];
@@ -129,11 +130,11 @@ static int send_item(struct ag_push *p, CURL *h, struct item *it)
     curl_mime_free(mime);
     curl_slist_free_all(hdrs);
     if (cc != CURLE_OK) {
-        ag_log(a, "push to %s: %s", p->url, ebuf[0] ? ebuf : curl_easy_strerror(cc));
+        ag_log(a, "push to %s: %s", p->shown, ebuf[0] ? ebuf : curl_easy_strerror(cc));
         return 0;
     }
     if (code >= 200 && code < 300) return 1;
-    ag_log(a, "push to %s: HTTP %ld for %s", p->url, code, it->name);
+    ag_log(a, "push to %s: HTTP %ld for %s", p->shown, code, it->name);
     return code >= 400 && code < 500 && code != 429 ? -1 : 0;
 }
 
@@ -252,6 +253,12 @@ int ag_push_new(struct ag_push **out, struct ss_agent *a, struct ss_err *err)
     while (n && p->url[n - 1] == '/')
         p->url[--n] = 0;
     if (n >= 7 && !strcmp(p->url + n - 7, "/ingest")) p->url[n - 7] = 0;
+    const char *host = strstr(p->url, "://") + 3, *at = strchr(host, '@');
+    const char *slash = strchr(host, '/');
+    if (at && (!slash || at < slash)) /* credentials in the URL stay out of the log */
+        snprintf(p->shown, sizeof(p->shown), "%.*s***%s", (int)(host - p->url), p->url, at);
+    else
+        snprintf(p->shown, sizeof(p->shown), "%s", p->url);
     if (gethostname(p->host, sizeof(p->host) - 1) < 0) strcpy(p->host, "unknown");
     for (char *s = p->host; *s; s++)
         if (*s == ',' || *s == '}' || *s == '=' || *s == '{') *s = '_';

@@ -360,14 +360,19 @@ Test(agent_tls, push_tls_ca_and_auth, .timeout = 120)
     snprintf(url, sizeof(url), "https://127.0.0.1:%d", port);
     snprintf(ca, sizeof(ca), "%s/ca.crt", dir);
     /* without --push-ca the receiver's certificate is not trusted: nothing lands */
+    char cred_url[160]; /* credentials in the URL stay out of the log */
+    snprintf(cred_url, sizeof(cred_url), "https://u:pw-9931@127.0.0.1:%d", port);
     const char *a1[] = {
-        "-p", pid, "-F", "99", "--push", url, "--push-every", "1", "--push-auth-file", auth, NULL};
+        "-p", pid, "-F", "99", "--push", cred_url, "--push-every", "1", "--push-auth-file",
+        auth, NULL};
     struct ag_proc ag;
     cr_assert(ag_start(&ag, "agent-pushtls", a1) == 0);
     cli_sleep(3.5);
     cr_expect_eq(ag_stop(&ag, 15), 0, "agent exit: %s", ag.log);
     cr_expect_eq(ag_recv_count(r), 0, "a push went to a server whose certificate is not trusted");
     cr_expect(strstr(ag.log, "certificate"), "no certificate error in the log:\n%s", ag.log);
+    cr_expect(!strstr(ag.log, "pw-9931") && strstr(ag.log, "https://***@127.0.0.1"),
+              "the URL's password is in the log:\n%s", ag.log);
     ag_proc_free(&ag);
     /* with --push-ca: verified and authorised */
     const char *a2[] = {"-p",
