@@ -279,6 +279,9 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
     size_t n = strlen(b);
     while (n && b[n - 1] == '\n')
         b[--n] = 0;
+    char *html = strstr(b, " ('<html>"); /* the error page libmicrohttpd sent: not for the log */
+    char *tail = html ? strstr(html, "')).") : NULL;
+    if (tail) memmove(html, tail + 2, strlen(tail + 2) + 1);
     ag_ce_mhd(cls, b);
 }
 
