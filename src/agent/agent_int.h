@@ -52,6 +52,7 @@ struct ag_stats {
 /* HTTP counters, kept by the connection threads. */
 struct ag_http_stats {
     uint64_t requests, profiles, errors_5xx, too_many, abandoned;
+    uint64_t conns_total, conns_open; /* atomics (libmicrohttpd's connection callback) */
 };
 
 /* Client errors by reason (stacksnap_http_client_errors_total{reason}). */

@@ -269,7 +269,13 @@ static void conn_notify(void *cls, struct MHD_Connection *c, void **sock_state,
 {
     (void)sock_state;
     struct ss_agent *a = cls;
-    if (what == MHD_CONNECTION_NOTIFY_STARTED) ag_web_conn_started(a->web, c);
+    if (what == MHD_CONNECTION_NOTIFY_STARTED) {
+        __atomic_add_fetch(&a->hs.conns_total, 1, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&a->hs.conns_open, 1, __ATOMIC_RELAXED);
+        ag_web_conn_started(a->web, c);
+    } else if (what == MHD_CONNECTION_NOTIFY_CLOSED) {
+        __atomic_sub_fetch(&a->hs.conns_open, 1, __ATOMIC_RELAXED);
+    }
 }
 
 static void mhd_log(void *cls, const char *fmt, va_list ap)

@@ -85,6 +85,10 @@ char *ag_metrics_text(struct ss_agent *a, size_t *len)
       "debuginfod fetches that ended without a debug file (not found, timed out).", s.debug_failed);
     G("debuginfo_fetches_pending", "debuginfod fetches queued or running.", s.unw.debug_pending);
     C("http_requests_total", "HTTP requests received.", h.requests);
+    C("http_connections_total", "HTTP connections accepted (also those closed at once at a limit).",
+      __atomic_load_n(&a->hs.conns_total, __ATOMIC_RELAXED));
+    G("http_connections", "HTTP connections open now.",
+      __atomic_load_n(&a->hs.conns_open, __ATOMIC_RELAXED));
     uint64_t ce[AG_CE_N];
     ag_ce_totals(a, ce);
     fprintf(f, "# HELP stacksnap_http_client_errors_total Client errors by reason: 4xx answers "

@@ -156,8 +156,16 @@ Test(agent_net, slowloris_1000_half_open, .timeout = 120)
     cr_expect(pb && plen > 20 && (unsigned char)pb[0] == 0x1f && (unsigned char)pb[1] == 0x8b,
               "the profile is no gzip (%zu bytes)", plen);
     free(pb);
-    code = curl_from("127.0.0.2", ag.port, "/metrics", 2.0, NULL, &t);
+    char *mpath = cli_path(dir, "metrics.txt");
+    code = curl_from("127.0.0.2", ag.port, "/metrics", 2.0, mpath, &t);
     cr_expect_eq(code, 200, "/metrics from 127.0.0.2: HTTP %d", code);
+    char *m = cli_load(mpath, NULL);
+    double open_now = m ? ag_metric(m, "stacksnap_http_connections") : -1;
+    cr_log_info("slowloris: %.0f connections open in the agent", open_now);
+    cr_expect(open_now >= 1 && open_now <= 256, "stacksnap_http_connections %.0f", open_now);
+    cr_expect(m && ag_metric(m, "stacksnap_http_client_errors_total{reason=\"limit\"}") >= 100,
+              "the connections past the limit are not counted:\n%s", m);
+    free(m), free(mpath);
     /* the idle connections time out in seconds: the server closes each */
     int closed = 0;
     for (double end = cli_now() + 20; cli_now() < end && closed < opened; cli_sleep(0.2)) {
