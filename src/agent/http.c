@@ -22,6 +22,7 @@
 #include <time.h>
 
 #include "agent/agent_int.h"
+#include "agent/webcfg.h"
 
 #define AG_HTTP_THREADS 2
 #define AG_HTTP_TIMEOUT_S 5u
@@ -295,6 +296,10 @@ int ag_http_start(struct ss_agent *a, struct ss_err *err)
 {
     unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
     a->ce.last = ag_now();
+    if (a->web && a->web->tls && MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
+        ss_err_set(err, -ENOTSUP, "tls_server_config: this libmicrohttpd was built without TLS");
+        return -ENOTSUP;
+    }
     struct MHD_OptionItem tls[5];
     size_t n = ag_web_options(a->web, tls, &flags);
     tls[n] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
