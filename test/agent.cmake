@@ -18,3 +18,13 @@ if(NOT SS_SANITIZE)
   target_link_libraries(agent_soak PRIVATE cli_helpers)
   add_dependencies(agent_soak stacksnap_cli)
 endif()
+# The agent on an open network (issue 31): slowloris, bad requests,
+# dropped connections and the log, from real sockets and curl.
+ss_add_test(agent_net SOURCES ${AG_T}/net_test.c ${AG_T}/agent_util.c LABELS agent TIMEOUT 300)
+target_link_libraries(agent_net PRIVATE cli_helpers)
+add_dependencies(agent_net stacksnap_cli cli_native)
+# TLS and authentication (issue 31): openssl-made certificates, curl,
+# bcrypt basic auth, bearer token, bad configurations, push over TLS.
+ss_add_test(agent_tls SOURCES ${AG_T}/tls_test.c ${AG_T}/agent_util.c LABELS agent TIMEOUT 300)
+target_link_libraries(agent_tls PRIVATE cli_helpers)
+add_dependencies(agent_tls stacksnap_cli cli_native)

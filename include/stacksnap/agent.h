@@ -31,11 +31,17 @@ struct ss_agent_opts {
     unsigned freq_hz;    /* default 19 */
     unsigned stack_size; /* default SS_STACK_DEFAULT */
     bool compat, no_windows;
-    bool off_cpu;               /* --off-cpu: profiles of where threads block, weighted by time */
-    unsigned poll_ms;           /* how long samples may wait before they are walked, default 10
-                                   (record uses 2: each wakeup costs, ~0.7% of a core at 2 ms idle;
-                                   the Lua state is copied at sample time by the memory windows) */
-    const char *listen;         /* "HOST:PORT" ("[::1]:PORT"), "unix:PATH"; NULL = 127.0.0.1:7470 */
+    bool off_cpu;       /* --off-cpu: profiles of where threads block, weighted by time */
+    unsigned poll_ms;   /* how long samples may wait before they are walked, default 10
+                           (record uses 2: each wakeup costs, ~0.7% of a core at 2 ms idle;
+                           the Lua state is copied at sample time by the memory windows) */
+    const char *listen; /* "HOST:PORT" ("[::1]:PORT"), "unix:PATH"; NULL = 127.0.0.1:7470 */
+    /* The Prometheus exporter-toolkit web configuration (YAML: tls_server_config,
+     * basic_auth_users), a file holding the bearer token requests must carry;
+     * NULL: none. With either, only /healthz may answer without credentials,
+     * when healthz_open. */
+    const char *web_config, *auth_token_file;
+    bool healthz_open;
     unsigned max_seconds;       /* longest profile request, default 300 */
     unsigned max_profiles;      /* profile requests at once, default 4 (then 429) */
     const char *capture_dir;    /* NULL: no rolling captures */
@@ -43,6 +49,8 @@ struct ss_agent_opts {
     unsigned capture_segment_s; /* default 600 */
     const char *push_url;       /* NULL: no push; else the Pyroscope base URL */
     unsigned push_every_s;      /* default 15 */
+    const char *push_ca;        /* CA file that verifies the push server (default: the system's) */
+    const char *push_auth_file; /* file holding the pushes' Authorization header value */
     unsigned push_queue;        /* windows kept while the server is down, default 16 */
     /* NULL: no OTLP push; else the OTLP/HTTP base URL (POST URL/v1development/profiles
      * every push_every_s), with headers "NAME=VALUE" */

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "agent/agent_int.h"
+#include "agent/webcfg.h"
 #include "snapfile/snapout.h"
 
 void ag_log(const struct ss_agent *a, const char *fmt, ...)
@@ -130,7 +131,7 @@ int ss_agent_new(struct ss_agent **out, const struct ss_agent_opts *o, struct ss
     a->listen_fd = -1;
     a->t0 = ag_now(); /* before any thread reads it */
     pthread_mutex_init(&a->mu, NULL);
-    pthread_cond_init(&a->cv, NULL);
+    pthread_mutex_init(&a->ce.mu, NULL);
     if (!a->o.freq_hz) a->o.freq_hz = 19;
     if (!a->o.stack_size) a->o.stack_size = SS_STACK_DEFAULT;
     if (!a->o.max_seconds) a->o.max_seconds = 300;
@@ -154,6 +155,9 @@ int ss_agent_new(struct ss_agent **out, const struct ss_agent_opts *o, struct ss
         ss_err_set(err, -ENOMEM, "agent: out of memory");
         goto fail;
     }
+    if ((rc = ag_web_load(&a->web, o->web_config, o->auth_token_file, o->healthz_open, err)) < 0)
+        goto fail;
+    a->o.web_config = a->o.auth_token_file = NULL; /* read: not kept */
     a->o.pids = o->pids;
     rc = open_capture(a, err);
     a->o.pids = NULL;
@@ -196,8 +200,7 @@ static void feed_windows(struct ss_agent *a, const struct ss_stack *st, const ch
         struct ss_err err = {0};
         if (ss_report_set_labels(w->rep, st->pid, exe, cgroup, &err) < 0 ||
             ss_report_add(w->rep, st, a->o.off_cpu ? ss_report_weight_us(st) : 1, &err) < 0) {
-            w->done = true; /* out of memory: answer with what it has */
-            pthread_cond_broadcast(&a->cv);
+            w->done = true; /* out of memory: answered with what it has at the next tick */
         }
     }
     pthread_mutex_unlock(&a->mu);
@@ -297,6 +300,7 @@ int ss_agent_run(struct ss_agent *a, volatile sig_atomic_t *stop, struct ss_err 
         }
         double t = ag_now();
         ag_windows_tick(a, t);
+        ag_ce_tick(a, t, false);
         if (a->push) ag_push_tick(a->push, t, false);
         if (a->otlp) ag_otlp_tick(a->otlp, t, false);
         if (a->seg && ag_seg_tick(a->seg, t)) {
@@ -346,13 +350,14 @@ void ss_agent_free(struct ss_agent *a)
     ag_http_stop(a); /* waits for the connection threads */
     if (a->listen_fd >= 0) close(a->listen_fd);
     if (!strncmp(a->address, "unix:", 5)) unlink(a->address + 5);
+    ag_web_free(a->web);
     ag_push_free(a->push);
     ag_otlp_free(a->otlp);
     ag_seg_free(a->seg);
     ss_unwinder_free(a->u);
     ss_capture_close(a->cap);
     ag_procinfo_free(a->procs);
-    pthread_cond_destroy(&a->cv);
+    pthread_mutex_destroy(&a->ce.mu);
     pthread_mutex_destroy(&a->mu);
     free(a->listen);
     free(a->capture_dir);

@@ -1,12 +1,16 @@
 /* agent/agent_int.h: the agent's shared state and its parts.
  *
- * Threads: the main thread (ss_agent_run) samples, unwinds and feeds the
- * windows; libmicrohttpd runs one thread per connection (http.c); push.c
+ * Threads: the main thread (ss_agent_run) samples, unwinds, feeds the
+ * windows and resumes the profile requests whose window is over;
+ * libmicrohttpd runs a small pool of epoll threads (http.c) that never
+ * block (a profile request is suspended while its window fills); push.c
  * runs one sender thread. `mu` guards the window list, the stats snapshot
- * and the HTTP counters; the unwinder and capture are main-thread only. */
+ * and the HTTP counters; `ce.mu` the client-error counters and their log;
+ * the unwinder and capture are main-thread only. */
 #ifndef SS_AGENT_INT_H
 #define SS_AGENT_INT_H
 
+#include <curl/curl.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -16,21 +20,30 @@
 #include "stacksnap/report.h"
 #include "stacksnap/unwind.h"
 
+struct MHD_Connection;
+struct ag_web;
+
 /* One profile request: filled by the main thread until `end` (monotonic s). */
 struct ag_window {
     struct ss_report *rep;
     uint32_t pid; /* 0 = every selected process */
     double end;
     bool done; /* main thread no longer touches rep */
+    bool gone; /* the client hung up while it waited */
+    /* the request's connection, suspended while the window fills: resumed
+     * once (by whoever sees it done and suspended first) */
+    struct MHD_Connection *conn;
+    bool suspended, resumed;
+    double checked; /* last look for a hang-up */
     struct ag_window *next;
 };
 
 /* What /metrics shows; the main thread refreshes it about twice a second. */
 struct ag_stats {
     uint64_t samples, lua, truncated, errors;
-    uint64_t lua_unproven; /* Lua frames left out as not proven (ss_stack_unproven) */
-    uint64_t markers[SS_PROC_EXIT + 1];   /* process markers by kind */
-    uint64_t processes_seen;              /* over every unwinder (one per capture segment) */
+    uint64_t lua_unproven;              /* Lua frames left out as not proven (ss_stack_unproven) */
+    uint64_t markers[SS_PROC_EXIT + 1]; /* process markers by kind */
+    uint64_t processes_seen;            /* over every unwinder (one per capture segment) */
     uint64_t debug_fetched, debug_failed; /* debuginfod fetches, over every unwinder */
     struct ss_capture_stats cap;
     struct ss_unwinder_stats unw;
@@ -40,7 +53,35 @@ struct ag_stats {
 
 /* HTTP counters, kept by the connection threads. */
 struct ag_http_stats {
-    uint64_t requests, profiles, errors_4xx, errors_5xx, too_many, abandoned;
+    uint64_t requests, profiles, errors_5xx, too_many, abandoned;
+    uint64_t conns_total, conns_open; /* atomics (libmicrohttpd's connection callback) */
+};
+
+/* Client errors by reason (stacksnap_http_client_errors_total{reason}). */
+enum ag_ce {
+    AG_CE_REQUEST,      /* answered 4xx by us: bad path, method, argument, too many */
+    AG_CE_UNAUTHORIZED, /* 401: no or wrong credentials */
+    AG_CE_CLIENT_CERT,  /* 403: no verified client certificate */
+    AG_CE_MALFORMED,    /* 400 from libmicrohttpd: not HTTP */
+    AG_CE_OVERSIZE,     /* 413/414/431: request line or headers too big */
+    AG_CE_INCOMPLETE,   /* the client hung up mid-request */
+    AG_CE_NETWORK,      /* reset, send/receive failed */
+    AG_CE_LIMIT,        /* refused: total or per-address connection limit */
+    AG_CE_TLS,          /* TLS handshake or record failure */
+    AG_CE_OTHER,        /* anything else libmicrohttpd reports */
+    AG_CE_N
+};
+const char *ag_ce_name(enum ag_ce r);
+
+/* The counters and the rate-limited log of client errors (httplog.c): the
+ * first error of each reason is logged as is, the rest summarised with
+ * their counts at most once per AG_CE_LOG_EVERY seconds. */
+#define AG_CE_LOG_EVERY 10.0
+struct ag_clerr {
+    pthread_mutex_t mu;
+    uint64_t total[AG_CE_N], pending[AG_CE_N];
+    bool said[AG_CE_N];
+    double last; /* monotonic s of the last summary */
 };
 
 /* Push counters, kept by the sender thread. */
@@ -58,6 +99,16 @@ struct ag_otlp_stats {
 
 struct ag_procinfo;
 struct ag_push;
+
+/* peer.c: the push server's CA (--push-ca) and Authorization header value
+ * (--push-auth-file), shared by the Pyroscope and the OTLP push. */
+struct ag_peer {
+    char *ca;   /* --push-ca, or NULL: the system's CAs */
+    char *auth; /* "Authorization: VALUE", or NULL */
+};
+int ag_peer_load(struct ag_peer *pe, const struct ss_agent_opts *o, struct ss_err *err);
+void ag_peer_apply(const struct ag_peer *pe, CURL *h); /* verify the peer (CA) */
+void ag_peer_free(struct ag_peer *pe);
 struct ag_otlp;
 struct ag_segments;
 struct MHD_Daemon;
@@ -67,13 +118,14 @@ struct ss_agent {
     char *listen, *capture_dir, *push_url; /* copies of the option strings */
     char address[128];
     pthread_mutex_t mu;
-    pthread_cond_t cv;
     struct ag_window *windows;
     unsigned nprofiles; /* profile requests being served */
     unsigned sending;   /* profile requests not yet completed (answer sent) */
     bool stopping;
     struct ag_stats st;      /* snapshot, under mu */
     struct ag_http_stats hs; /* under mu */
+    struct ag_clerr ce;
+    struct ag_web *web; /* TLS and authentication (webcfg.c), NULL: none */
     /* main thread */
     struct ss_capture *cap;
     struct ss_unwinder *u;
@@ -101,6 +153,26 @@ int ag_http_start(struct ss_agent *a, struct ss_err *err);
 void ag_http_stop(struct ss_agent *a);
 /* Close the windows whose time is up (all when stopping) and wake their requests. */
 void ag_windows_tick(struct ss_agent *a, double now);
+
+/* httplog.c: count one client error; msg (may be NULL) is libmicrohttpd's text. */
+void ag_ce_count(struct ss_agent *a, enum ag_ce r, const char *msg);
+/* libmicrohttpd's log message: a client error counted, or logged as is. */
+void ag_ce_mhd(struct ss_agent *a, const char *msg);
+/* The summary line when due (or now when final). */
+void ag_ce_tick(struct ss_agent *a, double now, bool final);
+void ag_ce_totals(struct ss_agent *a, uint64_t out[AG_CE_N]);
+
+/* httpauth.c: TLS options for MHD_start_daemon (ops has room for 4; adds
+ * MHD_USE_TLS to flags); the number of options. */
+struct MHD_OptionItem;
+size_t ag_web_options(const struct ag_web *w, struct MHD_OptionItem *ops, unsigned *flags);
+/* A new connection (before its TLS handshake): make GnuTLS require and
+ * verify the client certificate as client_auth_type says, so a wrong one
+ * fails the handshake. */
+void ag_web_conn_started(const struct ag_web *w, struct MHD_Connection *c);
+/* Refuse the request (403 client certificate, 401 credentials)? Then
+ * *ret is what the handler returns. */
+bool ag_web_refuse(struct ss_agent *a, struct MHD_Connection *c, const char *url, int *ret);
 
 /* metrics.c: the Prometheus text exposition (malloc'd, *len bytes). */
 char *ag_metrics_text(struct ss_agent *a, size_t *len);

@@ -89,7 +89,18 @@ char *ag_metrics_text(struct ss_agent *a, size_t *len)
       "debuginfod fetches that ended without a debug file (not found, timed out).", s.debug_failed);
     G("debuginfo_fetches_pending", "debuginfod fetches queued or running.", s.unw.debug_pending);
     C("http_requests_total", "HTTP requests received.", h.requests);
-    C("http_client_errors_total", "HTTP requests answered with a 4xx status.", h.errors_4xx);
+    C("http_connections_total", "HTTP connections accepted (also those closed at once at a limit).",
+      __atomic_load_n(&a->hs.conns_total, __ATOMIC_RELAXED));
+    G("http_connections", "HTTP connections open now.",
+      __atomic_load_n(&a->hs.conns_open, __ATOMIC_RELAXED));
+    uint64_t ce[AG_CE_N];
+    ag_ce_totals(a, ce);
+    fprintf(f, "# HELP stacksnap_http_client_errors_total Client errors by reason: 4xx answers "
+               "and connections libmicrohttpd closed (malformed, oversize, incomplete, limit, "
+               "tls...).\n# TYPE stacksnap_http_client_errors_total counter\n");
+    for (int r = 0; r < AG_CE_N; r++)
+        fprintf(f, "stacksnap_http_client_errors_total{reason=\"%s\"} %llu\n", ag_ce_name(r),
+                (unsigned long long)ce[r]);
     C("http_server_errors_total", "HTTP requests answered with a 5xx status.", h.errors_5xx);
     C("profile_requests_total", "Profile requests accepted.", h.profiles);
     C("profile_requests_rejected_total", "Profile requests refused: too many at once.", h.too_many);

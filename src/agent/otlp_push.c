@@ -35,7 +35,8 @@ struct oitem {
 struct ag_otlp {
     struct ss_agent *a;
     char url[1100];
-    struct curl_slist *hdrs;
+    struct curl_slist *hdrs; /* with --push-auth-file's Authorization */
+    struct ag_peer peer;     /* --push-ca, --push-auth-file */
     char host[256];
     char service[256]; /* "" : each process's command name */
     int64_t mono_to_real;
@@ -168,6 +169,7 @@ static int send_item(struct ag_otlp *p, CURL *h, struct oitem *it)
     curl_easy_setopt(h, CURLOPT_POSTFIELDS, (const char *)it->blob);
     curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)it->len);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, p->hdrs);
+    ag_peer_apply(&p->peer, h);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 5L);
     curl_easy_setopt(h, CURLOPT_TIMEOUT, 20L);
@@ -286,6 +288,12 @@ int ag_otlp_new(struct ag_otlp **out, struct ss_agent *a, struct ss_err *err)
     p->a = a;
     p->qcap = a->o.push_queue;
     p->st.enabled = true;
+    int rc = ag_peer_load(&p->peer, &a->o, err);
+    if (rc < 0) {
+        free(p->q);
+        free(p);
+        return rc;
+    }
     size_t n = strlen(u);
     while (n && u[n - 1] == '/')
         n--;
@@ -297,6 +305,11 @@ int ag_otlp_new(struct ag_otlp **out, struct ss_agent *a, struct ss_err *err)
         char line[2048];
         snprintf(line, sizeof(line), "%.*s: %s", (int)(eq - kv), kv, eq + 1);
         struct curl_slist *nh = curl_slist_append(h, line);
+        if (!nh) curl_slist_free_all(h);
+        h = nh;
+    }
+    if (h && p->peer.auth) {
+        struct curl_slist *nh = curl_slist_append(h, p->peer.auth);
         if (!nh) curl_slist_free_all(h);
         h = nh;
     }
@@ -380,6 +393,7 @@ void ag_otlp_free(struct ag_otlp *p)
     ss_report_free(p->rep);
     free(p->q);
     curl_slist_free_all(p->hdrs);
+    ag_peer_free(&p->peer);
     pthread_cond_destroy(&p->cv);
     pthread_mutex_destroy(&p->mu);
     curl_global_cleanup();

@@ -6,7 +6,11 @@
  * A sender thread (libcurl) works through a bounded queue: a failed try
  * (connection refused, 5xx, 429) is retried with exponential backoff
  * (1 s doubling to 60 s); when the queue is full the oldest profile is
- * dropped and counted, so memory stays bounded while the server is down. */
+ * dropped and counted, so memory stays bounded while the server is down.
+ * TLS: the server's certificate is always verified (libcurl's default, set
+ * explicitly), against --push-ca's CA file when given, else the system's.
+ * --push-auth-file's value goes into each request's Authorization header;
+ * it is read once and never logged. */
 #include <curl/curl.h>
 #include <errno.h>
 #include <stdio.h>
@@ -35,6 +39,8 @@ struct item {
 struct ag_push {
     struct ss_agent *a;
     char url[1024];
+    char shown[1024];    /* url for the log: user:password@ replaced by ***@ */
+    struct ag_peer peer; /* --push-ca, --push-auth-file */
     char host[64];
     /* main thread: the current window */
     struct app apps[PUSH_APPS + 1];
@@ -110,18 +116,22 @@ static int send_item(struct ag_push *p, CURL *h, struct item *it)
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 5L);
     curl_easy_setopt(h, CURLOPT_TIMEOUT, 20L);
     curl_easy_setopt(h, CURLOPT_USERAGENT, "stacksnap-agent");
+    ag_peer_apply(&p->peer, h);
+    struct curl_slist *hdrs = p->peer.auth ? curl_slist_append(NULL, p->peer.auth) : NULL;
+    if (hdrs) curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
     char ebuf[CURL_ERROR_SIZE] = "";
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, ebuf);
     CURLcode cc = curl_easy_perform(h);
     long code = 0;
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
     curl_mime_free(mime);
+    curl_slist_free_all(hdrs);
     if (cc != CURLE_OK) {
-        ag_log(a, "push to %s: %s", p->url, ebuf[0] ? ebuf : curl_easy_strerror(cc));
+        ag_log(a, "push to %s: %s", p->shown, ebuf[0] ? ebuf : curl_easy_strerror(cc));
         return 0;
     }
     if (code >= 200 && code < 300) return 1;
-    ag_log(a, "push to %s: HTTP %ld for %s", p->url, code, it->name);
+    ag_log(a, "push to %s: HTTP %ld for %s", p->shown, code, it->name);
     return code >= 400 && code < 500 && code != 429 ? -1 : 0;
 }
 
@@ -208,12 +218,23 @@ int ag_push_new(struct ag_push **out, struct ss_agent *a, struct ss_err *err)
     while (n && p->url[n - 1] == '/')
         p->url[--n] = 0;
     if (n >= 7 && !strcmp(p->url + n - 7, "/ingest")) p->url[n - 7] = 0;
+    const char *host = strstr(p->url, "://") + 3, *at = strchr(host, '@');
+    const char *slash = strchr(host, '/');
+    if (at && (!slash || at < slash)) /* credentials in the URL stay out of the log */
+        snprintf(p->shown, sizeof(p->shown), "%.*s***%s", (int)(host - p->url), p->url, at);
+    else
+        snprintf(p->shown, sizeof(p->shown), "%s", p->url);
     if (gethostname(p->host, sizeof(p->host) - 1) < 0) strcpy(p->host, "unknown");
     for (char *s = p->host; *s; s++)
         if (*s == ',' || *s == '}' || *s == '=' || *s == '{') *s = '_';
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv, NULL);
     curl_global_init(CURL_GLOBAL_DEFAULT);
+    int rc = ag_peer_load(&p->peer, &a->o, err);
+    if (rc < 0) {
+        ag_push_free(p);
+        return rc;
+    }
     p->wstart = ag_now();
     p->wfrom = ag_wall_ns() / 1000000000;
     if (pthread_create(&p->th, NULL, sender, p)) {
@@ -308,5 +329,6 @@ void ag_push_free(struct ag_push *p)
     pthread_cond_destroy(&p->cv);
     pthread_mutex_destroy(&p->mu);
     curl_global_cleanup();
+    ag_peer_free(&p->peer);
     free(p);
 }

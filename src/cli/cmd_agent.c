@@ -94,6 +94,11 @@ int ss_cmd_agent(const struct ss_cli *c)
         .otlp_headers = c->otlp_headers,
         .n_otlp_headers = c->n_otlp_headers,
         .otlp_service = getenv("OTEL_SERVICE_NAME"),
+        .push_ca = c->push_ca,
+        .push_auth_file = c->push_auth_file,
+        .web_config = c->web_config,
+        .auth_token_file = c->auth_token_file,
+        .healthz_open = c->healthz_open,
         .debuginfod_timeout_s = ss_cli_debuginfod_timeout(),
         .log = log_stderr,
     };

@@ -17,10 +17,11 @@ static const char *usage_text =
     "                   [--compat] [--off-cpu [--off-cpu-min-us N]] [--no-lua-window]\n"
     "                   [--no-stack-bytes] [-v]\n"
     "  stacksnap agent  [-a | -p PID[,PID...]] [-F HZ] [--listen ADDR:PORT | --listen unix:PATH]\n"
+    "                   [--web-config FILE] [--auth-token-file FILE] [--healthz-open]\n"
     "                   [--off-cpu]\n"
     "                   [--capture-dir DIR [--capture-max-bytes N] [--capture-segment SECONDS]]\n"
     "                   [--push URL] [--otlp URL [--otlp-header K=V]...] [--push-every SECONDS]\n"
-    "                   [--max-seconds N]\n"
+    "                   [--push-ca FILE] [--push-auth-file FILE] [--max-seconds N]\n"
     "  stacksnap top    [-p PID[,PID...] | -a | -- COMMAND [ARGS...]] [-F HZ]\n"
     "  stacksnap replay CAPTURE.snap [-o FILE]... [--format FMT] [--symfs DIR]\n"
     "  stacksnap report CAPTURE.snap [--top N]\n"
@@ -58,6 +59,10 @@ static const char *usage_text =
     "  --listen ADDR      HTTP address (default 127.0.0.1:7470; unix:PATH for a socket):\n"
     "                     /debug/pprof/profile?seconds=N[&pid=P], /metrics, /healthz\n"
     "  --max-seconds N    longest profile request (default 300)\n"
+    "  --web-config FILE  TLS and basic auth: the Prometheus exporter-toolkit web\n"
+    "                     configuration (tls_server_config, basic_auth_users)\n"
+    "  --auth-token-file FILE  requests must carry Authorization: Bearer <the file's token>\n"
+    "  --healthz-open     /healthz answers without credentials\n"
     "  --capture-dir DIR  rolling capture segments (.snap) in DIR\n"
     "  --capture-max-bytes N  delete the oldest segments past N bytes (default 256 MiB)\n"
     "  --capture-segment S    start a new segment every S seconds (default 600)\n"
@@ -66,6 +71,8 @@ static const char *usage_text =
     "URL/v1development/profiles\n"
     "  --otlp-header K=V  an HTTP header of every OTLP push (repeatable)\n"
     "  --push-every S     seconds per pushed profile (default 15)\n"
+    "  --push-ca FILE     CA certificates that verify the push server (default: the system's)\n"
+    "  --push-auth-file FILE  the Authorization header value of the pushes\n"
     "\n"
     "Examples:\n"
     "  stacksnap record -F 499 -d 10 -p 1234 -o cpu.svg -o cpu.pb.gz\n"
@@ -143,7 +150,12 @@ enum {
     OPT_PUSH_EVERY,
     OPT_MAX_SECONDS,
     OPT_OTLP,
-    OPT_OTLP_HEADER
+    OPT_OTLP_HEADER,
+    OPT_WEB_CONFIG,
+    OPT_AUTH_TOKEN_FILE,
+    OPT_HEALTHZ_OPEN,
+    OPT_PUSH_CA,
+    OPT_PUSH_AUTH_FILE, /* the last agent option (parse checks the range) */
 };
 
 /* Options only `agent` takes; 0 when ch is not one of them, 2 on a bad value. */
@@ -159,6 +171,22 @@ static int parse_agent_opt(struct ss_cli *c, int ch, const char *arg)
         return 1;
     case OPT_CAPTURE_DIR:
         c->capture_dir = arg;
+        return 1;
+    case OPT_WEB_CONFIG:
+    case OPT_AUTH_TOKEN_FILE:
+    case OPT_PUSH_CA:
+    case OPT_PUSH_AUTH_FILE:
+        if (!*arg)
+            return usage_error("an empty file name for a --web-config, --auth-token-file, "
+                               "--push-ca or --push-auth-file%s",
+                               "");
+        *(ch == OPT_WEB_CONFIG        ? &c->web_config
+          : ch == OPT_AUTH_TOKEN_FILE ? &c->auth_token_file
+          : ch == OPT_PUSH_CA         ? &c->push_ca
+                                      : &c->push_auth_file) = arg;
+        return 1;
+    case OPT_HEALTHZ_OPEN:
+        c->healthz_open = true;
         return 1;
     case OPT_CAPTURE_MAX:
         errno = 0;
@@ -253,6 +281,11 @@ int ss_cli_parse(struct ss_cli *c, int argc, char **argv)
         {"max-seconds", required_argument, 0, OPT_MAX_SECONDS},
         {"otlp", required_argument, 0, OPT_OTLP},
         {"otlp-header", required_argument, 0, OPT_OTLP_HEADER},
+        {"web-config", required_argument, 0, OPT_WEB_CONFIG},
+        {"auth-token-file", required_argument, 0, OPT_AUTH_TOKEN_FILE},
+        {"healthz-open", no_argument, 0, OPT_HEALTHZ_OPEN},
+        {"push-ca", required_argument, 0, OPT_PUSH_CA},
+        {"push-auth-file", required_argument, 0, OPT_PUSH_AUTH_FILE},
         {0, 0, 0, 0},
     };
     /* "+" stops at the first non-option so "-- COMMAND ARGS" stays intact. */
@@ -262,7 +295,7 @@ int ss_cli_parse(struct ss_cli *c, int argc, char **argv)
     const char *shortopts = rec ? "+hp:aF:d:o:v" : "hp:aF:d:o:v";
     while ((ch = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1) {
         unsigned long v;
-        if (ch >= OPT_LISTEN && ch <= OPT_OTLP_HEADER) {
+        if (ch >= OPT_LISTEN && ch <= OPT_PUSH_AUTH_FILE) {
             if (!agent) {
                 const char *name = "?";
                 for (const struct option *lo = longopts; lo->name; lo++)
@@ -426,6 +459,10 @@ int ss_cli_parse(struct ss_cli *c, int argc, char **argv)
             return usage_error("%s", "--push-every needs --push or --otlp");
         if (c->n_otlp_headers && !c->otlp_url)
             return usage_error("%s", "--otlp-header needs --otlp");
+        if ((c->push_ca || c->push_auth_file) && !c->push_url && !c->otlp_url)
+            return usage_error("%s", "--push-ca and --push-auth-file need --push or --otlp");
+        if (c->healthz_open && !c->web_config && !c->auth_token_file)
+            return usage_error("%s", "--healthz-open needs --web-config or --auth-token-file");
         if (c->off_cpu_min_set) return usage_error("%s", "--off-cpu-min-us is not valid for agent");
     } else if (!strcmp(c->cmd, "info") && c->bpf_info) {
         if (optind < argc) return usage_error("unexpected argument '%s'", argv[optind]);

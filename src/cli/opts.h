@@ -34,6 +34,8 @@ struct ss_cli {
     bool off_cpu_min_set;
     /* agent */
     const char *listen, *capture_dir, *push_url;
+    const char *web_config, *auth_token_file, *push_ca, *push_auth_file; /* files */
+    bool healthz_open;
     unsigned long long capture_max_bytes;
     unsigned capture_segment, push_every, max_seconds;
     const char *otlp_url;                          /* --otlp */

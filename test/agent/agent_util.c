@@ -179,6 +179,8 @@ struct ag_recv {
     pthread_mutex_t mu;
     int count;
     char last_name[256], last_path[512], error[512];
+    char *want_auth; /* the Authorization header every request must carry */
+    int unauthorized;
 };
 
 struct req { /* one POST being received */
@@ -257,6 +259,15 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         *upload_size = 0;
         return MHD_YES;
     }
+    if (r->want_auth) {
+        const char *au = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+        if (!au || strcmp(au, r->want_auth)) {
+            pthread_mutex_lock(&r->mu);
+            r->unauthorized++;
+            pthread_mutex_unlock(&r->mu);
+            return answer(c, 401, "unauthorized");
+        }
+    }
     char why[600] = "";
     const char *ct = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type");
     const char *name = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "name");
@@ -309,21 +320,41 @@ static void done(void *cls, struct MHD_Connection *c, void **state,
 
 struct ag_recv *ag_recv_start(int port, const char *dir)
 {
+    return ag_recv_start_tls(port, dir, NULL, NULL, NULL);
+}
+
+struct ag_recv *ag_recv_start_tls(int port, const char *dir, const char *cert_pem,
+                                  const char *key_pem, const char *want_auth)
+{
     struct ag_recv *r = calloc(1, sizeof(*r));
     r->dir = strdup(dir);
     pthread_mutex_init(&r->mu, NULL);
     struct sockaddr_in sa = {.sin_family = AF_INET,
                              .sin_port = htons((uint16_t)port),
                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    r->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD, (uint16_t)port, NULL, NULL, handle, r,
-                            MHD_OPTION_SOCK_ADDR, &sa, MHD_OPTION_NOTIFY_COMPLETED, done, r,
-                            MHD_OPTION_END);
+    r->want_auth = want_auth ? strdup(want_auth) : NULL;
+    struct MHD_OptionItem tls[] = {{MHD_OPTION_HTTPS_MEM_CERT, 0, (void *)cert_pem},
+                                   {MHD_OPTION_HTTPS_MEM_KEY, 0, (void *)key_pem},
+                                   {MHD_OPTION_END, 0, NULL}};
+    r->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | (cert_pem ? MHD_USE_TLS : 0),
+                            (uint16_t)port, NULL, NULL, handle, r, MHD_OPTION_SOCK_ADDR, &sa,
+                            MHD_OPTION_NOTIFY_COMPLETED, done, r, MHD_OPTION_ARRAY,
+                            cert_pem ? tls : tls + 2, MHD_OPTION_END);
     if (!r->d) {
+        free(r->want_auth);
         free(r->dir);
         free(r);
         return NULL;
     }
     return r;
+}
+
+int ag_recv_unauthorized(struct ag_recv *r)
+{
+    pthread_mutex_lock(&r->mu);
+    int n = r->unauthorized;
+    pthread_mutex_unlock(&r->mu);
+    return n;
 }
 
 int ag_recv_count(struct ag_recv *r)
@@ -352,6 +383,7 @@ void ag_recv_stop(struct ag_recv *r)
     if (!r) return;
     MHD_stop_daemon(r->d);
     pthread_mutex_destroy(&r->mu);
+    free(r->want_auth);
     free(r->dir);
     free(r);
 }

@@ -35,6 +35,13 @@ int ag_sh(char **out, double timeout_s, const char *fmt, ...) __attribute__((for
 /* Pyroscope ingest receiver on 127.0.0.1:port. */
 struct ag_recv;
 struct ag_recv *ag_recv_start(int port, const char *dir);
+/* The same over TLS (PEM text of cert and key; NULL: plain HTTP), every
+ * request refused with 401 unless its Authorization is want_auth (NULL:
+ * not checked). */
+struct ag_recv *ag_recv_start_tls(int port, const char *dir, const char *cert_pem,
+                                  const char *key_pem, const char *want_auth);
+/* Requests refused for their Authorization. */
+int ag_recv_unauthorized(struct ag_recv *r);
 /* Profiles accepted so far; the last accepted name; the first rejection. */
 int ag_recv_count(struct ag_recv *r);
 void ag_recv_last(struct ag_recv *r, char *name, size_t len, char *path, size_t plen);

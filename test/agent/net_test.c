@@ -1,0 +1,338 @@
+/* test/agent/net_test.c: the agent on an open network (issue 31) —
+ * hostile clients on loopback against the real `stacksnap agent`:
+ * 1,000 half-open connections from one address (slowloris) while curl from
+ * other loopback addresses gets /healthz within 1 s and a whole profile;
+ * garbage request lines, oversize headers, a bad Content-Length, HTTP/1.0
+ * and keep-alive; connections dropped by the hundred while the log stays
+ * a few lines and /metrics counts them (132 dropped mid-request, 10,000 of
+ * garbage). */
+#include <arpa/inet.h>
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "../cli/cli.h"
+#include "agent_util.h"
+
+static pid_t spin_native(void)
+{
+    char *bin = cli_built("cli_native");
+    char *const argv[] = {bin, "0", NULL};
+    int fd;
+    pid_t pid = cli_start(argv, &fd, NULL);
+    char line[64];
+    cr_assert(pid > 0 && cli_wait_line(fd, 10, line, sizeof(line)) == 0,
+              "cli_native did not start");
+    close(fd);
+    free(bin);
+    return pid;
+}
+
+static void end(pid_t pid)
+{
+    kill(pid, SIGKILL);
+    cli_wait(pid, 5);
+}
+
+/* A TCP connection from src (a loopback address) to 127.0.0.1:port; -1 on failure. */
+static int conn_from(const char *src, int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    struct sockaddr_in s = {.sin_family = AF_INET}, d = {.sin_family = AF_INET};
+    inet_pton(AF_INET, src, &s.sin_addr);
+    inet_pton(AF_INET, "127.0.0.1", &d.sin_addr);
+    d.sin_port = htons((uint16_t)port);
+    if (bind(fd, (struct sockaddr *)&s, sizeof(s)) < 0 ||
+        connect(fd, (struct sockaddr *)&d, sizeof(d)) < 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static void send_all(int fd, const char *s, size_t n)
+{
+    while (n) {
+        ssize_t w = send(fd, s, n, MSG_NOSIGNAL);
+        if (w <= 0) return;
+        s += w;
+        n -= (size_t)w;
+    }
+}
+
+/* Read what the server sends until it closes or timeout_s passes; *closed
+ * tells which. Malloc'd, NUL-terminated. */
+static char *read_until_close(int fd, double timeout_s, bool *closed)
+{
+    size_t cap = 1 << 16, len = 0;
+    char *b = malloc(cap + 1);
+    *closed = false;
+    for (double end = cli_now() + timeout_s; cli_now() < end;) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, 100) <= 0) continue;
+        ssize_t r = recv(fd, b + len, cap - len, 0);
+        if (r <= 0) {
+            *closed = true;
+            break;
+        }
+        len += (size_t)r;
+        if (len == cap) break;
+    }
+    b[len] = 0;
+    return b;
+}
+
+/* curl from a source address: HTTP status (0 when curl failed), time in *secs. */
+static int curl_from(const char *src, int port, const char *path, double max_s, const char *out,
+                     double *secs)
+{
+    char *res = NULL;
+    ag_sh(&res, max_s + 5,
+          "curl -s --interface %s --max-time %g -o '%s' -w '%%{http_code} %%{time_total}' "
+          "'http://127.0.0.1:%d%s'",
+          src, max_s, out ? out : "/dev/null", port, path);
+    int code = 0;
+    double t = -1;
+    if (res) sscanf(res, "%d %lf", &code, &t);
+    free(res);
+    if (secs) *secs = t;
+    return code;
+}
+
+static void raise_nofile(rlim_t want)
+{
+    struct rlimit rl;
+    cr_assert(getrlimit(RLIMIT_NOFILE, &rl) == 0);
+    if (rl.rlim_cur < want) {
+        rl.rlim_cur = want;
+        if (rl.rlim_max < want) rl.rlim_max = want; /* root may raise the hard limit */
+        cr_assert(setrlimit(RLIMIT_NOFILE, &rl) == 0, "cannot raise RLIMIT_NOFILE to %lu: %s",
+                  (unsigned long)want, strerror(errno));
+    }
+}
+
+Test(agent_net, slowloris_1000_half_open, .timeout = 120)
+{
+    raise_nofile(4096);
+    pid_t nat = spin_native();
+    struct ag_proc ag;
+    char pid[16];
+    snprintf(pid, sizeof(pid), "%d", (int)nat);
+    const char *args[] = {"-p", pid, "-F", "99", NULL};
+    cr_assert(ag_start(&ag, "agent-slow", args) == 0, "the agent did not start");
+    enum { N = 1000 };
+    static int fds[N];
+    const char half[] = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: slow";
+    int opened = 0;
+    for (int i = 0; i < N; i++) {
+        fds[i] = conn_from("127.0.0.1", ag.port);
+        if (fds[i] >= 0) {
+            send_all(fds[i], half, sizeof(half) - 1);
+            opened++;
+        }
+    }
+    cr_log_info("slowloris: %d of %d connections opened from 127.0.0.1", opened, N);
+    cr_assert(opened >= N / 2, "only %d connections could be opened", opened);
+    /* the idle connections are all open (none had time to time out): a
+     * liveness probe and a scrape from other addresses are still served */
+    double t = -1;
+    int code = curl_from("127.0.0.2", ag.port, "/healthz", 1.0, NULL, &t);
+    cr_log_info("slowloris: /healthz from 127.0.0.2: HTTP %d in %.3f s", code, t);
+    cr_expect_eq(code, 200, "/healthz did not answer within 1 s (HTTP %d, %.3f s)", code, t);
+    char *dir = cli_tmpdir("agent-slow-prof"), *prof = cli_path(dir, "p.pb.gz");
+    code = curl_from("127.0.0.3", ag.port, "/debug/pprof/profile?seconds=2", 15, prof, &t);
+    cr_expect_eq(code, 200, "profile from 127.0.0.3: HTTP %d", code);
+    size_t plen = 0;
+    char *pb = cli_load(prof, &plen);
+    cr_expect(pb && plen > 20 && (unsigned char)pb[0] == 0x1f && (unsigned char)pb[1] == 0x8b,
+              "the profile is no gzip (%zu bytes)", plen);
+    free(pb);
+    char *mpath = cli_path(dir, "metrics.txt");
+    code = curl_from("127.0.0.2", ag.port, "/metrics", 2.0, mpath, &t);
+    cr_expect_eq(code, 200, "/metrics from 127.0.0.2: HTTP %d", code);
+    char *m = cli_load(mpath, NULL);
+    double open_now = m ? ag_metric(m, "stacksnap_http_connections") : -1;
+    cr_log_info("slowloris: %.0f connections open in the agent", open_now);
+    cr_expect(open_now >= 1 && open_now <= 256, "stacksnap_http_connections %.0f", open_now);
+    cr_expect(m && ag_metric(m, "stacksnap_http_client_errors_total{reason=\"limit\"}") >= 100,
+              "the connections past the limit are not counted:\n%s", m);
+    free(m), free(mpath);
+    /* the idle connections time out in seconds: the server closes each */
+    int closed = 0;
+    for (double end = cli_now() + 20; cli_now() < end && closed < opened; cli_sleep(0.2)) {
+        closed = 0;
+        for (int i = 0; i < N; i++) {
+            if (fds[i] < 0) continue;
+            struct pollfd p = {.fd = fds[i], .events = POLLIN};
+            char c;
+            if (poll(&p, 1, 0) > 0 && recv(fds[i], &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0) closed++;
+        }
+    }
+    cr_log_info("slowloris: %d of %d closed by the agent", closed, opened);
+    cr_expect_eq(closed, opened, "the agent left %d idle connections open after 20 s",
+                 opened - closed);
+    for (int i = 0; i < N; i++)
+        if (fds[i] >= 0) close(fds[i]);
+    /* and from the attacker's own address too, once they are gone */
+    code = curl_from("127.0.0.1", ag.port, "/healthz", 2.0, NULL, &t);
+    cr_expect_eq(code, 200, "/healthz from 127.0.0.1 afterwards: HTTP %d", code);
+    cr_expect_eq(ag_stop(&ag, 15), 0, "agent exit: %s", ag.log);
+    end(nat);
+    cli_rmtree(dir);
+    free(dir), free(prof);
+    ag_proc_free(&ag);
+}
+
+/* Send raw bytes on a fresh connection, read until the server closes. */
+static char *exchange(int port, const char *req, size_t len, double timeout_s, bool *closed)
+{
+    int fd = conn_from("127.0.0.1", port);
+    cr_assert(fd >= 0);
+    send_all(fd, req, len);
+    char *r = read_until_close(fd, timeout_s, closed);
+    close(fd);
+    return r;
+}
+
+Test(agent_net, bad_requests_keepalive, .timeout = 120)
+{
+    pid_t nat = spin_native();
+    struct ag_proc ag;
+    char pid[16];
+    snprintf(pid, sizeof(pid), "%d", (int)nat);
+    const char *args[] = {"-p", pid, NULL};
+    cr_assert(ag_start(&ag, "agent-bad", args) == 0, "the agent did not start");
+    bool closed;
+    /* a garbage request line: 400, then the connection is closed */
+    const char garbage[] = "\x16\x03\x01\xff garbage\x01\x02 not http\r\n\r\n";
+    char *r = exchange(ag.port, garbage, sizeof(garbage) - 1, 10, &closed);
+    cr_expect(!strncmp(r, "HTTP/1.1 400", 12), "garbage got: %.80s", r);
+    cr_expect(closed, "the connection stayed open after the garbage");
+    free(r);
+    /* garbage without a line end: closed by the timeout, in seconds */
+    double t0 = cli_now();
+    r = exchange(ag.port, "\x01\x02\x03\x04", 4, 20, &closed);
+    cr_expect(closed && cli_now() - t0 < 15, "a request line that never ends was held %.1f s",
+              cli_now() - t0);
+    free(r);
+    /* an oversize header: an error status, then close */
+    size_t big = 64 * 1024;
+    char *req = malloc(big + 128);
+    int n = snprintf(req, 128, "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: ");
+    memset(req + n, 'a', big);
+    memcpy(req + n + big, "\r\n\r\n", 4);
+    r = exchange(ag.port, req, (size_t)n + big + 4, 10, &closed);
+    cr_expect(!strncmp(r, "HTTP/1.1 4", 10), "an oversize header got: %.80s", r);
+    cr_expect(closed, "the connection stayed open after the oversize header");
+    free(r);
+    free(req);
+    /* a bad Content-Length */
+    const char badlen[] = "GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n";
+    r = exchange(ag.port, badlen, sizeof(badlen) - 1, 10, &closed);
+    cr_expect(!strncmp(r, "HTTP/1.1 400", 12), "a bad Content-Length got: %.80s", r);
+    cr_expect(closed, "the connection stayed open after the bad Content-Length");
+    free(r);
+    /* HTTP/1.0: answered, then closed */
+    const char h10[] = "GET /healthz HTTP/1.0\r\n\r\n";
+    r = exchange(ag.port, h10, sizeof(h10) - 1, 10, &closed);
+    cr_expect(!strncmp(r, "HTTP/1.0 200", 12) || !strncmp(r, "HTTP/1.1 200", 12),
+              "HTTP/1.0 got: %.80s", r);
+    cr_expect(strstr(r, "\r\n\r\nok\n") != NULL, "HTTP/1.0 body: %s", r);
+    cr_expect(closed, "an HTTP/1.0 connection stayed open");
+    free(r);
+    /* keep-alive: a second request on the same connection is answered */
+    int fd = conn_from("127.0.0.1", ag.port);
+    cr_assert(fd >= 0);
+    const char one[] = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
+    send_all(fd, one, sizeof(one) - 1);
+    r = read_until_close(fd, 1.0, &closed);
+    cr_expect(!strncmp(r, "HTTP/1.1 200", 12) && !closed, "keep-alive, first: %.200s", r);
+    free(r);
+    const char two[] = "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    send_all(fd, two, sizeof(two) - 1);
+    r = read_until_close(fd, 10, &closed);
+    cr_expect(!strncmp(r, "HTTP/1.1 200", 12) && strstr(r, "stacksnap_samples_total") && closed,
+              "keep-alive, second: %.200s", r);
+    free(r);
+    close(fd);
+    /* and the agent still serves */
+    cr_expect_eq(ag_http(ag.port, "GET", "/healthz", NULL, 5), 200);
+    cr_expect_eq(ag_stop(&ag, 15), 0, "agent exit: %s", ag.log);
+    end(nat);
+    ag_proc_free(&ag);
+}
+
+Test(agent_net, dropped_connections_log_rate_limited, .timeout = 120)
+{
+    pid_t nat = spin_native();
+    struct ag_proc ag;
+    char pid[16];
+    snprintf(pid, sizeof(pid), "%d", (int)nat);
+    const char *args[] = {"-p", pid, NULL};
+    cr_assert(ag_start(&ag, "agent-drop", args) == 0, "the agent did not start");
+    enum { N = 132 };
+    const char half[] = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: dr";
+    for (int i = 0; i < N; i++) {
+        int fd = conn_from("127.0.0.1", ag.port);
+        cr_assert(fd >= 0);
+        send_all(fd, half, sizeof(half) - 1);
+        struct linger lg = {1, 0}; /* a reset, as a client that gives up */
+        if (i % 2) setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+        if (i % 3 == 0) cli_sleep(0.01);
+        close(fd);
+    }
+    /* and garbage, 10,000 connections of it (the issue's bar for the log) */
+    enum { G = 10000 };
+    double t0 = cli_now();
+    for (int i = 0; i < G; i++) {
+        int fd = conn_from("127.0.0.1", ag.port);
+        cr_assert(fd >= 0, "connection %d refused", i);
+        send_all(fd, "\x01\x02 junk\r\n\r\n", 11);
+        if (i % 2) { /* wait for the 400 on every other one, so they do not pile up */
+            bool closed;
+            free(read_until_close(fd, 5, &closed));
+        }
+        close(fd);
+    }
+    cr_log_info("dropped connections: %d garbage connections in %.1f s", G, cli_now() - t0);
+    /* from another address: 127.0.0.1's 32 may still be closing */
+    char *dir = cli_tmpdir("agent-drop-m"), *mpath = cli_path(dir, "metrics.txt");
+    int code = 0;
+    for (double t_end = cli_now() + 20; cli_now() < t_end && code != 200; cli_sleep(0.5))
+        code = curl_from("127.0.0.2", ag.port, "/metrics", 5, mpath, NULL);
+    cr_assert_eq(code, 200, "no /metrics after the bad connections");
+    cli_sleep(1.0); /* the counts of the last ones */
+    cr_assert_eq(curl_from("127.0.0.2", ag.port, "/metrics", 5, mpath, NULL), 200);
+    char *body = cli_load(mpath, NULL);
+    cr_assert(body);
+    cli_rmtree(dir);
+    free(dir), free(mpath);
+    double total = 0;
+    for (const char *l = body; (l = strstr(l, "\nstacksnap_http_client_errors_total{"));) {
+        l++;
+        const char *sp = strchr(l, ' ');
+        if (sp) total += atof(sp + 1);
+    }
+    cr_log_info("dropped connections: %.0f client errors counted on /metrics", total);
+    cr_expect(total >= N + G / 2, "only %.0f client errors counted for %d bad connections:\n%s",
+              total, N + G, body);
+    free(body);
+    cr_expect_eq(ag_stop(&ag, 15), 0, "agent exit: %s", ag.log);
+    int lines = 0;
+    for (const char *l = ag.log; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : "")
+        if (!strncmp(l, "stacksnap: http", 15)) lines++;
+    cr_log_info("dropped connections: %d http log lines for %d bad connections", lines, N + G);
+    cr_expect(lines <= 8, "%d log lines for %d bad connections:\n%s", lines, N + G, ag.log);
+    cr_expect(strstr(ag.log, "client errors") != NULL, "no summary line in the log:\n%s", ag.log);
+    end(nat);
+    ag_proc_free(&ag);
+}
