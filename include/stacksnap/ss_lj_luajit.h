@@ -42,6 +42,7 @@ struct ss_mem;
 #define SS_LJ_HINT_EXDATA 0x1u    /* exports lua_setexdata: OpenResty luajit2 */
 #define SS_LJ_HINT_STRBUF 0x2u    /* exports luaopen_string_buffer: 2.1 >= 2021 */
 #define SS_LJ_HINT_TARANTOOL 0x4u /* exports luaL_register_module etc. */
+#define SS_LJ_HINT_MISC 0x8u      /* exports luaM_metrics: Tarantool's LuaJIT fork (>= 2.7) */
 
 #define SS_LJ_CHECK_PCALL 0x1u  /* lua_pcall calls into the VM range */
 #define SS_LJ_CHECK_CALL 0x2u   /* lua_call calls into the VM range */
@@ -96,7 +97,7 @@ struct ss_lj_elfinfo {
  * whenever a change makes them give some file another ss_lj_elfinfo, so a
  * result recorded in a capture (docs/capture-format.md, record type 12) by
  * another version is computed again, not used. */
-#define SS_LJ_DETECT_VERSION 1
+#define SS_LJ_DETECT_VERSION 2
 /* Whether info could be what detection gives (the bounds derive.c checks
  * its facts against, counts and strings in range): for results read from a
  * capture, which is untrusted input. */

@@ -26,6 +26,7 @@
  * Everything is range- and alignment-checked here and verified again at
  * run time against the live global state (layout.c). */
 #include <capstone/capstone.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "unwind/luajit/derive.h"
@@ -196,17 +197,58 @@ static void entry_facts(const struct ins *d, unsigned n, struct entry *f)
     }
 }
 
-/* The VM entry that API function va calls, or 0. */
-static uint64_t vm_target(csh h, Elf *e, uint64_t va, uint64_t lo, uint64_t hi)
+/* A direct call/jmp into [lo, hi) among d[0..n), or 0; *tail: the last
+ * unconditional direct jmp leaving it (a tail call), or 0. */
+static uint64_t call_into(const struct ins *d, unsigned n, uint64_t lo, uint64_t hi, uint64_t *tail)
 {
-    struct ins d[MAXINS];
-    unsigned n = decode(h, e, va, 0, 0, false, d, MAXINS);
-    for (unsigned i = 0; i < n; i++)
-        if ((d[i].id == X86_INS_CALL || d[i].id == X86_INS_JMP) && d[i].nops == 1 &&
-            d[i].op[0].type == X86_OP_IMM && (uint64_t)d[i].op[0].imm >= lo &&
-            (uint64_t)d[i].op[0].imm < hi)
-            return (uint64_t)d[i].op[0].imm;
+    *tail = 0;
+    for (unsigned i = 0; i < n; i++) {
+        if ((d[i].id != X86_INS_CALL && d[i].id != X86_INS_JMP) || d[i].nops != 1 ||
+            d[i].op[0].type != X86_OP_IMM)
+            continue;
+        uint64_t t = (uint64_t)d[i].op[0].imm;
+        if (t >= lo && t < hi) return t;
+        if (d[i].id == X86_INS_JMP && !*tail) *tail = t;
+    }
     return 0;
+}
+
+/* Every instruction of [va, va + size) (size known from the symbol table,
+ * at most 4 KiB), past early returns. Returns the count. */
+static unsigned sweep(csh h, Elf *e, uint64_t va, uint64_t size, struct ins *out, unsigned cap)
+{
+    if (!size || size > 4096) return 0;
+    const uint8_t *b = ss_lj_vaddr_bytes(e, va, size);
+    cs_insn *ci = b ? cs_malloc(h) : NULL;
+    if (!ci) return 0;
+    size_t len = size;
+    uint64_t addr = va;
+    unsigned n = 0;
+    while (n < cap && cs_disasm_iter(h, &b, &len, &addr, ci))
+        conv(ci, &out[n++]);
+    cs_free(ci, 1);
+    return n;
+}
+
+/* The VM entry that API function va (size bytes, 0: unknown) calls, or 0.
+ * With its size, the whole function is searched (Tarantool's lua_resume
+ * returns early before its jmp to lj_vm_resume), else its code up to the
+ * first ret/jmp; a tail jmp to a helper outside the VM is followed once
+ * (Tarantool's lua_call -> jit_secure_call -> lj_vm_call). */
+static uint64_t vm_target(csh h, Elf *e, uint64_t va, uint64_t size, uint64_t lo, uint64_t hi)
+{
+    static const unsigned cap = 1024;
+    struct ins *d = malloc(cap * sizeof(*d));
+    if (!d) return 0;
+    uint64_t t = 0, tail = 0;
+    for (int depth = 0; depth < 2 && va && !t; depth++) {
+        unsigned n = depth ? 0 : sweep(h, e, va, size, d, cap);
+        if (!n) n = decode(h, e, va, 0, 0, false, d, MAXINS);
+        t = call_into(d, n, lo, hi, &tail);
+        va = tail;
+    }
+    free(d);
+    return t;
 }
 
 static bool plausible(int32_t v, uint32_t align, int32_t max)
@@ -412,7 +454,8 @@ static bool gc_facts(csh h, Elf *e, const struct ss_lj_elfinfo *info, struct ss_
     return true;
 }
 
-void ss_lj_derive(Elf *e, struct ss_lj_elfinfo *info, const uint64_t *api, unsigned napi)
+void ss_lj_derive(Elf *e, struct ss_lj_elfinfo *info, const uint64_t *api, const uint64_t *apisz,
+                  unsigned napi)
 {
     struct ss_lj_derived *dv = &info->derived;
     memset(dv, 0, sizeof(*dv));
@@ -424,7 +467,7 @@ void ss_lj_derive(Elf *e, struct ss_lj_elfinfo *info, const uint64_t *api, unsig
     uint64_t seen[3] = {0};
     for (unsigned i = 0; i < napi && i < 3; i++) {
         if (!api[i]) continue;
-        uint64_t t = vm_target(h, e, api[i], info->vm_lo, info->vm_hi);
+        uint64_t t = vm_target(h, e, api[i], apisz[i], info->vm_lo, info->vm_hi);
         bool dup = false;
         for (unsigned k = 0; k < ne; k++)
             dup |= seen[k] == t;
