@@ -13,7 +13,8 @@
 set -euo pipefail
 dest=$(mkdir -p "${1:-${SS_CACHE:-/var/cache/stacksnap}/luajit}" && cd "${1:-${SS_CACHE:-/var/cache/stacksnap}/luajit}" && pwd)
 tarball=${TTLJ_TARBALL:-/work/shared/tarantool-luajit/tarantool-luajit-b52fe979.tar.gz}
-[ -f "$tarball" ] || { echo "build-ttlj: no source tarball $tarball" >&2; exit 1; }
+# 77: no source here (tests skip, saying so)
+[ -f "$tarball" ] || { echo "build-ttlj: no source tarball $tarball (set TTLJ_TARBALL)" >&2; exit 77; }
 tag=$(basename "$tarball" .tar.gz)
 tag=${tag#tarantool-luajit-}
 jobs=$(nproc)

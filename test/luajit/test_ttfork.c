@@ -1,0 +1,165 @@
+/* test/luajit/test_ttfork.c: Tarantool's LuaJIT fork (tarantool/luajit
+ * b52fe979, what Tarantool 2.11/3.x link in statically), built by
+ * build-ttlj.sh into ${SS_CACHE}/luajit, copied to a name of its own and
+ * stripped as Tarantool's binary is, recorded with real BPF:
+ *  - GC64 with the JIT: the 5-deep chain (w.lua) with the JIT off and on,
+ *    names, coroutines, the FFI callback (JIT off);
+ *  - GC64 without the JIT, non-GC64 with the JIT: the chain;
+ *  - a C host linked statically against the fork's libluajit.a (lj_host.c):
+ *    Lua run by lua_pcall from C, calling C that calls Lua with lua_call
+ *    (h.lua), JIT off and on;
+ * exact chains on >= 99% of the judged samples, and the layout: the fork's
+ * table row, reached from the facts derived from the code. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ljcheck.h"
+#include "ljtest.h"
+
+#define DIR SS_SOURCE_DIR "/test/luajit/"
+#define SECS 1.5
+
+/* The stripped copy of the fork's build variant, named tnt-VARIANT. */
+/* Build (once) the fork's variants into the cache dir (dir). */
+static void tt_build(char *dir, size_t cap)
+{
+    char cmd[1024];
+    ljt_cache("luajit", dir, cap);
+    snprintf(cmd, sizeof(cmd), "%s/test/luajit/build-ttlj.sh %s", SS_SOURCE_DIR, dir);
+    int rc = system(cmd);
+    if (WIFEXITED(rc) && WEXITSTATUS(rc) == 77)
+        cr_skip_test("no source of Tarantool's LuaJIT fork (build-ttlj.sh: set TTLJ_TARBALL)");
+    cr_assert_eq(rc, 0, "building Tarantool's LuaJIT fork failed (%s, log in %s)", cmd, dir);
+}
+
+static void tt_bin(const char *variant, char *bin, size_t cap)
+{
+    char cmd[4096], dir[512];
+    tt_build(dir, sizeof(dir));
+    snprintf(bin, cap, "%s/ext/tnt-%s", SS_BINARY_DIR, variant);
+    /* tests run in parallel processes: each writes its own temporary */
+    snprintf(cmd, sizeof(cmd),
+             "mkdir -p %s/ext && strip -o %s.%d %s/lj-tt-%s/luajit && mv %s.%d %s", SS_BINARY_DIR,
+             bin, (int)getpid(), dir, variant, bin, (int)getpid(), bin);
+    cr_assert_eq(system(cmd), 0, "could not copy and strip the fork's luajit (%s)", cmd);
+}
+
+static const char *row(const char *variant)
+{
+    if (!strcmp(variant, "gc64-jit")) return "tarantool-luajit-b52fe979-gc64";
+    if (!strcmp(variant, "gc64-nojit")) return "tarantool-luajit-b52fe979-gc64-nojit";
+    return "tarantool-luajit-b52fe979-nogc64";
+}
+
+static void chain(const char *variant, bool jit)
+{
+    char bin[600], label[128];
+    tt_bin(variant, bin, sizeof(bin));
+    static struct ljc c;
+    memset(&c, 0, sizeof(c));
+    ljc_case_chain(&c, DIR "w.lua", false);
+    c.layout = row(variant);
+    c.derived = true;
+    c.min_judged = 40;
+    c.exact_pct = 99;
+    snprintf(label, sizeof(label), "tarantool luajit %s w.lua (JIT %s)", variant,
+             jit ? "on" : "off");
+    char *argv[] = {bin, jit ? DIR "w.lua" : "-joff", DIR "w.lua", NULL};
+    if (jit) argv[2] = NULL;
+    ljc_run(label, argv, NULL, SECS, &c);
+}
+
+Test(luajit_ttfork, gc64_jit_chain_jit_off)
+{
+    chain("gc64-jit", false);
+}
+Test(luajit_ttfork, gc64_jit_chain_jit_on)
+{
+    chain("gc64-jit", true);
+}
+Test(luajit_ttfork, gc64_nojit_chain)
+{
+    chain("gc64-nojit", false);
+}
+Test(luajit_ttfork, nogc64_jit_chain_jit_off)
+{
+    chain("nogc64-jit", false);
+}
+Test(luajit_ttfork, nogc64_jit_chain_jit_on)
+{
+    chain("nogc64-jit", true);
+}
+
+/* Names and builtins, coroutines (the stand-in for fibers), the FFI
+ * callback: the interpreter's truth on the GC64 JIT build. */
+Test(luajit_ttfork, gc64_jit_names_coro_ffi, LJT_NOT_ASAN)
+{
+    char bin[600];
+    tt_bin("gc64-jit", bin, sizeof(bin));
+    static const char *const scripts[] = {"n.lua", "co.lua", "ffi_cb.lua"};
+    for (unsigned k = 0; k < 3; k++) {
+        static struct ljc c;
+        memset(&c, 0, sizeof(c));
+        char script[512], label[600];
+        snprintf(script, sizeof(script), "%s%s", DIR, scripts[k]);
+        if (k == 0) ljc_case_names(&c, script);
+        if (k == 1) ljc_case_coro(&c, script);
+        if (k == 2) ljc_case_ffi(&c, script);
+        c.layout = row("gc64-jit");
+        c.derived = true;
+        c.min_judged = 40;
+        snprintf(label, sizeof(label), "tarantool luajit gc64-jit %s", scripts[k]);
+        char *argv[] = {bin, "-joff", script, NULL};
+        ljc_run(label, argv, NULL, SECS, &c);
+    }
+}
+
+/* lj_host.c linked against the fork's static library: the host's main
+ * runs h.lua with lua_pcall; viac calls host.ccall (C), which calls Lua
+ * back with lua_call (Tarantool's lua_call goes through jit_secure_call). */
+static void host(bool jit)
+{
+    char dir[512], cmd[4096], bin[600];
+    tt_build(dir, sizeof(dir));
+    snprintf(bin, sizeof(bin), "%s/ext/tnt-host", SS_BINARY_DIR);
+    snprintf(cmd, sizeof(cmd),
+             "mkdir -p %s/ext && cc -O1 -g -I%s/lj-tt-gc64-jit/include %s/test/luajit/lj_host.c "
+             "-o %s.%d %s/lj-tt-gc64-jit/libluajit.a -lm -ldl && mv %s.%d %s",
+             SS_BINARY_DIR, dir, SS_SOURCE_DIR, bin, (int)getpid(), dir, bin, (int)getpid(), bin);
+    cr_assert_eq(system(cmd), 0, "could not build the C host against the fork (%s)", cmd);
+    static struct ljc c;
+    memset(&c, 0, sizeof(c));
+    const char *S = DIR "h.lua";
+    snprintf(c.wbuf[0], sizeof(c.wbuf[0]),
+             "main (%s:6);outer (%s:5);pcall ([builtin]:0);viac (%s:3);anonymous (%s:2);"
+             "leaf (%s:1)",
+             S, S, S, S, S);
+    snprintf(c.wbuf[1], sizeof(c.wbuf[1]), "main (%s:6);outer (%s:5);spin (%s:4)", S, S, S);
+    c.want[0] = c.wbuf[0];
+    c.want[1] = c.wbuf[1];
+    c.gaps = true; /* l_ccall between viac and the anonymous function */
+    c.below = "lua_pcall";
+    c.layout = row("gc64-jit");
+    c.derived = true;
+    c.min_judged = 40;
+    c.exact_pct = 99;
+    char *argv[] = {bin, (char *)S, NULL};
+    if (jit) setenv("LJ_HOST_JIT", "1", 1);
+    ljc_run(jit ? "C host + tarantool libluajit.a h.lua (JIT on)"
+                : "C host + tarantool libluajit.a h.lua (JIT off)",
+            argv, NULL, SECS, &c);
+    unsetenv("LJ_HOST_JIT");
+}
+
+Test(luajit_ttfork, c_host_jit_off)
+{
+    host(false);
+}
+Test(luajit_ttfork, c_host_jit_on)
+{
+    host(true);
+}
