@@ -42,7 +42,8 @@ enum ss_snap_type {
     SS_SNAP_PROCEVENT = 10, /* a process forked, exec'd or exited (ss.h: ss_proc_event) */
     SS_SNAP_KSYMS = 11,     /* kernel symbols that name kernel frames from here on */
     SS_SNAP_LJDET = 12,     /* a file's LuaJIT detection result, as live computed it */
-    SS_SNAP_NTYPES = 13,
+    SS_SNAP_LJRT = 13,      /* a process's LuaJIT runtime: found, its layout, what failed */
+    SS_SNAP_NTYPES = 14,
     /* Reader events (never on disk). */
     SS_SNAP_CORRUPT = 0x100,   /* a damaged region was skipped */
     SS_SNAP_TRUNCATED = 0x101, /* the file ends inside a record: last event */
@@ -196,6 +197,24 @@ struct ss_snap_ljdet {
     struct ss_lj_elfinfo info;
 };
 
+/* ---- LuaJIT runtime: a LuaJIT module of process pid as live saw it when
+ * its state changed (found; layout chosen; turned off), for `info` and
+ * diagnostics; replay does not need it ---- */
+#define SS_SNAP_LJRT_VM 1u      /* a usable VM (else LuaJIT's API without one) */
+#define SS_SNAP_LJRT_LAYOUT 2u  /* a layout verified */
+#define SS_SNAP_LJRT_DERIVED 4u /* ... built from facts derived from the code */
+#define SS_SNAP_LJRT_OFF 8u     /* Lua walking turned off (layout text says why) */
+struct ss_snap_ljrt {
+    uint32_t pid;
+    uint32_t flags; /* SS_SNAP_LJRT_* */
+    uint8_t build_id_len;
+    uint8_t build_id[SS_SNAP_BUILD_ID_MAX];
+    uint64_t bias;
+    const char *path;   /* the mapped file */
+    const char *found;  /* ss_lj_found_text */
+    const char *layout; /* ss_lj_layout_text ("" without a VM) */
+};
+
 /* ---- trailer: totals written by ss_snap_close (optional) ---- */
 struct ss_snap_trailer {
     uint64_t end_real_ns, end_mono_ns;
@@ -233,6 +252,7 @@ struct ss_snap_record {
         struct ss_snap_debugfile debugfile;
         struct ss_snap_ksyms ksyms;
         struct ss_snap_ljdet ljdet;
+        struct ss_snap_ljrt ljrt;
         struct ss_proc_event procevent;
         struct ss_snap_corrupt corrupt;
         struct ss_snap_truncated truncated;
@@ -283,6 +303,7 @@ int ss_snap_write_ksyms(struct ss_snap_writer *w, const struct ss_snap_ksyms *k,
                         struct ss_err *err);
 int ss_snap_write_ljdet(struct ss_snap_writer *w, const struct ss_snap_ljdet *d,
                         struct ss_err *err);
+int ss_snap_write_ljrt(struct ss_snap_writer *w, const struct ss_snap_ljrt *x, struct ss_err *err);
 /* A process marker, where it came in the stream of samples. */
 int ss_snap_write_procevent(struct ss_snap_writer *w, const struct ss_proc_event *ev,
                             struct ss_err *err);

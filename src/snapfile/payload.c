@@ -130,6 +130,8 @@ int snap_decode_payload(struct snap_decoder *r, struct snap_slot *s, uint16_t ty
         return snap_dec_procevent(&c, &rec->procevent, why);
     case SS_SNAP_LJDET:
         return snap_dec_ljdet(&c, &rec->ljdet, why);
+    case SS_SNAP_LJRT:
+        return snap_dec_ljrt(&c, &rec->ljrt, why);
     }
     return -EBADMSG;
 }

@@ -573,6 +573,8 @@ const char *ss_snap_type_str(uint32_t type)
         return "procevent";
     case SS_SNAP_LJDET:
         return "luajit detection";
+    case SS_SNAP_LJRT:
+        return "luajit runtime";
     case SS_SNAP_CORRUPT:
         return "corrupt";
     case SS_SNAP_TRUNCATED:

@@ -14,6 +14,7 @@
  *  - layout facts from the code of the VM entries (derive.c). */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <gelf.h>
 #include <libelf.h>
 #include <string.h>
@@ -225,6 +226,10 @@ static void detect_elf(Elf *e, const char *path, struct ss_lj_elfinfo *info)
         Elf_Data *data = elf_getdata(eh, NULL);
         if (data && data->d_buf) scan_eh_frame(data->d_buf, data->d_size, ehsh.sh_addr, info);
     }
+    if (!info->vm_hi)
+        snprintf(info->derive_why, sizeof(info->derive_why), "%s",
+                 eh ? "no single VM FDE (\"zPR\" CIE, the VM's CFA rule) in .eh_frame"
+                    : "no .eh_frame");
     if (info->vm_hi) {
         if (calls_into(e, d.sym_pcall, info->vm_lo, info->vm_hi)) info->checks |= SS_LJ_CHECK_PCALL;
         if (calls_into(e, d.sym_call, info->vm_lo, info->vm_hi)) info->checks |= SS_LJ_CHECK_CALL;
@@ -234,7 +239,11 @@ static void detect_elf(Elf *e, const char *path, struct ss_lj_elfinfo *info)
         exit_handler(e, info);
         const uint64_t api[] = {d.sym_resume, d.sym_pcall, d.sym_call};
         const uint64_t apisz[] = {d.sz_resume, d.sz_pcall, d.sz_call};
-        if (info->vm_found) ss_lj_derive(e, info, api, apisz, 3);
+        if (info->vm_found)
+            ss_lj_derive(e, info, api, apisz, 3);
+        else
+            snprintf(info->derive_why, sizeof(info->derive_why),
+                     "no call from lua_pcall/lua_call/lua_resume into the VM FDE's range");
         Elf_Data *data = eh ? elf_getdata(eh, NULL) : NULL;
         if (info->vm_found && data && data->d_buf)
             ss_lj_stfn_code(e, info, data->d_buf, data->d_size, ehsh.sh_addr);
