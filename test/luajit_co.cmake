@@ -38,4 +38,5 @@ set_tests_properties(luajit_ttfork_build PROPERTIES FIXTURES_SETUP luajit_tt_bui
   LABELS luajit)
 ss_add_test(luajit_ttfork SOURCES ${LJC_DIR}/test_ttfork.c ${LJC_COMMON} LABELS luajit TIMEOUT 300)
 target_include_directories(luajit_ttfork PRIVATE ${LJC_DIR})
+add_dependencies(luajit_ttfork stacksnap_cli)
 set_tests_properties(luajit_ttfork PROPERTIES FIXTURES_REQUIRED luajit_tt_builds)

@@ -163,3 +163,90 @@ Test(luajit_ttfork, c_host_jit_on)
 {
     host(true);
 }
+
+/* Everything cmd writes to stdout and stderr, into buf (NUL-terminated). */
+static void run_out(const char *cmd, char *buf, size_t cap)
+{
+    FILE *p = popen(cmd, "r");
+    cr_assert(p, "cannot run %s", cmd);
+    size_t n = fread(buf, 1, cap - 1, p);
+    buf[n] = 0;
+    pclose(p);
+}
+
+/* `record -v` and `info` on the capture: where the runtime was found
+ * (file, build-id), what derivation made of it, the layout used. */
+static void verbose_case(const char *variant, const char *found, const char *found2,
+                         const char *layout)
+{
+    char bin[600], cmd[4096], snap[600], id[64] = "", want[1024];
+    static char out[1 << 16], info[1 << 16];
+    tt_bin(variant, bin, sizeof(bin));
+    snprintf(cmd, sizeof(cmd), "readelf -n %s | awk '/Build ID/ {print $3}'", bin);
+    run_out(cmd, id, sizeof(id));
+    id[strcspn(id, "\n")] = 0;
+    cr_assert(strlen(id) == 40, "%s: no build-id (%s)", bin, id);
+    snprintf(snap, sizeof(snap), "%s/ext/ttv-%s-%d.snap", SS_BINARY_DIR, variant, (int)getpid());
+    snprintf(cmd, sizeof(cmd), "%s/stacksnap record -v -d 2 -o %s -- %s %sw.lua 2>&1 >/dev/null",
+             SS_BINARY_DIR, snap, bin, DIR);
+    run_out(cmd, out, sizeof(out));
+    snprintf(cmd, sizeof(cmd), "%s/stacksnap info %s 2>&1", SS_BINARY_DIR, snap);
+    run_out(cmd, info, sizeof(info));
+    unlink(snap);
+    snprintf(want, sizeof(want), "LuaJIT runtime in %s (build-id %s, bias 0x", bin, id);
+    cr_expect(strstr(out, want), "record -v does not say '%s':\n%s", want, out);
+    cr_expect(strstr(info, want), "info does not say '%s':\n%s", want, info);
+    cr_expect(strstr(out, found), "record -v does not say '%s':\n%s", found, out);
+    cr_expect(strstr(info, found), "info does not say '%s':\n%s", found, info);
+    cr_expect(strstr(out, found2), "record -v does not say '%s':\n%s", found2, out);
+    cr_expect(strstr(info, found2), "info does not say '%s':\n%s", found2, info);
+    cr_expect(!strstr(out, "failed:"), "record -v reports a failed derivation:\n%s", out);
+    snprintf(want, sizeof(want), "LuaJIT in %s: %s", bin, layout);
+    cr_expect(strstr(out, want), "record -v does not say '%s':\n%s", want, out);
+    snprintf(want, sizeof(want), "%s: %s", bin, layout);
+    cr_expect(strstr(info, want), "info does not say '%s':\n%s", want, info);
+}
+
+Test(luajit_ttfork, record_v_and_info)
+{
+    /* (the VM's address range between the two parts) */
+    verbose_case(
+        "gc64-jit", "Tarantool's LuaJIT fork, GC64, JIT, VM 0x",
+        " (CFA rsp+96, confirmed by lua_pcall lua_call lua_resume); facts derived from the "
+        "code: VM entries (3), GC checks, exit handler, BC_JLOOP\n",
+        "layout tarantool-luajit-b52fe979-gc64 (derived from the code, equal to this table "
+        "row), GC64, JIT");
+    verbose_case(
+        "gc64-nojit", "Tarantool's LuaJIT fork, GC64, no JIT, VM 0x",
+        " (CFA rsp+96, confirmed by lua_pcall lua_call lua_resume); facts derived from the "
+        "code: VM entries (3), GC checks\n",
+        "layout tarantool-luajit-b52fe979-gc64-nojit (derived from the code, equal to this "
+        "table row), GC64, no JIT");
+}
+
+/* The same build without .eh_frame: LuaJIT's API is there, the VM's FDE
+ * is not; -v and info say so and why. */
+Test(luajit_ttfork, record_v_no_vm)
+{
+    char bin[600], cmd[4096], nov[700], snap[720], want[1024];
+    static char out[1 << 16], info[1 << 16];
+    tt_bin("gc64-jit", bin, sizeof(bin));
+    snprintf(nov, sizeof(nov), "%s/ext/tnt-noeh-%d", SS_BINARY_DIR, (int)getpid());
+    snprintf(cmd, sizeof(cmd),
+             "objcopy --remove-section=.eh_frame --remove-section=.eh_frame_hdr %s %s", bin, nov);
+    cr_assert_eq(system(cmd), 0, "%s failed", cmd);
+    snprintf(snap, sizeof(snap), "%s.snap", nov);
+    snprintf(cmd, sizeof(cmd), "%s/stacksnap record -v -d 1 -o %s -- %s %sw.lua 2>&1 >/dev/null",
+             SS_BINARY_DIR, snap, nov, DIR);
+    run_out(cmd, out, sizeof(out));
+    snprintf(cmd, sizeof(cmd), "%s/stacksnap info %s 2>&1", SS_BINARY_DIR, snap);
+    run_out(cmd, info, sizeof(info));
+    unlink(snap);
+    unlink(nov);
+    snprintf(want, sizeof(want), "LuaJIT's API but no usable VM in %s (build-id ", nov);
+    cr_expect(strstr(out, want), "record -v does not say '%s':\n%s", want, out);
+    cr_expect(strstr(info, want), "info does not say '%s':\n%s", want, info);
+    const char *why = "Tarantool's LuaJIT fork, GC64; VM not found: no .eh_frame";
+    cr_expect(strstr(out, why), "record -v does not say '%s':\n%s", why, out);
+    cr_expect(strstr(info, why), "info does not say '%s':\n%s", why, info);
+}

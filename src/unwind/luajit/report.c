@@ -21,6 +21,13 @@ size_t ss_lj_found_text(const struct ss_lj_elfinfo *in, char *buf, size_t cap)
                        : in->hints & SS_LJ_HINT_TARANTOOL ? ", Tarantool"
                        : in->hints & SS_LJ_HINT_EXDATA    ? ", OpenResty luajit2"
                                                           : "";
+    if (!in->vm_found) {
+        int n = snprintf(buf, cap, "%s%s, %s; VM not found: %s",
+                         in->version[0] ? in->version : "unknown version", kind,
+                         in->gc64 ? "GC64" : "non-GC64",
+                         in->derive_why[0] ? in->derive_why : "no reason recorded");
+        return n < 0 ? 0 : (size_t)n < cap ? (size_t)n : cap ? cap - 1 : 0;
+    }
     int n =
         snprintf(buf, cap,
                  "%s%s, %s, %s, VM 0x%llx-0x%llx (CFA rsp+%u, confirmed by%s%s%s); "
