@@ -250,3 +250,50 @@ Test(luajit_ttfork, record_v_no_vm)
     cr_expect(strstr(out, why), "record -v does not say '%s':\n%s", why, out);
     cr_expect(strstr(info, why), "info does not say '%s':\n%s", why, info);
 }
+
+/* VM-state pseudo frames on the fork (LJ_VMST_LFUNC, FFUNC, CFUNC after
+ * INTERP; GC is -5 there): allocation shows [GC], C functions called from
+ * Lua show no state (before: "[trace exit]" above every os.clock on the
+ * stripped builds that read G->vmstate from the sample), never a JIT
+ * state with the JIT off. */
+struct states {
+    unsigned samples, gc, wrong, clock;
+};
+static void on_states(void *ctx, const struct ss_stack *st, const char *folded)
+{
+    (void)st;
+    struct states *s = ctx;
+    s->samples++;
+    if (strstr(folded, "[GC]")) s->gc++;
+    if (strstr(folded, "[trace exit]") || strstr(folded, "[JIT compiler]")) s->wrong++;
+    if (strstr(folded, "os.clock ([builtin]:0)")) s->clock++;
+}
+
+static void states(const char *variant)
+{
+    char bin[600], msg[256];
+    tt_bin(variant, bin, sizeof(bin));
+    struct states s = {0};
+    struct ljr_stats st;
+    char *argv[] = {bin, "-joff", DIR "tt_states.lua", NULL};
+    int rc = ljr_run(argv, NULL, 300, 499, SECS, on_states, &s, &st, msg, sizeof(msg));
+    cr_assert_eq(rc, 0, "%s: recording failed: %s", variant, msg);
+    cr_log_info("tarantool luajit %s tt_states.lua: %u samples, %u [GC], %u in os.clock, %u with a "
+                "JIT state",
+                variant, s.samples, s.gc, s.clock, s.wrong);
+    cr_expect(s.samples >= 100, "%s: only %u samples", variant, s.samples);
+    cr_expect(s.gc * 20 >= s.samples, "%s: only %u of %u samples show [GC]", variant, s.gc,
+              s.samples);
+    cr_expect(s.clock * 20 >= s.samples, "%s: only %u of %u samples in os.clock", variant, s.clock,
+              s.samples);
+    cr_expect_eq(s.wrong, 0u, "%s: %u samples with the JIT off show a JIT state", variant, s.wrong);
+}
+
+Test(luajit_ttfork, vm_states_gc64_nojit)
+{
+    states("gc64-nojit");
+}
+Test(luajit_ttfork, vm_states_nogc64_jit)
+{
+    states("nogc64-jit");
+}

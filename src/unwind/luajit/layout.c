@@ -222,11 +222,13 @@ const struct lj_layout ss_lj_layouts[] = {
      * bloom filters and hit/miss counters; vmstate sits after uvhead,
      * mem_L between cur_L and jit_base, sysprof's top_frame_info at the
      * end; GCstr has no sid (len +16/+12); the cframe is 96 bytes with
-     * SAVE_CFRAME at +48 (SAVE_VMSTATE at +32, vm_x64.dasc/vm_x86.dasc). */
+     * SAVE_CFRAME at +48 (SAVE_VMSTATE at +32, vm_x64.dasc/vm_x86.dasc);
+     * VM states LFUNC, FFUNC, CFUNC after INTERP (lj_obj.h). */
     {.name = "tarantool-luajit-b52fe979-gc64",
      SNAP_MCOFS,
      GC64_COMMON,
      .hints_req = SS_LJ_HINT_MISC,
+     .vmst_shift = 2,
      CFRAME_96,
      .sizeof_L = 96,
      .G_vmstate = 440,
@@ -248,6 +250,7 @@ const struct lj_layout ss_lj_layouts[] = {
      SNAP_MCOFS,
      GC64_COMMON,
      .hints_req = SS_LJ_HINT_MISC,
+     .vmst_shift = 2,
      .nojit = true,
      CFRAME_96,
      .sizeof_L = 96,
@@ -267,6 +270,7 @@ const struct lj_layout ss_lj_layouts[] = {
      SNAP_MCOFS,
      NOGC64_COMMON,
      .hints_req = SS_LJ_HINT_MISC,
+     .vmst_shift = 2,
      CFRAME_96,
      .sizeof_L = 64,
      .G_vmstate = 352,
@@ -288,6 +292,7 @@ const struct lj_layout ss_lj_layouts[] = {
      SNAP_MCOFS,
      NOGC64_COMMON,
      .hints_req = SS_LJ_HINT_MISC,
+     .vmst_shift = 2,
      .nojit = true,
      CFRAME_96,
      .sizeof_L = 64,

@@ -54,6 +54,9 @@ struct lj_layout {
     /* x86-64: bytes JLOOP/JFUNC push below the cframe before entering a
      * trace (r12, r13); trace rsp = cframe - trace_sp_bias - spadjust */
     uint32_t trace_sp_bias;
+    /* LJ_VMST_* states inserted after INTERP: 2 in Tarantool's fork (LFUNC,
+     * FFUNC, CFUNC replace C; GC is 4 there, not 2), 0 upstream */
+    uint8_t vmst_shift;
     /* fast-function names, index = ffid - 2 */
     const char *const *ff;
     const unsigned *nff;
