@@ -297,3 +297,68 @@ Test(luajit_ttfork, vm_states_nogc64_jit)
 {
     states("nogc64-jit");
 }
+
+/* Short calls (test/cli/short.lua, the shape of request handlers: leaves
+ * of ~1, 5 and 20 us under handler): every sample in spin shows the whole
+ * chain with the caller's line, the JIT off and on. */
+struct shortc {
+    unsigned samples, judged, exact, by[3];
+    char bad[2048];
+};
+static void on_short(void *ctx, const struct ss_stack *st, const char *folded)
+{
+    struct shortc *c = ctx;
+    c->samples++;
+    char lua[4096];
+    ljr_lua_only(st, lua, sizeof(lua));
+    const char *leaf = strrchr(lua, ';');
+    if (!leaf || strncmp(leaf + 1, "spin (", 6)) return;
+    c->judged++;
+    const char *S = SS_SOURCE_DIR "/test/cli/short.lua";
+    static const char *const callee[3] = {"parse", "route", "render"};
+    for (unsigned k = 0; k < 3; k++)
+        for (unsigned line = 8; line <= 11; line++) {
+            char want[2048];
+            snprintf(want, sizeof(want),
+                     "main (%s:36);run (%s:30);recurse (%s:23);handler (%s:17);%s (%s:%u);"
+                     "spin (%s:%u)",
+                     S, S, S, S, callee[k], S, 14 + k, S, line);
+            if (strcmp(lua, want)) continue;
+            c->exact++;
+            c->by[k]++;
+            return;
+        }
+    if (!c->bad[0]) snprintf(c->bad, sizeof(c->bad), "%.2000s", folded);
+}
+
+static void short_calls(const char *variant, bool jit)
+{
+    char bin[600], msg[256];
+    tt_bin(variant, bin, sizeof(bin));
+    static struct shortc c;
+    memset(&c, 0, sizeof(c));
+    struct ljr_stats st;
+    char *argv[] = {bin, jit ? SS_SOURCE_DIR "/test/cli/short.lua" : "-joff",
+                    SS_SOURCE_DIR "/test/cli/short.lua", "600", NULL};
+    if (jit) argv[1] = argv[2], argv[2] = argv[3], argv[3] = NULL;
+    int rc = ljr_run(argv, NULL, 300, 499, SECS, on_short, &c, &st, msg, sizeof(msg));
+    cr_assert_eq(rc, 0, "%s: recording failed: %s", variant, msg);
+    cr_log_info("tarantool luajit %s short.lua (JIT %s): %u samples, %u in spin, %u exact "
+                "(parse %u, route %u, render %u); layout %s",
+                variant, jit ? "on" : "off", c.samples, c.judged, c.exact, c.by[0], c.by[1],
+                c.by[2], st.layout);
+    cr_expect(c.judged >= 100, "%s: only %u samples in spin of %u", variant, c.judged, c.samples);
+    cr_expect(c.exact * 100 >= c.judged * 99,
+              "%s: %u of %u samples in spin exact; first wrong:\n%s", variant, c.exact, c.judged,
+              c.bad);
+    cr_expect(c.by[1] && c.by[2], "%s: route %u, render %u samples", variant, c.by[1], c.by[2]);
+}
+
+Test(luajit_ttfork, short_calls_jit_off)
+{
+    short_calls("gc64-jit", false);
+}
+Test(luajit_ttfork, short_calls_jit_on)
+{
+    short_calls("gc64-jit", true);
+}
