@@ -9,7 +9,8 @@
 # VARIANT: gc64-jit gc64-nojit nogc64-jit. `luajit` is static and
 # unstripped (tests copy and strip it); libluajit.a + include/ are for the
 # C host (lj_host.c linked against the fork). A variant is rebuilt only when
-# its binary is missing. Needs cmake, a C compiler. ~1 min per variant.
+# its binary is missing. Needs cmake, git (the fork's CMake requires it for
+# its version) and a C compiler. ~1 min per variant.
 set -euo pipefail
 dest=$(mkdir -p "${1:-${SS_CACHE:-/var/cache/stacksnap}/luajit}" && cd "${1:-${SS_CACHE:-/var/cache/stacksnap}/luajit}" && pwd)
 tarball=${TTLJ_TARBALL:-/work/shared/tarantool-luajit/tarantool-luajit-b52fe979.tar.gz}
