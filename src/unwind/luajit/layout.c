@@ -22,6 +22,8 @@
  *    (older tree: GCstr has no sid, global_State starts with strhash);
  *  - the same Debian tree with -DLUAJIT_DISABLE_JIT (GC64 and not): offsetof()
  *    on the tree the build matrix builds (test/luajit/build-luajit.sh);
+ *  - Tarantool's LuaJIT fork b52fe979 (2024-10), four builds: offsetof() on
+ *    its tree (test/luajit/build-ttlj.sh; luajit_derive checks every fact);
  *  - upstream v2.1 GC64 (2023+): from the reference notes only (not verified
  *    here, the self-checks decide).
  * Opcode numbers (CALL=66, GGET=54, ...) are identical in all of these and
