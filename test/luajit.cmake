@@ -17,4 +17,4 @@ add_dependencies(luajit_host lj_host)
 # Debian 13's source (needs the builds: luajit_builds fixture).
 ss_add_test(luajit_derive SOURCES ${LJT_DIR}/test_derive.c ${LJT_DIR}/ljtest.c LABELS luajit TIMEOUT 300)
 target_include_directories(luajit_derive PRIVATE ${LJT_DIR})
-set_tests_properties(luajit_derive PROPERTIES FIXTURES_REQUIRED luajit_builds)
+set_tests_properties(luajit_derive PROPERTIES FIXTURES_REQUIRED "luajit_builds;luajit_tt_builds")

@@ -31,3 +31,12 @@ set_tests_properties(luajit_trixie_setup PROPERTIES FIXTURES_SETUP luajit_builds
 ss_add_test(luajit_stripped SOURCES ${LJC_DIR}/test_stripped.c ${LJC_COMMON} LABELS luajit TIMEOUT 300)
 target_include_directories(luajit_stripped PRIVATE ${LJC_DIR})
 set_tests_properties(luajit_stripped PROPERTIES FIXTURES_REQUIRED luajit_builds)
+# Tarantool's LuaJIT fork (issue 34): built three ways by build-ttlj.sh into
+# ${SS_CACHE:-/var/cache/stacksnap}/luajit (once), recorded stripped.
+add_test(NAME luajit_ttfork_build COMMAND ${LJC_DIR}/build-ttlj.sh)
+set_tests_properties(luajit_ttfork_build PROPERTIES FIXTURES_SETUP luajit_tt_builds TIMEOUT 900
+  LABELS luajit)
+ss_add_test(luajit_ttfork SOURCES ${LJC_DIR}/test_ttfork.c ${LJC_COMMON} LABELS luajit TIMEOUT 300)
+target_include_directories(luajit_ttfork PRIVATE ${LJC_DIR})
+add_dependencies(luajit_ttfork stacksnap_cli)
+set_tests_properties(luajit_ttfork PROPERTIES FIXTURES_REQUIRED luajit_tt_builds)

@@ -48,7 +48,8 @@ enum ss_snap_type {
     SS_SNAP_LJDET = 12,     /* a file's LuaJIT detection result, as live computed it */
     SS_SNAP_FRAMES = 13,    /* --no-stack-bytes: frames that stack records refer to by id */
     SS_SNAP_STACK = 14,     /* --no-stack-bytes: one sample's unwound stack (no target memory) */
-    SS_SNAP_NTYPES = 15,
+    SS_SNAP_LJRT = 15,      /* a process's LuaJIT runtime: found, its layout, what failed */
+    SS_SNAP_NTYPES = 16,
     /* Reader events (never on disk). */
     SS_SNAP_CORRUPT = 0x100,   /* a damaged region was skipped */
     SS_SNAP_TRUNCATED = 0x101, /* the file ends inside a record: last event */
@@ -205,7 +206,7 @@ struct ss_snap_ljdet {
     struct ss_lj_elfinfo info;
 };
 
-/* ---- --no-stack-bytes: frames and stacks (snapfile/frames.c) ----
+/* ---- --no-stack-bytes: frames and stacks (snapfile/stackrec.c) ----
  * A frames record defines frame ids first..first+n-1 (a deduplicated table:
  * each distinct frame once per capture); a stack record is one sample's
  * walked stack with its frames by id. */
@@ -216,6 +217,24 @@ struct ss_snap_stack {
     struct ss_stack st; /* st.frames and st.comm point into / are reader memory */
     uint64_t seq;       /* writer's sample number, from 0 */
     uint32_t flags;     /* the sample's SS_SAMPLE_* flags */
+};
+
+/* ---- LuaJIT runtime: a LuaJIT module of process pid as live saw it when
+ * its state changed (found; layout chosen; turned off), for `info` and
+ * diagnostics; replay does not need it ---- */
+#define SS_SNAP_LJRT_VM 1u      /* a usable VM (else LuaJIT's API without one) */
+#define SS_SNAP_LJRT_LAYOUT 2u  /* a layout verified */
+#define SS_SNAP_LJRT_DERIVED 4u /* ... built from facts derived from the code */
+#define SS_SNAP_LJRT_OFF 8u     /* Lua walking turned off (layout text says why) */
+struct ss_snap_ljrt {
+    uint32_t pid;
+    uint32_t flags; /* SS_SNAP_LJRT_* */
+    uint8_t build_id_len;
+    uint8_t build_id[SS_SNAP_BUILD_ID_MAX];
+    uint64_t bias;
+    const char *path;   /* the mapped file */
+    const char *found;  /* ss_lj_found_text */
+    const char *layout; /* ss_lj_layout_text ("" without a VM) */
 };
 
 /* ---- trailer: totals written by ss_snap_close (optional) ---- */
@@ -255,6 +274,7 @@ struct ss_snap_record {
         struct ss_snap_debugfile debugfile;
         struct ss_snap_ksyms ksyms;
         struct ss_snap_ljdet ljdet;
+        struct ss_snap_ljrt ljrt;
         struct ss_proc_event procevent;
         struct ss_snap_frames frames;
         struct ss_snap_stack stack;
@@ -315,6 +335,7 @@ int ss_snap_write_ksyms(struct ss_snap_writer *w, const struct ss_snap_ksyms *k,
                         struct ss_err *err);
 int ss_snap_write_ljdet(struct ss_snap_writer *w, const struct ss_snap_ljdet *d,
                         struct ss_err *err);
+int ss_snap_write_ljrt(struct ss_snap_writer *w, const struct ss_snap_ljrt *x, struct ss_err *err);
 /* A process marker, where it came in the stream of samples. */
 int ss_snap_write_procevent(struct ss_snap_writer *w, const struct ss_proc_event *ev,
                             struct ss_err *err);

@@ -42,6 +42,7 @@ struct ss_mem;
 #define SS_LJ_HINT_EXDATA 0x1u    /* exports lua_setexdata: OpenResty luajit2 */
 #define SS_LJ_HINT_STRBUF 0x2u    /* exports luaopen_string_buffer: 2.1 >= 2021 */
 #define SS_LJ_HINT_TARANTOOL 0x4u /* exports luaL_register_module etc. */
+#define SS_LJ_HINT_MISC 0x8u      /* exports luaM_metrics: Tarantool's LuaJIT fork (>= 2.7) */
 
 #define SS_LJ_CHECK_PCALL 0x1u  /* lua_pcall calls into the VM range */
 #define SS_LJ_CHECK_CALL 0x2u   /* lua_call calls into the VM range */
@@ -90,13 +91,17 @@ struct ss_lj_elfinfo {
     uint64_t exit_lo;   /* the handler's first instruction */
     uint64_t exit_body; /* first instruction after its `sub rsp, 128` (0: not found) */
     struct ss_lj_derived derived;
+    /* The first derivation step that failed and why ("" when every group
+     * the build has was derived; a build without the JIT has no exit
+     * handler, BC_JLOOP: not a failure). For diagnostics. */
+    char derive_why[96];
 };
 
 /* The version of what detection and derivation compute for a file: bumped
  * whenever a change makes them give some file another ss_lj_elfinfo, so a
  * result recorded in a capture (docs/capture-format.md, record type 12) by
  * another version is computed again, not used. */
-#define SS_LJ_DETECT_VERSION 1
+#define SS_LJ_DETECT_VERSION 2
 /* Whether info could be what detection gives (the bounds derive.c checks
  * its facts against, counts and strings in range): for results read from a
  * capture, which is untrusted input. */
@@ -127,6 +132,13 @@ const char *ss_lj_runtime_layout(const struct ss_lj_runtime *rt);
 bool ss_lj_runtime_layout_derived(const struct ss_lj_runtime *rt);
 /* The one diagnostic for this runtime ("" when all is well). */
 const char *ss_lj_runtime_diag(const struct ss_lj_runtime *rt);
+/* Diagnostics as one line of text (report.c; record -v, info): what
+ * detection and derivation found in the file (version, GC64, JIT, VM
+ * range, the derived fact groups, the first step that failed and why);
+ * the layout in use (table row or derived, GC64, JIT) or why none is.
+ * Return the length written (truncated to cap - 1). */
+size_t ss_lj_found_text(const struct ss_lj_elfinfo *info, char *buf, size_t cap);
+size_t ss_lj_layout_text(const struct ss_lj_runtime *rt, char *buf, size_t cap);
 
 struct ss_lj_stats {
     uint64_t walks, frames, rounds, bad_walks;

@@ -224,6 +224,30 @@ int ss_unwinder_add_ksym(struct ss_unwinder *u, const struct ss_ksym *s);
 void ss_unwinder_take_ksyms(struct ss_unwinder *u, void (*fn)(void *ctx, const struct ss_ksym *s),
                             void *ctx);
 
+/* LuaJIT diagnostics per process (record -v, the capture's LuaJIT runtime
+ * records): fn for each LuaJIT module of pid whose state changed since the
+ * last call, without a rescan. news: SS_LJS_FOUND (the runtime was found,
+ * or a file with LuaJIT's API but no usable VM: rt NULL, info says why),
+ * SS_LJS_LAYOUT (its layout was chosen), SS_LJS_DIAG (it was turned off,
+ * ss_lj_runtime_diag says why). Texts: ss_lj_found_text, ss_lj_layout_text
+ * (ss_lj_luajit.h). */
+#define SS_LJS_FOUND 1u
+#define SS_LJS_LAYOUT 2u
+#define SS_LJS_DIAG 4u
+struct ss_lj_runtime;
+struct ss_lj_elfinfo;
+struct ss_lj_status {
+    const char *path; /* the mapped file */
+    const uint8_t *build_id;
+    unsigned build_id_len;
+    uint64_t bias;
+    const struct ss_lj_runtime *rt;   /* NULL: no usable VM in the file */
+    const struct ss_lj_elfinfo *info; /* detection and derivation's result */
+    unsigned news;                    /* SS_LJS_* */
+};
+typedef void (*ss_lj_status_fn)(void *ctx, uint32_t pid, const struct ss_lj_status *st);
+void ss_unwinder_lj_news(struct ss_unwinder *u, uint32_t pid, ss_lj_status_fn fn, void *ctx);
+
 /* LuaJIT detection results u's cache holds from index from on
  * (ss_lj_detcache_each): what a capture records before a sample. */
 size_t ss_unwinder_lj_detections(struct ss_unwinder *u, size_t from, ss_lj_det_fn fn, void *ctx);

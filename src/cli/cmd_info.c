@@ -52,6 +52,19 @@ static void print_process(const struct ss_snap_process *p)
            p->pid, p->comm, p->exe, p->reason < 3 ? why[p->reason] : "?", p->nmaps, files, with_id);
 }
 
+/* A LuaJIT module of a process as live saw it (record type 13): found,
+ * where, what detection and derivation made of it, the layout. */
+static void print_ljrt(const struct ss_snap_ljrt *x)
+{
+    char id[48] = "none";
+    for (unsigned i = 0; i < x->build_id_len && i < 20; i++)
+        snprintf(id + 2 * i, sizeof(id) - 2 * i, "%02x", x->build_id[i]);
+    printf("luajit       pid %u: %s in %s (build-id %s, bias 0x%" PRIx64 "): %s\n", x->pid,
+           x->flags & SS_SNAP_LJRT_VM ? "LuaJIT runtime" : "LuaJIT's API but no usable VM", x->path,
+           id, x->bias, x->found);
+    if (x->layout[0]) printf("luajit       pid %u: %s: %s\n", x->pid, x->path, x->layout);
+}
+
 static void print_counters(const struct ss_snap_counters *k)
 {
     for (uint32_t i = 0; i < k->n; i++)
@@ -128,6 +141,9 @@ int ss_cmd_info(const struct ss_cli *c)
         }
         case SS_SNAP_COUNTERS:
             print_counters(&rec.counters);
+            break;
+        case SS_SNAP_LJRT:
+            print_ljrt(&rec.ljrt);
             break;
         case SS_SNAP_CORRUPT:
         case SS_SNAP_TRUNCATED:

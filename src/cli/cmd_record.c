@@ -22,6 +22,7 @@
 #include "snapfile/snapout.h"
 #include "stacksnap/capture.h"
 #include "stacksnap/snapfile.h"
+#include "stacksnap/ss_lj_luajit.h"
 #include "stacksnap/unwind.h"
 #include "util/caps.h"
 
@@ -51,6 +52,31 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/* A LuaJIT module of a process changed state (found, layout chosen, turned
+ * off): -v says so, the capture records it (info shows it). */
+static void on_lj(void *ctx, uint32_t pid, const struct ss_lj_status *st)
+{
+    struct rec *r = ctx;
+    char found[512], lay[512], id[48] = "none";
+    ss_lj_found_text(st->info, found, sizeof(found));
+    if (st->rt) ss_lj_layout_text(st->rt, lay, sizeof(lay));
+    for (unsigned i = 0; i < st->build_id_len && i < 20; i++)
+        snprintf(id + 2 * i, sizeof(id) - 2 * i, "%02x", st->build_id[i]);
+    if (r->c->verbose) {
+        if (st->news & SS_LJS_FOUND)
+            fprintf(stderr, "stacksnap: pid %u: %s in %s (build-id %s, bias 0x%llx): %s\n", pid,
+                    st->rt ? "LuaJIT runtime" : "LuaJIT's API but no usable VM", st->path, id,
+                    (unsigned long long)st->bias, found);
+        if (st->rt && (st->news & (SS_LJS_LAYOUT | SS_LJS_DIAG)))
+            fprintf(stderr, "stacksnap: pid %u: LuaJIT in %s: %s\n", pid, st->path, lay);
+    }
+    struct ss_err err = {0};
+    if (r->snap && ss_snapout_ljrt(r->snap, pid, st, &err) < 0) {
+        fprintf(stderr, "stacksnap: %s\n", err.msg);
+        r->failed = 1;
+    }
+}
+
 static void on_sample(void *ctx, const struct ss_sample *s)
 {
     struct rec *r = ctx;
@@ -68,6 +94,7 @@ static void on_sample(void *ctx, const struct ss_sample *s)
         fprintf(stderr, "stacksnap: %s\n", err.msg);
         r->failed = 1;
     }
+    ss_unwinder_lj_news(r->u, s->pid, on_lj, r);
     if (ss_outputs_add(&r->out, &st) < 0) r->failed = 1;
     if (r->view) ss_topview_add(r->view, &st);
     struct ss_win_plan plan; /* a LuaJIT runtime verified: its windows from now on */

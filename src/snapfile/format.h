@@ -195,6 +195,8 @@ int snap_dec_ksyms(struct snap_cur *c, struct snap_arrays *a, struct ss_snap_ksy
                    const char **why);
 void snap_enc_ljdet(struct snap_buf *b, const struct ss_snap_ljdet *x);
 int snap_dec_ljdet(struct snap_cur *c, struct ss_snap_ljdet *x, const char **why);
+void snap_enc_ljrt(struct snap_buf *b, const struct ss_snap_ljrt *x);
+int snap_dec_ljrt(struct snap_cur *c, struct ss_snap_ljrt *x, const char **why);
 /* Only when the sample has a kernel stack or a weight: nothing otherwise. */
 void snap_enc_sample_tail(struct snap_buf *b, const struct ss_sample *s);
 /* Whatever follows the windows (nothing: none); x->s.kernel -> x->kips. */

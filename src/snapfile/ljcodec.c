@@ -9,7 +9,8 @@
  * u64 exit_body, then the derived facts: u32 have, i32 g2disp, i32 g2j,
  * u32 L_glref, L_base, L_top, L_cframe, L_status, G_vmstate, G_cur_L,
  * G_jit_base, G_gc_total, J_trace, T_mcode, cf_size, cf_L, cf_pc, cf_prev,
- * cf_nres, nentries. Another detver's fields are not decoded. */
+ * cf_nres, nentries; since detver 2, str derive_why (the first detection or
+ * derivation step that failed). Another detver's fields are not decoded. */
 #include <errno.h>
 
 #include "snapfile/format.h"
@@ -57,6 +58,43 @@ void snap_enc_ljdet(struct snap_buf *b, const struct ss_snap_ljdet *x)
     snap_put_u32(b, (uint32_t)d.g2j);
     for (unsigned i = 0; i < NDERIVED; i++)
         snap_put_u32(b, *derived_field(&d, i));
+    snap_put_strn(b, in->derive_why, sizeof(in->derive_why) - 1);
+}
+
+/* ---- LuaJIT runtime (13): u32 pid, u32 flags, bid build_id, u64 bias,
+ * str path, str found, str layout ---- */
+void snap_enc_ljrt(struct snap_buf *b, const struct ss_snap_ljrt *x)
+{
+    snap_put_u32(b, x->pid);
+    snap_put_u32(b, x->flags);
+    snap_put_u8(b, x->build_id_len);
+    snap_put(b, x->build_id, x->build_id_len);
+    snap_put_u64(b, x->bias);
+    snap_put_str(b, x->path ? x->path : "");
+    snap_put_str(b, x->found ? x->found : "");
+    snap_put_str(b, x->layout ? x->layout : "");
+}
+
+int snap_dec_ljrt(struct snap_cur *c, struct ss_snap_ljrt *x, const char **why)
+{
+    memset(x, 0, sizeof(*x));
+    x->pid = snap_get_u32(c);
+    x->flags = snap_get_u32(c);
+    x->build_id_len = snap_get_u8(c);
+    const uint8_t *id = x->build_id_len <= SS_SNAP_BUILD_ID_MAX && x->build_id_len
+                            ? snap_get(c, x->build_id_len)
+                            : NULL;
+    if (id) memcpy(x->build_id, id, x->build_id_len);
+    if (x->build_id_len > SS_SNAP_BUILD_ID_MAX) c->bad = true;
+    x->bias = snap_get_u64(c);
+    x->path = snap_get_str(c);
+    x->found = snap_get_str(c);
+    x->layout = snap_get_str(c);
+    if (c->bad || (x->flags & ~15u)) {
+        *why = "LuaJIT runtime record: bad fields";
+        return -EBADMSG;
+    }
+    return 0;
 }
 
 int snap_dec_ljdet(struct snap_cur *c, struct ss_snap_ljdet *x, const char **why)
@@ -101,6 +139,7 @@ int snap_dec_ljdet(struct snap_cur *c, struct ss_snap_ljdet *x, const char **why
     d->g2j = (int32_t)snap_get_u32(c);
     for (unsigned i = 0; i < NDERIVED; i++)
         *derived_field(d, i) = snap_get_u32(c);
+    snap_get_str_into(c, in->derive_why, sizeof(in->derive_why));
     if (c->bad || (bits & ~7u)) {
         *why = "LuaJIT detection record: bad fields";
         return -EBADMSG;

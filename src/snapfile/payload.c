@@ -135,6 +135,8 @@ int snap_decode_payload(struct snap_decoder *r, struct snap_slot *s, uint16_t ty
         return r->ftab ? snap_dec_frames(&c, r->ftab, r->off, &rec->frames, why) : -ENOMEM;
     case SS_SNAP_STACK:
         return r->ftab ? snap_dec_stack(&c, r->ftab, &s->arr, &rec->stack, why) : -ENOMEM;
+    case SS_SNAP_LJRT:
+        return snap_dec_ljrt(&c, &rec->ljrt, why);
     }
     return -EBADMSG;
 }

@@ -287,7 +287,7 @@ static int read_record(struct ss_snap_reader *r, struct snap_slot *s)
             return corrupt(r, s, x, size, "payload checksum mismatch");
         /* frames and stacks before version 5 are unknown types, as they were */
         if (type == 0 || type >= SS_SNAP_NTYPES || (flags & ~SNAP_RF_KNOWN) ||
-            (type >= SS_SNAP_FRAMES && r->version < 5)) {
+            ((type == SS_SNAP_FRAMES || type == SS_SNAP_STACK) && r->version < 5)) {
             r->st.unknown++;
             r->st.file_bytes = r->pos;
             continue;
@@ -587,6 +587,8 @@ const char *ss_snap_type_str(uint32_t type)
         return "frames";
     case SS_SNAP_STACK:
         return "stack";
+    case SS_SNAP_LJRT:
+        return "luajit runtime";
     case SS_SNAP_CORRUPT:
         return "corrupt";
     case SS_SNAP_TRUNCATED:

@@ -14,6 +14,8 @@
 #include "elf/elf.h"
 #include "process/process.h"
 #include "stacksnap/snapfile.h"
+#include "stacksnap/ss_lj_luajit.h"
+#include "stacksnap/unwind.h"
 #include "stacksnap/version.h"
 #include "util/safeopen.h"
 
@@ -195,6 +197,32 @@ static void bundle_debug(struct ss_snapout *so, const struct ss_snap_mapping *m,
         warn(so, d->path, err.msg);
     ss_elf_put(e);
     ss_elf_cache_gc(so->elfs);
+}
+
+int ss_snapout_ljrt(struct ss_snapout *so, uint32_t pid, const struct ss_lj_status *st,
+                    struct ss_err *err)
+{
+    char found[512], lay[512] = "";
+    ss_lj_found_text(st->info, found, sizeof(found));
+    uint32_t flags = 0;
+    if (st->rt) {
+        ss_lj_layout_text(st->rt, lay, sizeof(lay));
+        flags |= SS_SNAP_LJRT_VM;
+        if (ss_lj_runtime_layout(st->rt)) flags |= SS_SNAP_LJRT_LAYOUT;
+        if (ss_lj_runtime_layout_derived(st->rt)) flags |= SS_SNAP_LJRT_DERIVED;
+        if (ss_lj_runtime_diag(st->rt)[0]) flags |= SS_SNAP_LJRT_OFF;
+    }
+    struct ss_snap_ljrt x = {.pid = pid,
+                             .flags = flags,
+                             .bias = st->bias,
+                             .path = st->path,
+                             .found = found,
+                             .layout = lay};
+    if (st->build_id_len && st->build_id_len <= sizeof(x.build_id)) {
+        x.build_id_len = (uint8_t)st->build_id_len;
+        memcpy(x.build_id, st->build_id, st->build_id_len);
+    }
+    return ss_snap_write_ljrt(so->w, &x, err);
 }
 
 int ss_snapout_debugfile(struct ss_snapout *so, const uint8_t *id, size_t len, const char *path,

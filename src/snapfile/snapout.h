@@ -45,6 +45,11 @@ int ss_snapout_walked(struct ss_snapout *so, struct ss_unwinder *u, const struct
  * with bundle after a bundle of the file. */
 int ss_snapout_debugfile(struct ss_snapout *so, const uint8_t *id, size_t len, const char *path,
                          uint64_t time_ns, struct ss_err *err);
+/* A LuaJIT module of pid changed state (ss_unwinder_lj_news): its LuaJIT
+ * runtime record (info shows it). */
+struct ss_lj_status;
+int ss_snapout_ljrt(struct ss_snapout *so, uint32_t pid, const struct ss_lj_status *st,
+                    struct ss_err *err);
 /* A process marker, after the unwinder saw it (ss_unwinder_proc_event):
  * written when the capture holds the process (replay then drops its view
  * where live did); the process's next sample writes a new process record. */

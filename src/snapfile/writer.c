@@ -370,6 +370,13 @@ int ss_snap_write_ljdet(struct ss_snap_writer *w, const struct ss_snap_ljdet *d,
     return emit_pay(w, SS_SNAP_LJDET, SNAP_Z_NONE, err);
 }
 
+int ss_snap_write_ljrt(struct ss_snap_writer *w, const struct ss_snap_ljrt *x, struct ss_err *err)
+{
+    w->pay.len = 0;
+    snap_enc_ljrt(&w->pay, x);
+    return emit_pay(w, SS_SNAP_LJRT, SNAP_Z_NONE, err);
+}
+
 int ss_snap_write_procevent(struct ss_snap_writer *w, const struct ss_proc_event *ev,
                             struct ss_err *err)
 {

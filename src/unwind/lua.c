@@ -53,10 +53,24 @@ struct ss_lua_detect {
     unsigned npark;
 };
 
+#define LRT_PATH 192
 struct lrt {
     const struct ss_elf *elf;
     int64_t bias;
     struct ss_lj_runtime *rt;
+    char path[LRT_PATH]; /* the mapped file, for diagnostics */
+    unsigned said;       /* SS_LJS_* reported by ss_unwinder_lj_news */
+};
+
+/* A file with LuaJIT's API but no usable VM (detection's verdict), for
+ * diagnostics. */
+#define MAX_NOVM 4
+struct novm {
+    const struct ss_elf *elf;
+    int64_t bias;
+    char path[LRT_PATH];
+    struct ss_lj_elfinfo info;
+    bool said;
 };
 
 struct ulua {
@@ -66,6 +80,8 @@ struct ulua {
     bool scanned;
     struct lrt rts[MAX_RTS];
     unsigned n;
+    struct novm novm[MAX_NOVM];
+    unsigned nnovm;
     struct ss_lj_native *natives;
     struct ss_lj_item *items;
     unsigned cap;
@@ -153,6 +169,20 @@ static const struct verdict *detect(struct ss_unwinder *u, const struct ss_elf *
     return v;
 }
 
+/* Remember a mapped file with LuaJIT's API but no usable VM (once). */
+static void note_novm(struct ulua *l, const struct ss_mapping *m, const struct ss_lj_elfinfo *info)
+{
+    for (unsigned i = 0; i < l->nnovm; i++)
+        if (l->novm[i].elf == m->elf && l->novm[i].bias == m->bias) return;
+    if (l->nnovm == MAX_NOVM) return;
+    struct novm *x = &l->novm[l->nnovm++];
+    x->elf = m->elf;
+    x->bias = m->bias;
+    snprintf(x->path, sizeof(x->path), "%s", m->d.path ? m->d.path : "");
+    x->info = *info;
+    x->said = false;
+}
+
 /* Rebuild the runtime list after the process's mappings changed. */
 static void scan(struct ss_unwinder *u, struct ss_uproc *up, struct ulua *l)
 {
@@ -167,11 +197,14 @@ static void scan(struct ss_unwinder *u, struct ss_uproc *up, struct ulua *l)
             dup = keep[k].elf == m[i].elf && keep[k].bias == m[i].bias;
         if (dup) continue;
         const struct verdict *v = detect(u, m[i].elf);
+        if (v && !v->is_luajit && v->info.is_luajit) note_novm(l, &m[i], &v->info);
         if (!v || !v->is_luajit) continue;
         struct lrt r = {.elf = m[i].elf, .bias = m[i].bias};
+        snprintf(r.path, sizeof(r.path), "%s", m[i].d.path ? m[i].d.path : "");
         for (unsigned j = 0; j < l->n; j++) /* same module as before: keep its caches */
             if (l->rts[j].rt && l->rts[j].elf == r.elf && l->rts[j].bias == r.bias) {
                 r.rt = l->rts[j].rt;
+                r.said = l->rts[j].said;
                 l->rts[j].rt = NULL;
             }
         struct ss_lua_detect *d = u->lua_detect;
@@ -505,6 +538,41 @@ unsigned ss_unwinder_lua_runtimes(struct ss_unwinder *u, uint32_t pid,
     for (unsigned i = 0; l && i < l->n && n < max; i++)
         out[n++] = l->rts[i].rt;
     return n;
+}
+
+void ss_unwinder_lj_news(struct ss_unwinder *u, uint32_t pid, ss_lj_status_fn fn, void *ctx)
+{
+    struct ss_uproc *up = ss_unwinder_proc(u, pid, false, NULL);
+    struct ulua *l = up ? up->luajit : NULL; /* no scan: the walks' view as it is */
+    if (!l) return;
+    for (unsigned i = 0; i < l->nnovm; i++) {
+        struct novm *x = &l->novm[i];
+        if (x->said) continue;
+        x->said = true;
+        struct ss_lj_status st = {.path = x->path,
+                                  .build_id = x->elf->build_id,
+                                  .build_id_len = x->elf->build_id_len,
+                                  .bias = (uint64_t)x->bias,
+                                  .info = &x->info,
+                                  .news = SS_LJS_FOUND};
+        fn(ctx, pid, &st);
+    }
+    for (unsigned i = 0; i < l->n; i++) {
+        struct lrt *r = &l->rts[i];
+        if (!r->rt) continue;
+        unsigned now = SS_LJS_FOUND | (ss_lj_runtime_layout(r->rt) ? SS_LJS_LAYOUT : 0) |
+                       (ss_lj_runtime_diag(r->rt)[0] ? SS_LJS_DIAG : 0);
+        if (!(now & ~r->said)) continue;
+        struct ss_lj_status st = {.path = r->path,
+                                  .build_id = r->elf->build_id,
+                                  .build_id_len = r->elf->build_id_len,
+                                  .bias = (uint64_t)r->bias,
+                                  .rt = r->rt,
+                                  .info = ss_lj_runtime_info(r->rt),
+                                  .news = now & ~r->said};
+        r->said |= now;
+        fn(ctx, pid, &st);
+    }
 }
 
 uint64_t ss_lua_epoch(const struct ss_uproc *up)

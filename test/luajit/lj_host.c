@@ -1,4 +1,5 @@
-/* test/luajit/lj_host.c: a C host embedding libluajit-5.1 (JIT off). Runs
+/* test/luajit/lj_host.c: a C host embedding libluajit-5.1 (JIT off, or on
+ * with LJ_HOST_JIT=1 in the environment). Runs
  * a script (lj_host SCRIPT [ARGS...], ARGS in arg[1..]) through lua_pcall and offers it
  * host.ccall(f) (C calls back into Lua with lua_call) and host.cspin(n) (spins in C, a leaf C
  * function). */
@@ -7,6 +8,7 @@
 #include <luajit.h>
 #include <lualib.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 static volatile double sink;
 
@@ -35,7 +37,8 @@ int main(int argc, char **argv)
     if (argc < 2) return 2;
     lua_State *L = luaL_newstate();
     luaL_openlibs(L);
-    luaJIT_setmode(L, 0, LUAJIT_MODE_ENGINE | LUAJIT_MODE_OFF);
+    const char *jit = getenv("LJ_HOST_JIT");
+    if (!jit || jit[0] != '1') luaJIT_setmode(L, 0, LUAJIT_MODE_ENGINE | LUAJIT_MODE_OFF);
     luaL_register(L, "host", hostlib);
     lua_pop(L, 1);
     lua_createtable(L, argc, 0); /* arg[1..]: the script's arguments, as luajit's */

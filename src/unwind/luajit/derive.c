@@ -26,6 +26,8 @@
  * Everything is range- and alignment-checked here and verified again at
  * run time against the live global state (layout.c). */
 #include <capstone/capstone.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "unwind/luajit/derive.h"
@@ -196,17 +198,58 @@ static void entry_facts(const struct ins *d, unsigned n, struct entry *f)
     }
 }
 
-/* The VM entry that API function va calls, or 0. */
-static uint64_t vm_target(csh h, Elf *e, uint64_t va, uint64_t lo, uint64_t hi)
+/* A direct call/jmp into [lo, hi) among d[0..n), or 0; *tail: the last
+ * unconditional direct jmp leaving it (a tail call), or 0. */
+static uint64_t call_into(const struct ins *d, unsigned n, uint64_t lo, uint64_t hi, uint64_t *tail)
 {
-    struct ins d[MAXINS];
-    unsigned n = decode(h, e, va, 0, 0, false, d, MAXINS);
-    for (unsigned i = 0; i < n; i++)
-        if ((d[i].id == X86_INS_CALL || d[i].id == X86_INS_JMP) && d[i].nops == 1 &&
-            d[i].op[0].type == X86_OP_IMM && (uint64_t)d[i].op[0].imm >= lo &&
-            (uint64_t)d[i].op[0].imm < hi)
-            return (uint64_t)d[i].op[0].imm;
+    *tail = 0;
+    for (unsigned i = 0; i < n; i++) {
+        if ((d[i].id != X86_INS_CALL && d[i].id != X86_INS_JMP) || d[i].nops != 1 ||
+            d[i].op[0].type != X86_OP_IMM)
+            continue;
+        uint64_t t = (uint64_t)d[i].op[0].imm;
+        if (t >= lo && t < hi) return t;
+        if (d[i].id == X86_INS_JMP && !*tail) *tail = t;
+    }
     return 0;
+}
+
+/* Every instruction of [va, va + size) (size known from the symbol table,
+ * at most 4 KiB), past early returns. Returns the count. */
+static unsigned sweep(csh h, Elf *e, uint64_t va, uint64_t size, struct ins *out, unsigned cap)
+{
+    if (!size || size > 4096) return 0;
+    const uint8_t *b = ss_lj_vaddr_bytes(e, va, size);
+    cs_insn *ci = b ? cs_malloc(h) : NULL;
+    if (!ci) return 0;
+    size_t len = size;
+    uint64_t addr = va;
+    unsigned n = 0;
+    while (n < cap && cs_disasm_iter(h, &b, &len, &addr, ci))
+        conv(ci, &out[n++]);
+    cs_free(ci, 1);
+    return n;
+}
+
+/* The VM entry that API function va (size bytes, 0: unknown) calls, or 0.
+ * With its size, the whole function is searched (Tarantool's lua_resume
+ * returns early before its jmp to lj_vm_resume), else its code up to the
+ * first ret/jmp; a tail jmp to a helper outside the VM is followed once
+ * (Tarantool's lua_call -> jit_secure_call -> lj_vm_call). */
+static uint64_t vm_target(csh h, Elf *e, uint64_t va, uint64_t size, uint64_t lo, uint64_t hi)
+{
+    static const unsigned cap = 1024;
+    struct ins *d = malloc(cap * sizeof(*d));
+    if (!d) return 0;
+    uint64_t t = 0, tail = 0;
+    for (int depth = 0; depth < 2 && va && !t; depth++) {
+        unsigned n = depth ? 0 : sweep(h, e, va, size, d, cap);
+        if (!n) n = decode(h, e, va, 0, 0, false, d, MAXINS);
+        t = call_into(d, n, lo, hi, &tail);
+        va = tail;
+    }
+    free(d);
+    return t;
 }
 
 static bool plausible(int32_t v, uint32_t align, int32_t max)
@@ -216,8 +259,8 @@ static bool plausible(int32_t v, uint32_t align, int32_t max)
 
 /* The entry facts every path shows must agree; the cframe slots the resume
  * path does not store come from the pcall/call path. */
-static bool merge_entries(const struct ss_lj_elfinfo *info, const struct entry *e, unsigned n,
-                          struct ss_lj_derived *dv)
+static const char *merge_entries(const struct ss_lj_elfinfo *info, const struct entry *e,
+                                 unsigned n, struct ss_lj_derived *dv)
 {
     struct entry m = e[0];
     for (unsigned k = 1; k < n; k++) {
@@ -228,19 +271,27 @@ static bool merge_entries(const struct ss_lj_elfinfo *info, const struct entry *
             if (a[i] == UNSET)
                 w[i] = b[i];
             else if (a[i] != b[i])
-                return false;
+                return "the VM entries disagree on a fact";
         }
     }
     uint32_t ra = info->gc64 ? 8 : 4; /* GCRef/MRef size */
-    if (m.cf_size != (int32_t)info->vm_cfa_off || !plausible(m.cf_L, 4, m.cf_size) ||
-        !plausible(m.cf_pc, 4, m.cf_size) || !plausible(m.cf_prev, 8, m.cf_size) ||
-        !plausible(m.cf_nres, 4, m.cf_size) || !plausible(m.glref, ra, 64) ||
-        !plausible(m.base, ra, 128) || !plausible(m.top, ra, 128) ||
-        !plausible(m.cframe, ra, 128) || m.g2disp == UNSET || m.g2disp < 256 || m.g2disp > 65536 ||
-        m.vmstate == UNSET || m.cur_L == UNSET)
-        return false;
+    if (m.cf_size != (int32_t)info->vm_cfa_off)
+        return "cframe size (saveregs) differs from the VM's CFA offset";
+    if (!plausible(m.cf_L, 4, m.cf_size)) return "SAVE_L (mov [rsp+N], CARG1) not found";
+    if (!plausible(m.cf_pc, 4, m.cf_size)) return "SAVE_PC (mov [rsp+N], L:RB) not found";
+    if (!plausible(m.cf_prev, 8, m.cf_size)) return "SAVE_CFRAME (mov [rsp+N], KBASE) not found";
+    if (!plausible(m.cf_nres, 4, m.cf_size)) return "SAVE_NRES (mov [rsp+N], CARG3d) not found";
+    if (!plausible(m.glref, ra, 64)) return "L->glref (mov DISPATCH, L:RB->glref) not found";
+    if (!plausible(m.base, ra, 128)) return "L->base (mov BASE, L:RB->base) not found";
+    if (!plausible(m.top, ra, 128)) return "L->top (mov RD, L:RB->top) not found";
+    if (!plausible(m.cframe, ra, 128)) return "L->cframe not found";
+    if (m.g2disp == UNSET || m.g2disp < 256 || m.g2disp > 65536)
+        return "GG_G2DISP (add DISPATCH, imm) not found";
+    if (m.vmstate == UNSET) return "G->vmstate (mov dword [DISPATCH+N], -1) not found";
+    if (m.cur_L == UNSET) return "G->cur_L (mov [DISPATCH+N], L:RB) not found";
     int32_t vms = m.g2disp + m.vmstate, cur = m.g2disp + m.cur_L;
-    if (!plausible(vms, 4, m.g2disp) || !plausible(cur, ra, m.g2disp)) return false;
+    if (!plausible(vms, 4, m.g2disp)) return "G->vmstate outside global_State";
+    if (!plausible(cur, ra, m.g2disp)) return "G->cur_L outside global_State";
     dv->cf_size = (uint32_t)m.cf_size;
     dv->cf_L = (uint32_t)m.cf_L;
     dv->cf_pc = (uint32_t)m.cf_pc;
@@ -254,15 +305,16 @@ static bool merge_entries(const struct ss_lj_elfinfo *info, const struct entry *
     dv->g2disp = m.g2disp;
     dv->G_vmstate = (uint32_t)vms;
     dv->G_cur_L = (uint32_t)cur;
-    return true;
+    return NULL;
 }
 
 /* vm_exit_handler from its first instruction to the two cframe accesses
  * after `call lj_trace_exit`. */
-static bool exit_facts(csh h, Elf *e, const struct ss_lj_elfinfo *info, struct ss_lj_derived *dv)
+static const char *exit_facts(csh h, Elf *e, const struct ss_lj_elfinfo *info,
+                              struct ss_lj_derived *dv)
 {
     struct ins d[MAXINS];
-    if (!info->exit_lo || !info->exit_ret) return false;
+    if (!info->exit_lo || !info->exit_ret) return "no vm_exit_handler (a build without the JIT)";
     unsigned n = decode(h, e, info->exit_lo, 0, 0, false, d, MAXINS);
     const int DISP = X86_REG_R14;
     int32_t jb = UNSET, jb0 = UNSET, disp2j = UNSET, savel = UNSET, savepc = UNSET;
@@ -297,14 +349,18 @@ static bool exit_facts(csh h, Elf *e, const struct ss_lj_elfinfo *info, struct s
         if (ra && x->id == X86_INS_MOV && is_reg(a, X86_REG_RBX) && is_mem(b, ra))
             set1(&savepc, b->disp);
     }
-    if (jb == UNSET || jb != jb0 || disp2j == UNSET || !cur || !vms) return false;
-    if (savel != (int32_t)dv->cf_L || savepc != (int32_t)dv->cf_pc) return false;
+    if (jb == UNSET || jb != jb0) return "vm_exit_handler: G->jit_base load and clear not found";
+    if (disp2j == UNSET) return "vm_exit_handler: GG_DISP2J (lea CARG1, [DISPATCH+N]) not found";
+    if (!cur || !vms)
+        return "vm_exit_handler: no G->cur_L / G->vmstate access at the entries' offsets";
+    if (savel != (int32_t)dv->cf_L || savepc != (int32_t)dv->cf_pc)
+        return "vm_exit_handler: SAVE_L/SAVE_PC differ from the entries'";
     int32_t g2j = dv->g2disp + disp2j, jbase = dv->g2disp + jb;
-    if (g2j <= 0 || g2j >= dv->g2disp || (g2j & 7) || !plausible(jbase, info->gc64 ? 8 : 4, g2j))
-        return false;
+    if (g2j <= 0 || g2j >= dv->g2disp || (g2j & 7)) return "vm_exit_handler: G2J not plausible";
+    if (!plausible(jbase, info->gc64 ? 8 : 4, g2j)) return "G->jit_base outside global_State";
     dv->G_jit_base = (uint32_t)jbase;
     dv->g2j = g2j;
-    return true;
+    return NULL;
 }
 
 /* The VM's code bytes (at most 1 MiB), or NULL. */
@@ -317,12 +373,13 @@ static const uint8_t *vm_code(Elf *e, const struct ss_lj_elfinfo *info, size_t *
 }
 
 /* BC_JLOOP: the one store of BASE to jit_base, after the trace lookup. */
-static bool jloop_facts(csh h, Elf *e, const struct ss_lj_elfinfo *info, struct ss_lj_derived *dv)
+static const char *jloop_facts(csh h, Elf *e, const struct ss_lj_elfinfo *info,
+                               struct ss_lj_derived *dv)
 {
     size_t len;
     const uint8_t *b = vm_code(e, info, &len);
     cs_insn *ci = b ? cs_malloc(h) : NULL;
-    if (!ci) return false;
+    if (!ci) return "BC_JLOOP: VM code not readable";
     struct ins win[8];
     unsigned nw = 0, found = 0;
     int32_t jt = UNSET, mc = UNSET;
@@ -354,10 +411,12 @@ static bool jloop_facts(csh h, Elf *e, const struct ss_lj_elfinfo *info, struct 
         }
     }
     cs_free(ci, 1);
-    if (found != 1 || !plausible(jt, 8, 4096) || !plausible(mc, 8, 256)) return false;
+    if (found != 1) return found ? "BC_JLOOP: more than one match" : "BC_JLOOP: not found";
+    if (!plausible(jt, 8, 4096) || !plausible(mc, 8, 256))
+        return "BC_JLOOP: J->trace / GCtrace.mcode not plausible";
     dv->J_trace = (uint32_t)jt;
     dv->T_mcode = (uint32_t)mc;
-    return true;
+    return NULL;
 }
 
 /* The GC check of allocating bytecodes and fast functions (BC_TNEW, TDUP,
@@ -365,12 +424,13 @@ static bool jloop_facts(csh h, Elf *e, const struct ss_lj_elfinfo *info, struct 
  * gc.threshold]`, GCSize wide (8 bytes GC64, else 4), threshold right after
  * total. A sweep of the VM code: the most frequent such pair, seen at least
  * three times and no other pair as often. */
-static bool gc_facts(csh h, Elf *e, const struct ss_lj_elfinfo *info, struct ss_lj_derived *dv)
+static const char *gc_facts(csh h, Elf *e, const struct ss_lj_elfinfo *info,
+                            struct ss_lj_derived *dv)
 {
     size_t len;
     const uint8_t *b = vm_code(e, info, &len);
     cs_insn *ci = b ? cs_malloc(h) : NULL;
-    if (!ci) return false;
+    if (!ci) return "GC checks: VM code not readable";
     const int DISP = X86_REG_R14;
     const unsigned w = info->gc64 ? 8 : 4;
     struct gcpair {
@@ -407,12 +467,14 @@ static bool gc_facts(csh h, Elf *e, const struct ss_lj_elfinfo *info, struct ss_
         }
     }
     int64_t total = disp + dv->g2disp;
-    if (best < 3 || second == best || total < 0 || total > 256 || total % w) return false;
+    if (best < 3 || second == best) return "GC checks (gc.total vs gc.threshold) not found";
+    if (total < 0 || total > 256 || total % w) return "G->gc.total not plausible";
     dv->G_gc_total = (uint32_t)total;
-    return true;
+    return NULL;
 }
 
-void ss_lj_derive(Elf *e, struct ss_lj_elfinfo *info, const uint64_t *api, unsigned napi)
+void ss_lj_derive(Elf *e, struct ss_lj_elfinfo *info, const uint64_t *api, const uint64_t *apisz,
+                  unsigned napi)
 {
     struct ss_lj_derived *dv = &info->derived;
     memset(dv, 0, sizeof(*dv));
@@ -424,7 +486,7 @@ void ss_lj_derive(Elf *e, struct ss_lj_elfinfo *info, const uint64_t *api, unsig
     uint64_t seen[3] = {0};
     for (unsigned i = 0; i < napi && i < 3; i++) {
         if (!api[i]) continue;
-        uint64_t t = vm_target(h, e, api[i], info->vm_lo, info->vm_hi);
+        uint64_t t = vm_target(h, e, api[i], apisz[i], info->vm_lo, info->vm_hi);
         bool dup = false;
         for (unsigned k = 0; k < ne; k++)
             dup |= seen[k] == t;
@@ -434,15 +496,23 @@ void ss_lj_derive(Elf *e, struct ss_lj_elfinfo *info, const uint64_t *api, unsig
         seen[ne] = t;
         entry_facts(d, n, &ent[ne++]);
     }
-    if (ne >= 2 && merge_entries(info, ent, ne, dv)) {
+    /* the first failure, for diagnostics (record -v, info) */
+    const char *why = ne < 2 ? "fewer than 2 VM entries found from lua_resume/lua_pcall/lua_call"
+                             : merge_entries(info, ent, ne, dv);
+    if (!why) {
         dv->have |= SS_LJ_D_ENTRY;
         dv->nentries = ne;
-        if (gc_facts(h, e, info, dv)) dv->have |= SS_LJ_D_GC;
-        if (exit_facts(h, e, info, dv)) {
-            dv->have |= SS_LJ_D_EXIT;
-            if (jloop_facts(h, e, info, dv)) dv->have |= SS_LJ_D_JLOOP;
+        const char *g = gc_facts(h, e, info, dv);
+        if (!g) dv->have |= SS_LJ_D_GC;
+        why = info->exit_lo ? exit_facts(h, e, info, dv) : NULL;
+        if (!why) {
+            if (info->exit_lo) dv->have |= SS_LJ_D_EXIT;
+            why = info->exit_lo ? jloop_facts(h, e, info, dv) : NULL;
+            if (!why && info->exit_lo) dv->have |= SS_LJ_D_JLOOP;
         }
+        if (!why) why = g;
     }
+    if (why) snprintf(info->derive_why, sizeof(info->derive_why), "%s", why);
     cs_close(&h);
 }
 
@@ -485,7 +555,8 @@ static bool derived_plausible(const struct ss_lj_elfinfo *info, const struct ss_
 
 bool ss_lj_elfinfo_plausible(const struct ss_lj_elfinfo *info)
 {
-    if (info->nstfn > SS_LJ_STFN_MAX || !memchr(info->version, 0, sizeof(info->version)))
+    if (info->nstfn > SS_LJ_STFN_MAX || !memchr(info->version, 0, sizeof(info->version)) ||
+        !memchr(info->derive_why, 0, sizeof(info->derive_why)))
         return false;
     if (info->vm_found && !info->is_luajit) return false;
     if (info->vm_found && (info->vm_lo >= info->vm_hi || info->vm_hi - info->vm_lo > (1u << 30)))

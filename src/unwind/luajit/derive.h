@@ -14,10 +14,12 @@
 const uint8_t *ss_lj_vaddr_bytes(Elf *e, uint64_t va, size_t len);
 
 /* Fill info->derived from the code of the VM entries that the exported API
- * functions api[0..napi) call (lua_resume, lua_pcall, lua_call), of
+ * functions api[0..napi) call (lua_resume, lua_pcall, lua_call; apisz: their
+ * symbol sizes, 0 unknown), of
  * vm_exit_handler (info->exit_lo) and of BC_JLOOP, inside the verified VM
  * range info->vm_lo..vm_hi. Facts the code does not show, or that two
  * functions disagree on, stay unset. */
-void ss_lj_derive(Elf *e, struct ss_lj_elfinfo *info, const uint64_t *api, unsigned napi);
+void ss_lj_derive(Elf *e, struct ss_lj_elfinfo *info, const uint64_t *api,
+                  const uint64_t *apisz, unsigned napi);
 
 #endif

@@ -14,6 +14,7 @@
  *  - layout facts from the code of the VM entries (derive.c). */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <gelf.h>
 #include <libelf.h>
 #include <string.h>
@@ -30,6 +31,7 @@ struct det {
     Elf *e;
     const char *path;
     uint64_t sym_pcall, sym_call, sym_resume;
+    uint64_t sz_pcall, sz_call, sz_resume; /* symbol sizes (0: unknown) */
     bool has_setmode, has_openjit;
 };
 
@@ -46,12 +48,13 @@ static void scan_symtab(struct det *d, Elf_Scn *scn, GElf_Shdr *sh, struct ss_lj
         if (ELF64_ST_TYPE(s.st_info) == STT_FUNC && s.st_size)
             ss_lj_stfn_symbol(info, nm, s.st_value, s.st_size);
         if (nm[0] != 'l') continue;
+        if (!strcmp(nm, "luaM_metrics")) info->hints |= SS_LJ_HINT_MISC;
         if (!strcmp(nm, "lua_pcall"))
-            d->sym_pcall = s.st_value;
+            d->sym_pcall = s.st_value, d->sz_pcall = s.st_size;
         else if (!strcmp(nm, "lua_call"))
-            d->sym_call = s.st_value;
+            d->sym_call = s.st_value, d->sz_call = s.st_size;
         else if (!strcmp(nm, "lua_resume"))
-            d->sym_resume = s.st_value;
+            d->sym_resume = s.st_value, d->sz_resume = s.st_size;
         else if (!strcmp(nm, "luaJIT_setmode"))
             d->has_setmode = true;
         else if (!strcmp(nm, "luaopen_jit"))
@@ -223,6 +226,10 @@ static void detect_elf(Elf *e, const char *path, struct ss_lj_elfinfo *info)
         Elf_Data *data = elf_getdata(eh, NULL);
         if (data && data->d_buf) scan_eh_frame(data->d_buf, data->d_size, ehsh.sh_addr, info);
     }
+    if (!info->vm_hi)
+        snprintf(info->derive_why, sizeof(info->derive_why), "%s",
+                 eh ? "no single VM FDE (\"zPR\" CIE, the VM's CFA rule) in .eh_frame"
+                    : "no .eh_frame");
     if (info->vm_hi) {
         if (calls_into(e, d.sym_pcall, info->vm_lo, info->vm_hi)) info->checks |= SS_LJ_CHECK_PCALL;
         if (calls_into(e, d.sym_call, info->vm_lo, info->vm_hi)) info->checks |= SS_LJ_CHECK_CALL;
@@ -231,7 +238,12 @@ static void detect_elf(Elf *e, const char *path, struct ss_lj_elfinfo *info)
         info->vm_found = info->checks != 0;
         exit_handler(e, info);
         const uint64_t api[] = {d.sym_resume, d.sym_pcall, d.sym_call};
-        if (info->vm_found) ss_lj_derive(e, info, api, 3);
+        const uint64_t apisz[] = {d.sz_resume, d.sz_pcall, d.sz_call};
+        if (info->vm_found)
+            ss_lj_derive(e, info, api, apisz, 3);
+        else
+            snprintf(info->derive_why, sizeof(info->derive_why),
+                     "no call from lua_pcall/lua_call/lua_resume into the VM FDE's range");
         Elf_Data *data = eh ? elf_getdata(eh, NULL) : NULL;
         if (info->vm_found && data && data->d_buf)
             ss_lj_stfn_code(e, info, data->d_buf, data->d_size, ehsh.sh_addr);

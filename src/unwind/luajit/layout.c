@@ -22,6 +22,8 @@
  *    (older tree: GCstr has no sid, global_State starts with strhash);
  *  - the same Debian tree with -DLUAJIT_DISABLE_JIT (GC64 and not): offsetof()
  *    on the tree the build matrix builds (test/luajit/build-luajit.sh);
+ *  - Tarantool's LuaJIT fork b52fe979 (2024-10), four builds: offsetof() on
+ *    its tree (test/luajit/build-ttlj.sh; luajit_derive checks every fact);
  *  - upstream v2.1 GC64 (2023+): from the reference notes only (not verified
  *    here, the self-checks decide).
  * Opcode numbers (CALL=66, GGET=54, ...) are identical in all of these and
@@ -44,32 +46,38 @@
 #define SNAP_MCOFS .snap_ref = 4, .snap_mcofs = 6, .snap_nent = 10
 #define SNAP_NO_MCOFS .snap_ref = 4, .snap_mcofs = 0, .snap_nent = 8
 
+/* The cframe's size and SAVE_CFRAME slot: 80/+32 in every 2.1 tree;
+ * Tarantool's fork saves the VM state in it too: 96/+48 (lj_frame.h). */
+#define CFRAME_80 .cf_prev = 32, .cf_size = 80
+#define CFRAME_96 .cf_prev = 48, .cf_size = 96
+
 #define GC64_COMMON                                                                                \
     .gc64 = true, .L_glref = 16, .L_base = 32, .L_top = 40, .L_stack = 56, .L_cframe = 80,         \
     .L_stacksize = 88, .gct = 9, .fn_ffid = 10, .fn_pc = 32, .fn_uvptr = 40, .fn_cf = 40,          \
     .fn_size = 48, .pt_sizebc = 12, .pt_k = 32, .pt_sizekgc = 48, .pt_sizept = 56,                 \
     .pt_sizeuv = 60, .pt_chunkname = 64, .pt_firstline = 72, .pt_numline = 76, .pt_lineinfo = 80,  \
-    .pt_uvinfo = 88, .pt_varinfo = 96, .pt_size = 104, .uv_v = 32, .cf_prev = 32, .cf_L = 16,      \
-    .cf_pc = 24, .cf_nres = 8, .cf_size = 80, .T_nsnap = 10, .T_ir = 32, .T_snap = 48,             \
-    .T_snapmap = 56, .T_startpt = 64, .T_startpc = 72, .T_szmcode = 84, .T_mcode = 88,             \
-    .T_mcloop = 96, .T_spadjust = 102, .T_traceno = 104, .T_root = 108, .T_nins = 12, .T_nk = 40,  \
-    .T_nsnapmap = 44, .T_size = 120, .snap_size = 12, TRACE_X64_COMMON
+    .pt_uvinfo = 88, .pt_varinfo = 96, .pt_size = 104, .uv_v = 32, .cf_L = 16, .cf_pc = 24,        \
+    .cf_nres = 8, .T_nsnap = 10, .T_ir = 32, .T_snap = 48, .T_snapmap = 56, .T_startpt = 64,       \
+    .T_startpc = 72, .T_szmcode = 84, .T_mcode = 88, .T_mcloop = 96, .T_spadjust = 102,            \
+    .T_traceno = 104, .T_root = 108, .T_nins = 12, .T_nk = 40, .T_nsnapmap = 44, .T_size = 120,    \
+    .snap_size = 12, TRACE_X64_COMMON
 
 #define NOGC64_COMMON                                                                              \
     .gc64 = false, .L_glref = 8, .L_base = 16, .L_top = 24, .L_stack = 36, .L_cframe = 48,         \
     .L_stacksize = 56, .gct = 5, .fn_ffid = 6, .fn_pc = 16, .fn_uvptr = 20, .fn_cf = 24,           \
     .fn_size = 32, .pt_sizebc = 8, .pt_k = 16, .pt_sizekgc = 24, .pt_sizept = 32, .pt_sizeuv = 36, \
     .pt_chunkname = 40, .pt_firstline = 44, .pt_numline = 48, .pt_lineinfo = 52, .pt_uvinfo = 56,  \
-    .pt_varinfo = 60, .pt_size = 64, .uv_v = 16, .cf_prev = 32, .cf_L = 24, .cf_pc = 28,           \
-    .cf_nres = 16, .cf_size = 80, .T_nsnap = 6, .T_ir = 16, .T_snap = 32, .T_snapmap = 40,         \
-    .T_startpt = 48, .T_startpc = 52, .T_szmcode = 60, .T_mcode = 64, .T_mcloop = 72,              \
-    .T_spadjust = 78, .T_traceno = 80, .T_root = 84, .T_nins = 8, .T_nk = 24, .T_nsnapmap = 28,    \
-    .T_size = 96, .snap_size = 12, TRACE_X64_COMMON
+    .pt_varinfo = 60, .pt_size = 64, .uv_v = 16, .cf_L = 24, .cf_pc = 28, .cf_nres = 16,           \
+    .T_nsnap = 6, .T_ir = 16, .T_snap = 32, .T_snapmap = 40, .T_startpt = 48, .T_startpc = 52,     \
+    .T_szmcode = 60, .T_mcode = 64, .T_mcloop = 72, .T_spadjust = 78, .T_traceno = 80,             \
+    .T_root = 84, .T_nins = 8, .T_nk = 24, .T_nsnapmap = 28, .T_size = 96, .snap_size = 12,        \
+    TRACE_X64_COMMON
 
 const struct lj_layout ss_lj_layouts[] = {
     {.name = "openresty-luajit2-2.1-20230119",
      SNAP_MCOFS,
      GC64_COMMON,
+     CFRAME_80,
      .hints_req = SS_LJ_HINT_EXDATA,
      .sizeof_L = 112,
      .G_vmstate = 184,
@@ -90,6 +98,7 @@ const struct lj_layout ss_lj_layouts[] = {
     {.name = "debian-luajit-2.1.0-beta3-git20220320",
      SNAP_MCOFS,
      GC64_COMMON,
+     CFRAME_80,
      .hints_forbid = SS_LJ_HINT_EXDATA,
      .sizeof_L = 96,
      .G_vmstate = 184,
@@ -110,6 +119,7 @@ const struct lj_layout ss_lj_layouts[] = {
     {.name = "luajit-2.1-upstream-gc64",
      SNAP_MCOFS,
      GC64_COMMON,
+     CFRAME_80,
      .hints_forbid = SS_LJ_HINT_EXDATA,
      .sizeof_L = 96,
      .G_vmstate = 184,
@@ -130,6 +140,7 @@ const struct lj_layout ss_lj_layouts[] = {
     {.name = "tarantool-2.6-luajit-nogc64",
      SNAP_NO_MCOFS,
      NOGC64_COMMON,
+     CFRAME_80,
      .sizeof_L = 64,
      .G_vmstate = 120,
      .G_gc_total = 64 /* strhash, strmask, strnum, strbloom first */,
@@ -152,6 +163,7 @@ const struct lj_layout ss_lj_layouts[] = {
     {.name = "luajit-2.1-git20220320-gc64-nojit",
      SNAP_MCOFS,
      GC64_COMMON,
+     CFRAME_80,
      .hints_forbid = SS_LJ_HINT_EXDATA,
      .nojit = true,
      .sizeof_L = 96,
@@ -170,6 +182,7 @@ const struct lj_layout ss_lj_layouts[] = {
     {.name = "luajit-2.1-git20220320-nogc64-nojit",
      SNAP_MCOFS,
      NOGC64_COMMON,
+     CFRAME_80,
      .nojit = true,
      .sizeof_L = 64,
      .G_vmstate = 136,
@@ -187,6 +200,7 @@ const struct lj_layout ss_lj_layouts[] = {
     {.name = "luajit-2.1-git20220320-nogc64",
      SNAP_MCOFS,
      NOGC64_COMMON,
+     CFRAME_80,
      .sizeof_L = 64,
      .G_vmstate = 136,
      .G_gc_total = 16,
@@ -203,6 +217,99 @@ const struct lj_layout ss_lj_layouts[] = {
      .str_data = 20,
      .ff = ss_lj_ff_debian,
      .nff = &ss_lj_ff_debian_n},
+    /* Tarantool's LuaJIT fork (tarantool/luajit b52fe979, 2024-10, what
+     * Tarantool 2.11/3.x link in), measured by offsetof() on its tree
+     * (test/luajit/lj_offsets.c; test/luajit/build-ttlj.sh builds it):
+     * global_State starts with strhash/strmask/strnum, the smart-string
+     * bloom filters and hit/miss counters; vmstate sits after uvhead,
+     * mem_L between cur_L and jit_base, sysprof's top_frame_info at the
+     * end; GCstr has no sid (len +16/+12); the cframe is 96 bytes with
+     * SAVE_CFRAME at +48 (SAVE_VMSTATE at +32, vm_x64.dasc/vm_x86.dasc);
+     * VM states LFUNC, FFUNC, CFUNC after INTERP (lj_obj.h). */
+    {.name = "tarantool-luajit-b52fe979-gc64",
+     SNAP_MCOFS,
+     GC64_COMMON,
+     .hints_req = SS_LJ_HINT_MISC,
+     .vmst_shift = 2,
+     CFRAME_96,
+     .sizeof_L = 96,
+     .G_vmstate = 440,
+     .G_gc_total = 80,
+     .G_mainthref = 336,
+     .G_strempty = 304,
+     .G_cur_L = 480,
+     .G_jit_base = 496,
+     .G_size = 840,
+     .g2disp = 4112,
+     .g2j = 840,
+     .J_trace = 392,
+     .J_sizetrace = 404,
+     .str_len = 16,
+     .str_data = 24,
+     .ff = ss_lj_ff_ttfork,
+     .nff = &ss_lj_ff_ttfork_n},
+    {.name = "tarantool-luajit-b52fe979-gc64-nojit",
+     SNAP_MCOFS,
+     GC64_COMMON,
+     .hints_req = SS_LJ_HINT_MISC,
+     .vmst_shift = 2,
+     .nojit = true,
+     CFRAME_96,
+     .sizeof_L = 96,
+     .G_vmstate = 440,
+     .G_gc_total = 80,
+     .G_mainthref = 336,
+     .G_strempty = 304,
+     .G_cur_L = 480,
+     .G_jit_base = 496,
+     .G_size = 840,
+     .g2disp = 840,
+     .str_len = 16,
+     .str_data = 24,
+     .ff = ss_lj_ff_ttfork_nojit,
+     .nff = &ss_lj_ff_ttfork_nojit_n},
+    {.name = "tarantool-luajit-b52fe979-nogc64",
+     SNAP_MCOFS,
+     NOGC64_COMMON,
+     .hints_req = SS_LJ_HINT_MISC,
+     .vmst_shift = 2,
+     CFRAME_96,
+     .sizeof_L = 64,
+     .G_vmstate = 352,
+     .G_gc_total = 80,
+     .G_mainthref = 272,
+     .G_strempty = 248,
+     .G_cur_L = 392,
+     .G_jit_base = 400,
+     .G_size = 584,
+     .g2disp = 3304,
+     .g2j = 584,
+     .J_trace = 368,
+     .J_sizetrace = 380,
+     .str_len = 12,
+     .str_data = 16,
+     .ff = ss_lj_ff_ttfork,
+     .nff = &ss_lj_ff_ttfork_n},
+    {.name = "tarantool-luajit-b52fe979-nogc64-nojit",
+     SNAP_MCOFS,
+     NOGC64_COMMON,
+     .hints_req = SS_LJ_HINT_MISC,
+     .vmst_shift = 2,
+     .nojit = true,
+     CFRAME_96,
+     .sizeof_L = 64,
+     .G_vmstate = 352,
+     .G_gc_total = 80,
+     .G_mainthref = 272,
+     .G_strempty = 248,
+     .G_cur_L = 392,
+     .G_jit_base = 400,
+     .G_size = 584,
+     .g2disp = 584,
+     .str_len = 12,
+     .str_data = 16,
+     .ff = ss_lj_ff_ttfork_nojit,
+     .nff = &ss_lj_ff_ttfork_nojit_n},
 };
 const unsigned ss_lj_nlayouts = sizeof(ss_lj_layouts) / sizeof(ss_lj_layouts[0]);
 

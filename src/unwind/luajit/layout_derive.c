@@ -78,7 +78,10 @@ void ss_lj_layout_apply(const struct ss_lj_elfinfo *info, const struct lj_layout
     }
     o->G_cur_L = d->G_cur_L;
     /* fast-function ids differ per library set, not per offset: by hints */
-    if (info->hints & SS_LJ_HINT_EXDATA) {
+    if (info->hints & SS_LJ_HINT_MISC) {
+        o->ff = nojit ? ss_lj_ff_ttfork_nojit : ss_lj_ff_ttfork;
+        o->nff = nojit ? &ss_lj_ff_ttfork_nojit_n : &ss_lj_ff_ttfork_n;
+    } else if (info->hints & SS_LJ_HINT_EXDATA) {
         o->ff = nojit ? ss_lj_ff_openresty_nojit : ss_lj_ff_openresty;
         o->nff = nojit ? &ss_lj_ff_openresty_nojit_n : &ss_lj_ff_openresty_n;
     } else if (!(info->hints & SS_LJ_HINT_TARANTOOL)) {

@@ -54,6 +54,9 @@ struct lj_layout {
     /* x86-64: bytes JLOOP/JFUNC push below the cframe before entering a
      * trace (r12, r13); trace rsp = cframe - trace_sp_bias - spadjust */
     uint32_t trace_sp_bias;
+    /* LJ_VMST_* states inserted after INTERP: 2 in Tarantool's fork (LFUNC,
+     * FFUNC, CFUNC replace C; GC is 4 there, not 2), 0 upstream */
+    uint8_t vmst_shift;
     /* fast-function names, index = ffid - 2 */
     const char *const *ff;
     const unsigned *nff;
@@ -108,6 +111,8 @@ extern const char *const ss_lj_ff_debian[], *const ss_lj_ff_openresty[],
 extern const unsigned ss_lj_ff_debian_n, ss_lj_ff_openresty_n, ss_lj_ff_tarantool_n;
 extern const char *const ss_lj_ff_debian_nojit[], *const ss_lj_ff_openresty_nojit[];
 extern const unsigned ss_lj_ff_debian_nojit_n, ss_lj_ff_openresty_nojit_n;
+extern const char *const ss_lj_ff_ttfork[], *const ss_lj_ff_ttfork_nojit[];
+extern const unsigned ss_lj_ff_ttfork_n, ss_lj_ff_ttfork_nojit_n;
 
 /* Read a GCRef/MRef field (64-bit GC64, 32-bit otherwise) from a buffer. */
 static inline uint64_t lj_ref(const struct lj_layout *lay, const uint8_t *p)
@@ -270,6 +275,7 @@ struct ss_lj_runtime {
     bool disabled;
     bool check_guards; /* also place snapshots by guards where mcofs exists (tests) */
     char diag[256];
+    char last_reject[200];               /* why the last global state did not verify (report.c) */
     struct lj_proto *protos;             /* LJ_PROTO_SLOTS, direct-mapped */
     uint64_t pused[LJ_PROTO_SLOTS / 64]; /* slots ever filled: the only ones the
                                             free visits (no fault-in) */

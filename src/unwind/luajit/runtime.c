@@ -218,6 +218,7 @@ bool ss_lj_check_G(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t G)
          * reported once and turns Lua walking off for this runtime. */
         rt->st.g_rejects++;
         if (rt->lay) return false;
+        snprintf(rt->last_reject, sizeof(rt->last_reject), "%s", why);
         if (++rt->verify_fail >= 16) {
             rt->disabled = true;
             snprintf(rt->diag, sizeof(rt->diag), "pid %u: LuaJIT frames off: %s", rt->pid, why);

@@ -55,6 +55,7 @@ struct site {
 };
 
 struct scan {
+    uint32_t shift; /* Tarantool's fork: its states from GC on are 2 higher */
     struct site gc[MAX_SITES], rec[MAX_SITES];
     unsigned ngc, nrec;
     uint64_t exit_fn;
@@ -75,6 +76,7 @@ static bool gc_disp(int32_t disp)
 static void scan_code(const uint8_t *b, size_t n, uint64_t va, uint64_t vm_lo, uint64_t vm_hi,
                       struct scan *s)
 {
+    const uint32_t sh = s->shift;
     for (size_t i = 0; i + 10 <= n; i++) {
         if (b[i] != 0xc7 || (b[i + 1] & 0xf8) != 0x80) continue;
         size_t d = i + 2 + ((b[i + 1] & 7) == 4 ? 1 : 0);
@@ -86,10 +88,11 @@ static void scan_code(const uint8_t *b, size_t n, uint64_t va, uint64_t vm_lo, u
         memcpy(&imm, b + d + 4, 4);
         uint64_t at = va + i;
         if (at >= vm_lo && at < vm_hi) continue;
-        if (imm == ~(uint32_t)ST_GC && gc_disp(disp) && s->ngc < MAX_SITES)
-            s->gc[s->ngc++] = (struct site){at, disp, imm};
-        else if (imm >= ~(uint32_t)6 && imm <= ~(uint32_t)ST_REC && disp < 0 && s->nrec < MAX_SITES)
-            s->rec[s->nrec++] = (struct site){at, disp, imm};
+        if (imm == ~(uint32_t)(ST_GC + sh) && gc_disp(disp) && s->ngc < MAX_SITES)
+            s->gc[s->ngc++] = (struct site){at, disp, ~(~imm - sh)};
+        else if (imm >= ~(uint32_t)(6 + sh) && imm <= ~(uint32_t)(ST_REC + sh) && disp < 0 &&
+                 s->nrec < MAX_SITES)
+            s->rec[s->nrec++] = (struct site){at, disp, ~(~imm - sh)}; /* upstream's numbering */
     }
 }
 
@@ -131,6 +134,7 @@ void ss_lj_stfn_code(Elf *e, struct ss_lj_elfinfo *info, const uint8_t *eh, size
     if (info->nstfn || !info->gc64 || !info->vm_found || !eh) return;
     struct scan s;
     memset(&s, 0, sizeof(s));
+    s.shift = info->hints & SS_LJ_HINT_MISC ? 2 : 0;
     Elf_Scn *scn = NULL;
     while ((scn = elf_nextscn(e, scn))) {
         GElf_Shdr sh;

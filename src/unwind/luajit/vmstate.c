@@ -62,12 +62,17 @@ static bool by_symbols(const struct ss_lj_runtime *rt, const struct ss_lj_native
 }
 
 /* G->vmstate as of the sample, when it names a state (not the
- * interpreter, C or a trace) and the sample holds it. */
+ * interpreter, C or a trace) and the sample holds it. Tarantool's fork
+ * numbers its states LFUNC, FFUNC, CFUNC after INTERP (lay->vmst_shift):
+ * those run Lua or C code (upstream's C), the later ones move down. */
 static bool by_sample(const struct ss_lj_runtime *rt, const struct ss_mem *m, uint64_t G,
                       struct ss_frame *fr)
 {
     const uint8_t *p = G ? ss_mem_peek_sample(m, G + rt->lay->G_vmstate, 4) : NULL;
-    return p && pseudo(fr, state_name((int32_t)lj_u32(p)));
+    if (!p) return false;
+    int32_t v = (int32_t)lj_u32(p), sh = rt->lay->vmst_shift;
+    if (v < -1 && sh) v = v >= -2 - sh ? -2 : v + sh;
+    return pseudo(fr, state_name(v));
 }
 
 bool ss_lj_vmstate_frame(struct ss_lj_runtime *rt, const struct ss_mem *m, uint64_t G,
