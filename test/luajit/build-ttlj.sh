@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Build Tarantool's LuaJIT fork (the source snapshot in
-# /work/shared/tarantool-luajit, or TTLJ_TARBALL) as the variants of the
+# Build Tarantool's LuaJIT fork (the source snapshot in shared/tarantool-luajit
+# beside the clone, or TTLJ_TARBALL) as the variants of the
 # build matrix, cached in DEST (normally ${SS_CACHE:-/var/cache/stacksnap}/luajit):
 #   DEST/tt-COMMIT-VARIANT/{luajit,libluajit.a,jit/,include/}
 #   DEST/lj-tt-VARIANT -> tt-COMMIT-VARIANT
@@ -13,7 +13,8 @@
 # its version) and a C compiler. ~1 min per variant.
 set -euo pipefail
 dest=$(mkdir -p "${1:-${SS_CACHE:-/var/cache/stacksnap}/luajit}" && cd "${1:-${SS_CACHE:-/var/cache/stacksnap}/luajit}" && pwd)
-tarball=${TTLJ_TARBALL:-/work/shared/tarantool-luajit/tarantool-luajit-b52fe979.tar.gz}
+here=$(cd "$(dirname "$0")" && pwd)
+tarball=${TTLJ_TARBALL:-$here/../../../shared/tarantool-luajit/tarantool-luajit-b52fe979.tar.gz}
 # 77: no source here (tests skip, saying so)
 [ -f "$tarball" ] || { echo "build-ttlj: no source tarball $tarball (set TTLJ_TARBALL)" >&2; exit 77; }
 tag=$(basename "$tarball" .tar.gz)
