@@ -132,7 +132,7 @@ static int unwind_all(struct store *st, int mode, double min_time, struct result
 {
     struct ss_unwinder *u;
     struct ss_err err = {0};
-    struct ss_unwinder_opts o = {.native_mode = mode};
+    struct ss_unwinder_opts o = {.native_mode = (enum ss_native_mode)mode};
     if (ss_unwinder_new(&u, &o, &err) < 0) {
         fprintf(stderr, "unwinder: %s\n", err.msg);
         return -1;

@@ -13,10 +13,10 @@
 struct ss_replay;
 
 struct ss_replay_opts {
-    const char *symfs;   /* extra root to look for ELF files (NULL = none) */
-    unsigned max_frames; /* 0 = unwinder default */
-    int native_mode;     /* see ss_unwinder_opts */
-    bool no_memo;        /* walk every sample (ss_unwinder_opts.memo off): tests, benches */
+    const char *symfs;               /* extra root to look for ELF files (NULL = none) */
+    unsigned max_frames;             /* 0 = unwinder default */
+    enum ss_native_mode native_mode; /* see ss_unwinder_opts */
+    bool no_memo; /* walk every sample (ss_unwinder_opts.memo off): tests, benches */
 };
 
 /* Called for every walked stack; a nonzero return stops the replay. */

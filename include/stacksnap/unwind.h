@@ -28,12 +28,19 @@ struct ss_map_desc; /* process/process.h */
 typedef void (*ss_unwind_record_fn)(void *ctx, uint32_t pid, uint64_t addr, const void *data,
                                     size_t len, int err);
 
+/* How native frames are walked: the default, and two libunwind-only modes
+ * that tests and benchmarks compare it with. */
+enum ss_native_mode {
+    SS_NATIVE_RULES = 0,  /* rule cache, libunwind for the rest (default) */
+    SS_NATIVE_UNW_STEP,   /* libunwind for every step (cursor per frame) */
+    SS_NATIVE_UNW_CURSOR, /* libunwind alone: one cursor for the whole walk */
+};
+
 struct ss_unwinder_opts {
-    unsigned max_frames;    /* frame cap, default 512 */
-    bool offline;           /* replay: never look at /proc for unknown pids */
-    const char *debug_root; /* prefix of /usr/lib/debug ("" or NULL = host) */
-    int native_mode;        /* 0 rule cache + libunwind (default); 1 libunwind for
-                               every step; 2 libunwind alone, one cursor per walk */
+    unsigned max_frames;             /* frame cap, default 512 */
+    bool offline;                    /* replay: never look at /proc for unknown pids */
+    const char *debug_root;          /* prefix of /usr/lib/debug ("" or NULL = host) */
+    enum ss_native_mode native_mode; /* how native frames are walked */
     ss_unwind_record_fn record;
     void *record_ctx;
     bool lj_check_guards;            /* tests: ss_lj_runtime_check_guards on every LuaJIT runtime */

@@ -66,7 +66,7 @@ void ss_nproc_free(struct ss_nproc *np)
     free(np);
 }
 
-void ss_nproc_set_mode(struct ss_nproc *np, enum ss_nmode mode)
+void ss_nproc_set_mode(struct ss_nproc *np, enum ss_native_mode mode)
 {
     np->mode = mode;
 }
@@ -300,7 +300,7 @@ static int step(struct ss_nproc *np, struct ss_native_frame *f, struct ss_native
 {
     check_gen(np);
     int r;
-    if (np->mode == SS_NMODE_RULES) {
+    if (np->mode == SS_NATIVE_RULES) {
         r = rule_step(np, f, caller, why);
         if (r < 0 && stop_anon && anon_ip(np, ss_nf_ip(f))) {
             *why = SS_TRUNC_NOINFO;
@@ -362,11 +362,11 @@ static unsigned unwind(struct ss_nproc *np, struct ss_native_frame *out, unsigne
     const struct ss_mapping *mp = ss_proc_find(np->proc, ss_nf_ip(&out[0]));
     if (!mp || !(mp->d.prot & SS_MAP_X))
         *why = SS_TRUNC_BADIP;
-    else if (np->mode == SS_NMODE_UNW_CURSOR)
+    else if (np->mode == SS_NATIVE_UNW_CURSOR)
         n = ss_unw_walk(np, out, max, why);
     else
         n = walk_on(np, out, 1, max, why, stop_anon, held,
-                    np->memo_on && np->mode == SS_NMODE_RULES && !stop_anon);
+                    np->memo_on && np->mode == SS_NATIVE_RULES && !stop_anon);
     np->st.frames += n;
     np->st.trunc[*why]++;
     return n;

@@ -12,7 +12,7 @@
  * expressions, code without CFI, which libunwind unwinds through frame
  * pointers within [CFA, CFA + 0x4000]) is one unw_step of libunwind on a
  * cursor set up at that frame. libunwind stays the source of truth; the
- * SS_NMODE_UNW_CURSOR mode walks with libunwind alone for cross-checks.
+ * SS_NATIVE_UNW_CURSOR mode walks with libunwind alone for cross-checks.
  *
  * Only layers 1-2 of memory/ are read here (snapshot, file bytes): a walk
  * that needs stack bytes past the snapshot ends with SS_TRUNC_SNAPSHOT.
@@ -30,6 +30,7 @@
 #include <stdint.h>
 
 #include "stacksnap/ss.h"
+#include "stacksnap/unwind.h" /* enum ss_native_mode */
 
 struct ss_proc;
 struct ss_mem;
@@ -126,12 +127,6 @@ static inline uint64_t ss_nf_lookup_ip(const struct ss_native_frame *f)
     return (f->flags & SS_NF_EXACT) ? f->regs.r[SS_DR_RIP] : f->regs.r[SS_DR_RIP] - 1;
 }
 
-enum ss_nmode {
-    SS_NMODE_RULES = 0,  /* rule cache, libunwind for the rest (default) */
-    SS_NMODE_UNW_STEP,   /* libunwind for every step (cursor per frame) */
-    SS_NMODE_UNW_CURSOR, /* libunwind alone: one cursor for the whole walk */
-};
-
 struct ss_nstats {
     uint64_t walks, frames;
     uint64_t rule_steps; /* steps done by a cached rule */
@@ -148,7 +143,7 @@ struct ss_nstats {
 int ss_nproc_new(struct ss_nproc **out, struct ss_proc *proc, struct ss_mem *mem,
                  struct ss_err *err);
 void ss_nproc_free(struct ss_nproc *np);
-void ss_nproc_set_mode(struct ss_nproc *np, enum ss_nmode mode);
+void ss_nproc_set_mode(struct ss_nproc *np, enum ss_native_mode mode);
 /* Answer walks above the leaf from earlier walks with the same inputs
  * (native_memo.c; rules mode only); off: walk every frame. */
 void ss_nproc_set_memo(struct ss_nproc *np, bool on);

@@ -43,7 +43,7 @@ struct ss_nproc {
     struct ss_proc *proc;
     struct ss_mem *mem;
     unw_addr_space_t as;
-    enum ss_nmode mode;
+    enum ss_native_mode mode;
     uint64_t gen;
     struct ss_nstats st;
     /* rule cache, direct-mapped: 1 << rc_bits entries, from SS_RC_BITS_MIN
@@ -87,7 +87,7 @@ void ss_unw_load_rows(struct ss_nproc *np, uint64_t look);
  * ss_native_step minus the sanity checks. */
 int ss_unw_step(struct ss_nproc *np, struct ss_native_frame *f, struct ss_native_frame *caller,
                 enum ss_trunc *why);
-/* Whole walk with one libunwind cursor (SS_NMODE_UNW_CURSOR). */
+/* Whole walk with one libunwind cursor (SS_NATIVE_UNW_CURSOR). */
 unsigned ss_unw_walk(struct ss_nproc *np, struct ss_native_frame *out, unsigned max,
                      enum ss_trunc *why);
 /* Common checks on a new caller frame: 1 ok, 0 stop with *why. */

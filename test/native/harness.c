@@ -247,7 +247,7 @@ int nw_sample(pid_t pid, const struct nw_opts *o, struct ss_unwinder *u, struct 
     int rc = 0;
     if (own && (rc = ss_unwinder_new(&r.u, NULL, &err)) < 0) return rc;
     if (o->compare_modes) {
-        struct ss_unwinder_opts uo = {.native_mode = 2};
+        struct ss_unwinder_opts uo = {.native_mode = SS_NATIVE_UNW_CURSOR};
         if ((rc = ss_unwinder_new(&r.ref, &uo, &err)) < 0) goto out;
     }
     struct ss_capture *c = NULL;
