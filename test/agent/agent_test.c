@@ -19,20 +19,6 @@
 #include "../cli/cli.h"
 #include "agent_util.h"
 
-static pid_t spin_native(void)
-{
-    char *bin = cli_built("cli_native");
-    char *const argv[] = {bin, "0", NULL};
-    int fd;
-    pid_t pid = cli_start(argv, &fd, NULL);
-    char line[64];
-    cr_assert(pid > 0 && cli_wait_line(fd, 10, line, sizeof(line)) == 0,
-              "cli_native did not start");
-    close(fd);
-    free(bin);
-    return pid;
-}
-
 static pid_t spin_lua(void)
 {
     char *lj = cli_which("luajit");
@@ -44,12 +30,6 @@ static pid_t spin_lua(void)
     free(lua);
     free(lj);
     return pid;
-}
-
-static void end(pid_t pid)
-{
-    kill(pid, SIGKILL);
-    cli_wait(pid, 5);
 }
 
 /* Prometheus scraping the agent every second; returns its pid. */
@@ -84,7 +64,7 @@ Test(agent, http_endpoints_real_clients, .timeout = 120)
     cr_assert(promtool, "promtool not installed (Debian prometheus; scripts/dev installs it)");
     char *dir = cli_tmpdir("agent-http");
     setenv("PPROF_TMPDIR", dir, 1); /* go tool pprof saves what it fetches there */
-    pid_t nat = spin_native(), lua = spin_lua();
+    pid_t nat = ag_spin_native(), lua = spin_lua();
     struct ag_proc ag;
     const char *args[] = {"-F", "99", NULL};
     cr_assert(ag_start(&ag, "agent-http", args) == 0, "the agent did not start");
@@ -207,9 +187,9 @@ Test(agent, http_endpoints_real_clients, .timeout = 120)
         ag_sh(&out, 30, "go tool pprof -raw -symbolize=none '%s' | grep -c cli_leaf", last), 0,
         "%s", out);
     free(out);
-    end(prom);
-    end(nat);
-    end(lua);
+    ag_kill(prom);
+    ag_kill(nat);
+    ag_kill(lua);
     ag_proc_free(&ag);
     cli_rmtree(dir);
     free(rawt), free(raw), free(pidprof), free(mf), free(last), free(dir), free(go), free(promtool);
@@ -218,7 +198,7 @@ Test(agent, http_endpoints_real_clients, .timeout = 120)
 Test(agent, push_pyroscope_with_outage, .timeout = 120)
 {
     char *dir = cli_tmpdir("agent-push");
-    pid_t nat = spin_native();
+    pid_t nat = ag_spin_native();
     int port = ag_free_port();
     char url[64], pidarg[16];
     snprintf(url, sizeof(url), "http://127.0.0.1:%d", port);
@@ -254,7 +234,7 @@ Test(agent, push_pyroscope_with_outage, .timeout = 120)
     cr_expect_eq(ag_stop(&ag, 10), 0);
     cr_expect(ag_recv_count(r) > before, "the last window was not pushed at SIGTERM");
     ag_recv_stop(r);
-    end(nat);
+    ag_kill(nat);
     ag_proc_free(&ag);
     cli_rmtree(dir);
     free(dir);
@@ -269,7 +249,7 @@ Test(agent, rolling_captures_replay, .timeout = 120)
 {
     char *dir = cli_tmpdir("agent-cap");
     char *cap = cli_path(dir, "caps");
-    pid_t nat = spin_native();
+    pid_t nat = ag_spin_native();
     char pidarg[16];
     snprintf(pidarg, sizeof(pidarg), "%d", (int)nat);
     struct ag_proc ag;
@@ -315,7 +295,7 @@ Test(agent, rolling_captures_replay, .timeout = 120)
     for (int i = 0; i < n; i++)
         free(names[i]);
     free(names);
-    end(nat);
+    ag_kill(nat);
     ag_proc_free(&ag);
     cli_rmtree(dir);
     free(cap), free(dir);

@@ -1,5 +1,6 @@
 /* test/agent/agent_util.c: see agent_util.h. */
 #include "agent_util.h"
+#include <criterion/criterion.h>
 
 #include <errno.h>
 #include <microhttpd.h>
@@ -386,4 +387,24 @@ void ag_recv_stop(struct ag_recv *r)
     free(r->want_auth);
     free(r->dir);
     free(r);
+}
+
+pid_t ag_spin_native(void)
+{
+    char *bin = cli_built("cli_native");
+    char *const argv[] = {bin, "0", NULL};
+    int fd;
+    pid_t pid = cli_start(argv, &fd, NULL);
+    char line[64];
+    cr_assert(pid > 0 && cli_wait_line(fd, 10, line, sizeof(line)) == 0,
+              "cli_native did not start");
+    close(fd);
+    free(bin);
+    return pid;
+}
+
+void ag_kill(pid_t pid)
+{
+    kill(pid, SIGKILL);
+    cli_wait(pid, 5);
 }

@@ -24,6 +24,11 @@ int ag_start(struct ag_proc *p, const char *tag, const char *const *args);
 int ag_stop(struct ag_proc *p, double timeout_s);
 void ag_proc_free(struct ag_proc *p);
 
+/* cli_native spinning (its chain main > cli_outer > ... > cli_leaf); the
+ * test fails when it does not start. ag_kill: SIGKILL and reap. */
+pid_t ag_spin_native(void);
+void ag_kill(pid_t pid);
+
 /* GET (or method) http://127.0.0.1:port PATH with curl; body to a malloc'd
  * string (NULL allowed). Returns the HTTP status, 0 when curl failed. */
 int ag_http(int port, const char *method, const char *path, char **body, double timeout_s);

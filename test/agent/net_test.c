@@ -22,26 +22,6 @@
 #include "../cli/cli.h"
 #include "agent_util.h"
 
-static pid_t spin_native(void)
-{
-    char *bin = cli_built("cli_native");
-    char *const argv[] = {bin, "0", NULL};
-    int fd;
-    pid_t pid = cli_start(argv, &fd, NULL);
-    char line[64];
-    cr_assert(pid > 0 && cli_wait_line(fd, 10, line, sizeof(line)) == 0,
-              "cli_native did not start");
-    close(fd);
-    free(bin);
-    return pid;
-}
-
-static void end(pid_t pid)
-{
-    kill(pid, SIGKILL);
-    cli_wait(pid, 5);
-}
-
 /* A TCP connection from src (a loopback address) to 127.0.0.1:port; -1 on failure. */
 static int conn_from(const char *src, int port)
 {
@@ -117,7 +97,7 @@ Test(agent_net, slowloris_1000_half_open, .timeout = 120)
     char *go = cli_which("go");
     cr_assert(go, "go not installed (Debian golang-go; scripts/dev installs it)");
     free(go);
-    pid_t nat = spin_native();
+    pid_t nat = ag_spin_native();
     struct ag_proc ag;
     char pid[16];
     snprintf(pid, sizeof(pid), "%d", (int)nat);
@@ -178,7 +158,7 @@ Test(agent_net, slowloris_1000_half_open, .timeout = 120)
     code = curl_from("127.0.0.5", ag.port, "/healthz", 2.0, NULL, &t);
     cr_expect_eq(code, 200, "/healthz from 127.0.0.5 afterwards: HTTP %d", code);
     cr_expect_eq(ag_stop(&ag, 15), 0, "agent exit: %s", ag.log);
-    end(nat);
+    ag_kill(nat);
     cli_rmtree(dir);
     free(dir);
     ag_proc_free(&ag);
@@ -197,7 +177,7 @@ static char *exchange(int port, const char *req, size_t len, double timeout_s, b
 
 Test(agent_net, bad_requests_keepalive, .timeout = 120)
 {
-    pid_t nat = spin_native();
+    pid_t nat = ag_spin_native();
     struct ag_proc ag;
     char pid[16];
     snprintf(pid, sizeof(pid), "%d", (int)nat);
@@ -259,13 +239,13 @@ Test(agent_net, bad_requests_keepalive, .timeout = 120)
     /* and the agent still serves */
     cr_expect_eq(ag_http(ag.port, "GET", "/healthz", NULL, 5), 200);
     cr_expect_eq(ag_stop(&ag, 15), 0, "agent exit: %s", ag.log);
-    end(nat);
+    ag_kill(nat);
     ag_proc_free(&ag);
 }
 
 Test(agent_net, dropped_connections_log_rate_limited, .timeout = 120)
 {
-    pid_t nat = spin_native();
+    pid_t nat = ag_spin_native();
     struct ag_proc ag;
     char pid[16];
     snprintf(pid, sizeof(pid), "%d", (int)nat);
@@ -325,6 +305,6 @@ Test(agent_net, dropped_connections_log_rate_limited, .timeout = 120)
     cr_log_info("dropped connections: %d http log lines for %d bad connections", lines, N + G);
     cr_expect(lines <= 8, "%d log lines for %d bad connections:\n%s", lines, N + G, ag.log);
     cr_expect(strstr(ag.log, "client errors") != NULL, "no summary line in the log:\n%s", ag.log);
-    end(nat);
+    ag_kill(nat);
     ag_proc_free(&ag);
 }

@@ -17,26 +17,6 @@
 #include "../cli/cli.h"
 #include "agent_util.h"
 
-static pid_t spin_native(void)
-{
-    char *bin = cli_built("cli_native");
-    char *const argv[] = {bin, "0", NULL};
-    int fd;
-    pid_t pid = cli_start(argv, &fd, NULL);
-    char line[64];
-    cr_assert(pid > 0 && cli_wait_line(fd, 10, line, sizeof(line)) == 0,
-              "cli_native did not start");
-    close(fd);
-    free(bin);
-    return pid;
-}
-
-static void end(pid_t pid)
-{
-    kill(pid, SIGKILL);
-    cli_wait(pid, 5);
-}
-
 /* dir/ca.{crt,key} (the CA), dir/NAME.{crt,key} signed by it for 127.0.0.1;
  * rogue-ca and rogue (a client no one trusts). */
 static void make_pki(const char *dir)
@@ -112,7 +92,7 @@ Test(agent_tls, tls_and_basic_auth, .timeout = 120)
              dir, hash);
     char *cfg = cli_path(dir, "web.yml");
     cli_store(cfg, text, strlen(text));
-    pid_t nat = spin_native();
+    pid_t nat = ag_spin_native();
     struct ag_proc ag;
     start(&ag, nat, cfg, NULL);
     char url[128], ca[600], args[1200];
@@ -161,7 +141,7 @@ Test(agent_tls, tls_and_basic_auth, .timeout = 120)
     cr_expect_eq(curl(args, url, NULL), 0, "a TLS 1.2 client was served with min_version TLS13");
     cr_expect_eq(ag_stop(&ag, 15), 0, "agent exit: %s", ag.log);
     ag_proc_free(&ag);
-    end(nat);
+    ag_kill(nat);
     cli_rmtree(dir);
     free(dir), free(cfg);
 }
@@ -189,7 +169,7 @@ Test(agent_tls, mtls_client_certificates, .timeout = 120)
              "  client_ca_file: ca.crt\n  client_auth_type: RequireAndVerifyClientCert\n");
     char *cfg = cli_path(dir, "web.yml");
     cli_store(cfg, text, strlen(text));
-    pid_t nat = spin_native();
+    pid_t nat = ag_spin_native();
     struct ag_proc ag;
     start(&ag, nat, cfg, "--healthz-open");
     char url[128], good[1200], rogue[1200], none[700], args[1400];
@@ -250,7 +230,7 @@ Test(agent_tls, mtls_client_certificates, .timeout = 120)
     cr_expect(rc != 0 && code == 0, "RequireAnyClientCert, none: curl %d, HTTP %d", rc, code);
     cr_expect_eq(ag_stop(&ag, 15), 0, "agent exit: %s", ag.log);
     ag_proc_free(&ag);
-    end(nat);
+    ag_kill(nat);
     cli_rmtree(dir);
     free(dir), free(cfg);
 }
@@ -260,7 +240,7 @@ Test(agent_tls, bearer_token, .timeout = 120)
     char *dir = cli_tmpdir("agent-token");
     char *tok = cli_path(dir, "token");
     cli_store(tok, "tok-3f9a1c77e2\n", 15);
-    pid_t nat = spin_native();
+    pid_t nat = ag_spin_native();
     char pid[16];
     snprintf(pid, sizeof(pid), "%d", (int)nat);
     const char *args[] = {"-p", pid, "--auth-token-file", tok, "--healthz-open", NULL};
@@ -284,7 +264,7 @@ Test(agent_tls, bearer_token, .timeout = 120)
     cr_expect_eq(ag_stop(&ag, 15), 0, "agent exit: %s", ag.log);
     cr_expect(!strstr(ag.log, "tok-3f9a"), "the token is in the log:\n%s", ag.log);
     ag_proc_free(&ag);
-    end(nat);
+    ag_kill(nat);
     cli_rmtree(dir);
     free(dir), free(tok);
 }
@@ -354,7 +334,7 @@ Test(agent_tls, push_tls_ca_and_auth, .timeout = 120)
     cr_assert(r, "the TLS receiver did not start");
     char *auth = cli_path(dir, "push-auth");
     cli_store(auth, "Bearer push-tok-81d2\n", 21);
-    pid_t nat = spin_native();
+    pid_t nat = ag_spin_native();
     char pid[16], url[128], ca[600];
     snprintf(pid, sizeof(pid), "%d", (int)nat);
     snprintf(url, sizeof(url), "https://127.0.0.1:%d", port);
@@ -421,7 +401,7 @@ Test(agent_tls, push_tls_ca_and_auth, .timeout = 120)
     cr_expect_eq(ag_stop(&ag, 15), 0, "agent exit: %s", ag.log);
     ag_proc_free(&ag);
     ag_recv_stop(r);
-    end(nat);
+    ag_kill(nat);
     cli_rmtree(dir);
     free(dir), free(crt), free(key), free(cert_pem), free(key_pem), free(auth), free(wrong);
 }
@@ -443,7 +423,7 @@ Test(agent_tls, prometheus_and_pprof_over_tls, .timeout = 180)
              hash);
     char *cfg = cli_path(dir, "web.yml");
     cli_store(cfg, text, strlen(text));
-    pid_t nat = spin_native();
+    pid_t nat = ag_spin_native();
     struct ag_proc ag;
     start(&ag, nat, cfg, NULL);
     char *pw = cli_path(dir, "password");
@@ -496,7 +476,7 @@ Test(agent_tls, prometheus_and_pprof_over_tls, .timeout = 180)
     cr_expect_eq(ag_stop(&ag, 15), 0, "agent exit: %s", ag.log);
     cr_expect(!strstr(ag.log, "prom-pass"), "the password is in the log:\n%s", ag.log);
     ag_proc_free(&ag);
-    end(nat);
+    ag_kill(nat);
     cli_rmtree(dir);
     free(dir), free(cfg), free(pw), free(pcfg), free(db), free(plog), free(prom), free(go);
 }
