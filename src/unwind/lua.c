@@ -433,7 +433,14 @@ static unsigned native_walk(struct ss_unwinder *u, struct ss_uproc *up, struct u
                 !ss_nf_ip(&tmp) || !(tmp.regs.valid & (1u << SS_DR_RSP)))
                 break;
             nf[n] = tmp;
-            if (!(cfa = trace_frame(up, l, nf, k, false, s->time_ns))) break;
+            if (!(cfa = trace_frame(up, l, nf, k, false, s->time_ns))) {
+                /* in no trace known here (a process gone before its walk:
+                 * its trace code is in no mapping the side band told):
+                 * step over it as code without CFI (native_scan.c) */
+                if (!anon_code(up, ss_nf_ip(&tmp)) || n + 1 > max) break;
+                n = ss_native_unwind_on(up->np, nf, n + 1, max, why, &held);
+                continue;
+            }
             n++;
         } else if (!(nf[k].flags & SS_NF_EXACT) && (cfa = exit_frame(l, up, &nf[k], false))) {
             /* the trace's VM frame, found from the exit handler's state */
