@@ -27,6 +27,18 @@ if command -v systemd-analyze >/dev/null; then
     echo "$out"
     lvl=$(echo "$out" | grep -o 'level for [^:]*: [0-9.]*' | awk '{print $NF}')
     awk -v l="$lvl" 'BEGIN { exit !(l != "" && l < 4.0) }' || { echo "FAIL: exposure $lvl"; exit 1; }
+    # with TLS and auth as the unit's comment says: the drop-in's credentials
+    # (LoadCredential=) and the ExecStart that reads them
+    cred=$dest/stacksnap-agent-cred.service
+    sed -n 's/^#   \(LoadCredential=.*\)/\1/p' "$unit" >"$dest/cred.lines"
+    [ "$(wc -l <"$dest/cred.lines")" -ge 2 ] || { echo "FAIL: no LoadCredential= drop-in in the unit"; exit 1; }
+    awk -v cl="$dest/cred.lines" '/^ExecStart=/ { while ((getline l < cl) > 0) print l
+            print $0 " --web-config ${CREDENTIALS_DIRECTORY}/web.yml --auth-token-file ${CREDENTIALS_DIRECTORY}/token"
+            next } { print }' "$unit" >"$cred"
+    out=$(systemd-analyze security --offline=yes "$cred" 2>&1 | grep 'Overall exposure level')
+    echo "with credentials: $out"
+    lvl=$(echo "$out" | grep -o 'level for [^:]*: [0-9.]*' | awk '{print $NF}')
+    awk -v l="$lvl" 'BEGIN { exit !(l != "" && l < 4.0) }' || { echo "FAIL: exposure with credentials $lvl"; exit 1; }
 else
     echo "SKIP: systemd-analyze missing (Debian systemd): unit not analysed"
 fi
