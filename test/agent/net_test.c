@@ -89,7 +89,7 @@ static int curl_from(const char *src, int port, const char *path, double max_s, 
 }
 
 /* 1,000 connections of Python's socket module from 127.0.0.5, each half a
- * request header, trickling a byte a second for 8 s (slowloris.py), while
+ * request header, trickling a byte a second for 12 s (slowloris.py), while
  * curl from 127.0.0.2 asks /healthz (within 1 s) and /metrics and go tool
  * pprof from 127.0.0.1 pulls a profile; then the agent closes them all. */
 Test(agent_net, slowloris_1000_half_open, .timeout = 120)
@@ -108,7 +108,7 @@ Test(agent_net, slowloris_1000_half_open, .timeout = 120)
     char port[16], cmd[1024];
     snprintf(port, sizeof(port), "%d", ag.port);
     snprintf(cmd, sizeof(cmd),
-             "ulimit -n 4096; exec python3 '%s/test/agent/slowloris.py' %s 1000 127.0.0.5 8",
+             "ulimit -n 4096; exec python3 '%s/test/agent/slowloris.py' %s 1000 127.0.0.5 12",
              SS_SOURCE_DIR, port);
     char *const py[] = {"sh", "-c", cmd, NULL};
     int out;
@@ -126,6 +126,16 @@ Test(agent_net, slowloris_1000_half_open, .timeout = 120)
     int code = curl_from("127.0.0.2", ag.port, "/healthz", 1.0, NULL, &t);
     cr_log_info("slowloris: /healthz from 127.0.0.2: HTTP %d in %.3f s", code, t);
     cr_expect_eq(code, 200, "/healthz did not answer within 1 s (HTTP %d, %.3f s)", code, t);
+    char *mpath = cli_path(dir, "metrics.txt");
+    code = curl_from("127.0.0.2", ag.port, "/metrics", 2.0, mpath, &t);
+    cr_expect_eq(code, 200, "/metrics from 127.0.0.2: HTTP %d", code);
+    char *m = cli_load(mpath, NULL);
+    double open_now = m ? ag_metric(m, "stacksnap_http_connections") : -1;
+    cr_log_info("slowloris: %.0f connections open in the agent", open_now);
+    cr_expect(open_now >= opened && open_now <= 256, "stacksnap_http_connections %.0f", open_now);
+    cr_expect(m && ag_metric(m, "stacksnap_http_client_errors_total{reason=\"limit\"}") >= 100,
+              "the connections past the limit are not counted:\n%s", m);
+    free(m), free(mpath);
     char *raw = cli_path(dir, "raw.txt");
     char *res = NULL;
     int rc = ag_sh(&res, 30,
@@ -137,16 +147,6 @@ Test(agent_net, slowloris_1000_half_open, .timeout = 120)
     cr_expect(rc == 0 && rawtxt && strstr(rawtxt, "cli_leaf"),
               "go tool pprof during the attack (rc %d):\n%s", rc, rawtxt ? rawtxt : "");
     free(rawtxt), free(raw);
-    char *mpath = cli_path(dir, "metrics.txt");
-    code = curl_from("127.0.0.2", ag.port, "/metrics", 2.0, mpath, &t);
-    cr_expect_eq(code, 200, "/metrics from 127.0.0.2: HTTP %d", code);
-    char *m = cli_load(mpath, NULL);
-    double open_now = m ? ag_metric(m, "stacksnap_http_connections") : -1;
-    cr_log_info("slowloris: %.0f connections open in the agent", open_now);
-    cr_expect(open_now >= opened && open_now <= 256, "stacksnap_http_connections %.0f", open_now);
-    cr_expect(m && ag_metric(m, "stacksnap_http_client_errors_total{reason=\"limit\"}") >= 100,
-              "the connections past the limit are not counted:\n%s", m);
-    free(m), free(mpath);
     /* once they go silent, the agent closes every one within seconds */
     int closed = -1, held = -1;
     cr_assert(cli_wait_line(out, 60, line, sizeof(line)) == 0, "slowloris.py did not finish");
