@@ -161,8 +161,8 @@ struct ss_frame {
     uint8_t kind; /* enum ss_frame_kind */
     uint8_t build_id_len;
     uint8_t build_id[20];
-    uint8_t unproven; /* Lua: frames above this one the walk could not prove on the stack and
-                         left out (JIT trace code between snapshots; counted, never shown) */
+    uint8_t unproven;        /* Lua: frames above this one the walk could not prove on the stack and
+                                left out (JIT trace code between snapshots; counted, never shown) */
     uint8_t flags;           /* SS_FF_* */
     uint64_t addr;           /* native: pc; Lua: bytecode address (0 if none) */
     uint64_t offset;         /* native: file offset of addr in its module */

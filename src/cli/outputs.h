@@ -22,7 +22,7 @@ struct ss_outputs {
     bool off_cpu;   /* counts are microseconds off the CPU */
     /* summary */
     uint64_t samples, lua, truncated, errors;
-    uint64_t lua_unproven; /* Lua frames left out as not proven (ss_stack_unproven) */
+    uint64_t lua_unproven;      /* Lua frames left out as not proven (ss_stack_unproven) */
     uint64_t nocfi, nocfi_root; /* samples through code without CFI (SS_FF_NOCFI); at the root */
     struct ss_pcount *procs;
     size_t nprocs, cap;

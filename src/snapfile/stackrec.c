@@ -119,8 +119,7 @@ int snap_dec_frames(struct snap_cur *c, struct snap_ftable *t, uint64_t off,
      * off / SNAP_FRAME_MIN of them: the table stays within a few times the
      * file's size, whatever the ids claim */
     *why = "frames record with ids out of sequence";
-    if (fr->first < t->n || fr->first > off / SNAP_FRAME_MIN ||
-        fr->n > UINT32_MAX - 1 - fr->first)
+    if (fr->first < t->n || fr->first > off / SNAP_FRAME_MIN || fr->n > UINT32_MAX - 1 - fr->first)
         return -EBADMSG;
     uint32_t end = fr->first + fr->n;
     if (table_room(t, end) < 0) return -ENOMEM;

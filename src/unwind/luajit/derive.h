@@ -19,7 +19,7 @@ const uint8_t *ss_lj_vaddr_bytes(Elf *e, uint64_t va, size_t len);
  * vm_exit_handler (info->exit_lo) and of BC_JLOOP, inside the verified VM
  * range info->vm_lo..vm_hi. Facts the code does not show, or that two
  * functions disagree on, stay unset. */
-void ss_lj_derive(Elf *e, struct ss_lj_elfinfo *info, const uint64_t *api,
-                  const uint64_t *apisz, unsigned napi);
+void ss_lj_derive(Elf *e, struct ss_lj_elfinfo *info, const uint64_t *api, const uint64_t *apisz,
+                  unsigned napi);
 
 #endif
