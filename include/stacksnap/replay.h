@@ -36,6 +36,10 @@ int ss_replay_run(struct ss_replay *r, ss_replay_stack_fn fn, ss_replay_msg_fn m
  * of u), as record did live at the same point. A nonzero return stops. */
 typedef int (*ss_replay_debug_fn)(void *ctx, struct ss_unwinder *u, const uint8_t *id, size_t len);
 void ss_replay_set_debug_fn(struct ss_replay *r, ss_replay_debug_fn fn);
+/* Called (with run's ctx) for every process record, as live's writer called
+ * its hook after writing it (ss_snapout_opts.on_process); nonzero stops. */
+typedef int (*ss_replay_proc_fn)(void *ctx, const struct ss_snap_process *p);
+void ss_replay_set_proc_fn(struct ss_replay *r, ss_replay_proc_fn fn);
 /* Counters of the last record of that kind ("capture.dropped", ...); 0 if absent. */
 uint64_t ss_replay_counter(const struct ss_replay *r, const char *name);
 void ss_replay_stats(const struct ss_replay *r, struct ss_snap_stats *st);

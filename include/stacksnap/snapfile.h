@@ -113,6 +113,9 @@ struct ss_snap_process {
     const char *exe;
     uint32_t nmaps;
     const struct ss_snap_mapping *maps;
+    /* cgroup v2 path when recorded ("0::" of /proc/PID/cgroup, appended to
+     * the record: "" in older captures and when unknown) */
+    const char *cgroup;
 };
 
 /* ---- target-memory reads the live walker made for one sample ---- */

@@ -9,6 +9,7 @@
 #include <errno.h>
 
 #include "agent/agent_int.h"
+#include "process/procid.h"
 
 #define PI_SLOTS 4096 /* open addressing; at most PI_MAX live entries */
 #define PI_MAX 3072
@@ -44,40 +45,13 @@ void ag_procinfo_free(struct ag_procinfo *p)
     free(p);
 }
 
-/* A container id in a cgroup path (64 hex digits, as docker, containerd and
- * podman name their scopes), else the path itself. */
-static char *cgroup_label(const char *path)
-{
-    for (const char *s = path; *s; s++) {
-        size_t n = 0;
-        while ((s[n] >= '0' && s[n] <= '9') || (s[n] >= 'a' && s[n] <= 'f'))
-            n++;
-        if (n == 64) return strndup(s, 64);
-        if (n) s += n - 1;
-    }
-    return strdup(path);
-}
-
 static void read_info(struct pi_ent *e)
 {
-    char path[64], buf[4096];
-    snprintf(path, sizeof(path), "/proc/%u/exe", e->pid);
-    ssize_t n = readlink(path, buf, sizeof(buf) - 1);
-    if (n > 0) {
-        buf[n] = 0;
-        e->exe = strdup(buf);
-    }
-    snprintf(path, sizeof(path), "/proc/%u/cgroup", e->pid);
-    FILE *f = fopen(path, "re");
-    if (!f) return;
-    while (fgets(buf, sizeof(buf), f)) { /* cgroup v2: "0::/PATH" */
-        buf[strcspn(buf, "\n")] = 0;
-        if (!strncmp(buf, "0::", 3) && buf[3]) {
-            e->cgroup = cgroup_label(buf + 3);
-            break;
-        }
-    }
-    fclose(f);
+    char buf[4096], id[SS_CONTAINER_ID_LEN + 1];
+    ss_proc_exe(e->pid, buf, sizeof(buf));
+    if (buf[0]) e->exe = strdup(buf);
+    ss_proc_cgroup(e->pid, buf, sizeof(buf));
+    if (buf[0]) e->cgroup = strdup(ss_cgroup_label(buf, id));
 }
 
 void ag_procinfo_get(struct ag_procinfo *p, uint32_t pid, const char *comm, const char **exe,

@@ -19,6 +19,7 @@
 #include "cli/outputs.h"
 #include "cli/topview.h"
 #include "process/process.h"
+#include "process/procid.h"
 #include "snapfile/snapout.h"
 #include "stacksnap/capture.h"
 #include "stacksnap/snapfile.h"
@@ -77,6 +78,25 @@ static void on_lj(void *ctx, uint32_t pid, const struct ss_lj_status *st)
     }
 }
 
+/* The capture wrote a process record: the outputs label the process with
+ * what replay reads from it. */
+static void on_process(void *ctx, const struct ss_snap_process *p)
+{
+    struct rec *r = ctx;
+    if (ss_outputs_process(&r->out, p)) r->failed = 1;
+}
+
+/* Without a capture: the same labels, read when the process's first stack
+ * is accounted. */
+static void label_process(struct rec *r, uint32_t pid)
+{
+    char exe[4096], cgroup[4096];
+    ss_proc_exe(pid, exe, sizeof(exe));
+    ss_proc_cgroup(pid, cgroup, sizeof(cgroup));
+    struct ss_snap_process p = {.pid = pid, .exe = exe, .cgroup = cgroup};
+    on_process(r, &p);
+}
+
 static void on_sample(void *ctx, const struct ss_sample *s)
 {
     struct rec *r = ctx;
@@ -95,6 +115,7 @@ static void on_sample(void *ctx, const struct ss_sample *s)
         r->failed = 1;
     }
     ss_unwinder_lj_news(r->u, s->pid, on_lj, r);
+    if (!r->snap && !ss_outputs_knows(&r->out, st.pid)) label_process(r, st.pid);
     if (ss_outputs_add(&r->out, &st) < 0) r->failed = 1;
     if (r->view) ss_topview_add(r->view, &st);
     struct ss_win_plan plan; /* a LuaJIT runtime verified: its windows from now on */
@@ -335,7 +356,9 @@ static int open_snap(struct rec *r, const char *path)
                                  .no_stack_bytes = c->no_stack_bytes,
                                  .command = cmd,
                                  .clock = &r->clock,
-                                 .warn = warn_stderr};
+                                 .warn = warn_stderr,
+                                 .on_process = on_process,
+                                 .process_ctx = r};
     struct ss_err err = {0};
     if (ss_snapout_open(&r->snap, &so, &err) < 0) {
         fprintf(stderr, "stacksnap: %s\n", err.msg);

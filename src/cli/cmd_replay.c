@@ -18,6 +18,11 @@ static int on_debug(void *ctx, struct ss_unwinder *u, const uint8_t *id, size_t 
     return ss_outputs_rename(ctx, u, id, len);
 }
 
+static int on_proc(void *ctx, const struct ss_snap_process *p)
+{
+    return ss_outputs_process(ctx, p);
+}
+
 static void on_msg(void *ctx, const char *msg)
 {
     (void)ctx;
@@ -56,6 +61,7 @@ int ss_cmd_replay(const struct ss_cli *c)
     }
     struct ss_err err = {0};
     ss_replay_set_debug_fn(r, on_debug);
+    ss_replay_set_proc_fn(r, on_proc);
     int run = ss_replay_run(r, add_stack, on_msg, &out, &err);
     if (run < 0) {
         fprintf(stderr, "stacksnap: %s: %s\n", c->capture, err.msg[0] ? err.msg : strerror(-run));

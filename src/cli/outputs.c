@@ -1,5 +1,6 @@
 /* cli/outputs.c: one report, many sinks, and the per-process summary. */
 #include "cli/outputs.h"
+#include "process/procid.h"
 #include "stacksnap/snapfile.h"
 #include "stacksnap/unwind.h"
 
@@ -64,6 +65,25 @@ int ss_cli_open_status(int code)
     default:
         return 2; /* missing folder, no permission, symlink, not a file... */
     }
+}
+
+int ss_outputs_process(struct ss_outputs *o, const struct ss_snap_process *p)
+{
+    struct ss_err err = {0};
+    char id[SS_CONTAINER_ID_LEN + 1];
+    const char *cg = p->cgroup && *p->cgroup ? ss_cgroup_label(p->cgroup, id) : NULL;
+    if (o->aggregate && ss_report_set_labels(o->rep, p->pid, p->exe, cg, &err) < 0) {
+        fprintf(stderr, "stacksnap: %s\n", err.msg);
+        return 1;
+    }
+    return 0;
+}
+
+bool ss_outputs_knows(const struct ss_outputs *o, uint32_t pid)
+{
+    for (size_t i = 0; i < o->nprocs; i++)
+        if (o->procs[i].pid == pid) return true;
+    return false;
 }
 
 static struct ss_pcount *pcount(struct ss_outputs *o, const struct ss_stack *st)

@@ -39,6 +39,13 @@ int ss_outputs_set_clock(struct ss_outputs *o, const struct ss_snap_header *h);
 /* Exit status for an output path that cannot be opened (negative errno):
  * 2 when the path is the cause (bad input), 1 for resource failures. */
 int ss_cli_open_status(int code);
+/* A process record (the capture's, live or replayed): the report labels the
+ * process with its exe and cgroup (OTLP's process.executable.path and
+ * container.id, pprof's exe and cgroup labels). Returns 0 or 1 after printing. */
+struct ss_snap_process;
+int ss_outputs_process(struct ss_outputs *o, const struct ss_snap_process *p);
+/* pid has a stack accounted already. */
+bool ss_outputs_knows(const struct ss_outputs *o, uint32_t pid);
 /* Account one walked stack. */
 int ss_outputs_add(struct ss_outputs *o, const struct ss_stack *st);
 /* A debug file of build-id id arrived in u: rename the frames aggregated so

@@ -174,6 +174,7 @@ void snap_enc_process(struct snap_buf *b, const struct ss_snap_process *p)
         put_build_id(b, m->build_id, m->build_id_len);
         snap_put_str(b, m->path);
     }
+    snap_put_str(b, p->cgroup ? p->cgroup : ""); /* appended: older readers stop before */
 }
 
 int snap_dec_process(struct snap_cur *c, struct snap_arrays *a, struct ss_snap_process *p,
@@ -206,6 +207,11 @@ int snap_dec_process(struct snap_cur *c, struct snap_arrays *a, struct ss_snap_p
     }
     if (c->bad) {
         *why = "process record: bad mapping list";
+        return -EBADMSG;
+    }
+    p->cgroup = snap_left(c) ? snap_get_str(c) : ""; /* absent in older captures */
+    if (c->bad) {
+        *why = "process record: bad cgroup";
         return -EBADMSG;
     }
     p->maps = a->maps;

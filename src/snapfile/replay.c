@@ -48,6 +48,7 @@ struct ss_replay {
     struct ss_snap_reader *rd;
     struct ss_unwinder *u;
     ss_replay_debug_fn on_debug; /* debugfile records: the consumer renames */
+    ss_replay_proc_fn on_proc;   /* process records: the consumer labels */
     struct ss_lj_detcache *ljc;  /* LuaJIT detection, shared by the runs' unwinders */
     struct ss_elf_cache *files;  /* opened files, shared by the runs' unwinders (files_ok) */
     bool files_ok;               /* the run left files as a fresh one would start: no debug
@@ -444,6 +445,11 @@ static void set_counters(struct ss_replay *r, const struct ss_snap_counters *k)
     }
 }
 
+void ss_replay_set_proc_fn(struct ss_replay *r, ss_replay_proc_fn fn)
+{
+    r->on_proc = fn;
+}
+
 void ss_replay_set_debug_fn(struct ss_replay *r, ss_replay_debug_fn fn)
 {
     r->on_debug = fn;
@@ -533,6 +539,7 @@ int ss_replay_run(struct ss_replay *r, ss_replay_stack_fn fn, ss_replay_msg_fn m
         case SS_SNAP_PROCESS:
             if (add_process(r, &rec.process, &perr) < 0)
                 say(r, "%s%s", perr.msg[0] ? perr.msg : "process record: out of memory", "");
+            if (r->on_proc && r->on_proc(ctx, &rec.process)) rc = 1;
             break;
         case SS_SNAP_BUNDLE:
             if (add_bundle(r, &rec.bundle) < 0)

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "elf/elf.h"
+#include "process/procid.h"
 #include "process/process.h"
 #include "stacksnap/snapfile.h"
 #include "stacksnap/ss_lj_luajit.h"
@@ -33,6 +34,8 @@ struct ss_snapout {
     int bundle;
     void (*warn)(void *ctx, const char *msg);
     void *warn_ctx;
+    void (*on_process)(void *ctx, const struct ss_snap_process *p);
+    void *process_ctx;
     struct pgen *known;
     size_t nknown, cap;
     /* mappings gathered for one process record */
@@ -88,6 +91,8 @@ int ss_snapout_open(struct ss_snapout **out, const struct ss_snapout_opts *o, st
     so->nostack = o->no_stack_bytes;
     so->warn = o->warn;
     so->warn_ctx = o->warn_ctx;
+    so->on_process = o->on_process;
+    so->process_ctx = o->process_ctx;
     *out = so;
     return 0;
 }
@@ -368,10 +373,9 @@ int ss_snapout_walked(struct ss_snapout *so, struct ss_unwinder *u, const struct
          strncmp(pd.comm, g->comm, sizeof(g->comm)))) {
         so->nmaps = 0;
         ss_unwinder_describe(u, s->pid, &pd, add_map, so);
-        char exe_link[64], exe[4096] = "";
-        snprintf(exe_link, sizeof(exe_link), "/proc/%u/exe", s->pid);
-        ssize_t n = readlink(exe_link, exe, sizeof(exe) - 1);
-        exe[n > 0 ? n : 0] = 0;
+        char exe[4096], cgroup[4096];
+        ss_proc_exe(s->pid, exe, sizeof(exe));
+        ss_proc_cgroup(s->pid, cgroup, sizeof(cgroup));
         struct ss_snap_process p = {
             .pid = s->pid,
             .reason = g->serial != pd.serial ? SS_SNAP_PROC_NEW : SS_SNAP_PROC_MAPS,
@@ -380,6 +384,7 @@ int ss_snapout_walked(struct ss_snapout *so, struct ss_unwinder *u, const struct
             .exe = exe,
             .nmaps = (uint32_t)so->nmaps,
             .maps = so->maps,
+            .cgroup = cgroup,
         };
         /* files first: replay resolves them when the process arrives (not
          * the vdso either in a capture without target memory: its frames
@@ -387,6 +392,7 @@ int ss_snapout_walked(struct ss_snapout *so, struct ss_unwinder *u, const struct
         if (!so->nostack) bundle_files(so, s->pid, so->bundle);
         if (so->failed) goto nomem;
         if (ss_snap_write_process(so->w, &p, err) < 0) goto fail;
+        if (so->on_process) so->on_process(so->process_ctx, &p);
         g->serial = pd.serial;
         g->generation = pd.generation;
         snprintf(g->comm, sizeof(g->comm), "%s", pd.comm);

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 
 #include "stacksnap/capture.h"
+#include "stacksnap/snapfile.h"
 #include "stacksnap/unwind.h"
 
 struct ss_snapout;
@@ -26,6 +27,10 @@ struct ss_snapout_opts {
     /* Non-fatal problems (a file that could not be bundled); optional. */
     void (*warn)(void *ctx, const char *msg);
     void *warn_ctx;
+    /* After each process record is written (live outputs label the process
+     * with what replay will read: exe, cgroup); optional. */
+    void (*on_process)(void *ctx, const struct ss_snap_process *p);
+    void *process_ctx;
 };
 
 /* Create the file. Negative errno with a message naming the path. */
