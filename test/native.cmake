@@ -51,6 +51,10 @@ target_compile_options(native_plt_ibt PRIVATE -fcf-protection=full -fPIE)
 target_link_options(native_plt_ibt PRIVATE -pie -Wl,-z,ibtplt)
 target_compile_options(native_plt_plain PRIVATE -fcf-protection=none -fno-pie)
 target_link_options(native_plt_plain PRIVATE -no-pie)
+ss_add_test(native_procid_test SOURCES ${CMAKE_SOURCE_DIR}/test/native/procid_test.c
+  LABELS native TIMEOUT 60)
+target_include_directories(native_procid_test PRIVATE ${CMAKE_SOURCE_DIR}/src)
+
 ss_add_test(native_plt_test SOURCES ${CMAKE_SOURCE_DIR}/test/native/plt_test.c
   LABELS native TIMEOUT 120)
 add_dependencies(native_plt_test native_plt_ibt native_plt_plain)

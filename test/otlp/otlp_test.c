@@ -4,10 +4,12 @@
  * frame; the dictionary rules hold; `replay -o x.otlp` of the capture is the
  * same bytes. Real BPF, real luajit and native workloads. */
 #include <criterion/criterion.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "../cli/cli.h"
@@ -32,7 +34,14 @@ Test(otlp, luajit_record_replay)
     same_as_folded(req, ru.folded, 0);
     /* resource and profile fields */
     cr_assert_str_eq(rattr(req, "service.name"), "luajit");
-    cr_assert_str_eq(rattr(req, "process.executable.name"), "luajit");
+    /* the exe as /proc/PID/exe names it, and its base name */
+    char *lj = cli_which("luajit"), *real = realpath(lj, NULL);
+    cr_assert(real, "luajit's path");
+    cr_assert_str_eq(rattr(req, "process.executable.path"), real);
+    cr_assert_str_eq(rattr(req, "process.executable.name"), strrchr(real, '/') + 1);
+    cr_assert(!otlp_resource_attr(req, 0, "container.id"), "container.id outside a container");
+    free(real);
+    free(lj);
     cr_assert(atoi(rattr(req, "process.pid")) > 1);
     char host[256] = "";
     gethostname(host, sizeof(host) - 1);
@@ -134,5 +143,86 @@ Test(otlp, offcpu_kernel_frames)
     pbt_free(req);
     replay_same(&ru);
     free(lua);
+    run_free(&ru);
+}
+
+/* Where cgroup v2 is mounted (a temporary mount of it when no mount is). */
+static char *cgroup2_root(char **mounted)
+{
+    *mounted = NULL;
+    FILE *f = fopen("/proc/self/mountinfo", "re");
+    cr_assert(f);
+    char line[4096], *root = NULL;
+    while (!root && fgets(line, sizeof(line), f)) {
+        char mnt[PATH_MAX];
+        const char *sep = strstr(line, " - ");
+        if (sep && !strncmp(sep, " - cgroup2 ", 11) &&
+            sscanf(line, "%*s %*s %*s %*s %4095s", mnt) == 1)
+            root = strdup(mnt);
+    }
+    fclose(f);
+    if (root) return root;
+    char *dir = cli_tmpdir("cg2");
+    cr_assert(dir);
+    char *argv[] = {"mount", "-t", "cgroup2", "none", dir, NULL};
+    struct cli_res r;
+    cr_assert(cli_run(&r, 30, argv) == 0 && r.status == 0, "mount cgroup2: %s", r.err);
+    cli_res_free(&r);
+    *mounted = dir;
+    return strdup(dir);
+}
+
+/* A process in a docker-like cgroup (DIR/docker-ID.scope) gets container.id
+ * ID on its resource, and the capture keeps it for replay. */
+Test(otlp, container_id)
+{
+    struct run ru = run_new("otlp-cg");
+    char *mounted, *cg2 = cgroup2_root(&mounted);
+    char id[65];
+    FILE *rnd = fopen("/dev/urandom", "re");
+    cr_assert(rnd);
+    for (int i = 0; i < 32; i++)
+        snprintf(id + 2 * i, 3, "%02x", (unsigned)fgetc(rnd) & 0xff);
+    fclose(rnd);
+    char *slice, *scope, *cmd;
+    cr_assert(asprintf(&slice, "%s/stacksnap-test-%d.slice", cg2, (int)getpid()) > 0);
+    cr_assert(asprintf(&scope, "%s/docker-%s.scope", slice, id) > 0);
+    cr_assert(mkdir(slice, 0755) == 0 && mkdir(scope, 0755) == 0, "mkdir %s: %m", scope);
+    char *bin = cli_built("cli_native");
+    cr_assert(asprintf(&cmd, "echo $$ > %s/cgroup.procs && exec %s 0.6", scope, bin) > 0);
+    char *target[] = {"--", "sh", "-c", cmd};
+    char *extra[] = {"-F", "499", NULL};
+    otlp_record(&ru, extra, target, 4);
+    rmdir(scope); /* empty again: the target exited */
+    rmdir(slice);
+    if (mounted) {
+        char *argv[] = {"umount", mounted, NULL};
+        struct cli_res r;
+        if (cli_run(&r, 30, argv) == 0) cli_res_free(&r);
+        rmdir(mounted);
+        free(mounted);
+    }
+    struct pbt *req = otlp_decode(ru.otlp);
+    size_t n = pbt_count(req, "resource_profiles"), found = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *svc = otlp_resource_attr(req, i, "service.name");
+        if (!svc || strcmp(svc, "cli_native")) continue;
+        const char *cid = otlp_resource_attr(req, i, "container.id");
+        cr_assert(cid, "cli_native in %s has no container.id", scope);
+        cr_assert_str_eq(cid, id);
+        char *real = realpath(bin, NULL);
+        cr_assert_str_eq(otlp_resource_attr(req, i, "process.executable.path"), real);
+        free(real);
+        found++;
+    }
+    cr_assert_eq(found, 1, "%zu resources of cli_native", found);
+    same_as_folded(req, ru.folded, 0);
+    pbt_free(req);
+    replay_same(&ru);
+    free(cmd);
+    free(bin);
+    free(scope);
+    free(slice);
+    free(cg2);
     run_free(&ru);
 }
