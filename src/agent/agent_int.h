@@ -84,17 +84,16 @@ struct ag_clerr {
     double last; /* monotonic s of the last summary */
 };
 
-/* Push counters, kept by the sender thread. */
-struct ag_push_stats {
+/* A sender's counters (sendq.c), kept by its sender thread. */
+struct ag_send_stats {
     uint64_t sent, failed_tries, rejected, dropped, queued;
     bool enabled;
 };
 
-/* OTLP push counters (otlp_push.c), kept by its sender thread. */
+/* OTLP push counters (otlp_push.c): the queue's and the answers'. */
 struct ag_otlp_stats {
-    uint64_t sent, failed_tries, rejected, dropped, queued;
+    struct ag_send_stats q;
     uint64_t partial, partial_rejected; /* answers with a partial_success; profiles it rejected */
-    bool enabled;
 };
 
 struct ag_procinfo;
@@ -184,6 +183,46 @@ void ag_procinfo_get(struct ag_procinfo *p, uint32_t pid, const char *comm, cons
                      const char **cgroup);
 void ag_procinfo_gc(struct ag_procinfo *p);
 
+/* sendq.c: the senders' bounded queue, backoff and sender thread. A request
+ * is a report (made into its body on the sender thread's first try) or a
+ * body, with the sender's label and window. */
+struct ag_sendq_req {
+    struct ss_report *rep; /* owned; freed once the body is made */
+    char *body;            /* owned (malloc) */
+    size_t len;
+    char name[160]; /* the sender's label for the log (Pyroscope: application name) */
+    int64_t from, until;
+};
+struct ag_sendq_ops {
+    /* The body of r from r->rep (sender thread): 0 or negative errno. */
+    int (*body)(void *ctx, struct ag_sendq_req *r, struct ss_err *err);
+    /* Set URL, body and headers of one try on h (after curl_easy_reset);
+     * returns what done frees after the try (NULL: nothing). */
+    void *(*prepare)(void *ctx, CURL *h, const struct ag_sendq_req *r);
+    void (*done)(void *tmp);
+    /* The retry policy: a non-2xx answer worth another try (backoff). */
+    bool (*retryable)(long code);
+    /* A 2xx answer's body (optional). */
+    void (*answered)(void *ctx, const char *body, size_t len);
+};
+struct ag_sendq_opts {
+    struct ss_agent *a;
+    const char *what;      /* "push": log lines "push to URL: ..." */
+    const char *shown_url; /* the URL as logged */
+    const struct ag_peer *peer;
+    unsigned cap; /* requests queued at most */
+    const struct ag_sendq_ops *ops;
+    void *ctx;
+};
+struct ag_sendq;
+int ag_sendq_new(struct ag_sendq **out, const struct ag_sendq_opts *o, struct ss_err *err);
+/* Queue r (its rep and body are the queue's now); a full queue drops its oldest. */
+void ag_sendq_put(struct ag_sendq *q, const struct ag_sendq_req *r);
+/* Wake the sender for what was put; final: stop after one last try each. */
+void ag_sendq_wake(struct ag_sendq *q, bool final);
+void ag_sendq_stats(struct ag_sendq *q, struct ag_send_stats *st);
+void ag_sendq_free(struct ag_sendq *q); /* stops (last tries), joins, frees */
+
 /* otlp_push.c (--otlp): the window as one OTLP request per push_every_s */
 int ag_otlp_new(struct ag_otlp **out, struct ss_agent *a, struct ss_err *err);
 void ag_otlp_add(struct ag_otlp *p, const struct ss_stack *st, const char *exe, const char *cgroup);
@@ -199,7 +238,7 @@ int ag_push_new(struct ag_push **out, struct ss_agent *a, struct ss_err *err);
 void ag_push_add(struct ag_push *p, const struct ss_stack *st, const char *exe, const char *cgroup);
 /* The window is over when due (or final): queue its profiles for sending. */
 void ag_push_tick(struct ag_push *p, double now, bool final);
-void ag_push_stats(struct ag_push *p, struct ag_push_stats *st);
+void ag_push_stats(struct ag_push *p, struct ag_send_stats *st);
 /* Stop the sender after one last try of what is queued; free. */
 void ag_push_free(struct ag_push *p);
 

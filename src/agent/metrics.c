@@ -31,7 +31,7 @@ char *ag_metrics_text(struct ss_agent *a, size_t *len)
     struct ag_http_stats h = a->hs;
     unsigned nprof = a->nprofiles;
     pthread_mutex_unlock(&a->mu);
-    struct ag_push_stats p = {0};
+    struct ag_send_stats p = {0};
     if (a->push) ag_push_stats(a->push, &p);
     struct ag_otlp_stats ot = {0};
     if (a->otlp) ag_otlp_stats(a->otlp, &ot);
@@ -116,20 +116,20 @@ char *ag_metrics_text(struct ss_agent *a, size_t *len)
           p.dropped);
         G("push_queued", "Profiles waiting to be pushed.", p.queued);
     }
-    if (ot.enabled) {
-        C("otlp_sent_total", "OTLP export requests accepted (2xx).", ot.sent);
+    if (ot.q.enabled) {
+        C("otlp_sent_total", "OTLP export requests accepted (2xx).", ot.q.sent);
         C("otlp_failures_total", "OTLP export attempts that failed (retried with backoff).",
-          ot.failed_tries);
+          ot.q.failed_tries);
         C("otlp_rejected_total", "OTLP export requests refused (not retryable; not retried).",
-          ot.rejected);
+          ot.q.rejected);
         C("otlp_dropped_total",
           "OTLP export requests dropped: the queue was full or the agent "
           "stopped.",
-          ot.dropped);
+          ot.q.dropped);
         C("otlp_partial_success_total", "OTLP answers with a partial_success.", ot.partial);
         C("otlp_rejected_profiles_total", "Profiles a partial_success said were rejected.",
           ot.partial_rejected);
-        G("otlp_queued", "OTLP export requests waiting to be sent.", ot.queued);
+        G("otlp_queued", "OTLP export requests waiting to be sent.", ot.q.queued);
     }
     if (s.capturing || s.segments) {
         C("capture_segments_total", "Capture segments started.", s.segments);

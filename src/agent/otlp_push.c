@@ -3,10 +3,9 @@
  * (report/otlp.c), gzipped and POSTed as OTLP/HTTP protobuf to
  *   URL/v1development/profiles
  * with Content-Type application/x-protobuf, Content-Encoding gzip and the
- * --otlp-header K=V headers. A sender thread (libcurl) works through a
- * bounded queue as the Pyroscope push does (push.c): a failed try
- * (connection refused, 429, 502, 503, 504: OTLP's retryable answers) is
- * retried with exponential backoff (1 s doubling to 60 s); other 4xx/5xx
+ * --otlp-header K=V headers. The agent's send queue (sendq.c) sends them,
+ * as the Pyroscope push's: a failed try (connection refused, 429, 502, 503,
+ * 504: OTLP's retryable answers) is retried with backoff; other 4xx/5xx
  * answers are not retried; a full queue drops its oldest request. A 2xx
  * answer's ExportProfilesServiceResponse with a partial_success that
  * rejected profiles is logged and counted. */
@@ -24,14 +23,6 @@
 #ifdef SS_HAVE_OTLP
 #include "opentelemetry/proto/collector/profiles/v1development/profiles_service.pb-c.h"
 
-#define RESP_MAX (1u << 20) /* response bytes kept (a partial_success is small) */
-
-struct oitem {
-    struct ss_report *rep; /* serialized on the first try */
-    unsigned char *blob;   /* the gzipped request */
-    size_t len;
-};
-
 struct ag_otlp {
     struct ss_agent *a;
     char url[1100];
@@ -43,23 +34,10 @@ struct ag_otlp {
     /* main thread: the current window */
     struct ss_report *rep;
     double wstart;
-    /* shared with the sender, under mu */
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    struct oitem *q;
-    unsigned qcap, qhead, qlen;
-    bool stop;
-    struct ag_otlp_stats st;
-    pthread_t th;
-    bool started;
+    struct ag_sendq *q;
+    pthread_mutex_t mu; /* the answers' counters (sender thread) */
+    uint64_t partial, partial_rejected;
 };
-
-static void oitem_free(struct oitem *it)
-{
-    ss_report_free(it->rep);
-    free(it->blob);
-    memset(it, 0, sizeof(*it));
-}
 
 static int64_t clock_ns(clockid_t c)
 {
@@ -95,53 +73,30 @@ static int gzip_buf(const char *in, size_t len, unsigned char **out, size_t *ole
     return 0;
 }
 
-static int serialize(struct ag_otlp *p, struct oitem *it)
+static int body(void *ctx, struct ag_sendq_req *r, struct ss_err *err)
 {
+    (void)ctx;
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
-    struct ss_err err = {0};
-    int rc = f ? ss_report_write_otlp(it->rep, f, &err) : -ENOMEM;
+    int rc = f ? ss_report_write_otlp(r->rep, f, err) : -ENOMEM;
     if (f && fclose(f) && !rc) rc = -EIO;
-    ss_report_free(it->rep);
-    it->rep = NULL;
-    if (!rc) rc = gzip_buf(buf, len, &it->blob, &it->len);
+    if (!rc) rc = gzip_buf(buf, len, (unsigned char **)&r->body, &r->len);
     free(buf);
-    if (rc < 0)
-        ag_log(p->a, "otlp push: cannot write the profiles: %s",
-               err.msg[0] ? err.msg : strerror(-rc));
     return rc;
 }
 
-struct resp {
-    char *p;
-    size_t len;
-};
-
-static size_t on_body(char *data, size_t size, size_t n, void *ctx)
-{
-    struct resp *r = ctx;
-    size_t k = size * n;
-    if (r->len + k > RESP_MAX) return k; /* keep the start only */
-    char *b = realloc(r->p, r->len + k + 1);
-    if (!b) return 0;
-    memcpy(b + r->len, data, k);
-    r->p = b;
-    r->len += k;
-    return k;
-}
-
 /* A 2xx answer: its partial_success, if any rejected profiles. */
-static void partial(struct ag_otlp *p, const struct resp *r)
+static void answered(void *ctx, const char *body, size_t len)
 {
+    struct ag_otlp *p = ctx;
     Opentelemetry__Proto__Collector__Profiles__V1development__ExportProfilesServiceResponse *m =
-        r->len
-            ? opentelemetry__proto__collector__profiles__v1development__export_profiles_service_response__unpack(
-                  NULL, r->len, (const uint8_t *)r->p)
+        len ? opentelemetry__proto__collector__profiles__v1development__export_profiles_service_response__unpack(
+                  NULL, len, (const uint8_t *)body)
             : NULL;
-    if (r->len && !m) {
+    if (len && !m) {
         ag_log(p->a, "otlp push to %s: the answer is no ExportProfilesServiceResponse (%zu bytes)",
-               p->url, r->len);
+               p->url, len);
         return;
     }
     const Opentelemetry__Proto__Collector__Profiles__V1development__ExportProfilesPartialSuccess
@@ -150,8 +105,8 @@ static void partial(struct ag_otlp *p, const struct resp *r)
         ag_log(p->a, "otlp push to %s: partial success: %lld profiles rejected: %.300s", p->url,
                (long long)ps->rejected_profiles, ps->error_message ? ps->error_message : "");
         pthread_mutex_lock(&p->mu);
-        p->st.partial++;
-        if (ps->rejected_profiles > 0) p->st.partial_rejected += (uint64_t)ps->rejected_profiles;
+        p->partial++;
+        if (ps->rejected_profiles > 0) p->partial_rejected += (uint64_t)ps->rejected_profiles;
         pthread_mutex_unlock(&p->mu);
     }
     if (m)
@@ -159,100 +114,25 @@ static void partial(struct ag_otlp *p, const struct resp *r)
             m, NULL);
 }
 
-/* One try. 1 sent, 0 retry later, -1 refused for good. */
-static int send_item(struct ag_otlp *p, CURL *h, struct oitem *it)
+/* POST the gzipped request with the content headers and --otlp-header's. */
+static void *prepare(void *ctx, CURL *h, const struct ag_sendq_req *r)
 {
-    if (!it->blob && serialize(p, it) < 0) return -1;
-    struct resp r = {0};
-    curl_easy_reset(h);
+    struct ag_otlp *p = ctx;
     curl_easy_setopt(h, CURLOPT_URL, p->url);
-    curl_easy_setopt(h, CURLOPT_POSTFIELDS, (const char *)it->blob);
-    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)it->len);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, r->body);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)r->len);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, p->hdrs);
-    ag_peer_apply(&p->peer, h);
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 5L);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT, 20L);
-    curl_easy_setopt(h, CURLOPT_USERAGENT, "stacksnap-agent");
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, &r);
-    char ebuf[CURL_ERROR_SIZE] = "";
-    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, ebuf);
-    CURLcode cc = curl_easy_perform(h);
-    long code = 0;
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
-    int rc;
-    if (cc != CURLE_OK) {
-        ag_log(p->a, "otlp push to %s: %s", p->url, ebuf[0] ? ebuf : curl_easy_strerror(cc));
-        rc = 0;
-    } else if (code >= 200 && code < 300) {
-        partial(p, &r);
-        rc = 1;
-    } else {
-        ag_log(p->a, "otlp push to %s: HTTP %ld", p->url, code);
-        rc = code == 429 || code == 502 || code == 503 || code == 504 ? 0 : -1;
-    }
-    free(r.p);
-    return rc;
-}
-
-static void *sender(void *arg)
-{
-    struct ag_otlp *p = arg;
-    CURL *h = curl_easy_init();
-    double backoff = 0;
-    pthread_mutex_lock(&p->mu);
-    for (;;) {
-        while (!p->stop && (!p->qlen || backoff > 0)) {
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_sec += (time_t)(backoff > 0 ? backoff : 3600);
-            if (pthread_cond_timedwait(&p->cv, &p->mu, &ts) == ETIMEDOUT) break;
-        }
-        if (!p->qlen) {
-            if (p->stop) break;
-            continue;
-        }
-        struct oitem it = p->q[p->qhead]; /* the main thread may drop it meanwhile */
-        memset(&p->q[p->qhead], 0, sizeof(it));
-        p->qhead = (p->qhead + 1) % p->qcap;
-        p->qlen--;
-        bool last_try = p->stop;
-        pthread_mutex_unlock(&p->mu);
-        int r = h ? send_item(p, h, &it) : 0;
-        pthread_mutex_lock(&p->mu);
-        if (r == 1) {
-            p->st.sent++;
-            backoff = 0;
-            oitem_free(&it);
-        } else if (r < 0) {
-            p->st.rejected++;
-            oitem_free(&it);
-        } else {
-            p->st.failed_tries++;
-            backoff = backoff ? (backoff * 2 > 60 ? 60 : backoff * 2) : 1;
-            if (last_try || p->qlen == p->qcap) {
-                p->st.dropped++;
-                oitem_free(&it);
-            } else { /* back to the front */
-                p->qhead = (p->qhead + p->qcap - 1) % p->qcap;
-                p->q[p->qhead] = it;
-                p->qlen++;
-            }
-            while (last_try && p->qlen) { /* one last try each: the server is down */
-                p->st.dropped++;
-                oitem_free(&p->q[p->qhead]);
-                p->qhead = (p->qhead + 1) % p->qcap;
-                p->qlen--;
-            }
-        }
-        if (p->stop && !p->qlen) break;
-        if (p->stop) backoff = 0;
-    }
-    pthread_mutex_unlock(&p->mu);
-    curl_easy_cleanup(h);
     return NULL;
 }
+
+/* OTLP/HTTP: 429, 502, 503 and 504 are retryable, every other answer final. */
+static bool retryable(long code)
+{
+    return code == 429 || code == 502 || code == 503 || code == 504;
+}
+
+static const struct ag_sendq_ops otlp_ops = {
+    .body = body, .prepare = prepare, .retryable = retryable, .answered = answered};
 
 int ag_otlp_header_ok(const char *kv)
 {
@@ -280,18 +160,15 @@ int ag_otlp_new(struct ag_otlp **out, struct ss_agent *a, struct ss_err *err)
             return -EINVAL;
         }
     struct ag_otlp *p = calloc(1, sizeof(*p));
-    if (!p || !(p->q = calloc(a->o.push_queue, sizeof(*p->q)))) {
-        free(p);
+    if (!p) {
         ss_err_set(err, -ENOMEM, "otlp push: out of memory");
         return -ENOMEM;
     }
     p->a = a;
-    p->qcap = a->o.push_queue;
-    p->st.enabled = true;
+    pthread_mutex_init(&p->mu, NULL);
     int rc = ag_peer_load(&p->peer, &a->o, err);
     if (rc < 0) {
-        free(p->q);
-        free(p);
+        ag_otlp_free(p);
         return rc;
     }
     size_t n = strlen(u);
@@ -317,16 +194,23 @@ int ag_otlp_new(struct ag_otlp **out, struct ss_agent *a, struct ss_err *err)
     if (gethostname(p->host, sizeof(p->host) - 1) < 0) p->host[0] = 0;
     snprintf(p->service, sizeof(p->service), "%s", a->o.otlp_service ? a->o.otlp_service : "");
     p->mono_to_real = clock_ns(CLOCK_REALTIME) - clock_ns(CLOCK_MONOTONIC);
-    pthread_mutex_init(&p->mu, NULL);
-    pthread_cond_init(&p->cv, NULL);
-    curl_global_init(CURL_GLOBAL_DEFAULT);
     p->wstart = ag_now();
-    if (!h || pthread_create(&p->th, NULL, sender, p)) {
+    struct ag_sendq_opts qo = {.a = a,
+                               .what = "otlp push",
+                               .shown_url = p->url,
+                               .peer = &p->peer,
+                               .cap = a->o.push_queue,
+                               .ops = &otlp_ops,
+                               .ctx = p};
+    if (!h) {
         ag_otlp_free(p);
-        ss_err_set(err, -EAGAIN, "otlp push: cannot start the sender thread");
-        return -EAGAIN;
+        ss_err_set(err, -ENOMEM, "otlp push: out of memory");
+        return -ENOMEM;
     }
-    p->started = true;
+    if ((rc = ag_sendq_new(&p->q, &qo, err)) < 0) {
+        ag_otlp_free(p);
+        return rc;
+    }
     *out = p;
     return 0;
 }
@@ -352,51 +236,31 @@ void ag_otlp_add(struct ag_otlp *p, const struct ss_stack *st, const char *exe, 
 void ag_otlp_tick(struct ag_otlp *p, double now, bool final)
 {
     if (!final && now - p->wstart < (double)p->a->o.push_every_s) return;
-    pthread_mutex_lock(&p->mu);
     if (p->rep) {
-        if (p->qlen == p->qcap) { /* drop the oldest */
-            oitem_free(&p->q[p->qhead]);
-            p->qhead = (p->qhead + 1) % p->qcap;
-            p->qlen--;
-            p->st.dropped++;
-        }
-        p->q[(p->qhead + p->qlen) % p->qcap] = (struct oitem){.rep = p->rep};
-        p->qlen++;
+        ag_sendq_put(p->q, &(struct ag_sendq_req){.rep = p->rep});
         p->rep = NULL;
     }
-    if (final) p->stop = true;
-    pthread_cond_broadcast(&p->cv);
-    pthread_mutex_unlock(&p->mu);
+    ag_sendq_wake(p->q, final);
     p->wstart = now;
 }
 
 void ag_otlp_stats(struct ag_otlp *p, struct ag_otlp_stats *st)
 {
+    ag_sendq_stats(p->q, &st->q);
     pthread_mutex_lock(&p->mu);
-    *st = p->st;
-    st->queued = p->qlen;
+    st->partial = p->partial;
+    st->partial_rejected = p->partial_rejected;
     pthread_mutex_unlock(&p->mu);
 }
 
 void ag_otlp_free(struct ag_otlp *p)
 {
     if (!p) return;
-    if (p->started) {
-        pthread_mutex_lock(&p->mu);
-        p->stop = true;
-        pthread_cond_broadcast(&p->cv);
-        pthread_mutex_unlock(&p->mu);
-        pthread_join(p->th, NULL);
-    }
-    for (unsigned i = 0; i < p->qcap; i++)
-        oitem_free(&p->q[i]);
+    ag_sendq_free(p->q); /* its last tries use the peer, the headers and mu */
     ss_report_free(p->rep);
-    free(p->q);
     curl_slist_free_all(p->hdrs);
     ag_peer_free(&p->peer);
-    pthread_cond_destroy(&p->cv);
     pthread_mutex_destroy(&p->mu);
-    curl_global_cleanup();
     free(p);
 }
 #else

@@ -3,14 +3,12 @@
  *   POST URL/ingest?name=COMM{host=HOST}&from=S&until=S&format=pprof
  *        &sampleRate=HZ&spyName=stacksnap
  * with a multipart/form-data body whose part "profile" is the gzipped pprof.
- * A sender thread (libcurl) works through a bounded queue: a failed try
- * (connection refused, 5xx, 429) is retried with exponential backoff
- * (1 s doubling to 60 s); when the queue is full the oldest profile is
- * dropped and counted, so memory stays bounded while the server is down.
- * TLS: the server's certificate is always verified (libcurl's default, set
- * explicitly), against --push-ca's CA file when given, else the system's.
- * --push-auth-file's value goes into each request's Authorization header;
- * it is read once and never logged. */
+ * The agent's send queue (sendq.c) sends them: a failed try (connection
+ * refused, 5xx, 429) is retried with backoff, other 4xx are refused; a full
+ * queue drops its oldest profile. TLS: the server's certificate is always
+ * verified (libcurl's default, set explicitly), against --push-ca's CA file
+ * when given, else the system's. --push-auth-file's value goes into each
+ * request's Authorization header; it is read once and never logged. */
 #include <curl/curl.h>
 #include <errno.h>
 #include <stdio.h>
@@ -28,14 +26,6 @@ struct app {
     struct ss_report *rep;
 };
 
-struct item {
-    char name[160]; /* Pyroscope application name with labels */
-    int64_t from, until;
-    struct ss_report *rep; /* serialized on the first try */
-    char *blob;
-    size_t len;
-};
-
 struct ag_push {
     struct ss_agent *a;
     char url[1024];
@@ -47,23 +37,8 @@ struct ag_push {
     unsigned napps;
     double wstart;
     int64_t wfrom;
-    /* shared with the sender, under mu */
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    struct item *q;
-    unsigned qcap, qhead, qlen;
-    bool stop;
-    struct ag_push_stats st;
-    pthread_t th;
-    bool started;
+    struct ag_sendq *q;
 };
-
-static void item_free(struct item *it)
-{
-    ss_report_free(it->rep);
-    free(it->blob);
-    memset(it, 0, sizeof(*it));
-}
 
 /* Pyroscope application names: letters, digits, '.', '_' and '-'. */
 static void app_name(char *out, size_t len, const char *comm, const char *host)
@@ -79,123 +54,65 @@ static void app_name(char *out, size_t len, const char *comm, const char *host)
     snprintf(out, len, "%s{host=%s,agent=stacksnap}", n ? c : "unknown", host);
 }
 
-/* One try. 1 sent, 0 retry later, -1 refused for good (4xx). */
-static int send_item(struct ag_push *p, CURL *h, struct item *it)
+static int body(void *ctx, struct ag_sendq_req *r, struct ss_err *err)
 {
-    struct ss_agent *a = p->a;
-    if (!it->blob) {
-        FILE *f = open_memstream(&it->blob, &it->len);
-        struct ss_err err = {0};
-        int rc = f ? ss_report_write_pprof(it->rep, f, &err) : -ENOMEM;
-        if (f && fclose(f) && !rc) rc = -EIO;
-        ss_report_free(it->rep);
-        it->rep = NULL;
-        if (rc < 0) {
-            ag_log(a, "push: cannot write the profile of %s: %s", it->name, err.msg);
-            return -1;
-        }
-    }
-    char *ename = curl_easy_escape(h, it->name, 0);
+    (void)ctx;
+    FILE *f = open_memstream(&r->body, &r->len);
+    int rc = f ? ss_report_write_pprof(r->rep, f, err) : -ENOMEM;
+    if (f && fclose(f) && !rc) rc = -EIO;
+    return rc;
+}
+
+struct
+try {
+    curl_mime *mime;
+    struct curl_slist *hdrs;
+};
+
+/* POST URL/ingest?name=...: multipart/form-data, part "profile". */
+static void *prepare(void *ctx, CURL *h, const struct ag_sendq_req *r)
+{
+    struct ag_push *p = ctx;
+    struct try *t = calloc(1, sizeof(*t));
+    char *ename = curl_easy_escape(h, r->name, 0);
     char url[1400];
     snprintf(url, sizeof(url),
              "%s/ingest?name=%s&from=%lld&until=%lld&format=pprof&sampleRate=%u"
              "&spyName=stacksnap",
-             p->url, ename ? ename : "unknown", (long long)it->from, (long long)it->until,
-             a->o.freq_hz);
+             p->url, ename ? ename : "unknown", (long long)r->from, (long long)r->until,
+             p->a->o.freq_hz);
     curl_free(ename);
-    curl_mime *mime = curl_mime_init(h);
-    curl_mimepart *part = curl_mime_addpart(mime);
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    if (!t) return NULL; /* the try fails: no body */
+    t->mime = curl_mime_init(h);
+    curl_mimepart *part = curl_mime_addpart(t->mime);
     curl_mime_name(part, "profile");
     curl_mime_filename(part, "profile.pb.gz");
     curl_mime_type(part, "application/octet-stream");
-    curl_mime_data(part, it->blob, it->len);
-    curl_easy_reset(h);
-    curl_easy_setopt(h, CURLOPT_URL, url);
-    curl_easy_setopt(h, CURLOPT_MIMEPOST, mime);
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 5L);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT, 20L);
-    curl_easy_setopt(h, CURLOPT_USERAGENT, "stacksnap-agent");
-    ag_peer_apply(&p->peer, h);
-    struct curl_slist *hdrs = p->peer.auth ? curl_slist_append(NULL, p->peer.auth) : NULL;
-    if (hdrs) curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
-    char ebuf[CURL_ERROR_SIZE] = "";
-    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, ebuf);
-    CURLcode cc = curl_easy_perform(h);
-    long code = 0;
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
-    curl_mime_free(mime);
-    curl_slist_free_all(hdrs);
-    if (cc != CURLE_OK) {
-        ag_log(a, "push to %s: %s", p->shown, ebuf[0] ? ebuf : curl_easy_strerror(cc));
-        return 0;
-    }
-    if (code >= 200 && code < 300) return 1;
-    ag_log(a, "push to %s: HTTP %ld for %s", p->shown, code, it->name);
-    return code >= 400 && code < 500 && code != 429 ? -1 : 0;
+    curl_mime_data(part, r->body, r->len);
+    curl_easy_setopt(h, CURLOPT_MIMEPOST, t->mime);
+    t->hdrs = p->peer.auth ? curl_slist_append(NULL, p->peer.auth) : NULL;
+    if (t->hdrs) curl_easy_setopt(h, CURLOPT_HTTPHEADER, t->hdrs);
+    return t;
 }
 
-static void *sender(void *arg)
+static void done(void *tmp)
 {
-    struct ag_push *p = arg;
-    CURL *h = curl_easy_init();
-    double backoff = 0;
-    pthread_mutex_lock(&p->mu);
-    for (;;) {
-        while (!p->stop && (!p->qlen || backoff > 0)) {
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            double w = backoff > 0 ? backoff : 3600;
-            ts.tv_sec += (time_t)w;
-            if (pthread_cond_timedwait(&p->cv, &p->mu, &ts) == ETIMEDOUT) break;
-        }
-        if (!p->qlen) {
-            if (p->stop) break;
-            continue;
-        }
-        /* take the oldest (the main thread may drop it meanwhile: work on a copy) */
-        struct item it = p->q[p->qhead];
-        memset(&p->q[p->qhead], 0, sizeof(it));
-        p->qhead = (p->qhead + 1) % p->qcap;
-        p->qlen--;
-        bool last_try = p->stop;
-        pthread_mutex_unlock(&p->mu);
-        int r = h ? send_item(p, h, &it) : 0;
-        pthread_mutex_lock(&p->mu);
-        if (r == 1) {
-            p->st.sent++;
-            backoff = 0;
-            item_free(&it);
-        } else if (r < 0) {
-            p->st.rejected++;
-            item_free(&it);
-        } else {
-            p->st.failed_tries++;
-            backoff = backoff ? (backoff * 2 > 60 ? 60 : backoff * 2) : 1;
-            if (last_try || p->qlen == p->qcap) { /* stopping, or newer ones took its place */
-                p->st.dropped++;
-                item_free(&it);
-            } else { /* back to the front */
-                p->qhead = (p->qhead + p->qcap - 1) % p->qcap;
-                p->q[p->qhead] = it;
-                p->qlen++;
-            }
-            if (last_try) { /* one last try each: the server is down */
-                while (p->qlen) {
-                    p->st.dropped++;
-                    item_free(&p->q[p->qhead]);
-                    p->qhead = (p->qhead + 1) % p->qcap;
-                    p->qlen--;
-                }
-            }
-        }
-        if (p->stop && !p->qlen) break;
-        if (p->stop) backoff = 0;
-    }
-    pthread_mutex_unlock(&p->mu);
-    curl_easy_cleanup(h);
-    return NULL;
+    struct try *t = tmp;
+    if (!t) return;
+    curl_mime_free(t->mime);
+    curl_slist_free_all(t->hdrs);
+    free(t);
 }
+
+/* Pyroscope: 4xx but 429 is the request's fault (not retried). */
+static bool retryable(long code)
+{
+    return !(code >= 400 && code < 500 && code != 429);
+}
+
+static const struct ag_sendq_ops push_ops = {
+    .body = body, .prepare = prepare, .done = done, .retryable = retryable};
 
 int ag_push_new(struct ag_push **out, struct ss_agent *a, struct ss_err *err)
 {
@@ -205,14 +122,11 @@ int ag_push_new(struct ag_push **out, struct ss_agent *a, struct ss_err *err)
         return -EINVAL;
     }
     struct ag_push *p = calloc(1, sizeof(*p));
-    if (!p || !(p->q = calloc(a->o.push_queue, sizeof(*p->q)))) {
-        free(p);
+    if (!p) {
         ss_err_set(err, -ENOMEM, "push: out of memory");
         return -ENOMEM;
     }
     p->a = a;
-    p->qcap = a->o.push_queue;
-    p->st.enabled = true;
     snprintf(p->url, sizeof(p->url), "%s", u);
     size_t n = strlen(p->url);
     while (n && p->url[n - 1] == '/')
@@ -227,9 +141,6 @@ int ag_push_new(struct ag_push **out, struct ss_agent *a, struct ss_err *err)
     if (gethostname(p->host, sizeof(p->host) - 1) < 0) strcpy(p->host, "unknown");
     for (char *s = p->host; *s; s++)
         if (*s == ',' || *s == '}' || *s == '=' || *s == '{') *s = '_';
-    pthread_mutex_init(&p->mu, NULL);
-    pthread_cond_init(&p->cv, NULL);
-    curl_global_init(CURL_GLOBAL_DEFAULT);
     int rc = ag_peer_load(&p->peer, &a->o, err);
     if (rc < 0) {
         ag_push_free(p);
@@ -237,12 +148,17 @@ int ag_push_new(struct ag_push **out, struct ss_agent *a, struct ss_err *err)
     }
     p->wstart = ag_now();
     p->wfrom = ag_wall_ns() / 1000000000;
-    if (pthread_create(&p->th, NULL, sender, p)) {
+    struct ag_sendq_opts qo = {.a = a,
+                               .what = "push",
+                               .shown_url = p->shown,
+                               .peer = &p->peer,
+                               .cap = a->o.push_queue,
+                               .ops = &push_ops,
+                               .ctx = p};
+    if ((rc = ag_sendq_new(&p->q, &qo, err)) < 0) {
         ag_push_free(p);
-        ss_err_set(err, -EAGAIN, "push: cannot start the sender thread");
-        return -EAGAIN;
+        return rc;
     }
-    p->started = true;
     *out = p;
     return 0;
 }
@@ -276,59 +192,32 @@ void ag_push_tick(struct ag_push *p, double now, bool final)
     if (!final && now - p->wstart < (double)p->a->o.push_every_s) return;
     int64_t until = ag_wall_ns() / 1000000000;
     if (until <= p->wfrom) until = p->wfrom + 1;
-    pthread_mutex_lock(&p->mu);
     for (unsigned i = 0; i <= PUSH_APPS; i++) {
         struct app *ap = &p->apps[i];
         if (!ap->rep) continue;
-        if (p->qlen == p->qcap) { /* drop the oldest */
-            item_free(&p->q[p->qhead]);
-            p->qhead = (p->qhead + 1) % p->qcap;
-            p->qlen--;
-            p->st.dropped++;
-        }
-        struct item *it = &p->q[(p->qhead + p->qlen) % p->qcap];
-        app_name(it->name, sizeof(it->name), ap->comm, p->host);
-        it->from = p->wfrom;
-        it->until = until;
-        it->rep = ap->rep;
+        struct ag_sendq_req r = {.rep = ap->rep, .from = p->wfrom, .until = until};
+        app_name(r.name, sizeof(r.name), ap->comm, p->host);
+        ag_sendq_put(p->q, &r);
         ap->rep = NULL;
-        p->qlen++;
     }
-    if (final) p->stop = true;
-    pthread_cond_broadcast(&p->cv);
-    pthread_mutex_unlock(&p->mu);
+    ag_sendq_wake(p->q, final);
     memset(p->apps, 0, sizeof(p->apps));
     p->napps = 0;
     p->wstart = now;
     p->wfrom = until;
 }
 
-void ag_push_stats(struct ag_push *p, struct ag_push_stats *st)
+void ag_push_stats(struct ag_push *p, struct ag_send_stats *st)
 {
-    pthread_mutex_lock(&p->mu);
-    *st = p->st;
-    st->queued = p->qlen;
-    pthread_mutex_unlock(&p->mu);
+    ag_sendq_stats(p->q, st);
 }
 
 void ag_push_free(struct ag_push *p)
 {
     if (!p) return;
-    if (p->started) {
-        pthread_mutex_lock(&p->mu);
-        p->stop = true;
-        pthread_cond_broadcast(&p->cv);
-        pthread_mutex_unlock(&p->mu);
-        pthread_join(p->th, NULL);
-    }
-    for (unsigned i = 0; i < p->qcap; i++)
-        item_free(&p->q[i]);
+    ag_sendq_free(p->q); /* its last tries use the peer */
     for (unsigned i = 0; i <= PUSH_APPS; i++)
         ss_report_free(p->apps[i].rep);
-    free(p->q);
-    pthread_cond_destroy(&p->cv);
-    pthread_mutex_destroy(&p->mu);
-    curl_global_cleanup();
     ag_peer_free(&p->peer);
     free(p);
 }
