@@ -23,9 +23,15 @@
 
 #include "capture/capture_int.h"
 
-#define SB_DATA_PAGES                                                                              \
-    32                  /* 128 KiB a CPU: a churn of ~1000 execs a second                          \
-                           writes ~10 KiB per CPU between two polls */
+/* Data bytes a CPU: the side band must hold what the machine maps while
+ * the recorder is behind (a walk of a cold file, a busy machine): a churn
+ * of ~400 execs a second writes ~0.5 MiB a second per CPU of two, so 2 MiB
+ * a CPU hold ~4 s of it (128 KiB lost most of a 300 ms stall's records).
+ * SB_TOTAL_MAX bounds many-CPU machines; a ring the kernel refuses (locked
+ * memory) is halved down to SB_RING_MIN. */
+#define SB_RING_MAX (2u << 20)
+#define SB_RING_MIN (128u << 10)
+#define SB_TOTAL_MAX (64u << 20)
 #define SB_REC_MAX 4096 /* a record longer than this (a path near PATH_MAX) is skipped */
 
 struct sb_ring {
@@ -72,6 +78,12 @@ int ss_capture_sb_open(struct ss_capture *c, struct ss_err *err)
         sb->page = (size_t)sysconf(_SC_PAGESIZE);
         c->sb = sb;
     }
+    int ncpu = 0;
+    for (int cpu = 0; r >= 0 && cpu < max; cpu++)
+        ncpu += on[cpu];
+    size_t ring = SB_RING_MAX;
+    while (ring > SB_RING_MIN && ncpu && ring * (size_t)ncpu > SB_TOTAL_MAX)
+        ring /= 2;
     for (int cpu = 0; r >= 0 && cpu < max; cpu++) {
         if (!on[cpu]) continue;
         struct sb_ring *g = &sb->r[sb->n];
@@ -82,8 +94,15 @@ int ss_capture_sb_open(struct ss_capture *c, struct ss_err *err)
                        strerror(-r));
             break;
         }
-        g->data_size = SB_DATA_PAGES * sb->page;
-        void *m = mmap(NULL, sb->page + g->data_size, PROT_READ | PROT_WRITE, MAP_SHARED, g->fd, 0);
+        /* a power of two of pages, as perf wants */
+        void *m = MAP_FAILED;
+        for (g->data_size = ring > sb->page ? ring : sb->page;; g->data_size /= 2) {
+            m = mmap(NULL, sb->page + g->data_size, PROT_READ | PROT_WRITE, MAP_SHARED, g->fd, 0);
+            if (m != MAP_FAILED || g->data_size <= SB_RING_MIN || g->data_size <= sb->page ||
+                (errno != EPERM && errno != ENOMEM))
+                break;
+            ring = g->data_size / 2; /* the next CPUs: no bigger */
+        }
         if (m == MAP_FAILED) {
             r = -errno;
             close(g->fd);

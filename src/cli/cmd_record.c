@@ -269,6 +269,9 @@ static void progress(const struct rec *r, double t0, int final)
                 (unsigned long long)cs.copy_failed, (unsigned long long)cs.copy_partial,
                 (unsigned long long)cs.skipped, (unsigned long long)cs.markers,
                 (unsigned long long)cs.exec_stacks);
+    if (cs.map_lost || r->c->verbose)
+        fprintf(stderr, "stacksnap: side band: %llu mapping and exec records, %llu lost\n",
+                (unsigned long long)cs.map_events, (unsigned long long)cs.map_lost);
 }
 
 static int print_prog_info(struct ss_capture *cap, FILE *f)

@@ -6,10 +6,15 @@
  * a process at a sample's time is the mappings logged after its last exec
  * before that time, and up to it; its files are opened by path in our root
  * and must be the mapped ones (device, inode): the process's own root is
- * gone with it (a container's process keeps its walk truncated). A fixed
- * table by pid (a colliding pid replaces the older log), bounded logs
- * (full, a log keeps its oldest mappings: the program's and ld.so's): the
- * side band covers every process of the machine. */
+ * gone with it (a container's process keeps its walk truncated). A table
+ * of SB_PIDS logs found by pid, reused in the order they were made: a log
+ * lives until its exit marker or until SB_PIDS newer processes mapped
+ * something (when the recorder falls behind, the side band is read up to
+ * now before the waiting samples are: their processes' logs must outlive
+ * every process started meanwhile; a table by pid modulo 256 lost them to
+ * colliding pids). Bounded logs, grown as needed (full, a log keeps its
+ * oldest mappings: the program's and ld.so's): the side band covers every
+ * process of the machine. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -23,8 +28,10 @@
 #include "unwind/unwinder.h"
 #include "util/safeopen.h"
 
-#define SB_SLOTS 256  /* pids: a walk follows its sample by milliseconds */
-#define SB_LOG_MAX 48 /* events a process: a dynamically linked program maps ~20 */
+#define SB_PIDS 2048    /* logs: processes whose samples may still wait */
+#define SB_BUCKETS 4096 /* pid -> log chains */
+#define SB_LOG_MAX 48   /* events a process: a dynamically linked program maps ~20 */
+#define SB_NONE UINT32_MAX
 
 struct sb_ev {
     uint64_t time_ns;
@@ -32,12 +39,19 @@ struct sb_ev {
     struct ss_map_desc d; /* d.path owned; an exec's: the new command name */
 };
 
-struct ss_sblog {
-    uint32_t pid, n; /* n 0: a free slot */
-    struct sb_ev ev[SB_LOG_MAX];
+struct sb_proc {
+    uint32_t pid, n, cap; /* n 0 and pid 0: unused */
+    uint32_t next;        /* the bucket's chain */
+    struct sb_ev *ev;     /* cap events */
 };
 
-static void drop(struct ss_sblog *l, uint32_t k) /* the first k events */
+struct ss_sblog {
+    uint32_t bucket[SB_BUCKETS];
+    struct sb_proc p[SB_PIDS];
+    uint32_t hand; /* the next log to (re)use: the oldest made */
+};
+
+static void drop(struct sb_proc *l, uint32_t k) /* the first k events */
 {
     for (uint32_t i = 0; i < k; i++)
         free((char *)l->ev[i].d.path);
@@ -45,15 +59,54 @@ static void drop(struct ss_sblog *l, uint32_t k) /* the first k events */
     l->n -= k;
 }
 
+static struct sb_proc *find(struct ss_sblog *t, uint32_t pid)
+{
+    for (uint32_t i = t ? t->bucket[pid % SB_BUCKETS] : SB_NONE; i != SB_NONE; i = t->p[i].next)
+        if (t->p[i].pid == pid) return &t->p[i];
+    return NULL;
+}
+
+/* Out of its chain, its events freed (the array kept for reuse). */
+static void unlink_log(struct ss_sblog *t, struct sb_proc *l)
+{
+    uint32_t i = (uint32_t)(l - t->p);
+    for (uint32_t *pp = &t->bucket[l->pid % SB_BUCKETS]; *pp != SB_NONE; pp = &t->p[*pp].next)
+        if (*pp == i) {
+            *pp = l->next;
+            break;
+        }
+    drop(l, l->n);
+    l->pid = 0;
+    l->next = SB_NONE;
+}
+
+/* pid's log, else a new one in place of the oldest made. */
+static struct sb_proc *log_of(struct ss_unwinder *u, uint32_t pid)
+{
+    struct ss_sblog *t = u->sb;
+    if (!t) {
+        if (!(t = u->sb = calloc(1, sizeof(*t)))) return NULL;
+        for (uint32_t i = 0; i < SB_BUCKETS; i++)
+            t->bucket[i] = SB_NONE;
+        for (uint32_t i = 0; i < SB_PIDS; i++)
+            t->p[i].next = SB_NONE;
+    }
+    struct sb_proc *l = find(t, pid);
+    if (l) return l;
+    l = &t->p[t->hand];
+    t->hand = (t->hand + 1) % SB_PIDS;
+    if (l->pid) unlink_log(t, l);
+    l->pid = pid;
+    l->next = t->bucket[pid % SB_BUCKETS];
+    t->bucket[pid % SB_BUCKETS] = (uint32_t)(l - t->p);
+    return l;
+}
+
 void ss_unwinder_map_event(struct ss_unwinder *u, const struct ss_map_event *ev)
 {
-    if (u->o.offline) return;
-    if (!u->sb && !(u->sb = calloc(SB_SLOTS, sizeof(*u->sb)))) return;
-    struct ss_sblog *l = &u->sb[ev->pid % SB_SLOTS];
-    if (l->pid != ev->pid) {
-        drop(l, l->n);
-        l->pid = ev->pid;
-    }
+    if (u->o.offline || !ev->pid) return;
+    struct sb_proc *l = log_of(u, ev->pid);
+    if (!l) return;
     if (ev->kind == SS_MAP_EV_EXEC) { /* keep the image before it: its samples may wait */
         uint32_t last = l->n;
         for (uint32_t i = l->n; i-- > 0 && last == l->n;)
@@ -66,6 +119,13 @@ void ss_unwinder_map_event(struct ss_unwinder *u, const struct ss_map_event *ev)
         /* a full log keeps its start; code and its tables are not writable;
          * //anon, [vdso], devices, memfds, deleted files: nothing to open */
         return;
+    }
+    if (l->n == l->cap) {
+        uint32_t cap = l->cap ? 2 * l->cap : 8;
+        struct sb_ev *e = realloc(l->ev, (cap < SB_LOG_MAX ? cap : SB_LOG_MAX) * sizeof(*e));
+        if (!e) return;
+        l->ev = e;
+        l->cap = cap < SB_LOG_MAX ? cap : SB_LOG_MAX;
     }
     char *path = strdup(ev->kind == SS_MAP_EV_MMAP ? ev->path : ev->comm);
     if (!path) return;
@@ -85,14 +145,16 @@ void ss_unwinder_map_event(struct ss_unwinder *u, const struct ss_map_event *ev)
 
 void ss_sideband_forget(struct ss_unwinder *u, uint32_t pid)
 {
-    struct ss_sblog *l = u->sb ? &u->sb[pid % SB_SLOTS] : NULL;
-    if (l && l->pid == pid) drop(l, l->n);
+    struct sb_proc *l = find(u->sb, pid);
+    if (l) unlink_log(u->sb, l);
 }
 
 void ss_sideband_free(struct ss_unwinder *u)
 {
-    for (unsigned i = 0; u->sb && i < SB_SLOTS; i++)
-        drop(&u->sb[i], u->sb[i].n);
+    for (unsigned i = 0; u->sb && i < SB_PIDS; i++) {
+        drop(&u->sb->p[i], u->sb->p[i].n);
+        free(u->sb->p[i].ev);
+    }
     free(u->sb);
     u->sb = NULL;
 }
@@ -124,8 +186,8 @@ bool ss_sideband_covers(struct ss_proc *p, uint64_t ip)
 int ss_sideband_view(struct ss_unwinder *u, uint32_t pid, uint64_t time_ns, uint64_t ip,
                      struct ss_proc **out)
 {
-    struct ss_sblog *l = u->sb ? &u->sb[pid % SB_SLOTS] : NULL;
-    if (!l || l->pid != pid || !l->n) return -ESRCH;
+    const struct sb_proc *l = find(u->sb, pid);
+    if (!l || !l->n) return -ESRCH;
     uint32_t from = 0, to = 0;
     const char *comm = NULL;
     for (uint32_t i = 0; i < l->n && l->ev[i].time_ns <= time_ns; i++, to = i)
