@@ -145,7 +145,10 @@ struct ss_lj_stats {
     uint64_t proto_hits, proto_misses;
     uint64_t trace_samples; /* samples attributed to a validated trace snapshot */
     uint64_t trace_loads;   /* traces read and decoded */
-    uint64_t g_rejects;     /* global_State candidates that did not verify */
+    /* calls with side effects (FFI) in loaded traces whose frames are
+     * proven exact (the snapshot after them), and trace samples at one */
+    uint64_t trace_xcalls, trace_xcall_samples;
+    uint64_t g_rejects; /* global_State candidates that did not verify */
     /* with ss_lj_runtime_check_guards: trace samples where the snapshot the
      * guards place (builds without mcofs) was also checked against mcofs,
      * and how many of them showed the same frames */

@@ -43,6 +43,11 @@
     .ir_phi = 19, .ir_rename = 20, .trace_sp_bias = 16
 /* SnapShot.mcofs exists since 2.1 (2020, LJ_UNWIND_JIT); Tarantool 2.6's tree
  * predates it: {mapofs, ref, nslots, topslot, nent, count}. */
+/* IR calls with side effects and what converts their result (lj_ir.h
+ * IRDEF; numbered the same in Debian 12's, Debian 13's and upstream's 2.1,
+ * two lower in Tarantool's fork): trace_load.c post_call. 0: not known. */
+#define IR_CALLS_21 .ir_cnewi = 84, .ir_conv = 91, .ir_calls = 98, .ir_callxs = 99
+#define IR_CALLS_TTFORK .ir_cnewi = 82, .ir_conv = 89, .ir_calls = 96, .ir_callxs = 97
 #define SNAP_MCOFS .snap_ref = 4, .snap_mcofs = 6, .snap_nent = 10
 #define SNAP_NO_MCOFS .snap_ref = 4, .snap_mcofs = 0, .snap_nent = 8
 
@@ -76,6 +81,7 @@
 const struct lj_layout ss_lj_layouts[] = {
     {.name = "openresty-luajit2-2.1-20230119",
      SNAP_MCOFS,
+     IR_CALLS_21,
      GC64_COMMON,
      CFRAME_80,
      .hints_req = SS_LJ_HINT_EXDATA,
@@ -97,6 +103,7 @@ const struct lj_layout ss_lj_layouts[] = {
      .nff = &ss_lj_ff_openresty_n},
     {.name = "debian-luajit-2.1.0-beta3-git20220320",
      SNAP_MCOFS,
+     IR_CALLS_21,
      GC64_COMMON,
      CFRAME_80,
      .hints_forbid = SS_LJ_HINT_EXDATA,
@@ -118,6 +125,7 @@ const struct lj_layout ss_lj_layouts[] = {
      .nff = &ss_lj_ff_debian_n},
     {.name = "luajit-2.1-upstream-gc64",
      SNAP_MCOFS,
+     IR_CALLS_21,
      GC64_COMMON,
      CFRAME_80,
      .hints_forbid = SS_LJ_HINT_EXDATA,
@@ -228,6 +236,7 @@ const struct lj_layout ss_lj_layouts[] = {
      * VM states LFUNC, FFUNC, CFUNC after INTERP (lj_obj.h). */
     {.name = "tarantool-luajit-b52fe979-gc64",
      SNAP_MCOFS,
+     IR_CALLS_TTFORK,
      GC64_COMMON,
      .hints_req = SS_LJ_HINT_MISC,
      .vmst_shift = 2,

@@ -51,6 +51,9 @@ struct lj_layout {
      * code (guards.c) */
     uint8_t ir_base, ir_kgc, ir_knum;
     uint8_t ir_nop, ir_loop, ir_use, ir_phi, ir_rename;
+    /* side-effecting calls and their result's boxing/conversion (0 unknown:
+     * no exact frames at calls out of traces, trace_load.c post_call) */
+    uint8_t ir_cnewi, ir_conv, ir_calls, ir_callxs;
     /* x86-64: bytes JLOOP/JFUNC push below the cframe before entering a
      * trace (r12, r13); trace rsp = cframe - trace_sp_bias - spadjust */
     uint32_t trace_sp_bias;

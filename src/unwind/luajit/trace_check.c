@@ -129,12 +129,21 @@ int ss_lj_trace_validate(struct ss_lj_runtime *rt, struct ss_mem *m, int idx, ui
         rt->st.guard_checked++;
         rt->st.guard_same += same_frames(t, &t->snaps[si], &t->snaps[g]);
     }
-    if (si >= 0 && t->snaps[si].prof && look - t->mcode >= t->snaps[si].prof &&
+    /* at a side-effecting call whose next snapshot's frames are the ones
+     * on the stack (trace_load.c post_call): look is its return address
+     * - 1 (a sample in the callee), or trace code after it up to that
+     * snapshot's code */
+    uint64_t ofs = look - t->mcode;
+    bool xcall = si >= 0 && (uint32_t)si + 1 < t->nsnap && t->snaps[si].xret &&
+                 ofs + 1 >= t->snaps[si].xret && ofs < t->snaps[si + 1].mcofs;
+    if (xcall) si++;
+    if (!xcall && si >= 0 && t->snaps[si].prof && look - t->mcode >= t->snaps[si].prof &&
         (uint32_t)si + 1 < t->nsnap)
         si++; /* past a profiler check: see prof_checks */
     if (si < 0 || !t->snaps[si].n) return -ENOENT;
     const struct tsnap *ts = &t->snaps[si];
-    const uint32_t keep = proven(t, si, look - t->mcode); /* frames [0, keep) of ts */
+    /* frames [0, keep) of ts */
+    const uint32_t keep = xcall ? ts->n + ts->nret : proven(t, si, look - t->mcode);
     uint64_t G = t->G, jt = G + (uint64_t)(int64_t)lay->g2j + lay->J_trace;
     unsigned rs = lay->gc64 ? 8 : 4;
     if (tc->arr_G != G) tc->arr_G = G, tc->arr = 0;
@@ -230,7 +239,8 @@ int ss_lj_trace_validate(struct ss_lj_runtime *rt, struct ss_mem *m, int idx, ui
     cur->base_spill = t->base_spill;
     cur->traceno = t->traceno;
     cur->nframes = keep;
-    cur->unproven = ts->n - keep + ts->ncut;
+    cur->unproven = xcall ? 0 : ts->n - keep + ts->ncut;
+    rt->st.trace_xcall_samples += xcall;
     bool hit[TC_MAXFR] = {false};
     for (uint32_t i = 0; i < keep; i++) {
         const struct tframe *f = &t->fr[ts->first + i];

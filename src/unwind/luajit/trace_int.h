@@ -35,6 +35,11 @@ struct tsnap {
     uint32_t first, n;              /* frames [first, first + n), outermost first */
     uint32_t ncut;                  /* inner frames dropped: a caller not at a call */
     uint32_t nret; /* 1: the frame returning at the snapshot's pc, stored after the n */
+    /* mcode offset just past a side-effecting call in this snapshot's code
+     * at which the next snapshot's frames (all of them) are the frames on
+     * the stack, up to the next snapshot's code; 0 none (trace_load.c
+     * post_call) */
+    uint32_t xret;
 };
 
 struct trace {
