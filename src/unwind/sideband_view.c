@@ -53,6 +53,7 @@ struct ss_sblog {
 
 static void drop(struct sb_proc *l, uint32_t k) /* the first k events */
 {
+    if (k == 0) return; /* also an unused log, whose ev is NULL */
     for (uint32_t i = 0; i < k; i++)
         free((char *)l->ev[i].d.path);
     memmove(l->ev, l->ev + k, (l->n - k) * sizeof(l->ev[0]));
