@@ -48,6 +48,7 @@ static void trace_clear(struct trace *t)
     free(t->snaps);
     free(t->map);
     free(t->fr);
+    free(t->calls);
     memset(t, 0, sizeof(*t));
 }
 
