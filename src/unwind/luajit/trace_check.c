@@ -264,7 +264,7 @@ int ss_lj_trace_validate(struct ss_lj_runtime *rt, struct ss_mem *m, int idx, ui
         const struct tframe *f = &t->fr[ts->first + i];
         /* at a proven call the frame making it stands at that CALL (the
          * snapshot's pc is the bytecode after it): the interpreter's pc */
-        cur->pc[i] = xcall && i && i + 1 == keep ? f->pc - 4 : f->pc;
+        cur->pc[i] = xcall && i + 1 == keep ? f->pc - 4 : f->pc;
         cur->link[i] = f->link;
         cur->pt[i] = f->pt;
         if (!i || cur->proto[i]) continue;
