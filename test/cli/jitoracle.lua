@@ -4,6 +4,8 @@
 -- functions must show the same Lua chains. Small helpers are inlined into
 -- a hot loop, and some return before the C call is made (a cache lookup
 -- that returns, then an FFI call: no guard, so no snapshot, in between).
+-- width's strnlen runs in span's loop: most calls in the loop's copy of its
+-- trace, where no snapshot is taken between calls.
 -- lua-cjson's encode/decode (a C module: traces do not compile calls of it).
 -- arg[1]: seconds to run (default 4).
 local ffi = require("ffi")
@@ -11,6 +13,7 @@ ffi.cdef [[
 size_t strlen(const char *);
 int memcmp(const void *, const void *, size_t);
 void *memchr(const void *, int, size_t);
+size_t strnlen(const char *, size_t);
 ]]
 local C = ffi.C
 local cjson = require("cjson") -- Debian's lua-cjson (a C module)
@@ -57,6 +60,17 @@ local function scan(len)
   return find(len) and c
 end
 
+local function width(s) -- strnlen: called after lookup returned
+  local c = lookup(s)
+  return tonumber(C.strnlen(s, 60000)) + c
+end
+
+local function span(s) -- width from a loop of its own (a trace's loop copy)
+  local t = 0
+  for _ = 1, 6 do t = t + width(s) end
+  return t
+end
+
 local function rep(i) return #string.rep("ab", 500 + i % 7) end
 local function fmt(i) return #string.format("%d:%s:%5.2f", i, "abc", i / 3) end
 local function sub(s) return #(s:gsub("a", "b")) end
@@ -74,6 +88,7 @@ local function round(i)
   local s = measure(long)
   if i % 2 == 0 then s = s + compare(n) else s = s + compare(0) end
   if scan(n) then s = s + 1 end
+  s = s + span(long)
   s = s + rep(i) + fmt(i) + sub(text) + concat()
   if i % 8 == 0 then s = s + enc() + dec() end
   return s

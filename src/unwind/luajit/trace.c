@@ -32,6 +32,9 @@
  * Of the snapshot's inlined frames only those proven at ip are given
  * (trace_check.c proven: the ones the next snapshot shows too); the others
  * are counted (ss_lj_tsample.unproven -> ss_frame.unproven), never shown.
+ * All of a snapshot's frames are given at an FFI call the snapshot after
+ * which is proven the call's own (trace_load.c post_call), and at the copy
+ * of such a call in the trace's loop (trace_calls.c).
  *
  * Builds whose SnapShot has no mcofs (Tarantool 2.6) get each snapshot's
  * start placed from the guards that branch to its exit stub and the loop
@@ -48,6 +51,7 @@ static void trace_clear(struct trace *t)
     free(t->snaps);
     free(t->map);
     free(t->fr);
+    free(t->calls);
     memset(t, 0, sizeof(*t));
 }
 

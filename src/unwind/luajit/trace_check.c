@@ -49,6 +49,20 @@ static int snap_at(const struct trace *t, uint64_t ofs)
     return (int)lo - 1;
 }
 
+/* Index of the loop copy's call whose return offset is ret, else ncalls. */
+static uint32_t loop_call(const struct trace *t, uint64_t ret)
+{
+    uint32_t lo = 0, hi = t->ncalls;
+    while (lo < hi) {
+        uint32_t mid = (lo + hi) / 2;
+        if (t->calls[mid].end < ret)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < t->ncalls && t->calls[lo].end == ret ? lo : t->ncalls;
+}
+
 /* How many of snapshot si's frames, outermost first, are proven to be on
  * the stack for code at mcode offset ofs (issue 32). Snapshot si is the
  * state at its own guard; between it and the next snapshot in mcode order
@@ -120,6 +134,10 @@ int ss_lj_trace_validate(struct ss_lj_runtime *rt, struct ss_mem *m, int idx, ui
     if (!t->loaded) ss_lj_trace_load(rt, m, t);
     if (!t->loaded) return -EIO;
     if (t->bad) return -ENOENT; /* kept: known, but no frames from it */
+    /* in a function called from the loop's copy: as if called from the
+     * pre-roll call it copies (trace_calls.c) */
+    uint32_t ci = loop_call(t, look - t->mcode + 1);
+    if (ci < t->ncalls) look = t->mcode + t->calls[ci].alias - 1;
     int si = snap_at(t, look - t->mcode);
     if (rt->check_guards && t->by_guards && si >= 0) {
         /* what the guards alone would have said (guards.c) */
@@ -244,7 +262,9 @@ int ss_lj_trace_validate(struct ss_lj_runtime *rt, struct ss_mem *m, int idx, ui
     bool hit[TC_MAXFR] = {false};
     for (uint32_t i = 0; i < keep; i++) {
         const struct tframe *f = &t->fr[ts->first + i];
-        cur->pc[i] = f->pc;
+        /* at a proven call the frame making it stands at that CALL (the
+         * snapshot's pc is the bytecode after it): the interpreter's pc */
+        cur->pc[i] = xcall && i + 1 == keep ? f->pc - 4 : f->pc;
         cur->link[i] = f->link;
         cur->pt[i] = f->pt;
         if (!i || cur->proto[i]) continue;

@@ -42,6 +42,12 @@ struct tsnap {
     uint32_t xret;
 };
 
+/* a call in a loop's copy and the pre-roll call it copies (trace_calls.c):
+ * mcode offsets just past each */
+struct tcall {
+    uint32_t end, alias;
+};
+
 struct trace {
     uint64_t G, T, mcode;
     uint32_t szmcode, traceno, spadjust;
@@ -56,6 +62,8 @@ struct trace {
     struct tsnap *snaps;
     uint32_t *map; /* whole snapshot map as loaded */
     struct tframe *fr;
+    struct tcall *calls; /* the loop copy's matched FFI calls, in mcode order */
+    uint32_t ncalls;
 };
 
 struct lj_tcache {
@@ -80,6 +88,15 @@ bool ss_lj_trace_same_hdr(const struct lj_layout *lay, const uint8_t *a, const u
  * -ESTALE (not the trace decoded: flushed or replaced). */
 int ss_lj_trace_validate(struct ss_lj_runtime *rt, struct ss_mem *m, int idx, uint64_t look,
                          struct ss_lj_tsample *cur);
+
+/* The FFI calls in t's loop copy matched to the pre-roll calls they copy
+ * (trace_calls.c): how many, *out in mcode order (malloc'd), 0 none. kb: IR
+ * slots [nk, REF_BIAS]; ib: IR from REF_BIAS to nins; mc: the mcode at
+ * mcode; sb: the snapshots as read, snaps as decoded. */
+uint32_t ss_lj_trace_loop_calls(const struct lj_layout *lay, const uint8_t *kb, uint32_t nk,
+                                const uint8_t *ib, uint32_t nins, const uint8_t *mc, uint64_t mcode,
+                                uint32_t szmcode, const uint8_t *sb, const struct tsnap *snaps,
+                                uint32_t nsnap, struct tcall **out);
 
 /* Decode t's snapshots, map and frames (once per trace; t->bad on failure). */
 void ss_lj_trace_load(struct ss_lj_runtime *rt, struct ss_mem *m, struct trace *t);
