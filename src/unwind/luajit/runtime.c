@@ -13,7 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "unwind/luajit/lj_internal.h"
+#include "unwind/luajit/layout.h"
+#include "unwind/luajit/runtime.h"
+#include "unwind/luajit/frames.h"
 #include "util/zmem.h"
 
 #define LJ_BLOB_MAX (1u << 20)
