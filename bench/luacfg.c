@@ -15,7 +15,7 @@
 #include "bench.h"
 #include "memory/memory.h"
 #include "stacksnap/ss_lj_luajit.h"
-#include "unwind/luajit/lj_internal.h"
+#include "unwind/luajit/layout.h"
 
 static int detect(pid_t pid, struct ss_lj_elfinfo *info, uint64_t *bias, char *msg, size_t len)
 {

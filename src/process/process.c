@@ -503,6 +503,18 @@ int ss_proc_check_exec(struct ss_proc *p, uint64_t now)
     return r < 0 ? r : 1;
 }
 
+bool ss_proc_in_file(struct ss_proc *p, uint64_t ip)
+{
+    const struct ss_mapping *mp = ss_proc_find(p, ip);
+    return mp && mp->elf;
+}
+
+bool ss_proc_anon_code(struct ss_proc *p, uint64_t ip)
+{
+    const struct ss_mapping *mp = ss_proc_find(p, ip);
+    return ip > 4096 && (!mp || (!mp->elf && !mp->d.path[0]));
+}
+
 const struct ss_mapping *ss_proc_find_cached(struct ss_proc *p, uint64_t addr)
 {
     if (p->last < p->n && addr >= p->maps[p->last].d.start && addr < p->maps[p->last].d.end)

@@ -82,6 +82,13 @@ void ss_proc_thaw(struct ss_proc *p);
  * Returned pointers are valid until the next call that may refresh. */
 const struct ss_mapping *ss_proc_find(struct ss_proc *p, uint64_t addr);
 const struct ss_mapping *ss_proc_find_cached(struct ss_proc *p, uint64_t addr);
+/* Could ip be in code generated at run time (a JIT's: LuaJIT traces)? That
+ * lives in anonymous mappings, which a JIT may flip between RW and RX and
+ * which may be newer than the mapping list: any anonymous or unknown
+ * address (above the first page) qualifies. Looks ip up as ss_proc_find. */
+bool ss_proc_anon_code(struct ss_proc *p, uint64_t ip);
+/* Is ip in a file the view maps (ss_proc_find)? */
+bool ss_proc_in_file(struct ss_proc *p, uint64_t ip);
 
 /* Live: re-read /proc/PID/maps now. -ESRCH when the process is gone. */
 int ss_proc_refresh(struct ss_proc *p, struct ss_err *err);

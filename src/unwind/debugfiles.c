@@ -8,6 +8,7 @@
 #include "elf/debuginfod.h"
 #include "elf/elf.h"
 #include "symbolize/symbolize.h"
+#include "unwind/procs.h"
 #include "unwind/unwinder.h"
 
 /* ss_elf_fetch_fn: a file without a full symbol table: ask for its debug

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "symbolize/ksyms.h"
+#include "unwind/procs.h"
 #include "unwind/unwinder.h"
 
 int ss_unwinder_kernel_syms(struct ss_unwinder *u, const char *path, struct ss_err *err)
@@ -48,12 +49,12 @@ static bool tracing_frame(const struct ss_ksym *k)
 unsigned ss_unwind_kernel(struct ss_unwinder *u, const struct ss_sample *s, unsigned nn)
 {
     unsigned nk = s->nkernel < SS_KSTACK_MAX ? s->nkernel : SS_KSTACK_MAX, skip = 0;
-    if (!nk || !s->kernel) return nn;
+    if (!nk || !s->kernel || u->out_cap < (size_t)nn + nk) return nn; /* no room: none */
     if (s->flags & SS_SAMPLE_OFFCPU)
         while (skip < nk && tracing_frame(ss_ksyms_find(u->ksyms, s->kernel[skip])))
             skip++;
     nk -= skip;
-    if (!nk || ss_unwinder_reserve(u, (size_t)nn + nk) < 0) return nn;
+    if (!nk) return nn;
     memmove(u->out + nk, u->out, nn * sizeof(*u->out));
     for (unsigned i = 0; i < nk; i++) {
         struct ss_frame *f = &u->out[i];

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "unwind/memo.h"
-#include "unwind/lua.h"
+#include "unwind/lua_runtimes.h"
 #include "unwind/native.h"
 
 #define MEMO_BUCKETS 256

@@ -21,7 +21,7 @@
  * registers known in that frame (callee-saved rbx, rbp, r12-r15 as recovered
  * from CFI; the leaf has all of them), and whether it is a signal frame.
  * ss_native_step() walks one frame at a time and ss_native_frame_init()
- * starts a walk from any register set, so stack.c can splice Lua frames in
+ * starts a walk from any register set, so walk.c can splice Lua frames in
  * and resume native unwinding where the LuaJIT walker says. */
 #ifndef SS_UNWIND_NATIVE_H
 #define SS_UNWIND_NATIVE_H

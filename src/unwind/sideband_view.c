@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "process/process.h"
+#include "unwind/sideband_view.h"
 #include "unwind/unwinder.h"
 #include "util/safeopen.h"
 
@@ -175,15 +176,6 @@ static int open_mapped(void *ctx, const struct ss_map_desc *m)
     return ss_reopen_regular(fd);
 }
 
-/* The sample's own code must be a file's: in anonymous code (a JIT's)
- * nothing here can step out of it, and nothing of the process can be read
- * any more: such a sample stays an unwind error, as without the log. */
-bool ss_sideband_covers(struct ss_proc *p, uint64_t ip)
-{
-    const struct ss_mapping *mp = ss_proc_find(p, ip);
-    return mp && mp->elf;
-}
-
 int ss_sideband_view(struct ss_unwinder *u, uint32_t pid, uint64_t time_ns, uint64_t ip,
                      struct ss_proc **out)
 {
@@ -224,7 +216,11 @@ int ss_sideband_view(struct ss_unwinder *u, uint32_t pid, uint64_t time_ns, uint
     if (!n) return -ESRCH;
     int r = ss_proc_new(out, (pid_t)pid, d, n, open_mapped, NULL, u->files, NULL);
     if (r < 0) return r;
-    if (!ss_sideband_covers(*out, ip)) {
+    /* the sample's own code must be a file's: in anonymous code (a JIT's)
+     * nothing here can step out of it, and nothing of the process can be
+     * read any more: such a sample stays an unwind error, as without the
+     * log */
+    if (!ss_proc_in_file(*out, ip)) {
         ss_proc_free(*out);
         *out = NULL;
         return -ESRCH;

@@ -1,6 +1,8 @@
-/* unwind/unwinder.h: internals of struct ss_unwinder (stack.c) for the
- * walkers that plug into it (LuaJIT, replay): the per-process bundle of
- * process view, memory reader, native unwinding state and symbol cache. */
+/* unwind/unwinder.h: internals of struct ss_unwinder (unwinder.c) for the
+ * modules that make it up: the walk (walk.c), the processes (procs.c: the
+ * per-process bundle of process view, memory reader, native unwinding state
+ * and symbol cache), the LuaJIT adapter (lua.c, lua_runtimes.c), kernel
+ * frames, the side band, debug files. */
 #ifndef SS_UNWIND_UNWINDER_H
 #define SS_UNWIND_UNWINDER_H
 
@@ -47,14 +49,16 @@ struct ss_unwinder {
     size_t out_cap;
     struct ss_unwinder_stats st;
     uint64_t read_walks;              /* walks that made a target read (ss_unwinder_pace) */
-    struct ss_lua_detect *lua_detect; /* lua.c: LuaJIT verdicts per file */
+    const struct ss_frame_hook *hook; /* the LuaJIT adapter (lua.c), or NULL */
+    struct ss_lua_detect *lua_detect; /* lua_runtimes.c: LuaJIT verdicts per file */
     struct ss_dfd *dfd;               /* debugfiles.c: debuginfod fetcher, or NULL */
     struct ss_lj_detcache *ljc;       /* detection results (o.lj_cache or ljc_own) */
     struct ss_lj_detcache *ljc_own;
     struct ss_ksyms *ksyms; /* kernel.c: kernel symbols, or NULL */
     bool markers;           /* process markers arrive: exits free views (ss_unwinder_proc_event) */
-    struct ss_fork *forks;  /* forks.c: children forked, not sampled yet */
-    struct ss_sblog *sb;    /* sideband_view.c: mappings the kernel's side band told, by pid */
+    struct ss_fork *forks;  /* procs.c: children forked, not sampled yet */
+    struct ss_uproc *retired; /* procs.c: out of the table, freed by the next collection */
+    struct ss_sblog *sb;      /* sideband_view.c: mappings the kernel's side band told, by pid */
     /* memo.h (o.memo, offline): the log of the current walk's inputs, the
      * LuaJIT state before and after it (SS_LUA_STATE_WORDS each; NULL: no
      * memo), and no_memo while a sample walked twice is walked again */
@@ -68,35 +72,11 @@ struct ss_unwinder {
  * rows are built once. files must outlive the unwinder and is not freed. */
 int ss_unwinder_new_files(struct ss_unwinder **out, const struct ss_unwinder_opts *o,
                           struct ss_elf_cache *files, struct ss_err *err);
-/* The bundle for pid; created for live processes when create is set.
- * NULL when the process cannot be looked at (*err says why). */
-struct ss_uproc *ss_unwinder_proc(struct ss_unwinder *u, uint32_t pid, bool create,
-                                  struct ss_err *err);
-/* sideband_view.c: the view of a process gone before its maps were read, from
- * the side band's log at a sample's time (-ESRCH: nothing logged, or the
- * sample's ip in no file it mapped); forget drops a process's log (its
- * exit). */
-struct ss_sblog;
-int ss_sideband_view(struct ss_unwinder *u, uint32_t pid, uint64_t time_ns, uint64_t ip,
-                     struct ss_proc **out);
-void ss_sideband_forget(struct ss_unwinder *u, uint32_t pid);
-/* Is ip in a file of the view (else a side band view cannot walk it)? */
-bool ss_sideband_covers(struct ss_proc *p, uint64_t ip);
-void ss_sideband_free(struct ss_unwinder *u);
-/* forks.c: note a fork (its marker), drop the note (the child's exec or
- * exit), and at the child's first sample the copy of its parent's view it
- * runs in (NULL: no note, or no view of the parent to copy). */
-struct ss_fork;
-void ss_forks_note(struct ss_unwinder *u, uint32_t pid, uint32_t ppid);
-void ss_forks_drop(struct ss_unwinder *u, uint32_t pid);
-struct ss_proc *ss_forks_take(struct ss_unwinder *u, uint32_t pid);
-void ss_forks_free(struct ss_unwinder *u);
-/* Forget every process's memo of walks (memo.h): names or inputs changed. */
-void ss_unwinder_memo_drop(struct ss_unwinder *u);
 /* Make room for n output frames (u->out). */
 int ss_unwinder_reserve(struct ss_unwinder *u, size_t n);
 /* kernel.c: put the sample's kernel frames before the nn user frames in
- * u->out; returns the new count. */
+ * u->out (the caller made room for nn + SS_KSTACK_MAX; without it, none);
+ * returns the new count. */
 unsigned ss_unwind_kernel(struct ss_unwinder *u, const struct ss_sample *s, unsigned nn);
 
 #endif

@@ -34,7 +34,8 @@
 #include "stacksnap/capture.h"
 #include "stacksnap/ss_lj_luajit.h"
 #include "stacksnap/unwind.h"
-#include "unwind/luajit/lj_internal.h"
+#include "unwind/luajit/runtime.h"
+#include "unwind/luajit/frames.h"
 
 struct rd {
     uint64_t addr;

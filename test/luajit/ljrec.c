@@ -15,7 +15,7 @@
 #include "stacksnap/capture.h"
 #include "stacksnap/ss_lj_luajit.h"
 #include "stacksnap/unwind.h"
-#include "unwind/lua.h"
+#include "unwind/lua_runtimes.h"
 
 struct rctx {
     struct ss_unwinder *u;

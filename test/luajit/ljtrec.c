@@ -13,7 +13,7 @@
 #include "ljrec.h"
 #include "ljtest.h"
 #include "stacksnap/capture.h"
-#include "unwind/lua.h"
+#include "unwind/lua_runtimes.h"
 
 static double now_ns(void)
 {

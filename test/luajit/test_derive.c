@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "ljtest.h"
-#include "unwind/luajit/lj_internal.h"
+#include "unwind/luajit/layout.h"
 
 static void detect(const char *path, struct ss_lj_elfinfo *info)
 {

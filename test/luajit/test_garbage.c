@@ -9,7 +9,9 @@
 #include <unistd.h>
 
 #include "ljtest.h"
-#include "unwind/luajit/lj_internal.h"
+#include "unwind/luajit/layout.h"
+#include "unwind/luajit/runtime.h"
+#include "unwind/luajit/frames.h"
 
 #define WORDS 4096
 

@@ -34,7 +34,7 @@
 #include "stacksnap/capture.h"
 #include "stacksnap/ss_lj_luajit.h"
 #include "stacksnap/unwind.h"
-#include "unwind/lua.h"
+#include "unwind/lua_runtimes.h"
 
 #define DIR SS_SOURCE_DIR "/test/luajit/"
 #define INLINE DIR "jit_inline.lua"

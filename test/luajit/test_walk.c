@@ -50,7 +50,7 @@ static void on_sample(void *ctx, const struct ljt_sample *s)
     memcpy(regs, s->regs, sizeof(regs));
     if (r->vm <= r->bad_r14) regs[SS_REG_R14] ^= 0x10000; /* what a trace's r14 may hold */
     double t0 = now_ns();
-    /* as stack.c does: the validated leaf CFA, else the .eh_frame one */
+    /* as the walk does (lua.c): the validated leaf CFA, else the .eh_frame one */
     uint64_t cfa = ss_lj_leaf_cfa(r->rt, &r->mem, s->regs);
     if (!cfa) cfa = s->regs[SS_REG_SP] + ss_lj_runtime_info(r->rt)->vm_cfa_off;
     struct ss_lj_native nat = {.ip = s->regs[SS_REG_IP], .cfa = cfa};

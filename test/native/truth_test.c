@@ -15,6 +15,7 @@
 
 #include "harness.h"
 #include "stacksnap/unwind.h"
+#include "unwind/procs.h"
 #include "unwind/unwinder.h"
 
 #define START "main;__libc_start_call_main;__libc_start_main;_start"

@@ -4,7 +4,9 @@
  * it builds give the trace's stack pointer, and the VM frame the trace ran
  * on is the first plausible cframe above it that the thread's live cframe
  * chain reaches. detect.c finds the handler by its byte pattern. */
-#include "unwind/luajit/lj_internal.h"
+#include "unwind/luajit/layout.h"
+#include "unwind/luajit/runtime.h"
+#include "unwind/luajit/frames.h"
 
 /* ExitState (lj_target_x86.h): fpr[16] then gpr[16] in register order;
  * gpr[RID_RSP] holds the trace's rsp, which the handler's pushes (2 exit

@@ -5,7 +5,7 @@
  * luajit2 2.1-20230119, Tarantool 2.6.0 third_party/luajit, Tarantool's
  * LuaJIT fork b52fe979 (with and without the JIT). Names use Lua spelling: string.rep,
  * file:write for io methods, buffer:put for string.buffer methods. */
-#include "unwind/luajit/lj_internal.h"
+#include "unwind/luajit/layout.h"
 
 // clang-format off
 

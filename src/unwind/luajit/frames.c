@@ -19,7 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "unwind/luajit/lj_internal.h"
+#include "unwind/luajit/layout.h"
+#include "unwind/luajit/runtime.h"
+#include "unwind/luajit/frames.h"
 
 #define STACK_WINDOW 16384u
 #define STACK_MAX (256u * 1024u)

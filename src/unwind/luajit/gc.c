@@ -32,7 +32,8 @@
  * is no proof and nothing is trusted. */
 #include <string.h>
 
-#include "unwind/luajit/lj_internal.h"
+#include "unwind/luajit/layout.h"
+#include "unwind/luajit/runtime.h"
 
 /* Bytes from gc.total through gc.estimate. */
 static size_t ep_len(const struct lj_layout *lay)

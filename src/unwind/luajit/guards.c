@@ -25,7 +25,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "unwind/luajit/lj_internal.h"
+#include "unwind/luajit/layout.h"
+#include "unwind/luajit/frames.h"
 
 #define GROUP 32
 #define GROUP_BYTES 128 /* 32 stubs of (push imm8; jmp short) ... push hi */

@@ -32,7 +32,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "unwind/luajit/lj_internal.h"
+#include "unwind/luajit/layout.h"
 
 /* Trace facts shared by every 2.1 tree here (lj_ir.h IRDEF: NOP 12, BASE 13,
  * LOOP 17, USE 18, PHI 19, RENAME 20, KGC 24, KNUM 28 -- the trees differ

@@ -20,7 +20,7 @@
  * table) before use, like a table row. */
 #include <string.h>
 
-#include "unwind/luajit/lj_internal.h"
+#include "unwind/luajit/layout.h"
 
 bool ss_lj_layout_derivable(const struct ss_lj_elfinfo *info)
 {

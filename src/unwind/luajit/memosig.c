@@ -7,7 +7,7 @@
  * lets cached function headers be trusted. The caches proper (prototypes,
  * instructions, strings, function to prototype) are left out: what they
  * hold is checked against the sample (or proven unchanged) on every use. */
-#include "unwind/luajit/lj_internal.h"
+#include "unwind/luajit/runtime.h"
 #include "unwind/luajit/trace_int.h"
 
 size_t ss_lj_runtime_state(const struct ss_lj_runtime *rt, uint64_t *w)

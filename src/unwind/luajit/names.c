@@ -14,7 +14,10 @@
 #include <string.h>
 
 #include "elf/elf.h"
-#include "unwind/luajit/lj_internal.h"
+#include "unwind/luajit/layout.h"
+#include "unwind/luajit/runtime.h"
+#include "unwind/luajit/frames.h"
+#include "unwind/luajit/names.h"
 
 /* Opcode modes (lj_bc.h BCDEF, identical in every supported tree):
  * amode 1 = dst, 2 = base, 0 = other; mm = metamethod or "___". */

@@ -45,7 +45,8 @@
  * alive and stay live reads with their caches. */
 #include <string.h>
 
-#include "unwind/luajit/lj_internal.h"
+#include "unwind/luajit/layout.h"
+#include "unwind/luajit/runtime.h"
 
 #define LJ_WIN_ABOVE 64u
 /* (the largest sizes are whole units: plan keys hold units) */

@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "unwind/luajit/lj_internal.h"
+#include "unwind/luajit/runtime.h"
 
 size_t ss_lj_found_text(const struct ss_lj_elfinfo *in, char *buf, size_t cap)
 {

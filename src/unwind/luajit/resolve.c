@@ -13,7 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "unwind/luajit/lj_internal.h"
+#include "unwind/luajit/layout.h"
+#include "unwind/luajit/runtime.h"
+#include "unwind/luajit/frames.h"
 
 void *ss_lj_scratch(uint8_t **buf, size_t *cap, size_t n)
 {

@@ -13,7 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "unwind/luajit/lj_internal.h"
+#include "unwind/luajit/layout.h"
+#include "unwind/luajit/runtime.h"
+#include "unwind/luajit/frames.h"
 #include "util/zmem.h"
 
 #define LJ_BLOB_MAX (1u << 20)
@@ -340,6 +342,8 @@ static struct lj_proto *spill_entry(struct ss_lj_runtime *rt)
         for (unsigned i = 0; rt->spill && i < rt->nspill; i++) {
             free(rt->spill[i].blob);
             rt->spill[i].blob = NULL;
+            rt->spill[i].addr = 0; /* a trace sample taken before this splice may
+                                      still point here: no prototype (trace.c) */
         }
         rt->nspill = 0;
         rt->spill_epoch = rt->epoch;

@@ -13,7 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "unwind/luajit/lj_internal.h"
+#include "unwind/luajit/layout.h"
+#include "unwind/luajit/runtime.h"
+#include "unwind/luajit/frames.h"
+#include "unwind/luajit/names.h"
 
 #define MAX_THREADS LJ_SPLICE_THREADS
 

@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "unwind/luajit/ehscan.h"
-#include "unwind/luajit/lj_internal.h"
+#include "unwind/luajit/layout.h"
 #include "unwind/luajit/stfn.h"
 
 enum { ST_GC = 2, ST_EXIT = 3, ST_REC = 4 }; /* LJ_VMST_*, as in ss_lj_stfn.state */

@@ -5,7 +5,9 @@
 #ifndef SS_LJ_TRACE_INT_H
 #define SS_LJ_TRACE_INT_H
 
-#include "unwind/luajit/lj_internal.h"
+#include "unwind/luajit/layout.h"
+#include "unwind/luajit/runtime.h"
+#include "unwind/luajit/frames.h"
 
 #define REF_BIAS SS_IR_BIAS
 #define SNAP_FRAME 0x10000u

@@ -18,7 +18,9 @@
  * whatever the VM does then, not what it did at the sample. */
 #include <string.h>
 
-#include "unwind/luajit/lj_internal.h"
+#include "unwind/luajit/layout.h"
+#include "unwind/luajit/runtime.h"
+#include "unwind/luajit/names.h"
 
 #define MAX_CHECK 64
 

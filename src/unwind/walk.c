@@ -1,0 +1,323 @@
+/* unwind/walk.c: the walk of one sample (ss_unwind, include/stacksnap/unwind.h),
+ * in the order a sample goes: the process's bundle ready for it, asked of
+ * procs.c; the answer of an earlier walk with the same inputs (replay's
+ * memo, memo.h); else the user frames: the native walk of the snapshot
+ * (native.h) with a frame hook (frame_hook.h; the LuaJIT adapter, lua.c)
+ * asked at the leaf and at each frame in anonymous code, the hook's frames
+ * spliced in, all named (symbolize/), walked again on the new view when the
+ * maps were re-read during the walk; the kernel frames (kernel.c); the walk
+ * kept for the memo. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "process/perfmap.h"
+#include "process/process.h"
+#include "symbolize/symbolize.h"
+#include "unwind/frame_hook.h"
+#include "unwind/lua_runtimes.h"
+#include "unwind/memo.h"
+#include "unwind/procs.h"
+#include "unwind/unwinder.h"
+
+_Static_assert(SS_READ_REWALK == -ERESTART, "the capture format's marker is -ERESTART");
+
+/* The memo's side of one walk: the walker's state before it (u->state[0],
+ * nstate words) when the walk is looked up and logged. */
+struct memo_walk {
+    bool track;
+    size_t nstate;
+    uint64_t gen; /* the process view's generation the walk began on */
+};
+
+static void count_unproven(struct ss_unwinder *u, const struct ss_stack *out)
+{
+    unsigned n = ss_stack_unproven(out);
+    u->st.lua_unproven += n;
+    u->st.lua_unproven_samples += n > 0;
+}
+
+static void start(struct ss_unwinder *u, const struct ss_sample *s, struct ss_stack *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->pid = s->pid;
+    out->tid = s->tid;
+    out->cpu = s->cpu;
+    out->time_ns = s->time_ns;
+    out->weight = s->weight;
+    out->frames = u->out;
+    u->st.samples++;
+}
+
+static void set_comm(struct ss_stack *out, const struct ss_uproc *up)
+{
+    const char *comm = ss_proc_comm(up->proc); /* (snprintf cost 1 % of a LuaJIT replay) */
+    size_t cl = strnlen(comm, sizeof(out->comm) - 1);
+    memcpy(out->comm, comm, cl);
+    out->comm[cl] = 0;
+}
+
+/* The frames of an earlier walk with the same inputs (replay: memo.h), into
+ * out; else false, with the log of this walk's inputs started. */
+static bool memo_answer(struct ss_unwinder *u, struct ss_uproc *up, const struct ss_sample *s,
+                        struct memo_walk *w, struct ss_stack *out)
+{
+    w->nstate = 0;
+    w->track = u->state[0] && !u->no_memo && ss_memo_want(up->memo);
+    if (!w->track) return false;
+    /* the state as the last walk left it, when no walk ran since */
+    const uint64_t *kept = ss_memo_state(up->memo, ss_lua_epoch(up), &w->nstate);
+    if (kept)
+        memcpy(u->state[0], kept, w->nstate * sizeof(*kept));
+    else
+        w->nstate = ss_lua_state(up, u->state[0]);
+    unsigned n;
+    uint8_t tr;
+    const struct ss_frame *f =
+        ss_memo_find(&up->memo, &up->mem, s, u->state[0], w->nstate, &n, &tr);
+    if (f) { /* the memo's own copy: valid until the next call on u */
+        out->frames = (struct ss_frame *)f;
+        out->nframes = n;
+        out->trunc = tr;
+        u->st.frames += n;
+        u->st.trunc[tr]++;
+        u->st.memo_hits++;
+        count_unproven(u, out);
+        return true;
+    }
+    ss_mem_track_reset(&u->track);
+    up->mem.track = &u->track;
+    return false;
+}
+
+/* Keep the walk when it left the walker's state as it found it (else a
+ * later sample answered from the memo would miss that change). */
+static void memo_keep(struct ss_unwinder *u, struct ss_uproc *up, const struct ss_sample *s,
+                      const struct memo_walk *w, unsigned nn, enum ss_trunc why)
+{
+    if (!w->track) return;
+    size_t after = ss_lua_state(up, u->state[1]);
+    ss_memo_set_state(&up->memo, ss_lua_epoch(up), u->state[1], after);
+    if (ss_proc_generation(up->proc) == w->gen && after == w->nstate &&
+        !memcmp(u->state[0], u->state[1], w->nstate * sizeof(uint64_t)))
+        ss_memo_store(&up->memo, &up->mem, s, u->state[0], w->nstate, &u->track, u->out, nn,
+                      (uint8_t)why);
+}
+
+/* The native walk from nf[0] (max frames at most), held at anonymous code
+ * when hold is set. */
+static unsigned native_run(struct ss_uproc *up, struct ss_native_frame *nf, unsigned max, bool hold,
+                           enum ss_trunc *why, bool *held)
+{
+    return hold ? ss_native_unwind_held(up->np, nf, max, why, held)
+                : ss_native_unwind(up->np, nf, max, why);
+}
+
+/* The native frames of the sample into u->nf, the hook asked at the leaf
+ * and at each frame the walk holds at (frame_hook.h): where it knows the
+ * code, the walk goes on from the caller of the VM frame it names; where
+ * it does not, as a plain walk would, so the frames are those of plain
+ * walks. */
+static unsigned native_frames(struct ss_unwinder *u, struct ss_uproc *up, const struct ss_sample *s,
+                              const struct ss_frame_hook *h, void *st, bool hold,
+                              enum ss_trunc *why)
+{
+    struct ss_native_frame *nf = u->nf;
+    unsigned max = u->o.max_frames, n;
+    bool held = false;
+    ss_native_frame_from_sample(&nf[0], s->regs);
+    uint64_t cfa = st ? h->vm_frame(st, up, nf, 0, SS_HOOK_LEAF, s) : 0;
+    if (cfa && max >= 2 && h->vm_caller(up, cfa, &nf[1])) {
+        nf[0].cfa = cfa;
+        n = 1 + native_run(up, &nf[1], max - 1, hold, why, &held);
+    } else {
+        if (st) h->native_leaf(st);
+        n = native_run(up, nf, max, hold, why, &held);
+    }
+    for (unsigned k = 1; hold && k <= n && k < max; k++) {
+        if (k == n) {
+            /* the walk ended at a return address it would not take (JIT
+             * code in a mapping it does not know as executable): take it
+             * only if the hook knows it */
+            struct ss_native_frame tmp;
+            enum ss_trunc w2;
+            memset(&tmp, 0, sizeof(tmp));
+            if (*why != SS_TRUNC_BADIP || ss_native_step(up->np, &nf[n - 1], &tmp, &w2) ||
+                !ss_nf_ip(&tmp) || !(tmp.regs.valid & (1u << SS_DR_RSP)))
+                break;
+            nf[n] = tmp;
+            if (!(cfa = h->vm_frame(st, up, nf, k, SS_HOOK_END, s))) {
+                /* code the hook does not know (a process gone before its
+                 * walk: its JIT code is in no mapping the side band told):
+                 * step over it as code without CFI (native_scan.c) */
+                if (!ss_proc_anon_code(up->proc, ss_nf_ip(&tmp)) || n + 1 > max) break;
+                n = ss_native_unwind_on(up->np, nf, n + 1, max, why, &held);
+                continue;
+            }
+            n++;
+        } else if (!(cfa = h->vm_frame(st, up, nf, k, SS_HOOK_FRAME, s))) {
+            /* not the hook's code: the step the held walk left out */
+            if (held && k == n - 1) n = ss_native_unwind_on(up->np, nf, n, max, why, &held);
+            continue;
+        }
+        held = false;
+        nf[k].cfa = cfa;
+        if (k + 1 >= max || !h->vm_caller(up, cfa, &nf[k + 1])) {
+            *why = k + 1 >= max ? SS_TRUNC_DEPTH : SS_TRUNC_SNAPSHOT;
+            return k + 1;
+        }
+        n = k + 1 + native_run(up, &nf[k + 1], max - k - 1, true, why, &held);
+    }
+    return n;
+}
+
+/* A frame in code without CFI that the native walk stepped over
+ * (native_scan.c): its perf-map name (or symbol), else "[jit] MODULE" by the
+ * mapping's basename, "[jit] [anon]" for anonymous memory. */
+static void name_jit(struct ss_strpool *pool, struct ss_frame *f)
+{
+    f->flags |= SS_FF_NOCFI;
+    if (f->name) return;
+    const char *base = f->module ? strrchr(f->module, '/') : NULL;
+    base = base && base[1] ? base + 1 : f->module;
+    char buf[300];
+    snprintf(buf, sizeof(buf), "[jit] %.280s", base && *base ? base : "[anon]");
+    f->name = ss_strpool_intern(pool, buf);
+    f->sym_offset = 0;
+}
+
+/* The n output frames into u->out: native ones symbolized, the hook's as
+ * it made them. A perf map re-read while naming (a JIT frame missed): the
+ * whole sample named again with the new map, the one the capture records
+ * for it. */
+static void name_frames(struct ss_unwinder *u, struct ss_uproc *up, const struct ss_frame_hook *h,
+                        void *st, unsigned n)
+{
+    struct ss_native_frame *nf = u->nf;
+    uint32_t pmv = ss_perfmap_version(up->pm);
+    for (int pass = 0; pass < 2; pass++) {
+        int32_t prev = -1; /* the native frame u->out[i - 1] names */
+        for (unsigned i = 0; i < n; i++) {
+            const struct ss_frame *own = NULL;
+            int32_t k = st ? h->item(st, i, &own) : (int32_t)i;
+            bool exact = k >= 0 && (nf[k].flags & (SS_NF_EXACT | SS_NF_SIGNAL)) != 0;
+            if (k >= 0 && prev >= 0 && ss_nf_ip(&nf[k]) == ss_nf_ip(&nf[prev]) &&
+                exact == ((nf[prev].flags & (SS_NF_EXACT | SS_NF_SIGNAL)) != 0))
+                u->out[i] = u->out[i - 1]; /* recursion: what the cache would give again */
+            else if (k >= 0) {
+                ss_symbolize_native(up->syms, u->strs, up->proc, ss_nf_ip(&nf[k]), exact,
+                                    &u->out[i]);
+                if (nf[k].flags & SS_NF_JIT) name_jit(u->strs, &u->out[i]);
+            } else
+                u->out[i] = *own;
+            if (k >= 0 && st) h->rename(st, u->strs, u->out, i, n);
+            prev = k;
+        }
+        if (ss_perfmap_version(up->pm) == pmv) break;
+        pmv = ss_perfmap_version(up->pm);
+    }
+}
+
+/* One walk of the user frames into u->out: the native frames with the
+ * hook's at its VM frames; returns their number (0: out of memory). */
+static unsigned user_walk(struct ss_unwinder *u, struct ss_uproc *up, const struct ss_sample *s,
+                          enum ss_trunc *why)
+{
+    const struct ss_frame_hook *h = u->hook;
+    bool hold = false;
+    void *st = h ? h->begin(u, up, &hold) : NULL;
+    unsigned nn = native_frames(u, up, s, h, st, hold, why);
+    unsigned n = st ? h->splice(st, u, up, s, nn) : nn;
+    if (ss_unwinder_reserve(u, n) < 0) return 0;
+    name_frames(u, up, h, st, n);
+    return n;
+}
+
+/* The user frames into u->out, walked again on the new view when the
+ * maps were re-read during the walk; *gen: the generation it began on. */
+static unsigned user_frames(struct ss_unwinder *u, struct ss_uproc *up, const struct ss_sample *s,
+                            uint64_t *gen, enum ss_trunc *why)
+{
+    /* frames above the leaf from an earlier walk with the same inputs
+     * (native_memo.c): exact, and off where every frame is to be walked */
+    ss_nproc_set_memo(up->np, u->state[0] && !u->no_memo);
+    *gen = ss_proc_generation(up->proc);
+    unsigned nn = user_walk(u, up, s, why);
+    if (ss_proc_generation(up->proc) != *gen) {
+        /* An address missed: walk again on the new view only, which is
+         * what the capture records and what replay will use, so live and
+         * replay stay identical. */
+        *why = SS_TRUNC_NONE;
+        if (u->o.record) u->o.record(u->o.record_ctx, s->pid, 0, NULL, 0, SS_READ_REWALK);
+        nn = user_walk(u, up, s, why);
+    }
+    return nn;
+}
+
+static void finish(struct ss_unwinder *u, struct ss_stack *out, unsigned n, enum ss_trunc why)
+{
+    out->frames = u->out;
+    out->nframes = n;
+    out->trunc = (uint8_t)why;
+    u->st.frames += n;
+    u->st.trunc[why]++;
+}
+
+int ss_unwind(struct ss_unwinder *u, const struct ss_sample *s, struct ss_stack *out)
+{
+    start(u, s, out);
+    struct ss_err err = {0};
+    struct ss_uproc *up = ss_procs_get(u, s, &err);
+    if (!up) {
+        u->st.errors++;
+        out->trunc = SS_TRUNC_ERROR;
+        return err.code ? err.code : -ESRCH;
+    }
+    set_comm(out, up);
+    struct memo_walk w = {0};
+    enum ss_trunc why = SS_TRUNC_NONE;
+    unsigned nn = 0;
+    if (s->regs[SS_REG_IP] || s->regs[SS_REG_SP] || !s->nkernel) { /* else compat: kernel alone */
+        uint64_t calls = up->mem.n_target_calls;
+        if (memo_answer(u, up, s, &w, out)) return 0;
+        nn = user_frames(u, up, s, &w.gen, &why);
+        up->mem.track = NULL;
+        u->read_walks += up->mem.n_target_calls != calls;
+        if (nn == 0 && u->o.max_frames) {
+            out->trunc = SS_TRUNC_ERROR;
+            return -ENOMEM;
+        }
+    }
+    (void)ss_unwinder_reserve(u, (size_t)nn + SS_KSTACK_MAX); /* else no kernel frames */
+    nn = ss_unwind_kernel(u, s, nn);
+    finish(u, out, nn, why);
+    memo_keep(u, up, s, &w, nn, why);
+    count_unproven(u, out);
+    return 0;
+}
+
+unsigned ss_stack_unproven(const struct ss_stack *st)
+{
+    unsigned n = 0;
+    for (uint32_t i = 0; i < st->nframes; i++)
+        n += st->frames[i].unproven;
+    return n;
+}
+
+int ss_unwind_twice(struct ss_unwinder *u, const struct ss_sample *s, struct ss_stack *out,
+                    void (*between)(void *ctx), void *ctx)
+{
+    struct ss_uproc *up = ss_unwinder_proc(u, s->pid, true, NULL);
+    if (up) {
+        enum ss_trunc why = SS_TRUNC_NONE;
+        ss_mem_set_snapshot(&up->mem, s->regs[SS_REG_SP], s->stack, s->stack_len);
+        ss_mem_set_windows(&up->mem, s->win, s->nwin);
+        (void)user_walk(u, up, s, &why);
+    }
+    between(ctx);
+    /* the second walk's reads are not all the sample's: no memo */
+    u->no_memo = true;
+    int r = ss_unwind(u, s, out);
+    u->no_memo = false;
+    return r;
+}
