@@ -18,5 +18,6 @@ foreach(t ${LJT_TESTS})
 endforeach()
 # the jit.p witness of Tarantool's LuaJIT fork needs its builds (luajit_co.cmake)
 if(TARGET luajit_jitwit)
-  set_tests_properties(luajit_jitwit PROPERTIES FIXTURES_REQUIRED "luajit_builds;luajit_tt_builds")
+  set_tests_properties(luajit_jitwit PROPERTIES FIXTURES_REQUIRED "luajit_builds;luajit_tt_builds"
+    TIMEOUT 800)
 endif()

@@ -73,8 +73,9 @@ static void witness_in(const char *label, char *const argv[], const char *out, c
     static struct rec r;
     memset(&w, 0, sizeof(w));
     /* 20 s at 999 Hz: jit.p's own sampling noise (about 5,000 samples) and
-     * its charging to the next profile check already cost 1-2 points */
-    ljt_record_ex(argv, NULL, 60, on_wit, &w, &r, false, 999, root);
+     * its charging to the next profile check already cost 1-2 points; a
+     * 120 s cap, as 60 s was too little at a load average of 15 */
+    ljt_record_ex(argv, NULL, 120, on_wit, &w, &r, false, 999, root);
     cr_assert(r.exited && WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0,
               "%s: witness_jit.lua did not finish cleanly (status 0x%x)", label, r.status);
     FILE *f = fopen(out, "r");
