@@ -17,6 +17,16 @@ struct ss_err {
 void ss_err_set(struct ss_err *e, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* The architecture this build records and unwinds, as `uname -m` names it
+ * and as the capture header records it (snapfile.h: ss_snap_header.arch). */
+#if defined(__x86_64__)
+#define SS_ARCH "x86_64"
+#elif defined(__aarch64__)
+#define SS_ARCH "aarch64"
+#else
+#error "stacksnap builds for x86-64 and arm64 (aarch64) only"
+#endif
+
 /* x86-64 user registers in perf's order (enum perf_event_x86_regs). */
 enum ss_reg {
     SS_REG_AX,

@@ -150,6 +150,11 @@ int snap_dec_header(struct snap_cur *c, struct ss_snap_header *h, const char **w
     return 0;
 }
 
+const char *ss_snap_arch(const struct ss_snap_header *h)
+{
+    return h && h->arch[0] ? h->arch : "x86_64";
+}
+
 /* ---- process ---- */
 #define MAP_MIN_BYTES (8 * 3 + 4 * 3 + 8 + 1 + 3) /* one mapping, empty id and path */
 
