@@ -134,6 +134,8 @@ struct ss_snap_read {
 struct ss_snap_sample {
     struct ss_sample s; /* s.stack points into reader memory */
     uint64_t seq;       /* writer's sample number, from 0 */
+    uint64_t sp;        /* the recorded stack pointer (where s.stack starts), read by the
+                           sample's register count whatever this build's registers are */
     bool has_reads;     /* a MEMREADS record for this sample followed it */
     uint32_t nreads;
     const struct ss_snap_read *reads;

@@ -23,6 +23,7 @@
 #include "stacksnap/ss_lj_luajit.h"
 #include "symbolize/symbolize.h"
 #include "unwind/luajit/detcache.h"
+#include "unwind/luajit/ljregs.h"
 
 #define MAX_RTS 8
 
@@ -260,17 +261,18 @@ static int reserve(struct ulua *l, unsigned n)
 /* The VM frame's caller, read from the VM frame at cfa (see ss_lj_leaf_cfa). */
 static bool vm_caller(struct ss_mem *mem, uint64_t cfa, struct ss_native_frame *f)
 {
-    uint64_t w[5]; /* [cfa-40 .. cfa-8]: r14, r15, rbx, rbp, ip */
-    if (ss_mem_read(mem, cfa - 40, w, sizeof(w)) < 0) return false;
+    /* x86-64: [cfa-40 .. cfa-8]: r14, r15, rbx, rbp, ip (arm64: no walker yet) */
+    uint64_t w[5];
+    if (!LJ_WALKS || ss_mem_read(mem, cfa - 40, w, sizeof(w)) < 0) return false;
     struct ss_nregs r = {0};
-    r.r[SS_DR_R14] = w[0];
-    r.r[SS_DR_R15] = w[1];
-    r.r[SS_DR_RBX] = w[2];
-    r.r[SS_DR_RBP] = w[3];
-    r.r[SS_DR_RIP] = w[4];
-    r.r[SS_DR_RSP] = cfa;
-    r.valid = 1u << SS_DR_R14 | 1u << SS_DR_R15 | 1u << SS_DR_RBX | 1u << SS_DR_RBP |
-              1u << SS_DR_RIP | 1u << SS_DR_RSP;
+    r.r[LJ_DR_DISPATCH] = w[0];
+    r.r[LJ_DR_KBASE] = w[1];
+    r.r[LJ_DR_PC] = w[2];
+    r.r[LJ_DR_RB] = w[3];
+    r.r[SS_DR_IP] = w[4];
+    r.r[SS_DR_SP] = cfa;
+    r.valid = SS_DBIT(LJ_DR_DISPATCH) | SS_DBIT(LJ_DR_KBASE) | SS_DBIT(LJ_DR_PC) |
+              SS_DBIT(LJ_DR_RB) | SS_DBIT(SS_DR_IP) | SS_DBIT(SS_DR_SP);
     ss_native_frame_init(f, &r, false);
     return true;
 }
@@ -293,11 +295,11 @@ static uint64_t trace_frame(struct ss_uproc *up, struct ulua *l, struct ss_nativ
     if (!l->n || (nf[k].flags & SS_NF_FILE) || !anon_code(up, ss_nf_ip(&nf[k]))) return 0;
     struct ss_lj_runtime *rts[MAX_RTS];
     uint64_t regs[SS_NREGS] = {0};
-    uint32_t known = 0;
+    uint64_t known = 0;
     for (unsigned i = 0; i < l->n; i++)
         rts[i] = l->rts[i].rt;
     for (unsigned r = 0; r < SS_NREGS; r++)
-        if (ss_nf_reg(&nf[k], (enum ss_reg)r, &regs[r])) known |= 1u << r;
+        if (ss_nf_reg(&nf[k], (enum ss_reg)r, &regs[r])) known |= 1ull << r;
     if (up->mem.track) up->mem.track->opaque = true; /* every register, the time (memo.c) */
     if (k >= l->tdirty) l->tdirty = k + 1;
     return ss_lj_trace_cfa(rts, l->n, &up->mem, ss_nf_ip(&nf[k]), exact, regs, known, time_ns,
@@ -319,7 +321,7 @@ static uint64_t exit_frame(struct ulua *l, struct ss_uproc *up, struct ss_native
     if (!ss_nf_reg(nf, SS_REG_SP, &rsp)) return 0;
     uint64_t cfa = leaf ? ss_lj_exit_leaf_cfa(rts, l->n, &up->mem, ip, rsp)
                         : ss_lj_exit_cfa(rts, l->n, &up->mem, ip, rsp);
-    if (cfa) nf->regs.valid &= ~(1u << SS_DR_RBX | 1u << SS_DR_R15 | 1u << SS_DR_RBP);
+    if (cfa) nf->regs.valid &= ~(SS_DBIT(LJ_DR_PC) | SS_DBIT(LJ_DR_KBASE) | SS_DBIT(LJ_DR_RB));
     return cfa;
 }
 
@@ -430,7 +432,7 @@ static unsigned native_walk(struct ss_unwinder *u, struct ss_uproc *up, struct u
             enum ss_trunc w2;
             memset(&tmp, 0, sizeof(tmp));
             if (*why != SS_TRUNC_BADIP || ss_native_step(up->np, &nf[n - 1], &tmp, &w2) ||
-                !ss_nf_ip(&tmp) || !(tmp.regs.valid & (1u << SS_DR_RSP)))
+                !ss_nf_ip(&tmp) || !(tmp.regs.valid & (SS_DBIT(SS_DR_SP))))
                 break;
             nf[n] = tmp;
             if (!(cfa = trace_frame(up, l, nf, k, false, s->time_ns))) {
@@ -482,19 +484,19 @@ unsigned ss_unwind_mixed(struct ss_unwinder *u, struct ss_uproc *up, const struc
             /* exact ip; not the live top of the VM for a leaf in the exit handler */
             n->signal = (i > 0 || l->exit_leaf) && (nf[i].flags & SS_NF_EXACT);
             n->trace = l->tcap > i ? l->tokens[i] : 0;
-            if (ss_nf_reg(&nf[i], SS_REG_BX, &v)) {
+            if (ss_nf_reg(&nf[i], LJ_REG_PC, &v)) {
                 n->rbx = v;
                 n->have |= SS_LJ_HAVE_RBX;
             }
-            if (ss_nf_reg(&nf[i], SS_REG_R14, &v)) {
+            if (ss_nf_reg(&nf[i], LJ_REG_DISPATCH, &v)) {
                 n->r14 = v;
                 n->have |= SS_LJ_HAVE_R14;
             }
-            if (ss_nf_reg(&nf[i], SS_REG_R15, &v)) {
+            if (ss_nf_reg(&nf[i], LJ_REG_KBASE, &v)) {
                 n->r15 = v;
                 n->have |= SS_LJ_HAVE_R15;
             }
-            if (ss_nf_reg(&nf[i], SS_REG_BP, &v)) {
+            if (ss_nf_reg(&nf[i], LJ_REG_RB, &v)) {
                 n->rbp = v;
                 n->have |= SS_LJ_HAVE_RBP;
             }

@@ -136,47 +136,54 @@ static bool valid(struct ss_nproc *np, const struct ss_native_frame *f, struct s
     struct ss_nrule r;
     if (ss_nf_sp(c) <= ss_nf_sp(f) || !ret_addr(np, ss_nf_ip(c), &r)) return false;
     if (trial(np, c)) return true;
-    if (fp || r.kind != SS_NR_OK || r.cfa_reg != SS_DR_RBP) return false;
-    uint64_t sp = ss_nf_sp(c), keep = c->regs.r[SS_DR_RBP], ra;
+    if (fp || r.kind != SS_NR_OK || r.cfa_reg != SS_DR_FP) return false;
+    uint64_t sp = ss_nf_sp(c), keep = c->regs.r[SS_DR_FP], ra;
     for (uint64_t p = sp; p - sp < SS_SCAN_BYTES && load8(np, p + 8, &ra); p += 8) {
         if (!ret_addr(np, ra, NULL)) continue;
-        c->regs.r[SS_DR_RBP] = p;
+        c->regs.r[SS_DR_FP] = p;
         if (trial(np, c)) return true;
     }
-    c->regs.r[SS_DR_RBP] = keep;
+    c->regs.r[SS_DR_FP] = keep;
     return false;
 }
 
 int ss_nscan_step(struct ss_nproc *np, struct ss_native_frame *f, struct ss_native_frame *caller,
                   enum ss_trunc *why)
 {
+#if !defined(__x86_64__)
+    /* arm64: no scan yet (return addresses live in x30 and frame records,
+     * not pushed by calls): code without CFI ends the walk */
+    np->st.nocfi_fail++;
+    *why = SS_TRUNC_NOINFO;
+    return 0;
+#endif
     struct ss_mem *m = np->mem;
     uint64_t sp = ss_nf_sp(f), snap_end = m->snap_base + m->snap_len;
     np->nlog.opaque = true; /* not a rule step: the memo of native walks keeps no such walk */
     if (m->track) {         /* replay's memo: any register, the bytes looked at */
-        m->track->dregs = UINT32_MAX;
+        m->track->dregs = UINT64_MAX;
         if (sp >= m->snap_base && sp < snap_end) {
             uint64_t hi = sp + SS_SCAN_BYTES < snap_end ? sp + SS_SCAN_BYTES : snap_end;
             ss_mem_track_snap(m->track, m, sp, (size_t)(hi - sp));
         }
     }
-    if (!(f->regs.valid & (1u << SS_DR_RSP))) {
+    if (!(f->regs.valid & (SS_DBIT(SS_DR_SP)))) {
         *why = SS_TRUNC_ERROR;
         return 0;
     }
     /* rbp as a frame pointer of the code without CFI: its return address
      * at [rbp + 8], the caller's rbp at [rbp] */
-    uint64_t bp = f->regs.r[SS_DR_RBP], fp_slot = 0, nbp = 0, ra;
-    if ((f->regs.valid & (1u << SS_DR_RBP)) && bp >= sp && !(bp & 7) && bp - sp < SS_SCAN_BYTES &&
+    uint64_t bp = f->regs.r[SS_DR_FP], fp_slot = 0, nbp = 0, ra;
+    if ((f->regs.valid & (SS_DBIT(SS_DR_FP))) && bp >= sp && !(bp & 7) && bp - sp < SS_SCAN_BYTES &&
         load8(np, bp, &nbp))
         fp_slot = bp + 8;
     struct ss_native_frame c;
     for (uint64_t a = sp; a + 8 <= snap_end && a - sp < SS_SCAN_BYTES; a += 8) {
         if (!load8(np, a, &ra)) break;
         c.regs = f->regs;
-        c.regs.r[SS_DR_RIP] = ra;
-        c.regs.r[SS_DR_RSP] = a + 8;
-        if (a == fp_slot) c.regs.r[SS_DR_RBP] = nbp;
+        c.regs.r[SS_DR_IP] = ra;
+        c.regs.r[SS_DR_SP] = a + 8;
+        if (a == fp_slot) c.regs.r[SS_DR_FP] = nbp;
         c.cfa = 0;
         c.flags = SS_NF_NOCFI | (a == fp_slot ? 0 : SS_NF_SCAN);
         if (valid(np, f, &c, a == fp_slot)) {

@@ -9,6 +9,7 @@
 
 #include "memory/memory.h"
 #include "stacksnap/ss_lj_luajit.h"
+#include "unwind/luajit/ljregs.h"
 
 /* ---- layout descriptors (layout.c) ---- */
 

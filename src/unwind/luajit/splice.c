@@ -116,8 +116,8 @@ static void top_regs(struct ss_lj_runtime *rt, struct ss_mem *mem, const uint64_
         if (nf->cfa <= rt->info.vm_cfa_off) return;
         if (!owns_frames(rt, mem, nf->cfa - rt->info.vm_cfa_off)) continue;
         if (top) {
-            *pc = regs[SS_REG_BX];
-            *kbase = regs[SS_REG_R15];
+            *pc = regs[LJ_REG_PC];
+            *kbase = regs[LJ_REG_KBASE];
             return;
         }
         if (nf->have & SS_LJ_HAVE_RBX) *pc = nf->rbx;
@@ -142,8 +142,8 @@ static int walk_vm(struct ss_lj_runtime *rt, struct ss_mem *mem, const uint64_t 
         .cframe = cframe,
         .top = top,
         .newest = true,
-        .base = top ? regs[SS_REG_DX] : 0,
-        .pc = top ? regs[SS_REG_BX] : pc,
+        .base = top ? regs[LJ_REG_BASE] : 0,
+        .pc = top ? regs[LJ_REG_PC] : pc,
         .kbase = kbase,
         .rb = rb,
     };
