@@ -189,3 +189,28 @@ Test(cli_fixtures, captures_say_their_architecture)
     cli_rmtree(dir);
     free(snap), free(want_f), free(same), free(old), free(other), free(got), free(dir);
 }
+
+/* test/fixtures/arm64-native.snap: a real capture of the native workload on
+ * arm64 (recorded in the emulated VM of test/vm/arm64.sh with SS_VM_DUMP=1:
+ * 34 registers per sample, user_pt_regs order). A build of another
+ * architecture reads all of it (the samples' stack bytes are found by their
+ * own register count) and refuses to unwind it. */
+Test(cli_fixtures, a_real_arm64_capture_is_read_and_refused_elsewhere)
+{
+    if (!strcmp(SS_ARCH, "aarch64")) cr_skip_test("an arm64 build replays it (test/vm/arm64.sh)");
+    char *snap = fixture("arm64-native", "snap");
+    struct cli_res r;
+    char *info[] = {(char *)cli_ss(), "info", snap, NULL};
+    cr_assert(cli_run(&r, 30, info) == 0);
+    cr_assert(r.status == 0 && strstr(r.out, "\narch: aarch64\n") &&
+                  strstr(r.out, "samples      130 over") && !strstr(r.err, "corrupt") &&
+                  strstr(r.out, "process      131 cli_native (/bin/cli_native)"),
+              "info:\n%s\n%s", r.out, r.err);
+    cli_res_free(&r);
+    char *dir = cli_tmpdir("fix-a64"), *got = cli_path(dir, "got.folded");
+    run_ok((char *[]){(char *)cli_ss(), "replay", snap, "-o", got, NULL}, 2,
+           "a capture of aarch64 samples: this stacksnap (x86_64) cannot unwind aarch64", snap);
+    cr_assert(access(got, F_OK) != 0, "replay of %s wrote %s", snap, got);
+    cli_rmtree(dir);
+    free(snap), free(got), free(dir);
+}
