@@ -24,12 +24,12 @@ static __always_inline int execstack(void)
     __u32 zero = 0;
     struct ss_counters *c;
     struct ss_event *e;
-    struct pt_regs *r;
+    ss_kregs_t *r;
 
     if (!pev_selected(id >> 32, system_wide, self_tgid)) return 0;
     c = bpf_map_lookup_elem(&counters, &zero);
     if (!c) return 0;
-    r = (struct pt_regs *)bpf_task_pt_regs(t);
+    r = SS_TASK_REGS(t);
     e = bpf_ringbuf_reserve(&events, sizeof(*e) + size, 0);
     if (!e) {
         COUNT(c->dropped);

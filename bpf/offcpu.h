@@ -41,7 +41,7 @@ int BPF_PROG(offcpu_switch, bool preempt, struct task_struct *prev, struct task_
     struct offcpu_state *st = bpf_task_storage_get(&offcpu, next, 0, 0);
     __u32 tgid = prev->tgid, zero = 0;
     struct ss_counters *c;
-    struct pt_regs *r;
+    ss_kregs_t *r;
     __u64 now;
 
     if (st && st->start) { /* a selected thread runs again */
@@ -64,16 +64,16 @@ int BPF_PROG(offcpu_switch, bool preempt, struct task_struct *prev, struct task_
     st = bpf_task_storage_get(&offcpu, prev, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
     if (!c || !st) return 0;
     COUNT(c->off_blocks);
-    r = (struct pt_regs *)bpf_task_pt_regs(prev);
-    if ((r->cs & 3) != 3) return 0; /* a kernel thread */
+    r = SS_TASK_REGS(prev);
+    if (!SS_KR_USER(r)) return 0; /* a kernel thread */
     now = bpf_ktime_get_ns();
-    if (st->acc && (st->ip != r->ip || st->sp != r->sp)) { /* the last wait never returned */
+    if (st->acc && (st->ip != SS_KR_IP(r) || st->sp != r->sp)) { /* the last wait never returned */
         COUNT(c->off_unmatched);
         st->acc = 0;
     }
     if (!st->acc) {
         st->first = now;
-        st->ip = r->ip;
+        st->ip = SS_KR_IP(r);
         st->sp = r->sp;
         if (kernel_stack) copy_kstack_traced(ctx, &st->k);
     }
@@ -82,8 +82,8 @@ int BPF_PROG(offcpu_switch, bool preempt, struct task_struct *prev, struct task_
 }
 
 /* The record of a wait that ended: a CPU sample's copy, in this thread. */
-static __noinline void offcpu_emit(struct offcpu_state *st, struct ss_counters *c,
-                                   struct pt_regs *r, __u64 w)
+static __noinline void offcpu_emit(struct offcpu_state *st, struct ss_counters *c, ss_kregs_t *r,
+                                   __u64 w)
 {
     __u64 id = bpf_get_current_pid_tgid(), size = stack_size, len = size, wb = 0, kb = 0;
     __u32 tgid = id >> 32;
@@ -133,7 +133,7 @@ int BPF_PROG(offcpu_exit, struct pt_regs *regs, long ret)
     struct task_struct *t = bpf_get_current_task_btf();
     struct offcpu_state *st = bpf_task_storage_get(&offcpu, t, 0, 0);
     struct ss_counters *c;
-    struct pt_regs *r;
+    ss_kregs_t *r;
     __u32 zero = 0;
     __u64 w;
 
@@ -142,8 +142,8 @@ int BPF_PROG(offcpu_exit, struct pt_regs *regs, long ret)
     st->acc = 0;
     c = bpf_map_lookup_elem(&counters, &zero);
     if (!c) return 0;
-    r = (struct pt_regs *)bpf_task_pt_regs(t);
-    if (st->ip != r->ip || st->sp != r->sp) {
+    r = SS_TASK_REGS(t);
+    if (st->ip != SS_KR_IP(r) || st->sp != r->sp) {
         COUNT(c->off_unmatched);
         return 0;
     }

@@ -27,7 +27,9 @@
 #include "windows.h"
 #include "kstack.h"
 
+#ifndef SS_EV_ARM64
 _Static_assert(sizeof(struct pt_regs) == SS_PT_NREGS * 8, "x86-64 pt_regs layout");
+#endif
 
 const volatile __u32 stack_size = 16384; /* 1..SS_EV_STACK_MAX, set by the loader */
 const volatile __u32 self_tgid = 0;
@@ -88,7 +90,7 @@ static __always_inline int snapshot_body(struct bpf_perf_event_data *pctx, const
     struct ss_plan *plan = NULL;
     struct stack_end *end;
     struct task_struct *t;
-    struct pt_regs *r;
+    ss_kregs_t *r;
     __u32 seq = 1; /* odd: no version, the cache is not used */
 
     t = bpf_get_current_task_btf();
@@ -104,8 +106,8 @@ static __always_inline int snapshot_body(struct bpf_perf_event_data *pctx, const
     if (!c) return 0;
     /* The user registers, saved at kernel entry even when the sample
      * interrupted kernel mode. Kernel threads have none. */
-    r = (struct pt_regs *)bpf_task_pt_regs(t);
-    if ((r->cs & 3) != 3) {
+    r = SS_TASK_REGS(t);
+    if (!SS_KR_USER(r)) {
         COUNT(c->skipped);
         return 0;
     }
@@ -123,7 +125,7 @@ static __always_inline int snapshot_body(struct bpf_perf_event_data *pctx, const
     }
     *(__u64 *)e = id; /* tid, tgid */
     e->cpu = bpf_get_smp_processor_id();
-    e->flags = ~ctx->regs.cs & SS_EV_KERNEL; /* cs RPL 0: interrupted the kernel */
+    e->flags = SS_EV_USER_MODE(SS_UAPI_MODE(ctx->regs)) ? 0 : SS_EV_KERNEL;
     e->time_ns = bpf_ktime_get_ns();
     bpf_probe_read_kernel(e->regs, sizeof(e->regs), r);
     e->stack_room = size;

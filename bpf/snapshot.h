@@ -6,6 +6,14 @@
 #ifndef STACKSNAP_BPF_SNAPSHOT_H
 #define STACKSNAP_BPF_SNAPSHOT_H
 
+/* The architecture: the BPF objects are built with clang -target bpf
+ * -D__TARGET_ARCH_x86 or -D__TARGET_ARCH_arm64 (bpf_tracing.h's names), the
+ * loader for its own architecture. */
+#if defined(__bpf__) ? defined(__TARGET_ARCH_arm64) : defined(__aarch64__)
+#define SS_EV_ARM64 1
+#endif
+
+#ifndef SS_EV_ARM64
 /* The user registers as the kernel saves them (x86-64 struct pt_regs); the
  * loader reorders them into perf's order (enum ss_reg). */
 enum ss_ev_reg {
@@ -32,6 +40,26 @@ enum ss_ev_reg {
     SS_PT_SS,
     SS_PT_NREGS
 };
+/* user mode: the RPL of cs is 3 */
+#define SS_EV_USER_MODE(cs_or_pstate) (((cs_or_pstate)&3) == 3)
+/* registers no window may be anchored on (not addresses) */
+#define SS_PT_NO_ANCHOR(r) ((r) == SS_PT_CS || (r) == SS_PT_SS)
+#else
+/* arm64: struct user_pt_regs, the first 34 words of the kernel's struct
+ * pt_regs (x0-x30, sp, pc, pstate); perf's order too (enum ss_reg). */
+enum ss_ev_reg {
+    SS_PT_X0,
+    SS_PT_X29 = 29,
+    SS_PT_X30,
+    SS_PT_SP,
+    SS_PT_IP, /* pc */
+    SS_PT_PSTATE,
+    SS_PT_NREGS
+};
+/* user mode: pstate's M[3:0] is EL0t (0) */
+#define SS_EV_USER_MODE(cs_or_pstate) (((cs_or_pstate)&0xf) == 0)
+#define SS_PT_NO_ANCHOR(r) ((r) == SS_PT_PSTATE)
+#endif
 #define SS_EV_STACK_MAX 65528u /* == SS_STACK_MAX */
 #define SS_EV_KERNEL 0x2u      /* == SS_SAMPLE_KERNEL */
 #define SS_EV_OFFCPU 0x4u      /* == SS_SAMPLE_OFFCPU: the record ends in a __u64 weight (ns) */
@@ -109,7 +137,7 @@ struct ss_event {
     __u32 cpu, flags;        /* flags: SS_EV_KERNEL */
     __u64 time_ns;           /* bpf_ktime_get_ns() */
     __u64 stack_len;         /* bytes copied (a readable prefix) */
-    __u64 regs[SS_PT_NREGS]; /* enum ss_ev_reg; cs, ss: low 16 bits */
+    __u64 regs[SS_PT_NREGS]; /* enum ss_ev_reg; x86-64 cs, ss: low 16 bits */
     __u32 stack_room;        /* where the window area starts: stack_len with a plan (ring buffer
                                 without --kernel, compat), else the snapshot size */
     __u32 nwin;              /* windows of the plan applied; 0: no window area */
@@ -133,6 +161,23 @@ struct ss_counters {
 };
 
 #ifdef __bpf__
+/* The user registers a task saved at kernel entry (bpf_task_pt_regs):
+ * vmlinux.h's struct pt_regs on x86-64 (CO-RE), on arm64 the kernel's
+ * struct pt_regs read through its first words, struct user_pt_regs (plain
+ * loads at fixed offsets: a uapi layout). */
+#ifndef SS_EV_ARM64
+#define ss_kregs_t struct pt_regs /* not a typedef: CO-RE relocates by the type's name */
+#define SS_KR_IP(r) ((r)->ip)
+#define SS_KR_USER(r) (((r)->cs & 3) == 3)
+#else
+typedef struct {
+    __u64 regs[31], sp, pc, pstate;
+} ss_kregs_t;
+#define SS_KR_IP(r) ((r)->pc)
+#define SS_KR_USER(r) (((r)->pstate & 0xf) == 0)
+#endif
+#define SS_TASK_REGS(t) ((ss_kregs_t *)bpf_task_pt_regs(t))
+
 /* One atomic add instruction (BPF_XADD), not a load, an add and a store:
  * per-CPU values need no atomicity, but it is the shortest code. */
 #define COUNT(field) __sync_fetch_and_add(&(field), 1)
@@ -153,10 +198,18 @@ struct ss_config {
  * bpf_perf_event_data: struct pt_regs of <asm/ptrace.h>, all longs). The
  * programs take the kernel's type by name and read it through this copy,
  * so ctx loads need no CO-RE and stay 8 bytes wide. */
+#ifndef SS_EV_ARM64
 struct ss_uapi_regs {
     unsigned long r15, r14, r13, r12, bp, bx, r11, r10, r9, r8;
     unsigned long ax, cx, dx, si, di, orig_ax, ip, cs, flags, sp, ss;
 };
+#define SS_UAPI_MODE(r) ((r).cs)
+#else
+struct ss_uapi_regs { /* struct user_pt_regs */
+    unsigned long regs[31], sp, pc, pstate;
+};
+#define SS_UAPI_MODE(r) ((r).pstate)
+#endif
 struct ss_perf_ctx {
     struct ss_uapi_regs regs;
     __u64 sample_period, addr;

@@ -86,7 +86,7 @@ static __always_inline int sample(struct bpf_perf_event_data *pctx, const bool k
     }
     c = bpf_map_lookup_elem(&counters, &zero);
     if (!c) return 0;
-    if ((ctx->regs.cs & 3) != 3) { /* kernel mode: no user regs here */
+    if (!SS_EV_USER_MODE(SS_UAPI_MODE(ctx->regs))) { /* kernel mode: no user regs here */
         if (!kernel) {
             COUNT(c->skipped);
             return 0;

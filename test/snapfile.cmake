@@ -28,6 +28,7 @@ if(CMAKE_C_COMPILER_ID STREQUAL "Clang")
     target_compile_options(${v} PRIVATE -fsanitize=fuzzer,address,undefined)
     target_link_options(${v} PRIVATE -fsanitize=fuzzer,address,undefined)
     target_link_libraries(${v} PRIVATE PkgConfig::ZLIB PkgConfig::ZSTD PkgConfig::ISAL)
+    target_compile_definitions(${v} PRIVATE SS_HAVE_ISAL=1)
     # a short smoke run in ctest; run it long by hand (see the docs)
     add_test(NAME ${v} COMMAND sh -c "rm -rf corpus-${v} && mkdir corpus-${v} && \
 $<TARGET_FILE:snapfile_mkseed> corpus-${v} && $<TARGET_FILE:${v}> -runs=10000 -max_len=8192 corpus-${v}")

@@ -66,7 +66,7 @@ enum ss_snap_type {
 struct ss_snap_header {
     uint32_t version;       /* reader: format version of the file; writer: ignored */
     uint32_t flags;         /* SS_SNAP_HDR_* */
-    char arch[16];          /* "x86_64" */
+    char arch[16];          /* SS_ARCH of the writer: "x86_64", "aarch64" */
     uint32_t nregs;         /* registers per sample (SS_NREGS for x86_64) */
     uint32_t stack_size;    /* bytes of stack requested per sample */
     uint32_t freq_hz;       /* sampling frequency */
@@ -77,6 +77,10 @@ struct ss_snap_header {
     char tool_version[32];   /* stacksnap version that wrote the file */
     const char *command;     /* recorded command line, NULL/"" if none */
 };
+
+/* The architecture a capture's samples are of: its header's arch, "x86_64"
+ * when empty (captures made before arm64 support). */
+const char *ss_snap_arch(const struct ss_snap_header *h);
 
 /* Fill arch, nregs, hostname, kernel release and start times from the
  * running system; stack_size = SS_STACK_DEFAULT, freq_hz = 99. */
@@ -130,6 +134,8 @@ struct ss_snap_read {
 struct ss_snap_sample {
     struct ss_sample s; /* s.stack points into reader memory */
     uint64_t seq;       /* writer's sample number, from 0 */
+    uint64_t sp;        /* the recorded stack pointer (where s.stack starts), read by the
+                           sample's register count whatever this build's registers are */
     bool has_reads;     /* a MEMREADS record for this sample followed it */
     uint32_t nreads;
     const struct ss_snap_read *reads;

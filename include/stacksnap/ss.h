@@ -17,6 +17,17 @@ struct ss_err {
 void ss_err_set(struct ss_err *e, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* The architecture this build records and unwinds, as `uname -m` names it
+ * and as the capture header records it (snapfile.h: ss_snap_header.arch). */
+#if defined(__x86_64__)
+#define SS_ARCH "x86_64"
+#elif defined(__aarch64__)
+#define SS_ARCH "aarch64"
+#else
+#error "stacksnap builds for x86-64 and arm64 (aarch64) only"
+#endif
+
+#if defined(__x86_64__)
 /* x86-64 user registers in perf's order (enum perf_event_x86_regs). */
 enum ss_reg {
     SS_REG_AX,
@@ -45,6 +56,32 @@ enum ss_reg {
     SS_REG_R15,
     SS_NREGS
 };
+#define SS_REG_FP SS_REG_BP /* the frame pointer */
+#else
+/* arm64 user registers in user_pt_regs order (x0-x30, sp, pc, pstate; the
+ * first 33 are also perf's order, enum perf_event_arm64_regs). */
+enum ss_reg {
+    SS_REG_X0,
+    SS_REG_X19 = 19,
+    SS_REG_X20,
+    SS_REG_X21,
+    SS_REG_X22,
+    SS_REG_X23,
+    SS_REG_X24,
+    SS_REG_X25,
+    SS_REG_X26,
+    SS_REG_X27,
+    SS_REG_X28,
+    SS_REG_X29, /* the frame pointer */
+    SS_REG_X30, /* the link register */
+    SS_REG_SP,
+    SS_REG_IP, /* pc */
+    SS_REG_PSTATE,
+    SS_NREGS
+};
+#define SS_REG_FP SS_REG_X29
+#define SS_REG_LR SS_REG_X30
+#endif
 
 #define SS_STACK_DEFAULT 16384u
 #define SS_STACK_MAX 65528u

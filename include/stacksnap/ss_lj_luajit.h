@@ -260,7 +260,7 @@ uint64_t ss_lj_exit_leaf_cfa(struct ss_lj_runtime *const *rts, uint32_t nrts, st
  * sample for ss_lj_native.trace. The VM frame's caller is read from that CFA
  * as for VM frames (ss_lj_leaf_cfa). */
 uint64_t ss_lj_trace_cfa(struct ss_lj_runtime *const *rts, uint32_t nrts, struct ss_mem *mem,
-                         uint64_t ip, bool exact, const uint64_t *regs, uint32_t known,
+                         uint64_t ip, bool exact, const uint64_t *regs, uint64_t known,
                          uint64_t time_ns, uint32_t *token);
 
 /* Merge Lua frames into a native frame list (see the file comment). regs

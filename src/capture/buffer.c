@@ -11,6 +11,7 @@
 #include "capture/capture_int.h"
 #include "snapshot.h" /* bpf/: shared with the BPF side */
 
+#ifndef SS_EV_ARM64
 /* For each register in perf's order (enum ss_reg) its index in the
  * kernel's pt_regs order, -1 for ds, es, fs, gs (not saved on x86-64; perf
  * reports 0 too). */
@@ -28,6 +29,16 @@ static const signed char pt_of[SS_NREGS] = {
     [SS_REG_R12] = SS_PT_R12, [SS_REG_R13] = SS_PT_R13,
     [SS_REG_R14] = SS_PT_R14, [SS_REG_R15] = SS_PT_R15,
 };
+#else
+/* arm64: user_pt_regs order is perf's (and enum ss_reg) */
+static const signed char pt_of[SS_NREGS] = {
+    0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15, 16,
+    17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33,
+};
+_Static_assert((int)SS_NREGS == (int)SS_PT_NREGS && (int)SS_REG_SP == (int)SS_PT_SP &&
+                   (int)SS_REG_IP == (int)SS_PT_IP,
+               "arm64 register orders");
+#endif
 
 int ss_capture_pt_reg(unsigned r)
 {
@@ -45,8 +56,10 @@ static void perf_regs(uint64_t out[SS_NREGS], const __u64 in[SS_PT_NREGS])
 {
     for (int i = 0; i < SS_NREGS; i++)
         out[i] = pt_of[i] < 0 ? 0 : in[(int)pt_of[i]];
+#ifndef SS_EV_ARM64
     out[SS_REG_CS] &= 0xffff; /* FRED keeps more state above the selector */
     out[SS_REG_SS] &= 0xffff;
+#endif
 }
 
 /* Validate one record and deliver it. The header is copied out (perf

@@ -24,6 +24,7 @@ static void print_header(const struct ss_snap_header *h, const char *path)
     char when[64];
     strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC", gmtime(&t));
     printf("capture      %s (format version %u)\n", path, h->version);
+    printf("arch: %s\n", ss_snap_arch(h));
     printf("recorded     %s on %s (kernel %s) by stacksnap %s\n", when, h->hostname,
            h->kernel_release, h->tool_version);
     printf("settings     %s, %u Hz, %u-byte stack snapshots%s%s%s\n", h->arch, h->freq_hz,

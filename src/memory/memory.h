@@ -63,7 +63,7 @@ struct ss_mem_track {
     uint8_t *bytes;
     size_t nbytes, bcap;
     uint64_t snap_hi; /* stack snapshot bytes [0, snap_hi) may have been read */
-    uint32_t dregs;   /* DWARF registers read (CFA bases, libunwind): bit = register */
+    uint64_t dregs;   /* DWARF registers read (CFA bases, libunwind): bit = register */
     bool opaque;      /* used an input that is not tracked (the sample's time, ...) */
     bool oom;         /* a log could not grow: the walk's inputs are not all known */
 };

@@ -150,6 +150,11 @@ int snap_dec_header(struct snap_cur *c, struct ss_snap_header *h, const char **w
     return 0;
 }
 
+const char *ss_snap_arch(const struct ss_snap_header *h)
+{
+    return h && h->arch[0] ? h->arch : "x86_64";
+}
+
 /* ---- process ---- */
 #define MAP_MIN_BYTES (8 * 3 + 4 * 3 + 8 + 1 + 3) /* one mapping, empty id and path */
 
@@ -235,6 +240,16 @@ void snap_enc_sample(struct snap_buf *b, const struct ss_sample *s, uint64_t seq
     /* then (version 3) base, stack and windows: snap_delta_encode */
 }
 
+/* Index of the stack pointer in a sample of nregs registers: the register
+ * sets the format knows, x86-64's 24 in perf's order and arm64's 34 in
+ * user_pt_regs order (a capture of the other architecture is still read). */
+_Static_assert((SS_NREGS == 24 && SS_REG_SP == 7) || (SS_NREGS == 34 && SS_REG_SP == 31),
+               "the build's register set is one the format knows");
+static int sp_index(uint32_t nregs)
+{
+    return nregs == 24 ? 7 : nregs == 34 ? 31 : -1;
+}
+
 int snap_dec_sample(struct snap_cur *c, uint32_t version, struct ss_snap_sample *x,
                     struct snap_delta *dl, const char **why)
 {
@@ -255,6 +270,7 @@ int snap_dec_sample(struct snap_cur *c, uint32_t version, struct ss_snap_sample 
             s->regs[i] = snap_le64(p + HEAD + 8 * i);
         s->stack_req = snap_le32(p + HEAD + SS_NREGS * 8);
         s->stack_len = snap_le32(p + HEAD + SS_NREGS * 8 + 4);
+        x->sp = s->regs[SS_REG_SP];
         c->off += FIXED;
     } else {
         x->seq = snap_get_u64(c);
@@ -268,9 +284,11 @@ int snap_dec_sample(struct snap_cur *c, uint32_t version, struct ss_snap_sample 
             *why = "sample record: bad register count";
             return -EBADMSG;
         }
+        int spi = sp_index(nregs);
         for (uint32_t i = 0; i < nregs; i++) {
             uint64_t v = snap_get_u64(c);
             if (i < SS_NREGS) s->regs[i] = v;
+            if ((int)i == spi) x->sp = v;
         }
         s->stack_req = snap_get_u32(c);
         s->stack_len = snap_get_u32(c);

@@ -368,8 +368,8 @@ int snap_delta_apply(struct snap_dstate *d, struct ss_snap_sample *x, const stru
         *why = "delta sample whose key sample was not read (damaged or cut out): skipped";
         return -EBADMSG;
     }
-    int rc = apply_span(&t->stack, &t->ustack, &d->scratch[0], s->regs[SS_REG_SP], s->stack_len,
-                        &dl->stack, &s->stack);
+    int rc = apply_span(&t->stack, &t->ustack, &d->scratch[0], x->sp, s->stack_len, &dl->stack,
+                        &s->stack);
     for (uint32_t i = 0; !rc && i < s->nwin; i++)
         rc = apply_span(&t->win[i], &t->uwin[i], &d->scratch[1 + i], s->win[i].addr, s->win[i].len,
                         &dl->win[i], &s->win[i].data);

@@ -83,6 +83,19 @@ int ss_replay_open(struct ss_replay **out, const char *path, const struct ss_rep
         free(r);
         return rc;
     }
+    /* samples hold registers and stack bytes of the recording's architecture:
+     * only a build of that architecture can unwind them (stack records,
+     * --no-stack-bytes, are unwound already) */
+    const struct ss_snap_header *h = ss_snap_get_header(r->rd);
+    const char *arch = ss_snap_arch(h);
+    if (h && !(h->flags & SS_SNAP_HDR_NOSTACK) && strcmp(arch, SS_ARCH) != 0) {
+        ss_err_set(err, -ENOEXEC,
+                   "%s: a capture of %s samples: this stacksnap (%s) cannot unwind %s; replay it "
+                   "with a stacksnap built for %s",
+                   path, arch, SS_ARCH, arch, arch);
+        ss_replay_close(r);
+        return -ENOEXEC;
+    }
     if (r->o.symfs && !(r->symfs = strdup(r->o.symfs))) {
         ss_replay_close(r);
         return -ENOMEM;

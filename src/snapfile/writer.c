@@ -33,8 +33,8 @@ void ss_snap_header_init(struct ss_snap_header *h)
 {
     memset(h, 0, sizeof(*h));
     struct utsname u;
+    copy_str(h->arch, sizeof(h->arch), SS_ARCH); /* the registers' layout: the build's */
     if (uname(&u) == 0) {
-        copy_str(h->arch, sizeof(h->arch), u.machine);
         copy_str(h->hostname, sizeof(h->hostname), u.nodename);
         copy_str(h->kernel_release, sizeof(h->kernel_release), u.release);
     }

@@ -18,6 +18,7 @@
 #include "stacksnap/ss_lj_luajit.h"
 #include "symbolize/symbolize.h"
 #include "unwind/lua_runtimes.h"
+#include "unwind/luajit/ljregs.h"
 
 static int reserve(struct ss_luaproc *l, unsigned n)
 {
@@ -35,17 +36,18 @@ static int reserve(struct ss_luaproc *l, unsigned n)
 /* The VM frame's caller, read from the VM frame at cfa (see ss_lj_leaf_cfa). */
 static bool vm_caller(struct ss_uproc *up, uint64_t cfa, struct ss_native_frame *f)
 {
-    uint64_t w[5]; /* [cfa-40 .. cfa-8]: r14, r15, rbx, rbp, ip */
-    if (ss_mem_read(&up->mem, cfa - 40, w, sizeof(w)) < 0) return false;
+    /* x86-64: [cfa-40 .. cfa-8]: r14, r15, rbx, rbp, ip (arm64: no walker yet) */
+    uint64_t w[5];
+    if (!LJ_WALKS || ss_mem_read(&up->mem, cfa - 40, w, sizeof(w)) < 0) return false;
     struct ss_nregs r = {0};
-    r.r[SS_DR_R14] = w[0];
-    r.r[SS_DR_R15] = w[1];
-    r.r[SS_DR_RBX] = w[2];
-    r.r[SS_DR_RBP] = w[3];
-    r.r[SS_DR_RIP] = w[4];
-    r.r[SS_DR_RSP] = cfa;
-    r.valid = 1u << SS_DR_R14 | 1u << SS_DR_R15 | 1u << SS_DR_RBX | 1u << SS_DR_RBP |
-              1u << SS_DR_RIP | 1u << SS_DR_RSP;
+    r.r[LJ_DR_DISPATCH] = w[0];
+    r.r[LJ_DR_KBASE] = w[1];
+    r.r[LJ_DR_PC] = w[2];
+    r.r[LJ_DR_RB] = w[3];
+    r.r[SS_DR_IP] = w[4];
+    r.r[SS_DR_SP] = cfa;
+    r.valid = SS_DBIT(LJ_DR_DISPATCH) | SS_DBIT(LJ_DR_KBASE) | SS_DBIT(LJ_DR_PC) |
+              SS_DBIT(LJ_DR_RB) | SS_DBIT(SS_DR_IP) | SS_DBIT(SS_DR_SP);
     ss_native_frame_init(f, &r, false);
     return true;
 }
@@ -61,11 +63,11 @@ static uint64_t trace_frame(struct ss_uproc *up, struct ss_luaproc *l, struct ss
         return 0;
     struct ss_lj_runtime *rts[SS_LUA_MAX_RTS];
     uint64_t regs[SS_NREGS] = {0};
-    uint32_t known = 0;
+    uint64_t known = 0;
     for (unsigned i = 0; i < l->n; i++)
         rts[i] = l->rts[i].rt;
     for (unsigned r = 0; r < SS_NREGS; r++)
-        if (ss_nf_reg(&nf[k], (enum ss_reg)r, &regs[r])) known |= 1u << r;
+        if (ss_nf_reg(&nf[k], (enum ss_reg)r, &regs[r])) known |= 1ull << r;
     if (up->mem.track) up->mem.track->opaque = true; /* every register, the time (memo.c) */
     if (k >= l->tdirty) l->tdirty = k + 1;
     return ss_lj_trace_cfa(rts, l->n, &up->mem, ss_nf_ip(&nf[k]), exact, regs, known, time_ns,
@@ -87,7 +89,7 @@ static uint64_t exit_frame(struct ss_luaproc *l, struct ss_uproc *up, struct ss_
     if (!ss_nf_reg(nf, SS_REG_SP, &rsp)) return 0;
     uint64_t cfa = leaf ? ss_lj_exit_leaf_cfa(rts, l->n, &up->mem, ip, rsp)
                         : ss_lj_exit_cfa(rts, l->n, &up->mem, ip, rsp);
-    if (cfa) nf->regs.valid &= ~(1u << SS_DR_RBX | 1u << SS_DR_R15 | 1u << SS_DR_RBP);
+    if (cfa) nf->regs.valid &= ~(SS_DBIT(LJ_DR_PC) | SS_DBIT(LJ_DR_KBASE) | SS_DBIT(LJ_DR_RB));
     return cfa;
 }
 
@@ -202,19 +204,19 @@ static unsigned splice(void *st, struct ss_unwinder *u, struct ss_uproc *up,
             /* exact ip; not the live top of the VM for a leaf in the exit handler */
             n->signal = (i > 0 || l->exit_leaf) && (nf[i].flags & SS_NF_EXACT);
             n->trace = l->tcap > i ? l->tokens[i] : 0;
-            if (ss_nf_reg(&nf[i], SS_REG_BX, &v)) {
+            if (ss_nf_reg(&nf[i], LJ_REG_PC, &v)) {
                 n->rbx = v;
                 n->have |= SS_LJ_HAVE_RBX;
             }
-            if (ss_nf_reg(&nf[i], SS_REG_R14, &v)) {
+            if (ss_nf_reg(&nf[i], LJ_REG_DISPATCH, &v)) {
                 n->r14 = v;
                 n->have |= SS_LJ_HAVE_R14;
             }
-            if (ss_nf_reg(&nf[i], SS_REG_R15, &v)) {
+            if (ss_nf_reg(&nf[i], LJ_REG_KBASE, &v)) {
                 n->r15 = v;
                 n->have |= SS_LJ_HAVE_R15;
             }
-            if (ss_nf_reg(&nf[i], SS_REG_BP, &v)) {
+            if (ss_nf_reg(&nf[i], LJ_REG_RB, &v)) {
                 n->rbp = v;
                 n->have |= SS_LJ_HAVE_RBP;
             }

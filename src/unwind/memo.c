@@ -19,11 +19,20 @@
 /* Registers every walk may read: ip, sp, the callee-saved ones (native
  * frames above the leaf restore or keep them) and rdx (LuaJIT's BASE);
  * a walk that reads another (a CFA rule on it, libunwind) is compared on
- * all of them. */
+ * all of them. MEMO_H1, MEMO_H2: two of them in the key's hash. */
+#if defined(__x86_64__)
 #define MEMO_REGS                                                                                  \
-    (1u << SS_REG_IP | 1u << SS_REG_SP | 1u << SS_REG_BX | 1u << SS_REG_BP | 1u << SS_REG_DX |     \
-     1u << SS_REG_R12 | 1u << SS_REG_R13 | 1u << SS_REG_R14 | 1u << SS_REG_R15)
-#define MEMO_ALL_REGS ((uint32_t)((1ull << SS_NREGS) - 1))
+    (1ull << SS_REG_IP | 1ull << SS_REG_SP | 1ull << SS_REG_BX | 1ull << SS_REG_BP |               \
+     1ull << SS_REG_DX | 1ull << SS_REG_R12 | 1ull << SS_REG_R13 | 1ull << SS_REG_R14 |            \
+     1ull << SS_REG_R15)
+#define MEMO_H1 SS_REG_BX
+#define MEMO_H2 SS_REG_DX
+#else /* arm64: ip, sp, the callee-saved x19-x28, fp (x29) and lr (x30) */
+#define MEMO_REGS (1ull << SS_REG_IP | 1ull << SS_REG_SP | 0xfffull << SS_REG_X19)
+#define MEMO_H1 SS_REG_X29
+#define MEMO_H2 SS_REG_X30
+#endif
+#define MEMO_ALL_REGS ((1ull << SS_NREGS) - 1)
 
 struct win_shape {
     uint64_t addr;
@@ -35,7 +44,7 @@ struct win_shape {
 struct ent {
     struct ent *next;
     uint64_t hash;
-    uint32_t regmask;
+    uint64_t regmask;
     uint64_t regs[SS_NREGS];
     uint32_t flags, stack_len, nwin, nkernel;
     uint32_t stack_used; /* stack bytes [0, stack_used) compared (the walk's) */
@@ -134,8 +143,8 @@ static uint64_t key_hash(const struct ss_sample *s)
 {
     uint64_t h = s->regs[SS_REG_IP] * 0x9e3779b97f4a7c15ull;
     h = (h ^ s->regs[SS_REG_SP]) * 0xc2b2ae3d27d4eb4full;
-    h = (h ^ s->regs[SS_REG_BX]) * 0x165667b19e3779f9ull;
-    h = (h ^ s->regs[SS_REG_DX] ^ (uint64_t)s->stack_len << 32 ^ s->nwin) * 0x9e3779b97f4a7c15ull;
+    h = (h ^ s->regs[MEMO_H1]) * 0x165667b19e3779f9ull;
+    h = (h ^ s->regs[MEMO_H2] ^ (uint64_t)s->stack_len << 32 ^ s->nwin) * 0x9e3779b97f4a7c15ull;
     return h ^ h >> 29;
 }
 
@@ -177,11 +186,17 @@ static bool same_regs(const struct ent *e, const struct ss_sample *s)
 {
     if (e->regmask != MEMO_REGS) return !memcmp(e->regs, s->regs, sizeof(e->regs));
     const uint64_t *a = e->regs, *b = s->regs;
+#if defined(__x86_64__)
     return a[SS_REG_IP] == b[SS_REG_IP] && a[SS_REG_SP] == b[SS_REG_SP] &&
            a[SS_REG_BX] == b[SS_REG_BX] && a[SS_REG_DX] == b[SS_REG_DX] &&
            a[SS_REG_BP] == b[SS_REG_BP] && a[SS_REG_R12] == b[SS_REG_R12] &&
            a[SS_REG_R13] == b[SS_REG_R13] && a[SS_REG_R14] == b[SS_REG_R14] &&
            a[SS_REG_R15] == b[SS_REG_R15];
+#else
+    for (uint64_t m = MEMO_REGS; m; m &= m - 1)
+        if (a[__builtin_ctzll(m)] != b[__builtin_ctzll(m)]) return false;
+    return true;
+#endif
 }
 
 static bool same_shape(const struct ent *e, const struct ss_sample *s)
@@ -283,11 +298,11 @@ static void *take(uint8_t **p, const void *src, size_t len)
 }
 
 /* Registers the walk that t logged may have read. */
-static uint32_t regs_read(const struct ss_mem_track *t)
+static uint64_t regs_read(const struct ss_mem_track *t)
 {
-    uint32_t fixed = 0;
+    uint64_t fixed = 0;
     for (unsigned i = 0; i < SS_NREGS; i++)
-        if (MEMO_REGS >> i & 1) fixed |= 1u << ss_perf_to_dwarf[i];
+        if ((MEMO_REGS & SS_PERF_GP_MASK) >> i & 1) fixed |= SS_DBIT(ss_perf_to_dwarf[i]);
     return (t->dregs & ~fixed) ? MEMO_ALL_REGS : MEMO_REGS;
 }
 

@@ -19,9 +19,9 @@ void ss_native_frame_from_sample(struct ss_native_frame *f, const uint64_t regs[
 {
     memset(f, 0, sizeof(*f));
     for (unsigned i = 0; i < SS_NREGS; i++)
-        if (SS_PERF_GP_MASK & (1u << i)) {
+        if (SS_PERF_GP_MASK & (1ull << i)) {
             f->regs.r[ss_perf_to_dwarf[i]] = regs[i];
-            f->regs.valid |= 1u << ss_perf_to_dwarf[i];
+            f->regs.valid |= SS_DBIT(ss_perf_to_dwarf[i]);
         }
     f->flags = SS_NF_EXACT;
 }
@@ -170,7 +170,7 @@ static const struct ss_nrule *get_rule(struct ss_nproc *np, uint64_t look)
  * inputs: the CFA's register, the saved registers' slots. */
 static void track_rule(struct ss_mem *m, const struct ss_nrule *r, uint64_t cfa)
 {
-    m->track->dregs |= 1u << r->cfa_reg;
+    m->track->dregs |= SS_DBIT(r->cfa_reg);
     for (int s = 0; s < SS_NRS_COUNT; s++)
         if (r->off[s] != SS_NR_SAME && r->off[s] != SS_NR_UNDEF)
             ss_mem_track_snap(m->track, m, cfa + r->off[s], 8);
@@ -179,7 +179,7 @@ static void track_rule(struct ss_mem *m, const struct ss_nrule *r, uint64_t cfa)
 static int apply_rule(struct ss_nproc *np, struct ss_native_frame *f, const struct ss_nrule *r,
                       struct ss_native_frame *caller, enum ss_trunc *why)
 {
-    if (!(f->regs.valid & (1u << r->cfa_reg))) {
+    if (!(f->regs.valid & SS_DBIT(r->cfa_reg))) {
         *why = SS_TRUNC_ERROR;
         return 0;
     }
@@ -188,29 +188,29 @@ static int apply_rule(struct ss_nproc *np, struct ss_native_frame *f, const stru
     if (np->nlog.on) ss_nmemo_log_rule(np, r, cfa);  /* the memo of native walks */
     f->cfa = cfa;                                    /* known even when the reads below fail */
     caller->regs = f->regs;
-    caller->regs.valid &= ~(uint32_t)r->undef;
+    caller->regs.valid &= ~(uint64_t)r->undef;
     for (int s = 0; s < SS_NRS_COUNT; s++) {
         int16_t off = r->off[s];
         unsigned d = ss_nrs_dreg[s];
         if (off == SS_NR_SAME) continue;
         if (off == SS_NR_UNDEF) {
-            caller->regs.valid &= ~(1u << d);
+            caller->regs.valid &= ~SS_DBIT(d);
             continue;
         }
         uint64_t addr = cfa + off;
         /* a slot below the sp of an interrupted frame (leaf, or below a
          * signal frame) was popped in the epilogue: the register holds it */
-        if (d != SS_DR_RIP && (f->flags & SS_NF_EXACT) && addr + 8 <= ss_nf_sp(f)) continue;
+        if (d != SS_DR_IP && (f->flags & SS_NF_EXACT) && addr + 8 <= ss_nf_sp(f)) continue;
         const void *p = ss_mem_peek_snap(np->mem, addr, 8);
         if (!p) {
             *why = ss_native_fault_reason(np, addr);
             return 0;
         }
         memcpy(&caller->regs.r[d], p, 8);
-        caller->regs.valid |= 1u << d;
+        caller->regs.valid |= SS_DBIT(d);
     }
-    caller->regs.r[SS_DR_RSP] = cfa;
-    caller->regs.valid |= 1u << SS_DR_RSP;
+    caller->regs.r[SS_DR_SP] = cfa;
+    caller->regs.valid |= SS_DBIT(SS_DR_SP);
     caller->cfa = 0;
     caller->flags = SS_NF_RULE;
     f->cfa = cfa;
@@ -230,7 +230,14 @@ int ss_native_check(struct ss_nproc *np, const struct ss_native_frame *f,
         *why = SS_TRUNC_LOOP;
         return 0;
     }
-    if (sp <= ss_nf_sp(f) && !(f->flags & SS_NF_SIGNAL)) { /* stacks grow down */
+#if defined(__x86_64__)
+    bool down = sp > ss_nf_sp(f); /* a call pushes the return address */
+#else
+    /* arm64: a call leaves the return address in x30, so an interrupted
+     * frameless callee (the leaf, or one under a signal) has its caller's sp */
+    bool down = sp > ss_nf_sp(f) || (sp == ss_nf_sp(f) && (f->flags & SS_NF_EXACT));
+#endif
+    if (!down && !(f->flags & SS_NF_SIGNAL)) { /* stacks grow down */
         *why = SS_TRUNC_LOOP;
         return 0;
     }
@@ -265,7 +272,7 @@ static int rule_step(struct ss_nproc *np, struct ss_native_frame *f, struct ss_n
     if (rule->kind == SS_NR_OK) {
         f->flags |= SS_NF_FILE; /* rows come from files only */
         int r = apply_rule(np, f, rule, caller, why);
-        if (r && !(caller->regs.valid & (1u << SS_DR_RBP))) {
+        if (r && !(caller->regs.valid & (SS_DBIT(SS_DR_FP)))) {
             *why = SS_TRUNC_NONE; /* x86-64 ABI: undefined rbp ends the chain */
             return 0;
         }

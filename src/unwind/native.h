@@ -36,6 +36,7 @@ struct ss_proc;
 struct ss_mem;
 struct ss_nproc;
 
+#if defined(__x86_64__)
 /* x86-64 DWARF register numbers (also libunwind's UNW_X86_64_* order). */
 enum ss_dreg {
     SS_DR_RAX,
@@ -57,11 +58,28 @@ enum ss_dreg {
     SS_DR_RIP,
     SS_DR_COUNT
 };
+#define SS_DR_IP SS_DR_RIP
+#define SS_DR_SP SS_DR_RSP
+#define SS_DR_FP SS_DR_RBP
+#else
+/* arm64 DWARF register numbers for x0-x30 and sp; libunwind's UNW_AARCH64_*
+ * order, whose pc (32) is the return-address column's value. */
+enum ss_dreg {
+    SS_DR_X0,
+    SS_DR_X29 = 29,
+    SS_DR_X30,
+    SS_DR_SP,
+    SS_DR_IP, /* pc */
+    SS_DR_COUNT
+};
+#define SS_DR_FP SS_DR_X29
+#endif
+#define SS_DBIT(d) (1ull << (d)) /* a register's bit in ss_nregs.valid */
 
 /* Registers of one frame; bit i of valid = r[i] known. */
 struct ss_nregs {
     uint64_t r[SS_DR_COUNT];
-    uint32_t valid;
+    uint64_t valid;
 };
 
 enum {
@@ -83,19 +101,20 @@ enum {
 
 /* One native frame. */
 struct ss_native_frame {
-    struct ss_nregs regs; /* r[SS_DR_RIP] = ip, r[SS_DR_RSP] = sp of this frame */
+    struct ss_nregs regs; /* r[SS_DR_IP] = ip, r[SS_DR_SP] = sp of this frame */
     uint64_t cfa;         /* this frame's CFA (= its caller's sp); 0 until stepped */
     uint32_t flags;       /* SS_NF_* */
 };
 
 static inline uint64_t ss_nf_ip(const struct ss_native_frame *f)
 {
-    return f->regs.r[SS_DR_RIP];
+    return f->regs.r[SS_DR_IP];
 }
 static inline uint64_t ss_nf_sp(const struct ss_native_frame *f)
 {
-    return f->regs.r[SS_DR_RSP];
+    return f->regs.r[SS_DR_SP];
 }
+#if defined(__x86_64__)
 /* perf/ss.h register numbers -> DWARF ones, for the general-purpose
  * registers (SS_PERF_GP_MASK) */
 static const uint8_t ss_perf_to_dwarf[SS_NREGS] = {
@@ -110,21 +129,30 @@ static const uint8_t ss_perf_to_dwarf[SS_NREGS] = {
     ((1u << SS_REG_AX) | (1u << SS_REG_BX) | (1u << SS_REG_CX) | (1u << SS_REG_DX) |               \
      (1u << SS_REG_SI) | (1u << SS_REG_DI) | (1u << SS_REG_BP) | (1u << SS_REG_SP) |               \
      (1u << SS_REG_IP) | (0xffu << SS_REG_R8))
+#else
+/* arm64: perf's x0-x30, sp, pc are the DWARF/libunwind numbers; pstate is
+ * none of the unwinder's */
+static const uint8_t ss_perf_to_dwarf[SS_NREGS] = {
+    0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14,       15,       16,
+    17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, SS_DR_SP, SS_DR_IP,
+};
+#define SS_PERF_GP_MASK ((1ull << SS_REG_PSTATE) - 1)
+#endif
 
 /* Register by perf/ss.h numbering (SS_REG_BX...); false when unknown.
  * Inline: the LuaJIT splice asks for four per native frame. */
 static inline bool ss_nf_reg(const struct ss_native_frame *f, enum ss_reg reg, uint64_t *val)
 {
-    if ((unsigned)reg >= SS_NREGS || !(SS_PERF_GP_MASK & (1u << reg))) return false;
+    if ((unsigned)reg >= SS_NREGS || !(SS_PERF_GP_MASK & (1ull << reg))) return false;
     unsigned d = ss_perf_to_dwarf[reg];
-    if (!(f->regs.valid & (1u << d))) return false;
+    if (!(f->regs.valid & SS_DBIT(d))) return false;
     *val = f->regs.r[d];
     return true;
 }
 /* The address whose CFI row describes f: ip, or ip - 1 for return addresses. */
 static inline uint64_t ss_nf_lookup_ip(const struct ss_native_frame *f)
 {
-    return (f->flags & SS_NF_EXACT) ? f->regs.r[SS_DR_RIP] : f->regs.r[SS_DR_RIP] - 1;
+    return (f->flags & SS_NF_EXACT) ? f->regs.r[SS_DR_IP] : f->regs.r[SS_DR_IP] - 1;
 }
 
 struct ss_nstats {

@@ -28,11 +28,12 @@ struct ss_uctx {
  * the rule steps while on. */
 struct ss_nmemo_log {
     bool on, opaque, oom;   /* opaque: a step used libunwind */
-    uint32_t carried;       /* registers that still hold frame 1's value */
-    uint32_t loaded;        /* registers that hold a value loaded from src[] */
-    uint32_t deps, allregs; /* CFA base registers: carried ones; all */
-    uint32_t load, first;   /* the last step's loads, where they start in the list */
-    unsigned nload, ndep;   /* slots loaded; slots the path depends on */
+    uint64_t carried;       /* registers that still hold frame 1's value */
+    uint64_t loaded;        /* registers that hold a value loaded from src[] */
+    uint64_t deps, allregs; /* CFA base registers: carried ones; all */
+    uint64_t load;
+    uint32_t first;       /* the last step's loads, where they start in the list */
+    unsigned nload, ndep; /* slots loaded; slots the path depends on */
     uint64_t src[SS_DR_COUNT];
     uint64_t lo, hi; /* stack bytes loaded, [lo, hi) */
     uint64_t gen;    /* process view generation at the start */

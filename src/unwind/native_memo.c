@@ -28,15 +28,17 @@
 
 struct nm_frame {
     uint64_t sp, cfa;
-    uint32_t valid, flags;
-    uint32_t load;  /* registers loaded by the step that made this frame */
+    uint64_t valid;
+    uint32_t flags;
+    uint64_t load;  /* registers loaded by the step that made this frame */
     uint32_t first; /* their addresses: loads[first..] in register order */
 };
 
 struct ss_nmemo_ent {
     uint64_t ip, sp, gen;
-    uint32_t valid, flags, max;
-    uint32_t deps, allregs; /* frame 1 registers compared; every CFA base register */
+    uint64_t valid;
+    uint32_t flags, max;
+    uint64_t deps, allregs; /* frame 1 registers compared; every CFA base register */
     uint64_t depval[SS_DR_COUNT];
     uint64_t lo, hi; /* every slot loaded lies in [lo, hi) */
     unsigned n, nload, ndep, misses;
@@ -116,9 +118,9 @@ unsigned ss_nmemo_find(struct ss_nproc *np, struct ss_native_frame *out, unsigne
         c->regs = out[i - 1].regs;
         c->regs.valid = p->valid;
         const uint64_t *a = e->loads + p->first;
-        for (uint32_t l = p->load; l; l &= l - 1)
-            c->regs.r[__builtin_ctz(l)] = snap_u64(mem, *a++);
-        c->regs.r[SS_DR_RSP] = p->sp;
+        for (uint64_t l = p->load; l; l &= l - 1)
+            c->regs.r[__builtin_ctzll(l)] = snap_u64(mem, *a++);
+        c->regs.r[SS_DR_SP] = p->sp;
         c->cfa = p->cfa;
         c->flags = p->flags;
     }
@@ -166,38 +168,38 @@ void ss_nmemo_log_rule(struct ss_nproc *np, const struct ss_nrule *r, uint64_t c
     struct ss_nmemo_log *l = &np->nlog;
     struct ss_nmemo *m = np->nmemo;
     unsigned d0 = r->cfa_reg;
-    l->allregs |= 1u << d0;
+    l->allregs |= SS_DBIT(d0);
     if (l->carried >> d0 & 1) {
-        l->deps |= 1u << d0;
+        l->deps |= SS_DBIT(d0);
     } else if (l->loaded >> d0 & 1) { /* its slot decides the CFA */
         if (!grow(&m->deps, &m->dcap, l->ndep + 1, sizeof(*m->deps))) l->oom = true;
         if (!l->oom) m->deps[l->ndep++] = l->src[d0];
     }
-    uint32_t gone = (uint32_t)r->undef | 1u << SS_DR_RSP, load = 0;
+    uint64_t gone = (uint64_t)r->undef | SS_DBIT(SS_DR_SP), load = 0;
     for (int s = 0; s < SS_NRS_COUNT; s++) {
         int16_t off = r->off[s];
         if (off == SS_NR_SAME) continue;
         unsigned d = ss_nrs_dreg[s];
-        gone |= 1u << d;
+        gone |= SS_DBIT(d);
         if (off == SS_NR_UNDEF) continue;
         uint64_t a = cfa + off;
         if (a < l->lo) l->lo = a;
         if (a + 8 > l->hi) l->hi = a + 8;
-        load |= 1u << d;
+        load |= SS_DBIT(d);
         l->src[d] = a;
-        if (d == SS_DR_RIP) { /* the return address decides the rest */
+        if (d == SS_DR_IP) { /* the return address decides the rest */
             if (!grow(&m->deps, &m->dcap, l->ndep + 1, sizeof(*m->deps))) l->oom = true;
             if (!l->oom) m->deps[l->ndep++] = a;
         }
     }
     /* this step's loads, in register order (as find applies them) */
     l->first = l->nload;
-    for (uint32_t x = load; x && !l->oom; x &= x - 1) {
+    for (uint64_t x = load; x && !l->oom; x &= x - 1) {
         if (!grow(&m->loads, &m->lcap, l->nload + 1, sizeof(*m->loads))) {
             l->oom = true;
             break;
         }
-        m->loads[l->nload++] = l->src[__builtin_ctz(x)];
+        m->loads[l->nload++] = l->src[__builtin_ctzll(x)];
     }
     l->load = load;
     l->carried &= ~gone;
@@ -233,7 +235,7 @@ void ss_nmemo_log_end(struct ss_nproc *np, const struct ss_native_frame *out, un
     /* the loads of frames past the last one (the step that ended the walk)
      * are not applied; the dependencies of that step still count */
     unsigned nload =
-        n > 1 ? m->fr[n - 1].first + (unsigned)__builtin_popcount(m->fr[n - 1].load) : 0;
+        n > 1 ? m->fr[n - 1].first + (unsigned)__builtin_popcountll(m->fr[n - 1].load) : 0;
     size_t sz = sizeof(struct ss_nmemo_ent) + n * sizeof(struct nm_frame) +
                 (nload + 2 * (size_t)l->ndep) * sizeof(uint64_t);
     struct ss_nmemo_ent *e = malloc(sz);

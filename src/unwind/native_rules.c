@@ -8,8 +8,13 @@
 #include "unwind/native.h"
 #include "unwind/native_rules.h"
 
+#if defined(__x86_64__)
 const uint8_t ss_nrs_dreg[SS_NRS_COUNT] = {SS_DR_RBX, SS_DR_RBP, SS_DR_R12, SS_DR_R13,
                                            SS_DR_R14, SS_DR_R15, SS_DR_RIP};
+#else
+/* arm64: no rule cache yet (every row is SS_NR_COMPLEX: libunwind steps) */
+const uint8_t ss_nrs_dreg[SS_NRS_COUNT] = {0};
+#endif
 
 /* libunwind's dwarf_where_t */
 enum { W_UNDEF, W_SAME, W_CFAREL, W_REG, W_EXPR, W_VAL_EXPR };
@@ -18,6 +23,10 @@ void ss_nrule_compile(const void *rs, size_t size, struct ss_nrule *out)
 {
     memset(out, 0, sizeof(*out));
     out->kind = SS_NR_COMPLEX;
+#if !defined(__x86_64__)
+    (void)rs, (void)size; /* arm64: the x86-64 row shape below does not apply */
+    return;
+#endif
     /* struct dwarf_reg_state { unw_word_t ret_addr_column;
      *   struct { char where[N + 2]; unw_word_t val[N + 2]; } reg; } */
     unsigned n = 0;
@@ -40,7 +49,7 @@ void ss_nrule_compile(const void *rs, size_t size, struct ss_nrule *out)
         memcpy(&v_, vals + 8 * (i), 8);                                                            \
         v_;                                                                                        \
     })
-    if (ra_col != SS_DR_RIP || where[n] != W_REG) return;
+    if (ra_col != SS_DR_IP || where[n] != W_REG) return;
     uint64_t cfa_reg = VAL(n);
     int64_t cfa_off = (int64_t)VAL(n + 1);
     if (cfa_reg >= 16 || cfa_off < INT32_MIN || cfa_off > INT32_MAX) return;
@@ -48,8 +57,8 @@ void ss_nrule_compile(const void *rs, size_t size, struct ss_nrule *out)
     out->cfa_off = (int32_t)cfa_off;
     for (unsigned i = 0; i < SS_NRS_COUNT; i++)
         out->off[i] = SS_NR_SAME;
-    for (unsigned i = 0; i <= SS_DR_RIP; i++) {
-        if (i == SS_DR_RSP) /* libunwind's rsp is always the CFA */
+    for (unsigned i = 0; i <= SS_DR_IP; i++) {
+        if (i == SS_DR_SP) /* libunwind's rsp is always the CFA */
             continue;
         int slot = -1;
         for (int s = 0; s < SS_NRS_COUNT; s++)
@@ -61,7 +70,7 @@ void ss_nrule_compile(const void *rs, size_t size, struct ss_nrule *out)
             if (slot >= 0)
                 out->off[slot] = SS_NR_UNDEF;
             else
-                out->undef |= 1u << i;
+                out->undef |= (uint16_t)(1u << i);
             break;
         case W_CFAREL: {
             int64_t off = (int64_t)VAL(i);

@@ -42,6 +42,7 @@ void ss_nscan_free(struct ss_nproc *np)
     np->cs_ok = false;
 }
 
+#if defined(__x86_64__)
 static bool cs_ready(struct ss_nproc *np)
 {
     if (np->cs_ok) return np->cs_insn != NULL;
@@ -52,6 +53,7 @@ static bool cs_ready(struct ss_nproc *np)
     np->cs_insn = cs_malloc(h);
     return np->cs_insn != NULL;
 }
+#endif
 
 /* File bytes [addr - len, addr) of mapping mp (code the process runs as
  * mapped: read from the file image, not the target). */
@@ -64,6 +66,7 @@ static const uint8_t *code_before(const struct ss_mapping *mp, uint64_t addr, si
 }
 
 /* Does a call instruction end at ra? */
+#if defined(__x86_64__)
 static bool call_before(struct ss_nproc *np, const struct ss_mapping *mp, uint64_t ra)
 {
     if (!cs_ready(np)) return false;
@@ -78,6 +81,18 @@ static bool call_before(struct ss_nproc *np, const struct ss_mapping *mp, uint64
     }
     return false;
 }
+#else
+/* arm64: BL, BLR, or one of BLRAA, BLRAB, BLRAAZ, BLRABZ */
+static bool call_before(struct ss_nproc *np, const struct ss_mapping *mp, uint64_t ra)
+{
+    (void)np;
+    const uint8_t *b = code_before(mp, ra, 4);
+    if (!b) return false;
+    uint32_t i = b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+    return (i & 0xfc000000u) == 0x94000000u || (i & 0xfffffc1fu) == 0xd63f0000u ||
+           (i & 0xfefff800u) == 0xd63f0800u;
+}
+#endif
 
 /* Is the walk from candidate c valid (see the header comment)? */
 static bool trial(struct ss_nproc *np, const struct ss_native_frame *c)
@@ -136,14 +151,14 @@ static bool valid(struct ss_nproc *np, const struct ss_native_frame *f, struct s
     struct ss_nrule r;
     if (ss_nf_sp(c) <= ss_nf_sp(f) || !ret_addr(np, ss_nf_ip(c), &r)) return false;
     if (trial(np, c)) return true;
-    if (fp || r.kind != SS_NR_OK || r.cfa_reg != SS_DR_RBP) return false;
-    uint64_t sp = ss_nf_sp(c), keep = c->regs.r[SS_DR_RBP], ra;
+    if (fp || r.kind != SS_NR_OK || r.cfa_reg != SS_DR_FP) return false;
+    uint64_t sp = ss_nf_sp(c), keep = c->regs.r[SS_DR_FP], ra;
     for (uint64_t p = sp; p - sp < SS_SCAN_BYTES && load8(np, p + 8, &ra); p += 8) {
         if (!ret_addr(np, ra, NULL)) continue;
-        c->regs.r[SS_DR_RBP] = p;
+        c->regs.r[SS_DR_FP] = p;
         if (trial(np, c)) return true;
     }
-    c->regs.r[SS_DR_RBP] = keep;
+    c->regs.r[SS_DR_FP] = keep;
     return false;
 }
 
@@ -154,29 +169,54 @@ int ss_nscan_step(struct ss_nproc *np, struct ss_native_frame *f, struct ss_nati
     uint64_t sp = ss_nf_sp(f), snap_end = m->snap_base + m->snap_len;
     np->nlog.opaque = true; /* not a rule step: the memo of native walks keeps no such walk */
     if (m->track) {         /* replay's memo: any register, the bytes looked at */
-        m->track->dregs = UINT32_MAX;
+        m->track->dregs = UINT64_MAX;
         if (sp >= m->snap_base && sp < snap_end) {
             uint64_t hi = sp + SS_SCAN_BYTES < snap_end ? sp + SS_SCAN_BYTES : snap_end;
             ss_mem_track_snap(m->track, m, sp, (size_t)(hi - sp));
         }
     }
-    if (!(f->regs.valid & (1u << SS_DR_RSP))) {
+    if (!(f->regs.valid & SS_DBIT(SS_DR_SP))) {
         *why = SS_TRUNC_ERROR;
         return 0;
     }
+#if !defined(__x86_64__)
+    /* arm64: a call leaves the return address in x30, not on the stack. An
+     * interrupted frame without CFI (a frameless leaf, such as the vDSO's
+     * functions: its image has no .eh_frame) steps to x30 with its own sp
+     * when x30 (stripped of a pointer-authentication code) is a valid
+     * return address as above; no scan yet for the
+     * others (code without CFI that called on): the walk ends there. */
+    if ((f->flags & SS_NF_EXACT) && (f->regs.valid & SS_DBIT(SS_DR_X30))) {
+        struct ss_native_frame lr = {.regs = f->regs, .flags = SS_NF_NOCFI};
+        /* a function built with pac-ret (the vDSO of kernels with pointer
+         * authentication) signs x30 on entry: the signature is in the bits
+         * above the 48-bit user VA (Debian's kernels; 52-bit VA not yet) */
+        lr.regs.r[SS_DR_IP] = f->regs.r[SS_DR_X30] & ((1ull << 48) - 1);
+        lr.regs.valid &= ~SS_DBIT(SS_DR_X30);
+        if (ret_addr(np, ss_nf_ip(&lr), NULL) && trial(np, &lr)) {
+            np->st.nocfi_fp++;
+            *caller = lr;
+            f->cfa = ss_nf_sp(f);
+            return ss_native_check(np, f, caller, why);
+        }
+    }
+    np->st.nocfi_fail++;
+    *why = SS_TRUNC_NOINFO;
+    return 0;
+#endif
     /* rbp as a frame pointer of the code without CFI: its return address
      * at [rbp + 8], the caller's rbp at [rbp] */
-    uint64_t bp = f->regs.r[SS_DR_RBP], fp_slot = 0, nbp = 0, ra;
-    if ((f->regs.valid & (1u << SS_DR_RBP)) && bp >= sp && !(bp & 7) && bp - sp < SS_SCAN_BYTES &&
+    uint64_t bp = f->regs.r[SS_DR_FP], fp_slot = 0, nbp = 0, ra;
+    if ((f->regs.valid & (SS_DBIT(SS_DR_FP))) && bp >= sp && !(bp & 7) && bp - sp < SS_SCAN_BYTES &&
         load8(np, bp, &nbp))
         fp_slot = bp + 8;
     struct ss_native_frame c;
     for (uint64_t a = sp; a + 8 <= snap_end && a - sp < SS_SCAN_BYTES; a += 8) {
         if (!load8(np, a, &ra)) break;
         c.regs = f->regs;
-        c.regs.r[SS_DR_RIP] = ra;
-        c.regs.r[SS_DR_RSP] = a + 8;
-        if (a == fp_slot) c.regs.r[SS_DR_RBP] = nbp;
+        c.regs.r[SS_DR_IP] = ra;
+        c.regs.r[SS_DR_SP] = a + 8;
+        if (a == fp_slot) c.regs.r[SS_DR_FP] = nbp;
         c.cfa = 0;
         c.flags = SS_NF_NOCFI | (a == fp_slot ? 0 : SS_NF_SCAN);
         if (valid(np, f, &c, a == fp_slot)) {

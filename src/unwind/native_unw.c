@@ -2,7 +2,7 @@
  *
  * One remote address space per process (global cache, 2^11 entries). Its
  * accessors: find_proc_info binary-searches the file's .eh_frame_hdr through
- * _Ux86_64_dwarf_search_unwind_table (declared here, as perf does), and
+ * _U<arch>_dwarf_search_unwind_table (declared here, as perf does), and
  * falls back to our .debug_frame index handed over as an
  * UNW_INFO_FORMAT_TABLE; access_mem serves the snapshot and file bytes only
  * (O(1) through memory/'s last-hit cache); access_reg serves the registers
@@ -15,9 +15,13 @@
 #include "process/process.h"
 #include "unwind/native_int.h"
 
-extern int _Ux86_64_dwarf_search_unwind_table(unw_addr_space_t as, unw_word_t ip,
-                                              unw_dyn_info_t *di, unw_proc_info_t *pi,
-                                              int need_unwind_info, void *arg);
+#if defined(__x86_64__)
+#define ss_unw_search_table _Ux86_64_dwarf_search_unwind_table
+#else
+#define ss_unw_search_table _Uaarch64_dwarf_search_unwind_table
+#endif
+extern int ss_unw_search_table(unw_addr_space_t as, unw_word_t ip, unw_dyn_info_t *di,
+                               unw_proc_info_t *pi, int need_unwind_info, void *arg);
 
 /* libunwind 1.6.2's struct unw_debug_frame_list (include/dwarf.h): what an
  * UNW_INFO_FORMAT_TABLE's table_data points to. */
@@ -51,7 +55,7 @@ static int find_proc_info(unw_addr_space_t as, unw_word_t ip, unw_proc_info_t *p
         di.u.rti.segbase = hdr;
         di.u.rti.table_len = e->fde_count * 8 / sizeof(unw_word_t);
         di.u.rti.table_data = hdr + 12;
-        r = _Ux86_64_dwarf_search_unwind_table(as, ip, &di, pi, need_unwind_info, arg);
+        r = ss_unw_search_table(as, ip, &di, pi, need_unwind_info, arg);
         if (r >= 0) return 0;
     }
     const struct ss_dframe *df = ss_elf_debug_frame(e);
@@ -73,7 +77,7 @@ static int find_proc_info(unw_addr_space_t as, unw_word_t ip, unw_proc_info_t *p
         di.u.ti.segbase = (unw_word_t)mp->bias;
         di.u.ti.table_len = sizeof(dfl) / sizeof(unw_word_t);
         di.u.ti.table_data = (unw_word_t *)&dfl;
-        r = _Ux86_64_dwarf_search_unwind_table(as, ip, &di, pi, need_unwind_info, arg);
+        r = ss_unw_search_table(as, ip, &di, pi, need_unwind_info, arg);
         if (r >= 0) return 0;
     }
     u->noinfo = true;
@@ -146,7 +150,7 @@ static int access_reg(unw_addr_space_t as, unw_regnum_t reg, unw_word_t *valp, i
     (void)as;
     struct ss_uctx *u = arg;
     if (write) return -UNW_EREADONLYREG;
-    if (reg < 0 || reg >= SS_DR_COUNT || !(u->regs.valid & (1u << reg))) return -UNW_EBADREG;
+    if (reg < 0 || reg >= SS_DR_COUNT || !(u->regs.valid & SS_DBIT(reg))) return -UNW_EBADREG;
     *valp = u->regs.r[reg];
     return 0;
 }
@@ -232,9 +236,9 @@ void ss_unw_load_rows(struct ss_nproc *np, uint64_t look)
     const struct ss_mapping *mp = ss_proc_find_cached(np->proc, look);
     if (!mp || !mp->elf) return;
     struct ss_uctx u = {.np = np};
-    u.regs.r[SS_DR_RIP] = look;
-    u.regs.r[SS_DR_RSP] = np->mem->snap_base;
-    u.regs.valid = (1u << SS_DR_RIP) | (1u << SS_DR_RSP);
+    u.regs.r[SS_DR_IP] = look;
+    u.regs.r[SS_DR_SP] = np->mem->snap_base;
+    u.regs.valid = (SS_DBIT(SS_DR_IP)) | (SS_DBIT(SS_DR_SP));
     struct rows t = {.n = 0, .bias = mp->bias, .e = mp->elf};
     unw_cursor_t c;
     np->st.rule_loads++;
@@ -249,11 +253,24 @@ static void read_regs(unw_cursor_t *c, struct ss_native_frame *out)
     memset(out, 0, sizeof(*out));
     for (int i = 0; i < SS_DR_COUNT; i++) {
         unw_word_t v;
+#if !defined(__x86_64__)
+        /* aarch64: UNW_REG_IP is x30 (unw_get_reg answers the frame's pc
+         * for it) and the pc register's location is still the callee's:
+         * the pc from UNW_REG_IP below; the caller's own x30 is unknown */
+        if (i == SS_DR_X30 || i == SS_DR_IP) continue;
+#endif
         if (unw_get_reg(c, i, &v) == 0) {
             out->regs.r[i] = v;
-            out->regs.valid |= 1u << i;
+            out->regs.valid |= SS_DBIT(i);
         }
     }
+#if !defined(__x86_64__)
+    unw_word_t ip;
+    if (unw_get_reg(c, UNW_REG_IP, &ip) == 0) {
+        out->regs.r[SS_DR_IP] = ip;
+        out->regs.valid |= SS_DBIT(SS_DR_IP);
+    }
+#endif
 }
 
 static enum ss_trunc fail_reason(struct ss_nproc *np, const struct ss_uctx *u, int r)
@@ -268,8 +285,8 @@ int ss_unw_step(struct ss_nproc *np, struct ss_native_frame *f, struct ss_native
                 enum ss_trunc *why)
 {
     struct ss_uctx u = {.np = np, .regs = f->regs};
-    u.regs.r[SS_DR_RIP] = ss_nf_lookup_ip(f); /* a fresh cursor looks up at ip itself */
-    if (np->mem->track) np->mem->track->dregs = UINT32_MAX; /* any register (memo.c) */
+    u.regs.r[SS_DR_IP] = ss_nf_lookup_ip(f); /* a fresh cursor looks up at ip itself */
+    if (np->mem->track) np->mem->track->dregs = UINT64_MAX; /* any register (memo.c) */
     unw_cursor_t c;
     np->st.unw_steps++;
     int r = unw_init_remote(&c, np->as, &u);
@@ -279,7 +296,8 @@ int ss_unw_step(struct ss_nproc *np, struct ss_native_frame *f, struct ss_native
         return 0;
     }
     read_regs(&c, caller);
-    if (!(caller->regs.valid & (1u << SS_DR_RIP)) || !(caller->regs.valid & (1u << SS_DR_RSP))) {
+    if (!(caller->regs.valid & (SS_DBIT(SS_DR_IP))) ||
+        !(caller->regs.valid & (SS_DBIT(SS_DR_SP)))) {
         *why = fail_reason(np, &u, -UNW_EINVAL);
         return 0;
     }
@@ -289,7 +307,7 @@ int ss_unw_step(struct ss_nproc *np, struct ss_native_frame *f, struct ss_native
         f->flags |= SS_NF_SIGNAL;
         caller->flags |= SS_NF_EXACT;
     }
-    f->cfa = caller->regs.r[SS_DR_RSP];
+    f->cfa = caller->regs.r[SS_DR_SP];
     return 1;
 }
 
@@ -297,8 +315,8 @@ unsigned ss_unw_walk(struct ss_nproc *np, struct ss_native_frame *out, unsigned 
                      enum ss_trunc *why)
 {
     struct ss_uctx u = {.np = np, .regs = out[0].regs};
-    if (!(out[0].flags & SS_NF_EXACT)) u.regs.r[SS_DR_RIP] -= 1;
-    if (np->mem->track) np->mem->track->dregs = UINT32_MAX;
+    if (!(out[0].flags & SS_NF_EXACT)) u.regs.r[SS_DR_IP] -= 1;
+    if (np->mem->track) np->mem->track->dregs = UINT64_MAX;
     unw_cursor_t c;
     unsigned n = 1;
     if (unw_init_remote(&c, np->as, &u) < 0) {
@@ -321,7 +339,7 @@ unsigned ss_unw_walk(struct ss_nproc *np, struct ss_native_frame *out, unsigned 
             out[n - 1].flags |= SS_NF_SIGNAL;
             nf.flags |= SS_NF_EXACT;
         }
-        out[n - 1].cfa = nf.regs.r[SS_DR_RSP];
+        out[n - 1].cfa = nf.regs.r[SS_DR_SP];
         if (!ss_native_check(np, &out[n - 1], &nf, why)) return n;
         if (n == max) {
             *why = SS_TRUNC_DEPTH;

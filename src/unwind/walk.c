@@ -143,7 +143,7 @@ static unsigned native_frames(struct ss_unwinder *u, struct ss_uproc *up, const 
             enum ss_trunc w2;
             memset(&tmp, 0, sizeof(tmp));
             if (*why != SS_TRUNC_BADIP || ss_native_step(up->np, &nf[n - 1], &tmp, &w2) ||
-                !ss_nf_ip(&tmp) || !(tmp.regs.valid & (1u << SS_DR_RSP)))
+                !ss_nf_ip(&tmp) || !(tmp.regs.valid & SS_DBIT(SS_DR_SP)))
                 break;
             nf[n] = tmp;
             if (!(cfa = h->vm_frame(st, up, nf, k, SS_HOOK_END, s))) {

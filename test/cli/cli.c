@@ -204,6 +204,80 @@ int cli_store(const char *path, const void *buf, size_t len)
     return rc;
 }
 
+static void le_put(uint8_t *p, uint64_t v, int n)
+{
+    for (int i = 0; i < n; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t le_get(const uint8_t *p, int n)
+{
+    uint64_t v = 0;
+    for (int i = n - 1; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+/* Append record (type, flags, payload) at o, framed as docs/capture-format.md
+ * says; returns the new end. */
+static size_t put_rec(uint8_t *o, size_t at, uint16_t type, uint16_t flags, const uint8_t *pl,
+                      uint32_t len)
+{
+    uint8_t *h = o + at;
+    memcpy(h, "\x9eSR\n", 4);
+    le_put(h + 4, type, 2);
+    le_put(h + 6, flags, 2);
+    le_put(h + 8, len, 4);
+    le_put(h + 12, (uint32_t)crc32(0, pl, len), 4);
+    le_put(h + 16, (uint32_t)crc32(0, h, 16), 4);
+    memmove(h + 20, pl, len);
+    return at + 20 + len;
+}
+
+int cli_snap_set_arch(const char *in, const char *arch, uint32_t nregs, const char *out)
+{
+    size_t n, alen = strlen(arch);
+    uint8_t *b = (uint8_t *)cli_load(in, &n), *o = b ? malloc(n + alen + 64) : NULL;
+    int rc = -EINVAL;
+    if (!o || n < 36 || memcmp(b, "\x89SSNAP\r\n", 8)) goto out;
+    memcpy(o, b, 16);
+    size_t at = 16;
+    for (size_t off = 16; off + 20 <= n;) {
+        const uint8_t *h = b + off, *pl = h + 20;
+        uint16_t type = (uint16_t)le_get(h + 4, 2), flags = (uint16_t)le_get(h + 6, 2);
+        uint32_t len = (uint32_t)le_get(h + 8, 4);
+        if (memcmp(h, "\x9eSR\n", 4) || len > n - off - 20) goto out;
+        off += 20 + (size_t)len;
+        if (type == 1 && flags == 0 && len >= 7) { /* u32 flags, str arch, u32 nregs, ... */
+            size_t old = le_get(pl + 4, 2), rest = 4 + 2 + old + 1;
+            if (rest + 4 > len) goto out;
+            uint8_t *np = malloc(len + alen + 8);
+            if (!np) goto out;
+            memcpy(np, pl, 4);
+            le_put(np + 4, alen, 2);
+            memcpy(np + 6, arch, alen + 1);
+            memcpy(np + 6 + alen + 1, pl + rest, len - rest);
+            if (nregs) le_put(np + 6 + alen + 1, nregs, 4);
+            at = put_rec(o, at, type, flags, np, (uint32_t)(len - rest + 6 + alen + 1));
+            free(np);
+        } else if (type == 7 && flags == 0 && len >= 56) { /* trailer: its own offset at 48 */
+            uint8_t *np = malloc(len);
+            if (!np) goto out;
+            memcpy(np, pl, len);
+            le_put(np + 48, at, 8);
+            at = put_rec(o, at, type, flags, np, len);
+            free(np);
+        } else {
+            at = put_rec(o, at, type, flags, pl, len);
+        }
+    }
+    rc = cli_store(out, o, at);
+out:
+    free(b);
+    free(o);
+    return rc;
+}
+
 int cli_copy(const char *from, const char *to, mode_t mode)
 {
     size_t len;

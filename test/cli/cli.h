@@ -80,6 +80,12 @@ int cli_replay_runs(const char *snap, const char *symfs, int runs, const char *d
 int cli_replay_memo(const char *snap, bool memo, const char *folded, const char *txt,
                     long long *hits, long long *native_hits, char *msgs, size_t msgslen);
 
+/* Copy capture IN to OUT with the header's arch string (and, nregs != 0, its
+ * registers per sample) replaced; every record re-framed with fresh CRCs,
+ * the trailer's offset fixed. For tests of captures of another architecture
+ * made from real ones. 0 or a negative errno. */
+int cli_snap_set_arch(const char *in, const char *arch, uint32_t nregs, const char *out);
+
 /* A gzipped pprof file unpacked (free with
  * perftools__profiles__profile__free_unpacked), or NULL. */
 struct Perftools__Profiles__Profile;

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "stacksnap/ss.h"
 
 static const char *names[] = {"native", "luajit"};
 
@@ -133,4 +134,83 @@ Test(cli_fixtures, info_and_report)
         cli_res_free(&r);
         free(text), free(snap), free(folded);
     }
+}
+
+/* The header says the samples' architecture: info prints it; a capture of an
+ * architecture this build cannot unwind is refused with a clear error (exit
+ * 2) by every command that would unwind it; an empty arch (captures made
+ * before arm64) is x86-64. The captures of another architecture are the
+ * native fixture with its header rewritten (cli_snap_set_arch), checked first
+ * to rewrite faithfully: the same arch rewritten replays as the original. */
+static void run_ok(char **argv, int want, const char *needle, const char *where)
+{
+    struct cli_res r;
+    cr_assert(cli_run(&r, 60, argv) == 0);
+    const char *text = want ? r.err : r.out;
+    cr_assert(r.status == want && strstr(text, needle), "%s %s: exit %d (want %d, '%s'):\n%s\n%s",
+              argv[1], where, r.status, want, needle, r.out, r.err);
+    cli_res_free(&r);
+}
+
+Test(cli_fixtures, captures_say_their_architecture)
+{
+    char *dir = cli_tmpdir("fix-arch");
+    char *snap = fixture("native", "snap"), *want_f = fixture("native", "folded");
+    char *same = cli_path(dir, "same.snap"), *old = cli_path(dir, "old.snap");
+    char *other = cli_path(dir, "other.snap"), *got = cli_path(dir, "got.folded");
+    char *ss = (char *)cli_ss();
+    run_ok((char *[]){ss, "info", snap, NULL}, 0, "\narch: x86_64\n", snap);
+
+    /* the rewriting keeps everything else: same arch, same output */
+    cr_assert(cli_snap_set_arch(snap, "x86_64", 0, same) == 0);
+    cr_assert(cli_snap_set_arch(snap, "", 0, old) == 0);
+    const bool x86 = strcmp(SS_ARCH, "x86_64") == 0;
+    for (int i = 0; i < 2 && x86; i++) {
+        char *in = i ? old : same;
+        run_ok((char *[]){ss, "info", in, NULL}, 0, "\narch: x86_64\n", in);
+        run_ok((char *[]){ss, "replay", in, "-o", got, NULL}, 0, "", in);
+        char *d = cli_diff(want_f, got);
+        cr_assert(!d, "%s: %s", in, d);
+    }
+
+    /* another architecture: info reads it, unwinding commands refuse it */
+    const char *arch = x86 ? "aarch64" : "x86_64";
+    cr_assert(cli_snap_set_arch(snap, arch, x86 ? 34 : 24, other) == 0);
+    char want[64], msg[160];
+    snprintf(want, sizeof(want), "\narch: %s\n", arch);
+    run_ok((char *[]){ss, "info", other, NULL}, 0, want, other);
+    snprintf(msg, sizeof(msg), "a capture of %s samples: this stacksnap (%s) cannot unwind %s",
+             arch, SS_ARCH, arch);
+    unlink(got);
+    run_ok((char *[]){ss, "replay", other, "-o", got, NULL}, 2, msg, other);
+    cr_assert(access(got, F_OK) != 0, "replay of %s wrote %s", other, got);
+    run_ok((char *[]){ss, "report", other, NULL}, 2, msg, other);
+    run_ok((char *[]){ss, "diff", snap, other, "-o", got, NULL}, 2, msg, other);
+    cli_rmtree(dir);
+    free(snap), free(want_f), free(same), free(old), free(other), free(got), free(dir);
+}
+
+/* test/fixtures/arm64-native.snap: a real capture of the native workload on
+ * arm64 (recorded in the emulated VM of test/vm/arm64.sh with SS_VM_DUMP=1:
+ * 34 registers per sample, user_pt_regs order). A build of another
+ * architecture reads all of it (the samples' stack bytes are found by their
+ * own register count) and refuses to unwind it. */
+Test(cli_fixtures, a_real_arm64_capture_is_read_and_refused_elsewhere)
+{
+    if (!strcmp(SS_ARCH, "aarch64")) cr_skip_test("an arm64 build replays it (test/vm/arm64.sh)");
+    char *snap = fixture("arm64-native", "snap");
+    struct cli_res r;
+    char *info[] = {(char *)cli_ss(), "info", snap, NULL};
+    cr_assert(cli_run(&r, 30, info) == 0);
+    cr_assert(r.status == 0 && strstr(r.out, "\narch: aarch64\n") &&
+                  strstr(r.out, "samples      130 over") && !strstr(r.err, "corrupt") &&
+                  strstr(r.out, "process      131 cli_native (/bin/cli_native)"),
+              "info:\n%s\n%s", r.out, r.err);
+    cli_res_free(&r);
+    char *dir = cli_tmpdir("fix-a64"), *got = cli_path(dir, "got.folded");
+    run_ok((char *[]){(char *)cli_ss(), "replay", snap, "-o", got, NULL}, 2,
+           "a capture of aarch64 samples: this stacksnap (x86_64) cannot unwind aarch64", snap);
+    cr_assert(access(got, F_OK) != 0, "replay of %s wrote %s", snap, got);
+    cli_rmtree(dir);
+    free(snap), free(got), free(dir);
 }

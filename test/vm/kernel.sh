@@ -1,16 +1,21 @@
 #!/usr/bin/env bash
-# test/vm/kernel.sh SUITE: print the path of the newest stock Debian amd64
-# kernel (vmlinuz) of SUITE (bullseye, bookworm, trixie, sid, ...), fetched
-# from the Debian mirror this machine's apt uses and cached under
-# ${SS_CACHE:-/var/cache/stacksnap}/kernels/SUITE/. A cached kernel is reused
-# without asking the network; delete the folder to take a newer one.
+# test/vm/kernel.sh SUITE [ARCH]: print the path of the newest stock Debian
+# kernel (vmlinuz) of SUITE (bullseye, bookworm, trixie, sid, ...) for ARCH
+# (amd64, the default, or arm64), fetched from the Debian mirror this
+# machine's apt uses and cached under
+# ${SS_CACHE:-/var/cache/stacksnap}/kernels/SUITE/ (SUITE-arm64/ for arm64).
+# A cached kernel is reused without asking the network; delete the folder to
+# take a newer one. arm64's vmlinuz is a gzipped Image (qemu-system-aarch64
+# -kernel takes it as it is).
 #
 # The image package holds vmlinuz (bullseye..trixie); since 2026 sid's
 # linux-image-* is a stub depending on linux-binary-*, which holds it under
 # /usr/lib/modules/VERSION/.
 set -euo pipefail
-suite=${1:?usage: kernel.sh SUITE}
-cache=${SS_CACHE:-/var/cache/stacksnap}/kernels/$suite
+suite=${1:?usage: kernel.sh SUITE [ARCH]}
+arch=${2:-amd64}
+case $arch in amd64) dir=$suite ;; arm64) dir=$suite-arm64 ;; *) echo "kernel.sh: arch $arch?" >&2; exit 2 ;; esac
+cache=${SS_CACHE:-/var/cache/stacksnap}/kernels/$dir
 found=$(ls "$cache"/vmlinuz-* 2>/dev/null | head -n 1 || true)
 if [ -n "$found" ]; then echo "$found"; exit 0; fi
 
@@ -23,10 +28,10 @@ mirror() { # the first Debian archive URI in apt's sources
 m=$(mirror)
 [ -n "$m" ] || { echo "kernel.sh: no Debian mirror in apt's sources" >&2; exit 1; }
 mkdir -p "${cache%/*}"
-tmp=$(mktemp -d "${cache%/*}/.$suite.XXXXXX")
+tmp=$(mktemp -d "${cache%/*}/.$dir.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
-curl -fsS "$m/dists/$suite/main/binary-amd64/Packages.xz" | xz -dc >"$tmp/Packages"
-# Newest flavourless amd64 image: Package/Version/Filename of each stanza.
+curl -fsS "$m/dists/$suite/main/binary-$arch/Packages.xz" | xz -dc >"$tmp/Packages"
+# Newest flavourless image: Package/Version/Filename of each stanza.
 pick() { # name-regex -> "version filename" lines
     awk -v RS= -v re="$1" '{
         p = v = f = ""
@@ -39,7 +44,7 @@ pick() { # name-regex -> "version filename" lines
         if (p ~ re) print v, p, f
     }' "$tmp/Packages"
 }
-line=$(pick '^linux-image-[0-9][^ ]*-amd64$' | grep -Ev -- '-(cloud|rt)-amd64' | sort -V | tail -n 1)
+line=$(pick "^linux-image-[0-9][^ ]*-$arch\$" | grep -Ev -- "-(cloud|rt|16k)-$arch" | sort -V | tail -n 1)
 [ -n "$line" ] || { echo "kernel.sh: no linux-image for $suite" >&2; exit 1; }
 read -r ver pkg file <<<"$line"
 bin=$(pick '^linux-binary-' | awk -v v="$ver" -v p="linux-binary-${pkg#linux-image-}" \

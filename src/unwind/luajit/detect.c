@@ -221,6 +221,12 @@ static void detect_elf(Elf *e, const char *path, struct ss_lj_elfinfo *info)
     }
     info->is_luajit = d.sym_pcall && (d.has_setmode || d.has_openjit);
     if (!info->is_luajit) return;
+#if !defined(__x86_64__)
+    /* the walker knows x86-64's VM only: native frames only, said so */
+    snprintf(info->derive_why, sizeof(info->derive_why),
+             "LuaJIT frames on %s: not supported yet (native frames only)", SS_ARCH);
+    return;
+#endif
     scan_rodata(e, info);
     if (eh) {
         Elf_Data *data = elf_getdata(eh, NULL);

@@ -46,6 +46,7 @@
 #include <string.h>
 
 #include "unwind/luajit/layout.h"
+#include "unwind/luajit/ljregs.h"
 #include "unwind/luajit/runtime.h"
 
 #define LJ_WIN_ABOVE 64u
@@ -232,7 +233,7 @@ int ss_lj_runtime_plan(const struct ss_lj_runtime *rt, uint64_t have, struct ss_
     uint16_t dst = d, slen = (uint16_t)(below + LJ_WIN_ABOVE);
     uint16_t clamp = LJ_WIN_CLAMP < slen / 2 ? LJ_WIN_CLAMP : slen / 2;
     w = add(p, &d, slen); /* a: BASE in the VM */
-    w->reg = SS_REG_DX;
+    w->reg = LJ_REG_BASE;
     w->flags = SS_WIN_IF_IP;
     w->ip_lo = rt->vm_lo;
     w->ip_hi = rt->vm_hi;

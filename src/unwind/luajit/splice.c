@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "unwind/luajit/layout.h"
+#include "unwind/luajit/ljregs.h"
 #include "unwind/luajit/runtime.h"
 #include "unwind/luajit/frames.h"
 #include "unwind/luajit/names.h"
@@ -119,8 +120,8 @@ static void top_regs(struct ss_lj_runtime *rt, struct ss_mem *mem, const uint64_
         if (nf->cfa <= rt->info.vm_cfa_off) return;
         if (!owns_frames(rt, mem, nf->cfa - rt->info.vm_cfa_off)) continue;
         if (top) {
-            *pc = regs[SS_REG_BX];
-            *kbase = regs[SS_REG_R15];
+            *pc = regs[LJ_REG_PC];
+            *kbase = regs[LJ_REG_KBASE];
             return;
         }
         if (nf->have & SS_LJ_HAVE_RBX) *pc = nf->rbx;
@@ -145,8 +146,8 @@ static int walk_vm(struct ss_lj_runtime *rt, struct ss_mem *mem, const uint64_t 
         .cframe = cframe,
         .top = top,
         .newest = true,
-        .base = top ? regs[SS_REG_DX] : 0,
-        .pc = top ? regs[SS_REG_BX] : pc,
+        .base = top ? regs[LJ_REG_BASE] : 0,
+        .pc = top ? regs[LJ_REG_PC] : pc,
         .kbase = kbase,
         .rb = rb,
     };

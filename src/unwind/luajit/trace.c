@@ -45,6 +45,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "unwind/luajit/ljregs.h"
 #include "unwind/luajit/trace_int.h"
 static void trace_clear(struct trace *t)
 {
@@ -339,11 +340,11 @@ bool ss_lj_trace_plausible(const struct ss_lj_runtime *rt, struct ss_mem *m, uin
 }
 
 uint64_t ss_lj_trace_cfa(struct ss_lj_runtime *const *rts, uint32_t nrts, struct ss_mem *m,
-                         uint64_t ip, bool exact, const uint64_t *regs, uint32_t known,
+                         uint64_t ip, bool exact, const uint64_t *regs, uint64_t known,
                          uint64_t time_ns, uint32_t *token)
 {
     uint64_t look = exact ? ip : ip - 1, rsp = regs[SS_REG_SP];
-    uint64_t r14 = (known >> SS_REG_R14 & 1) ? regs[SS_REG_R14] : 0;
+    uint64_t r14 = (known >> LJ_REG_DISPATCH & 1) ? regs[LJ_REG_DISPATCH] : 0;
     *token = 0;
     if (!(known >> SS_REG_SP & 1)) return 0;
     for (uint32_t i = 0; i < nrts; i++) {
@@ -361,10 +362,10 @@ uint64_t ss_lj_trace_cfa(struct ss_lj_runtime *const *rts, uint32_t nrts, struct
             cur.base = regs[cur.base_reg];
         else if (cur.base_spill && !ss_mem_read(m, rsp + 4u * cur.base_spill, &v, 8))
             cur.base = v;
-        else if (exact && (known >> SS_REG_DX & 1) && cur.jit_base_sampled && cur.jit_base)
-            cur.guess = regs[SS_REG_DX];
-        else if (exact && (known >> SS_REG_DX & 1))
-            cur.base = regs[SS_REG_DX];
+        else if (exact && (known >> LJ_REG_BASE & 1) && cur.jit_base_sampled && cur.jit_base)
+            cur.guess = regs[LJ_REG_BASE];
+        else if (exact && (known >> LJ_REG_BASE & 1))
+            cur.base = regs[LJ_REG_BASE];
         uint64_t base = rsp + rt->lay->trace_sp_bias + rt->info.vm_cfa_off;
         /* the head's "sub rsp, spadjust" (the trace's first instruction)
          * and the tail's "add rsp, spadjust; jmp" run with rsp unadjusted */

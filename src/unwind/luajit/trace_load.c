@@ -10,10 +10,16 @@
 
 #include "unwind/luajit/trace_int.h"
 
-/* x86 register numbers (RID_*) -> enum ss_reg */
+/* x86 register numbers (RID_*) -> enum ss_reg (arm64: no trace walker yet,
+ * none of them) */
+#if defined(__x86_64__)
 static const uint8_t x86_to_ss[16] = {
     SS_REG_AX, SS_REG_CX, SS_REG_DX,  SS_REG_BX,  SS_REG_SP,  SS_REG_BP,  SS_REG_SI,  SS_REG_DI,
     SS_REG_R8, SS_REG_R9, SS_REG_R10, SS_REG_R11, SS_REG_R12, SS_REG_R13, SS_REG_R14, SS_REG_R15};
+#else
+static const uint8_t x86_to_ss[16] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+                                      0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+#endif
 
 /* ---- decoding (once per trace) ---- */
 

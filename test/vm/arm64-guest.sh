@@ -1,0 +1,61 @@
+#!/bin/sh
+# test/vm/arm64-guest.sh: /init of the arm64 guest (test/vm/arm64.sh). Mounts
+# what stacksnap needs, loads both BPF programs (ring buffer and compat) and
+# records the running native workload (-O2, no frame pointers) with each, replays
+# the capture, prints "SSVM key value..." lines on the console, powers off.
+export PATH=/bin
+mount -t proc proc /proc
+mount -t sysfs sys /sys
+mount -t devtmpfs dev /dev
+mount -t bpf bpf /sys/fs/bpf 2>/dev/null
+exec </dev/null
+ss=/bin/stacksnap
+say() { echo "SSVM $*"; }
+say kernel "$(uname -r)"
+say btf "$([ -r /sys/kernel/btf/vmlinux ] && echo yes || echo no)"
+say cpu "$(grep -m1 '^Features' /proc/cpuinfo)"
+for mode in default compat; do
+    flag=; [ $mode = compat ] && flag=--compat
+    out=$($ss info --bpf $flag -v 2>/tmp/bpf.err); rc=$?
+    say "bpf_$mode" "rc=$rc" "$out" "$(grep '^stacksnap: ' /tmp/bpf.err | grep -v 'verifier log' | tr '\n' ' ')"
+    grep -v '^stacksnap: ' /tmp/bpf.err | tail -n 40 | sed "s/^/SSVM-LOG verifier: /"
+done
+# share FILE LEAFRE WHOLERE: "whole=N total=M" (as test/vm/guest.sh)
+share() {
+    awk -v l="$2" -v w="$3" '{ n = $NF; $NF = ""; sub(/ $/, "")
+            if ($0 ~ l) { t += n; if ($0 ~ w) k += n } }
+        END { printf "whole=%d total=%d", k, t }' "$1"
+}
+for mode in default compat; do
+    flag=; [ $mode = compat ] && flag=--compat
+    # attached once the workload runs (-p): a recording from its exec on
+    # may keep a view of the process without libc (docs/design.md,
+    # "Architectures": open)
+    /bin/cli_native 60 >/tmp/w.out &  # 60 s at most; checks the time (vDSO) as it spins
+    wpid=$!
+    i=0
+    while ! grep -q '^ready' /tmp/w.out && [ $i -lt 60 ]; do sleep 1; i=$((i + 1)); done
+    t0=$(date +%s)
+    $ss record $flag -F 199 -p $wpid -d 3 -o /tmp/n.folded -o /tmp/n.snap \
+        >/tmp/rec.out 2>/tmp/rec.err; rc=$?
+    secs=$(($(date +%s) - t0))
+    kill $wpid
+    wait $wpid 2>/dev/null
+    tail -n 5 /tmp/rec.err | sed "s/^/SSVM-LOG record $mode: /"
+    say "native_$mode" "rc=$rc secs=$secs" \
+        "$(share /tmp/n.folded ';cli_leaf$' '^cli_native;_start;.*;main;cli_outer;(cli_mid;cli_leaf|cli_sort;.*;cli_cmp;cli_leaf)$')"
+    # the vDSO (no .eh_frame; signs x30 with pointer authentication under -cpu max)
+    say "vdso_$mode" "$(share /tmp/n.folded ';__kernel_clock_gettime$' '^cli_native;_start;.*;main;(.*;)?clock_gettime;__kernel_clock_gettime$')"
+    sort -k2 -nr -t' ' /tmp/n.folded 2>/dev/null | head -n 5 | sed "s/^/SSVM-LOG folded $mode: /"
+    $ss replay /tmp/n.snap -o /tmp/r.folded >/dev/null 2>/tmp/rep.err; rc=$?
+    same=no; cmp -s /tmp/n.folded /tmp/r.folded && same=yes
+    say "replay_$mode" "rc=$rc identical=$same"
+    say "info_$mode" "$($ss info /tmp/n.snap 2>&1 | grep -E '^arch: ')"
+    if [ $mode = default ] && grep -q ssvm.dump /proc/cmdline; then # a short capture, out
+        $ss record -F 97 -o /tmp/d.snap -- /bin/cli_native 1 >/dev/null 2>&1
+        echo "SSVM-DUMP begin"; base64 /tmp/d.snap; echo "SSVM-DUMP end"
+    fi
+done
+say end
+sync
+poweroff -f

@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# test/vm/arm64.sh SRC BUILD_ARM64: boot Debian bookworm's stock arm64 kernel
+# under qemu-system-aarch64 -M virt -cpu max (TCG: software emulation, so
+# pointer authentication and BTI are on) with an initramfs of the
+# cross-built stacksnap and native workload (scripts/dev cross arm64), the
+# arm64 libraries they load (this machine's multiarch :arm64 packages, found
+# by their ELF NEEDED entries) and a static arm64 busybox; let
+# test/vm/arm64-guest.sh record there and judge its "SSVM" lines. Exit 0 when
+# both BPF programs load and record the native chain whole. Console log:
+# BUILD_ARM64/vm/arm64.log.
+set -euo pipefail
+src=${1:?usage: arm64.sh SRC BUILD_ARM64}
+build=${2:?}
+here=$(cd "$(dirname "$0")" && pwd)
+for t in qemu-system-aarch64 aarch64-linux-gnu-readelf cpio; do
+    command -v $t >/dev/null || { echo "arm64.sh: $t missing (scripts/dev cross arm64 installs the cross tools; qemu-system-arm)" >&2; exit 1; }
+done
+bins=("$build/stacksnap" "$build/cli_native")
+for b in "${bins[@]}"; do
+    [ -x "$b" ] || { echo "arm64.sh: missing $b (scripts/dev cross arm64 first)" >&2; exit 1; }
+done
+kernel=$("$here/kernel.sh" bookworm arm64)
+cache=${SS_CACHE:-/var/cache/stacksnap}/arm64
+mkdir -p "$cache" "$build/vm"
+# a static arm64 busybox (Debian's busybox-static:arm64), cached
+if [ ! -x "$cache/busybox" ]; then
+    tmp=$(mktemp -d)
+    (cd "$tmp" && apt-get download -qq busybox-static:arm64 >/dev/null && dpkg -x busybox-static_*.deb x)
+    cp "$tmp/x/bin/busybox" "$cache/busybox.tmp" && mv "$cache/busybox.tmp" "$cache/busybox"
+    rm -rf "$tmp"
+fi
+root=$build/vm/arm64-root # kept: the files as the guest has them (replay --symfs)
+rm -rf "$root"
+mkdir -p "$root/bin" "$root/lib" "$root/proc" "$root/sys" "$root/dev" "$root/tmp"
+# libraries by NEEDED, recursively, from the multiarch folders
+declare -A seen=()
+need() { # elf file
+    local n p
+    for n in $(aarch64-linux-gnu-readelf -d "$1" | sed -nE 's/.*\(NEEDED\).*\[(.*)\]/\1/p'); do
+        [ -n "${seen[$n]:-}" ] && continue
+        seen[$n]=1
+        p=
+        for d in /lib/aarch64-linux-gnu /usr/lib/aarch64-linux-gnu; do
+            [ -e "$d/$n" ] && { p=$d/$n; break; }
+        done
+        [ -n "$p" ] || { echo "arm64.sh: no arm64 $n (for $1)" >&2; exit 1; }
+        mkdir -p "$root$(dirname "$p")"
+        cp -L "$p" "$root$p"
+        need "$p"
+    done
+}
+for b in "${bins[@]}"; do cp -L "$b" "$root/bin/"; need "$b"; done
+mkdir -p "$root/lib"
+cp -L /lib/ld-linux-aarch64.so.1 "$root/lib/"
+cp "$cache/busybox" "$root/bin/busybox"
+for a in sh sleep kill base64 mount mkdir cat echo grep awk sed sort head tail tr date poweroff uname ls rm cmp sync; do
+    ln -sf busybox "$root/bin/$a"
+done
+install -m 755 "$here/arm64-guest.sh" "$root/init"
+img=$build/vm/initramfs-arm64.cpio.gz
+log=$build/vm/arm64.log
+(cd "$root" && find . | cpio -o -H newc --quiet) | gzip -1 >"$img"
+t0=$(date +%s)
+timeout 600 qemu-system-aarch64 -M virt -cpu max -accel tcg,thread=multi -smp 2 -m 1024 \
+    -display none -monitor none -serial stdio -no-reboot -nic none \
+    -kernel "$kernel" -initrd "$img" \
+    -append "console=ttyAMA0 panic=-1 loglevel=3 rdinit=/init${SS_VM_DUMP:+ ssvm.dump}" </dev/null >"$log" 2>&1 || true
+secs=$(($(date +%s) - t0))
+# the console may interleave NULs and blanks with the lines
+tr -d '\r\000' <"$log" | sed -E 's/^[[:space:]]+SSVM/SSVM/' >"$log.txt"
+val() { grep -a -m1 "^SSVM $1 " "$log.txt" | sed "s/^SSVM $1 //"; }
+fails=0
+check() { # name text ok(0/1) [warn]: warn: a failure is a warning (an open issue)
+    if [ "$3" = 1 ]; then echo "ok   arm64 $1: $2"
+    elif [ -n "${4:-}" ]; then echo "WARN arm64 $1: $2 ($4)"
+    else echo "FAIL arm64 $1: $2"; fails=$((fails + 1)); fi
+}
+echo "== arm64: kernel $(val kernel), ${secs}s under emulation (console log: $log)"
+echo "   $(val cpu)"
+grep -a '^SSVM-LOG' "$log.txt" | head -n 200 || true
+if [ -n "${SS_VM_DUMP:-}" ]; then # SS_VM_DUMP=1: the default program's capture
+    sed -n '/^SSVM-DUMP begin/,/^SSVM-DUMP end/p' "$log.txt" | sed '1d;$d' | base64 -d >"$build/vm/arm64.snap"
+fi
+if ! grep -aq '^SSVM end' "$log.txt"; then
+    tail -n 40 "$log.txt"
+    check boot "the guest did not finish" 0
+    exit 1
+fi
+for m in default compat; do
+    line=$(val "bpf_$m"); ok=0; [[ $line == rc=0* ]] && ok=1
+    check "bpf_$m" "$line" $ok
+    line=$(val "native_$m")
+    w=$(sed -nE 's/.*whole=([0-9]+).*/\1/p' <<<"$line"); t=$(sed -nE 's/.*total=([0-9]+).*/\1/p' <<<"$line")
+    ok=$(awk -v w="${w:-0}" -v t="${t:-0}" 'BEGIN { print (t >= 100 && w / t >= 0.95) ? 1 : 0 }')
+    [[ $line == rc=0* ]] || ok=0
+    check "native_$m" "$line" "$ok"
+    line=$(val "vdso_$m")
+    w=$(sed -nE 's/.*whole=([0-9]+).*/\1/p' <<<"$line"); t=$(sed -nE 's/.*total=([0-9]+).*/\1/p' <<<"$line")
+    ok=$(awk -v w="${w:-0}" -v t="${t:-0}" 'BEGIN { print (t >= 10 && w / t >= 0.9) ? 1 : 0 }')
+    check "vdso_$m" "$line" "$ok"
+    line=$(val "replay_$m"); ok=0; [[ $line == "rc=0 identical=yes" ]] && ok=1
+    check "replay_$m" "$line" $ok
+    line=$(val "info_$m"); ok=0; [[ $line == "arch: aarch64" ]] && ok=1
+    check "info_$m" "$line" $ok
+done
+[ $fails = 0 ] || { echo "arm64: $fails checks failed"; exit 1; }
+echo "arm64: all checks passed"
