@@ -242,6 +242,25 @@ static int chain(struct ss_lj_runtime *rt, struct ss_mem *m, const struct stackb
     return 0;
 }
 
+/* A walk made again from live memory (the GC moved since the sample) names
+ * what the thread runs now. Where the sample copied the thread (its
+ * lua_State header, the stack windows) the live frames must be the
+ * sample's: each frame's function and link slot that a window holds must
+ * hold the same there, else the thread moved on (rl_torn: a resumer's
+ * chain of the next generation under the sampled coroutine's frames). */
+static bool live_is_sample(const struct ss_lj_runtime *rt, const struct ss_mem *m,
+                           const struct stackbuf *s, const struct lj_walk *w)
+{
+    const unsigned fr2 = rt->lay->gc64 ? 1 : 0;
+    for (unsigned i = 0; i < w->n; i++)
+        for (unsigned k = 0; k <= fr2; k++) {
+            uint64_t a = w->f[i].frame - 8 * k, v;
+            const uint8_t *p = ss_mem_peek_sample(m, a, 8);
+            if (p && sb_u64(s, a, &v) && lj_u64(p) != v) return false;
+        }
+    return true;
+}
+
 /* Is pc (next instruction) inside p's bytecode? */
 static bool pc_in(const struct ss_lj_runtime *rt, const struct lj_wframe *wf, uint64_t pc)
 {
@@ -396,6 +415,13 @@ static int walk_once(struct ss_lj_runtime *rt, struct ss_mem *m, const struct lj
     else
         base = lj_u64(Lb + lay->L_base);
     if (base <= stack || base >= shi || (base & 7)) return -EINVAL;
+    if (live && m->nwin) { /* the sample's copy of the header, if it has one */
+        const uint8_t *sb = ss_mem_peek_sample(m, st->L + lay->L_base, lay->gc64 ? 8 : 4);
+        const uint8_t *ss = ss_mem_peek_sample(m, st->L + lay->L_stack, lay->gc64 ? 8 : 4);
+        if ((sb && !(st->top || st->use_base) && lj_ref(lay, sb) != base) ||
+            (ss && lj_ref(lay, ss) != stack))
+            return -ESTALE;
+    }
     if (sampled) {
         /* [stack, base]: the sample's copy around BASE, the rest (deep
          * stacks) read live (read_stack) */
@@ -429,6 +455,7 @@ static int walk_once(struct ss_lj_runtime *rt, struct ss_mem *m, const struct lj
     unsigned ncf = 1;
     read_cframe(rt, m, lj_u64(Lb + lay->L_cframe) & ~(uint64_t)3, &cf[0]);
     if ((rc = chain(rt, m, s, stack, base, st->L, cf, &ncf, w))) return rc;
+    if (live && m->nwin && !live_is_sample(rt, m, s, w)) return -ESTALE;
     size_t elen = 0;
     if (sampled)
         elen = ss_lj_gc_sample(rt, m, G, ep);
