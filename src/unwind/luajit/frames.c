@@ -519,6 +519,17 @@ static int walk_once(struct ss_lj_runtime *rt, struct ss_mem *m, const struct lj
         }
         if (!ok) return -ESTALE;
     }
+    /* A Lua frame on top that called a VM helper (FNEW's closure
+     * allocation, a GC step, a metamethod lookup) runs with KBASE its
+     * prototype's k; its pc alone cannot tell it from a prototype allocated
+     * later over the sampled one's freed memory (rl_torn: a chunk's main
+     * function at FNEW named as the next chunk's inner function). At the
+     * entry (pc right after FUNCF: the hot call and the call hook run
+     * before FUNCF loads KBASE) it is the caller's. */
+    if (!st->top && st->newest && st->kbase && w->n && w->f[0].ffid == 0 && w->f[0].proto &&
+        w->f[0].pc != w->f[0].pt + lay->pt_size + 4 &&
+        st->kbase != lj_ref(lay, w->f[0].proto->sig + lay->pt_k))
+        return -ESTALE;
     return 0;
 }
 
