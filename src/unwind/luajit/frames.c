@@ -519,6 +519,18 @@ static int walk_once(struct ss_lj_runtime *rt, struct ss_mem *m, const struct lj
         }
         if (!ok) return -ESTALE;
     }
+    /* A thread waiting in coroutine.resume resumed the thread of the next
+     * newer VM entry: its argument (BASE[0]) is that thread. Else this
+     * walk's stack is not the sample's (rl_torn: the main thread read after
+     * it moved on to the next generation's resume, under the sampled
+     * coroutine of the one before). */
+    if (st->resumed && w->n && w->f[0].ffid > 1 && w->f[0].ffid - 2u < *lay->nff &&
+        !strcmp(lay->ff[w->f[0].ffid - 2], "coroutine.resume")) {
+        uint64_t v = 0;
+        if (!ss_mem_read(m, w->f[0].frame + 8, &v, 8) &&
+            (lay->gc64 ? v & LJ_GCVMASK : (uint32_t)v) != st->resumed)
+            return -ESTALE;
+    }
     /* A Lua frame on top that called a VM helper (FNEW's closure
      * allocation, a GC step, a metamethod lookup) runs with KBASE its
      * prototype's k; its pc alone cannot tell it from a prototype allocated
