@@ -8,7 +8,9 @@
  * frames of one generation, chain depths consecutive. A stale cache or a
  * read torn between two states would name a function that was not there.
  * A frame whose chunk name could not be read ("?") claims nothing: it only
- * breaks the caller/callee chain. */
+ * breaks the caller/callee chain, as does the "[truncated]" root of a chain
+ * the walk cut (a thread's stack read past its window that changed since the
+ * sample, the frame cap). */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -152,8 +154,14 @@ static bool legal_pair(const struct lf *a, const struct lf *b)
     return false;
 }
 
+/* what makes a sample illegal (check_line's `why`), counted per kind */
+static const char *const g_kinds[] = {"frames of two generations", "illegal caller/callee pair",
+                                      "frame of an unknown chunk", "line outside torn.lua"};
+#define NKINDS (sizeof(g_kinds) / sizeof(g_kinds[0]))
+
 struct tally {
     unsigned samples, lua, bad, bad_lines, deepest, stale_native;
+    unsigned per_kind[NKINDS];
     char first_bad[2048];
 };
 
@@ -175,6 +183,10 @@ static void check_line(char *line, struct tally *t)
     for (char *s = line, *e; s && !why; s = e ? e + 1 : NULL) {
         e = strchr(s, ';');
         size_t n = e ? (size_t)(e - s) : strlen(s);
+        if (n == 11 && !memcmp(s, "[truncated]", 11)) { /* a cut chain's root: no caller */
+            have_prev = false;
+            continue;
+        }
         if (!parse_frame(s, n, &cur)) {
             /* a native frame below a Lua frame: lua_loadx runs for load() only */
             if (last_lua_name && n == 9 && !memcmp(s, "lua_loadx", 9) && last_builtin &&
@@ -187,18 +199,17 @@ static void check_line(char *line, struct tally *t)
         snprintf(last_name, sizeof(last_name), "%s", cur.name);
         last_lua_name = last_name;
         last_builtin = cur.k == K_BUILTIN;
-        if (cur.k == K_OTHER) why = "frame of an unknown chunk";
-        if (cur.k == K_FILE && (cur.line < 0 || cur.line > g_file_lines))
-            why = "line outside torn.lua";
+        if (cur.k == K_OTHER) why = g_kinds[2];
+        if (cur.k == K_FILE && (cur.line < 0 || cur.line > g_file_lines)) why = g_kinds[3];
         if (cur.k == K_GEN) {
-            if (gen >= 0 && cur.gen != gen) why = "frames of two generations";
+            if (gen >= 0 && cur.gen != gen) why = g_kinds[0];
             gen = cur.gen;
         }
         if (cur.k == K_UNKNOWN) { /* a frame that claims nothing: no pair across it */
             have_prev = false;
             continue;
         }
-        if (!why && have_prev && !legal_pair(&prev, &cur)) why = "illegal caller/callee pair";
+        if (!why && have_prev && !legal_pair(&prev, &cur)) why = g_kinds[1];
         prev = cur;
         have_prev = true;
     }
@@ -212,6 +223,8 @@ static void check_line(char *line, struct tally *t)
             fclose(df);
         }
         t->bad += cnt;
+        for (size_t k = 0; k < NKINDS; k++)
+            if (why == g_kinds[k]) t->per_kind[k] += cnt;
         size_t n = strlen(line);
         if (!t->bad_lines++) /* the leaf end says most */
             snprintf(t->first_bad, sizeof(t->first_bad), "%s at %s: ...%s", why, cur.name,
@@ -247,9 +260,12 @@ static void run_mode(const char *mode, bool jit, unsigned min_lua)
     struct tally t = {0};
     for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n"))
         check_line(line, &t);
-    cr_log_info("torn %s: %u samples, %u with Lua frames (deepest %u), %u illegal; %u samples "
-                "whose native leaf (lua_loadx) runs under another builtin's Lua frame; %s",
-                mode, t.samples, t.lua, t.deepest, t.bad, t.stale_native, err ? err : "");
+    cr_log_info("torn %s: %u samples, %u with Lua frames (deepest %u), %u illegal (%u %s, %u %s, "
+                "%u %s, %u %s); %u samples whose native leaf (lua_loadx) runs under another "
+                "builtin's Lua frame; %s",
+                mode, t.samples, t.lua, t.deepest, t.bad, t.per_kind[0], g_kinds[0], t.per_kind[1],
+                g_kinds[1], t.per_kind[2], g_kinds[2], t.per_kind[3], g_kinds[3], t.stale_native,
+                err ? err : "");
     cr_expect_eq(t.bad, 0, "%s: %u illegal samples (%u lines), first: %s", mode, t.bad, t.bad_lines,
                  t.first_bad);
     /* load() calls lua_loadx; another builtin's frame over it is a Lua

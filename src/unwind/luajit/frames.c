@@ -244,6 +244,25 @@ static int chain(struct ss_lj_runtime *rt, struct ss_mem *m, const struct stackb
     return 0;
 }
 
+/* A walk made again from live memory (the GC moved since the sample) names
+ * what the thread runs now. Where the sample copied the thread (its
+ * lua_State header, the stack windows) the live frames must be the
+ * sample's: each frame's function and link slot that a window holds must
+ * hold the same there, else the thread moved on (rl_torn: a resumer's
+ * chain of the next generation under the sampled coroutine's frames). */
+static bool live_is_sample(const struct ss_lj_runtime *rt, const struct ss_mem *m,
+                           const struct stackbuf *s, const struct lj_walk *w)
+{
+    const unsigned fr2 = rt->lay->gc64 ? 1 : 0;
+    for (unsigned i = 0; i < w->n; i++)
+        for (unsigned k = 0; k <= fr2; k++) {
+            uint64_t a = w->f[i].frame - 8 * k, v;
+            const uint8_t *p = ss_mem_peek_sample(m, a, 8);
+            if (p && sb_u64(s, a, &v) && lj_u64(p) != v) return false;
+        }
+    return true;
+}
+
 /* Is pc (next instruction) inside p's bytecode? */
 static bool pc_in(const struct ss_lj_runtime *rt, const struct lj_wframe *wf, uint64_t pc)
 {
@@ -398,6 +417,13 @@ static int walk_once(struct ss_lj_runtime *rt, struct ss_mem *m, const struct lj
     else
         base = lj_u64(Lb + lay->L_base);
     if (base <= stack || base >= shi || (base & 7)) return -EINVAL;
+    if (live && m->nwin) { /* the sample's copy of the header, if it has one */
+        const uint8_t *sb = ss_mem_peek_sample(m, st->L + lay->L_base, lay->gc64 ? 8 : 4);
+        const uint8_t *ss = ss_mem_peek_sample(m, st->L + lay->L_stack, lay->gc64 ? 8 : 4);
+        if ((sb && !(st->top || st->use_base) && lj_ref(lay, sb) != base) ||
+            (ss && lj_ref(lay, ss) != stack))
+            return -ESTALE;
+    }
     if (sampled) {
         /* [stack, base]: the sample's copy around BASE, the rest (deep
          * stacks) read live (read_stack) */
@@ -431,6 +457,7 @@ static int walk_once(struct ss_lj_runtime *rt, struct ss_mem *m, const struct lj
     unsigned ncf = 1;
     read_cframe(rt, m, lj_u64(Lb + lay->L_cframe) & ~(uint64_t)3, &cf[0]);
     if ((rc = chain(rt, m, s, stack, base, st->L, cf, &ncf, w))) return rc;
+    if (live && m->nwin && !live_is_sample(rt, m, s, w)) return -ESTALE;
     size_t elen = 0;
     if (sampled)
         elen = ss_lj_gc_sample(rt, m, G, ep);
@@ -494,6 +521,29 @@ static int walk_once(struct ss_lj_runtime *rt, struct ss_mem *m, const struct lj
         }
         if (!ok) return -ESTALE;
     }
+    /* A thread waiting in coroutine.resume resumed the thread of the next
+     * newer VM entry: its argument (BASE[0]) is that thread. Else this
+     * walk's stack is not the sample's (rl_torn: the main thread read after
+     * it moved on to the next generation's resume, under the sampled
+     * coroutine of the one before). */
+    if (st->resumed && w->n && w->f[0].ffid > 1 && w->f[0].ffid - 2u < *lay->nff &&
+        !strcmp(lay->ff[w->f[0].ffid - 2], "coroutine.resume")) {
+        uint64_t v = 0;
+        if (!ss_mem_read(m, w->f[0].frame + 8, &v, 8) &&
+            (lay->gc64 ? v & LJ_GCVMASK : (uint32_t)v) != st->resumed)
+            return -ESTALE;
+    }
+    /* A Lua frame on top that called a VM helper (FNEW's closure
+     * allocation, a GC step, a metamethod lookup) runs with KBASE its
+     * prototype's k; its pc alone cannot tell it from a prototype allocated
+     * later over the sampled one's freed memory (rl_torn: a chunk's main
+     * function at FNEW named as the next chunk's inner function). At the
+     * entry (pc right after FUNCF: the hot call and the call hook run
+     * before FUNCF loads KBASE) it is the caller's. */
+    if (!st->top && st->newest && st->kbase && w->n && w->f[0].ffid == 0 && w->f[0].proto &&
+        w->f[0].pc != w->f[0].pt + lay->pt_size + 4 &&
+        st->kbase != lj_ref(lay, w->f[0].proto->sig + lay->pt_k))
+        return -ESTALE;
     return 0;
 }
 

@@ -59,6 +59,7 @@ struct lj_start {
     uint64_t kbase;    /* r15 at the VM frame owning the top frame when not top (0 unknown) */
     uint64_t rb;       /* rbp there: BASE of an ASM fast function that called C (0 unknown) */
     bool use_base;     /* not top, but walk from base (validated like any non-top start) */
+    uint64_t resumed;  /* thread of the next newer VM entry on the sampled stack (0: none) */
 };
 
 /* The function and prototype headers of w's frames (resolve.c): ffid,

@@ -135,7 +135,7 @@ static void top_regs(struct ss_lj_runtime *rt, struct ss_mem *mem, const uint64_
  * newest VM entry: validated against L->cframe and the PC register. */
 static int walk_vm(struct ss_lj_runtime *rt, struct ss_mem *mem, const uint64_t *regs,
                    const struct ss_lj_native *natives, uint32_t n, uint32_t i, uint64_t L,
-                   uint64_t cframe, struct lj_walk *w)
+                   uint64_t cframe, uint64_t resumed, struct lj_walk *w)
 {
     const struct ss_lj_native *nf = &natives[i];
     bool top = i == 0 && !nf->signal;
@@ -150,6 +150,7 @@ static int walk_vm(struct ss_lj_runtime *rt, struct ss_mem *mem, const uint64_t 
         .pc = top ? regs[LJ_REG_PC] : pc,
         .kbase = kbase,
         .rb = rb,
+        .resumed = resumed,
     };
     return ss_lj_walk_thread(rt, mem, &st, w);
 }
@@ -210,7 +211,8 @@ int ss_lj_splice(struct ss_lj_runtime *const *rts, uint32_t nrts, struct ss_mem 
                 if (t->w && ts)
                     t->rc = ss_lj_trace_walk(rt, mem, ts, L, cframe, t->w);
                 else if (t->w)
-                    t->rc = walk_vm(rt, mem, regs, natives, n, i, L, cframe, t->w);
+                    t->rc = walk_vm(rt, mem, regs, natives, n, i, L, cframe,
+                                    nth > 1 ? th[nth - 2].L : 0, t->w);
                 if (t->rc == 0 && torn(t->w)) t->rc = -ESTALE;
             }
             /* The newest VM entry that owns Lua frames: protected C calls
