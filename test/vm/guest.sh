@@ -124,7 +124,9 @@ done
 # "offcpu rc=N total=US a=US b=US whole=US kern=US truth A B": a and b on
 # their Lua function, whole on main..a/b down to usleep, kern with kernel
 # frames; truth is the program's own clock (s).
-(cd "$src/test/cli" && $ss record --off-cpu --kernel -o /tmp/o.folded -- luajit -joff offcpu_sleep.lua usleep 100 \
+# Bounded (timeout): one boot of 6.1 in CI hung at this step until qemu's
+# 600 s timeout; a hang is now this check failing, with record's last lines.
+(cd "$src/test/cli" && timeout -s INT 120 $ss record --off-cpu --kernel -o /tmp/o.folded -- luajit -joff offcpu_sleep.lua usleep 100 \
     >/dev/null 2>/tmp/rec.err)
 rc=$?
 w=$(awk '/^luajit;/ { n = $NF; t += n
@@ -139,7 +141,7 @@ say offcpu "rc=$rc" "$w" "$(grep -m1 '^truth ' /tmp/rec.err)" "$(grep '^stacksna
 # markers) stands in for the copy that fails once the memory map changed.
 # "execstack rc=N whole=W total=T ...": samples in execve, those with the
 # loop's callers, then the summary's marker and exec-stack counts.
-$ss record -v -F 999 -o /tmp/e.folded -- $build/cli_execloop 3 /bin/true >/dev/null 2>/tmp/rec.err
+timeout -s INT 120 $ss record -v -F 999 -o /tmp/e.folded -- $build/cli_execloop 3 /bin/true >/dev/null 2>/tmp/rec.err
 rc=$?
 say execstack "rc=$rc" "$(share /tmp/e.folded 'execve$' ';main;el_loop;el_spawn;')" \
     "$(grep -m1 'process markers' /tmp/rec.err | sed 's/.*without user registers; //')"
