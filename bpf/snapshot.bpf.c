@@ -125,7 +125,7 @@ static __always_inline int snapshot_body(struct bpf_perf_event_data *pctx, const
     }
     *(__u64 *)e = id; /* tid, tgid */
     e->cpu = bpf_get_smp_processor_id();
-    e->flags = SS_EV_USER_MODE(SS_UAPI_MODE(ctx->regs)) ? 0 : SS_EV_KERNEL;
+    e->flags = SS_EV_KFLAG(SS_UAPI_MODE(ctx->regs)); /* interrupted the kernel */
     e->time_ns = bpf_ktime_get_ns();
     bpf_probe_read_kernel(e->regs, sizeof(e->regs), r);
     e->stack_room = size;

@@ -42,6 +42,9 @@ enum ss_ev_reg {
 };
 /* user mode: the RPL of cs is 3 */
 #define SS_EV_USER_MODE(cs_or_pstate) (((cs_or_pstate)&3) == 3)
+/* SS_EV_KERNEL when cs's RPL is 0 (bit 1 clear): two instructions, no branch
+ * (the ring buffer program stays under 400) */
+#define SS_EV_KFLAG(cs_or_pstate) (~(cs_or_pstate)&SS_EV_KERNEL)
 /* registers no window may be anchored on (not addresses) */
 #define SS_PT_NO_ANCHOR(r) ((r) == SS_PT_CS || (r) == SS_PT_SS)
 #else
@@ -58,6 +61,7 @@ enum ss_ev_reg {
 };
 /* user mode: pstate's M[3:0] is EL0t (0) */
 #define SS_EV_USER_MODE(cs_or_pstate) (((cs_or_pstate)&0xf) == 0)
+#define SS_EV_KFLAG(cs_or_pstate) (SS_EV_USER_MODE(cs_or_pstate) ? 0 : SS_EV_KERNEL)
 #define SS_PT_NO_ANCHOR(r) ((r) == SS_PT_PSTATE)
 #endif
 #define SS_EV_STACK_MAX 65528u /* == SS_STACK_MAX */
