@@ -20,13 +20,15 @@
 struct ss_proc; /* process/: mappings of one process */
 
 /* One element of a batched read. err: 0 ok, negative errno on failure.
- * live: from the target itself (layer 3), not the sample's copies. */
+ * live: from the target itself (layer 3), not the sample's copies.
+ * sample: from the sample's copies alone (layer 1; -ENOENT where they hold
+ * none of it), to compare them with what was read live. */
 struct ss_iov {
     uint64_t addr;
     void *dst;
     size_t len;
     int err;
-    bool live;
+    bool live, sample;
 };
 
 /* Target backend: live process or recorded reads (replay). */
