@@ -208,6 +208,33 @@ int ss_mem_read(struct ss_mem *m, uint64_t addr, void *dst, size_t len)
     return ss_mem_read_target(m, addr, dst, len);
 }
 
+int ss_mem_read_span(struct ss_mem *m, uint64_t *lo, uint64_t hi, uint8_t *b, bool live, int *win,
+                     uint64_t *from)
+{
+    uint64_t l = *lo, x = live ? hi : ss_mem_sample_from(m, l, hi);
+    *win = x < hi && m->track ? ss_mem_sample_win(m, x, hi - x) : -1;
+    *from = x;
+    struct ss_mem_track *track = m->track;
+    if (*win >= 0) m->track = NULL;
+    int rc = x < hi ? ss_mem_read(m, x, b + (x - l), hi - x) : 0;
+    m->track = track;
+    if (!rc && l < x) {
+        uint64_t ov = hi - x < SS_MEM_SEAM ? hi - x : SS_MEM_SEAM;
+        uint8_t *seam = b + (hi - l); /* SS_MEM_SEAM spare bytes after the copy */
+        rc = ss_mem_read_target(m, l, b, x - l + ov);
+        if (!rc && x < hi) {
+            memcpy(seam, b + (x - l), ov); /* the live seam, then the sample's back */
+            ss_mem_read(m, x, b + (x - l), ov);
+            if (memcmp(seam, b + (x - l), ov)) {
+                memmove(b, b + (x - l), hi - x);
+                l = x;
+            }
+        }
+    }
+    if (!rc) *lo = l;
+    return rc;
+}
+
 int ss_mem_readv(struct ss_mem *m, struct ss_iov *iov, int n)
 {
     enum { BATCH = 64 };

@@ -9,13 +9,12 @@
  * the thread's chain (L->cframe, prev, ...); that splits the frames into
  * segments, one per VM entry (debug_framepc in lj_debug.c does the same).
  *
- * Reads, batched (view_readv, the walk's one way into memory.h): (1)
- * lua_State + stack window, (2) function headers, (3) prototype headers
- * (resolve.c). The A operand of each return
- * pc's CALL comes from a cache validated against the caller's prototype
- * bytes after the walk; a miss costs one extra read for that level.
- * Everything is bounded (frames, bytes) and validated (tags, ranges); a
- * walk over garbage ends with an error or a truncated list, never a crash. */
+ * Reads, batched (view_read: where each comes from): (1) lua_State +
+ * stack window, (2) function headers, (3) prototype headers (resolve.c). The A operand of each
+ * return pc's CALL comes from a cache validated against the caller's prototype bytes after the
+ * walk; a miss costs one extra read for that level. Everything is bounded (frames, bytes) and
+ * validated (tags, ranges); a walk over garbage ends with an error or a truncated list, never a
+ * crash. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,19 +45,13 @@ struct stackbuf {
  * (VIEW_SAMPLE, to compare with a live read). */
 enum view_src { VIEW_ANY, VIEW_LIVE, VIEW_SAMPLE };
 
-/* Every read of the walk goes through here: n at once, 0 or the target's
- * error (each element's own in its err). */
-static int view_readv(struct ss_mem *m, struct ss_iov *iov, int n)
-{
-    return ss_mem_readv(m, iov, n);
-}
-
-/* len bytes at a from src: 0 or negative errno. */
+/* len bytes at a from src: 0 or negative errno. The walk's reads of one
+ * field or slot all come through here. */
 static int view_read(struct ss_mem *m, enum view_src src, uint64_t a, void *dst, size_t len)
 {
     struct ss_iov v = {
         .addr = a, .dst = dst, .len = len, .live = src == VIEW_LIVE, .sample = src == VIEW_SAMPLE};
-    int rc = view_readv(m, &v, 1);
+    int rc = ss_mem_readv(m, &v, 1);
     return v.err ? v.err : rc;
 }
 
@@ -118,44 +111,24 @@ static void read_cframe(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t a, 
 }
 
 /* Read [lo, hi) of the stack into s (bounded): all of it live when live,
- * else the part the sample copied (its window around BASE) from there,
- * only what lies below it live. The
- * live part is read with SEAM bytes of overlap: if those differ from the
- * sample's, the older frames below were popped and pushed again since the
- * sample, and the copy ends at the window (the walk is cut there). */
-#define SEAM 256u
+ * else the part the sample copied (its window around BASE) from there, only
+ * what lies below it live, the copy cut at the window when the older frames
+ * below moved since the sample (memory.h: ss_mem_read_span). */
 static int read_stack(struct ss_mem *m, struct stackbuf *s, uint64_t lo, uint64_t hi, bool live)
 {
     if (hi - lo > STACK_MAX) lo = hi - STACK_MAX;
-    uint8_t *b = sb_room(s, hi - lo + SEAM);
+    uint8_t *b = sb_room(s, hi - lo + SS_MEM_SEAM);
     if (!b) return -ENOMEM;
-    uint64_t x = live ? hi : ss_mem_sample_from(m, lo, hi);
+    struct ss_mem_track *track = m->track;
+    uint64_t from;
+    int rc = ss_mem_read_span(m, &lo, hi, b, live, &s->src, &from);
     /* the sample's part: logged slot by slot as sb_u64 reads it (memo) */
     s->track = NULL;
-    s->src = x < hi && m->track ? ss_mem_sample_win(m, x, hi - x) : -1;
-    struct ss_mem_track *track = m->track;
-    if (s->src >= 0) m->track = NULL;
-    int rc = x < hi ? view_read(m, VIEW_ANY, x, b + (x - lo), hi - x) : 0;
-    m->track = track;
     if (s->src >= 0) {
         s->track = track;
         s->m = m;
-        s->src_lo = x;
+        s->src_lo = from;
         s->src_hi = hi;
-    }
-    if (!rc && lo < x) {
-        uint64_t ov = hi - x < SEAM ? hi - x : SEAM;
-        uint8_t *live = b + (hi - lo); /* SEAM spare bytes after the copy */
-        rc = view_read(m, x < hi || live ? VIEW_LIVE : VIEW_ANY, lo, b,
-                       x < hi || live ? x - lo + ov : x - lo);
-        if (!rc && x < hi) {
-            memcpy(live, b + (x - lo), ov); /* the live seam, then the sample's back */
-            view_read(m, VIEW_ANY, x, b + (x - lo), ov);
-            if (memcmp(live, b + (x - lo), ov)) {
-                memmove(b, b + (x - lo), hi - x);
-                lo = x;
-            }
-        }
     }
     if (rc) return rc;
     s->lo = lo;
@@ -419,7 +392,7 @@ static int walk_once(struct ss_lj_runtime *rt, struct ss_mem *m, const struct lj
         iov[n++] = (struct ss_iov){.addr = win_lo, .dst = b, .len = win_hi - win_lo, .live = live};
     }
     rt->st.rounds++;
-    int rc = view_readv(m, iov, n);
+    int rc = ss_mem_readv(m, iov, n);
     if (rc || iov[li].err) {
         if (!rc) ss_lj_note_bad_state(rt, st->L, 0);
         return rc ? rc : iov[li].err;
