@@ -119,12 +119,20 @@ static void track_read(struct ss_mem_track *t, const struct ss_iov *v)
     t->nbytes += len;
 }
 
+/* The stack snapshot's part of the sample: ss_mem_peek_snap's test, here
+ * with the log of what the walk read (memo). */
+static bool in_snap(const struct ss_mem *m, uint64_t addr, size_t len)
+{
+    uint64_t off = addr - m->snap_base;
+    return off < m->snap_len && len <= m->snap_len - off;
+}
+
 const void *ss_mem_peek_sample(const struct ss_mem *m, uint64_t addr, size_t len)
 {
-    const void *p = ss_mem_peek_snap(m, addr, len);
-    if (p) {
-        if (m->track) ss_mem_track_snap(m->track, m, addr, len);
-        return p;
+    if (in_snap(m, addr, len)) {
+        uint64_t hi = addr - m->snap_base + len;
+        if (m->track && hi > m->track->snap_hi) m->track->snap_hi = hi;
+        return m->snap + (addr - m->snap_base);
     }
     /* windows that start above addr cannot hold it: the search stops there */
     for (unsigned i = 0; i < m->ncw && m->cw[i].addr <= addr; i++) {
@@ -139,7 +147,7 @@ const void *ss_mem_peek_sample(const struct ss_mem *m, uint64_t addr, size_t len
 
 int ss_mem_sample_win(const struct ss_mem *m, uint64_t addr, size_t len)
 {
-    if (ss_mem_peek_snap(m, addr, len)) return -1;
+    if (in_snap(m, addr, len)) return -1;
     for (unsigned i = 0; i < m->ncw && m->cw[i].addr <= addr; i++) {
         uint64_t off = addr - m->cw[i].addr;
         if (off < m->cw[i].len && len <= m->cw[i].len - off) return (int)i;
@@ -170,7 +178,7 @@ const void *ss_mem_peek(struct ss_mem *m, uint64_t addr, size_t len)
     return mp->file_base + (addr - mp->file_lo);
 }
 
-static void record(struct ss_mem *m, const struct ss_iov *v)
+static void log_read(struct ss_mem *m, const struct ss_iov *v)
 {
     if (m->track) track_read(m->track, v);
     if (m->record) m->record(m->record_ctx, v->addr, v->err ? NULL : v->dst, v->len, v->err);
@@ -185,7 +193,7 @@ int ss_mem_read_target(struct ss_mem *m, uint64_t addr, void *dst, size_t len)
     m->n_target_calls++;
     m->n_target_reads++;
     if (r < 0 && !v.err) v.err = r;
-    record(m, &v);
+    log_read(m, &v);
     return v.err;
 }
 
@@ -200,6 +208,33 @@ int ss_mem_read(struct ss_mem *m, uint64_t addr, void *dst, size_t len)
     return ss_mem_read_target(m, addr, dst, len);
 }
 
+int ss_mem_read_span(struct ss_mem *m, uint64_t *lo, uint64_t hi, uint8_t *b, bool live, int *win,
+                     uint64_t *from)
+{
+    uint64_t l = *lo, x = live ? hi : ss_mem_sample_from(m, l, hi);
+    *win = x < hi && m->track ? ss_mem_sample_win(m, x, hi - x) : -1;
+    *from = x;
+    struct ss_mem_track *track = m->track;
+    if (*win >= 0) m->track = NULL;
+    int rc = x < hi ? ss_mem_read(m, x, b + (x - l), hi - x) : 0;
+    m->track = track;
+    if (!rc && l < x) {
+        uint64_t ov = hi - x < SS_MEM_SEAM ? hi - x : SS_MEM_SEAM;
+        uint8_t *seam = b + (hi - l); /* SS_MEM_SEAM spare bytes after the copy */
+        rc = ss_mem_read_target(m, l, b, x - l + ov);
+        if (!rc && x < hi) {
+            memcpy(seam, b + (x - l), ov); /* the live seam, then the sample's back */
+            ss_mem_read(m, x, b + (x - l), ov);
+            if (memcmp(seam, b + (x - l), ov)) {
+                memmove(b, b + (x - l), hi - x);
+                l = x;
+            }
+        }
+    }
+    if (!rc) *lo = l;
+    return rc;
+}
+
 int ss_mem_readv(struct ss_mem *m, struct ss_iov *iov, int n)
 {
     enum { BATCH = 64 };
@@ -211,10 +246,16 @@ int ss_mem_readv(struct ss_mem *m, struct ss_iov *iov, int n)
                 iov[i].err = 0;
                 continue;
             }
-            const void *p = iov[i].live ? NULL : ss_mem_peek(m, iov[i].addr, iov[i].len);
+            const void *p = iov[i].live     ? NULL
+                            : iov[i].sample ? ss_mem_peek_sample(m, iov[i].addr, iov[i].len)
+                                            : ss_mem_peek(m, iov[i].addr, iov[i].len);
             if (p) {
                 memcpy(iov[i].dst, p, iov[i].len);
                 iov[i].err = 0;
+                continue;
+            }
+            if (iov[i].sample) {
+                iov[i].err = -ENOENT;
                 continue;
             }
             if (!m->target) {
@@ -232,7 +273,7 @@ int ss_mem_readv(struct ss_mem *m, struct ss_iov *iov, int n)
             for (int k = 0; k < nb; k++) {
                 if (r < 0 && !batch[k].err) batch[k].err = r;
                 iov[idx[k]].err = batch[k].err;
-                record(m, &batch[k]);
+                log_read(m, &batch[k]);
             }
             if (r < 0) ret = r;
             nb = 0;

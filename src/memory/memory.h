@@ -20,13 +20,15 @@
 struct ss_proc; /* process/: mappings of one process */
 
 /* One element of a batched read. err: 0 ok, negative errno on failure.
- * live: from the target itself (layer 3), not the sample's copies. */
+ * live: from the target itself (layer 3), not the sample's copies.
+ * sample: from the sample's copies alone (layer 1; -ENOENT where they hold
+ * none of it), to compare them with what was read live. */
 struct ss_iov {
     uint64_t addr;
     void *dst;
     size_t len;
     int err;
-    bool live;
+    bool live, sample;
 };
 
 /* Target backend: live process or recorded reads (replay). */
@@ -154,6 +156,18 @@ static inline void ss_mem_track_snap(struct ss_mem_track *t, const struct ss_mem
     uint64_t hi = addr - m->snap_base + len;
     if (hi > t->snap_hi) t->snap_hi = hi;
 }
+
+/* Read [*lo, hi) into b (hi - *lo + SS_MEM_SEAM bytes): the part the
+ * sample holds (in one piece, at its top; none when live) from there, the
+ * rest from the target with SS_MEM_SEAM bytes of overlap. If those differ
+ * from the sample's, what lies below was popped and pushed again since the
+ * sample: the copy then starts at the sample's part (*lo moves up). The
+ * sample's part is not logged (track) as a whole: *win is its window (-1:
+ * none, or no log) and *from its start, for the caller to log the parts it
+ * uses (ss_mem_track_win). 0 or negative errno. */
+#define SS_MEM_SEAM 256u
+int ss_mem_read_span(struct ss_mem *m, uint64_t *lo, uint64_t hi, uint8_t *b, bool live, int *win,
+                     uint64_t *from);
 
 /* Read len bytes at addr through all layers. 0 or negative errno. */
 int ss_mem_read(struct ss_mem *m, uint64_t addr, void *dst, size_t len);

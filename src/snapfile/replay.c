@@ -13,6 +13,7 @@
 
 #include "elf/elf.h"
 #include "process/process.h"
+#include "snapfile/replay_reads.h"
 #include "snapfile/target.h"
 #include "snapfile/writer.h"
 #include "stacksnap/replay.h"
@@ -24,18 +25,6 @@ struct bundle {
     uint8_t id_len;
     int fd; /* memfd with the file's bytes */
 };
-
-/* Every successful read recorded so far, by (pid, addr), newest wins. A read
- * the current sample did not record (a walker whose read pattern differs from
- * the one that recorded the capture) is served from here; with the same build
- * this never happens, so replay stays byte-identical to the live run. */
-struct hist {
-    uint32_t pid, len;
-    uint64_t addr;
-    uint8_t *data;
-    struct hist *next;
-};
-#define HIST_BUCKETS 4096
 
 struct counter {
     char *name;
@@ -54,9 +43,7 @@ struct ss_replay {
     bool files_ok;               /* the run left files as a fresh one would start: no debug
                                     file added, no bundle (its debug root is per run) */
     struct ss_snap_replay target;
-    struct hist *hist[HIST_BUCKETS];
-    uint32_t cur_pid;
-    uint64_t hist_hits;
+    struct ss_replay_reads reads; /* the target the unwinder reads: target, then history */
     struct bundle *bundles;
     size_t nbundles;
     struct counter *counters;
@@ -78,6 +65,7 @@ int ss_replay_open(struct ss_replay **out, const char *path, const struct ss_rep
     struct ss_replay *r = calloc(1, sizeof(*r));
     if (!r) return -ENOMEM;
     if (o) r->o = *o;
+    r->reads.target = &r->target;
     int rc = ss_snap_open(&r->rd, path, err);
     if (rc < 0) {
         free(r);
@@ -197,87 +185,6 @@ static int resolve(void *ctx, const struct ss_map_desc *m)
     }
     return fd;
 }
-
-static unsigned hslot(uint32_t pid, uint64_t addr)
-{
-    return (unsigned)(((addr >> 3) ^ pid) * 0x9e3779b97f4a7c15ull >> 52) & (HIST_BUCKETS - 1);
-}
-
-static void hist_add(struct ss_replay *r, uint32_t pid, const struct ss_snap_sample *s)
-{
-    for (uint32_t i = 0; i < s->nreads; i++) {
-        const struct ss_snap_read *rd = &s->reads[i];
-        if (rd->err || !rd->len) continue;
-        /* a run of reads of one address and size (a recursion's frames read
-         * the same function) leaves the last one in the history: skip the
-         * others */
-        if (i + 1 < s->nreads && !s->reads[i + 1].err && s->reads[i + 1].addr == rd->addr &&
-            s->reads[i + 1].len == rd->len)
-            continue;
-        struct hist **pp = &r->hist[hslot(pid, rd->addr)], *h;
-        for (h = *pp; h && !(h->pid == pid && h->addr == rd->addr); h = h->next)
-            ;
-        if (h && h->len != rd->len) { /* keep one size per address: the newest */
-            free(h->data);
-            h->data = NULL;
-        }
-        if (!h) {
-            if (!(h = calloc(1, sizeof(*h)))) return;
-            h->pid = pid;
-            h->addr = rd->addr;
-            h->next = *pp;
-            *pp = h;
-        }
-        if (!h->data && !(h->data = malloc(rd->len))) continue;
-        h->len = rd->len;
-        memcpy(h->data, rd->data, rd->len);
-    }
-}
-
-static void hist_free(struct ss_replay *r)
-{
-    for (unsigned b = 0; b < HIST_BUCKETS; b++)
-        for (struct hist *h = r->hist[b], *n; h; h = n) {
-            n = h->next;
-            free(h->data);
-            free(h);
-        }
-    memset(r->hist, 0, sizeof(r->hist));
-}
-
-/* Target backend: this sample's reads, then the history. A recorded read
- * that found the process gone fails the call, as it did live. */
-static int hist_readv(void *ctx, struct ss_iov *iov, int n)
-{
-    struct ss_replay *r = ctx;
-    int ret = 0;
-    for (int i = 0; i < n; i++) {
-        int rc = ss_snap_replay_serve(&r->target, &iov[i]);
-        if (rc < 0) ret = rc; /* the process was gone (target.c) */
-        if (rc) continue;
-        for (const struct hist *h = r->hist[hslot(r->cur_pid, iov[i].addr)]; h; h = h->next)
-            if (h->pid == r->cur_pid && h->addr == iov[i].addr && h->data && h->len >= iov[i].len) {
-                memcpy(iov[i].dst, h->data, iov[i].len);
-                iov[i].err = 0;
-                r->hist_hits++;
-                break;
-            }
-    }
-    return ret;
-}
-
-static void hist_restart(void *ctx)
-{
-    ss_snap_replay_restart(&((struct ss_replay *)ctx)->target);
-}
-
-static bool hist_consumed(void *ctx)
-{
-    return ss_snap_replay_consumed(&((struct ss_replay *)ctx)->target);
-}
-
-static const struct ss_target_ops hist_target = {
-    .readv = hist_readv, .restart = hist_restart, .consumed = hist_consumed};
 
 static void rewalk(void *ctx)
 {
@@ -477,7 +384,7 @@ uint64_t ss_replay_counter(const struct ss_replay *r, const char *name)
 
 static void reset(struct ss_replay *r)
 {
-    hist_free(r);
+    ss_replay_reads_free(&r->reads);
     ss_unwinder_free(r->u);
     r->u = NULL;
     if (!r->files_ok) {
@@ -587,12 +494,12 @@ int ss_replay_run(struct ss_replay *r, ss_replay_stack_fn fn, ss_replay_msg_fn m
         case SS_SNAP_SAMPLE: {
             struct ss_stack st;
             ss_snap_replay_set(&r->target, &rec.sample);
-            r->cur_pid = rec.sample.s.pid;
-            ss_unwinder_set_target(r->u, rec.sample.s.pid, &hist_target, r);
+            r->reads.pid = rec.sample.s.pid;
+            ss_unwinder_set_target(r->u, rec.sample.s.pid, &ss_replay_reads_target, &r->reads);
             int urc = r->target.mark ? ss_unwind_twice(r->u, &rec.sample.s, &st, rewalk, &r->target)
                                      : ss_unwind(r->u, &rec.sample.s, &st);
             if (urc == 0 && fn) rc = fn(ctx, &st);
-            hist_add(r, rec.sample.s.pid, &rec.sample);
+            ss_replay_reads_add(&r->reads, rec.sample.s.pid, &rec.sample);
             break;
         }
         case SS_SNAP_STACK: /* --no-stack-bytes: the stack as live walked it */

@@ -1,4 +1,4 @@
-/* unwind/lua.c: the LuaJIT adapter of the walk (frame_hook.h: ss_lua_hook).
+/* unwind/lua.c: the LuaJIT adapter of the walk (lua.h), called by walk.c.
  *
  * A sample whose leaf ip is in a VM starts the native walk at the VM frame's
  * true caller (ss_lj_leaf_cfa: .eh_frame is off by 8 inside VM helpers);
@@ -34,7 +34,7 @@ static int reserve(struct ss_luaproc *l, unsigned n)
 }
 
 /* The VM frame's caller, read from the VM frame at cfa (see ss_lj_leaf_cfa). */
-static bool vm_caller(struct ss_uproc *up, uint64_t cfa, struct ss_native_frame *f)
+bool ss_lua_vm_caller(struct ss_uproc *up, uint64_t cfa, struct ss_native_frame *f)
 {
     /* x86-64: [cfa-40 .. cfa-8]: r14, r15, rbx, rbp, ip (arm64: no walker yet) */
     uint64_t w[5];
@@ -93,6 +93,23 @@ static uint64_t exit_frame(struct ss_luaproc *l, struct ss_uproc *up, struct ss_
     return cfa;
 }
 
+/* The VM frame under a leaf in a VM: in the trace exit handler the exiting
+ * trace's, else the interpreter's (ss_lj_leaf_cfa); 0: the leaf is in no VM. */
+static uint64_t vm_leaf(struct ss_luaproc *l, struct ss_uproc *up, struct ss_native_frame *nf,
+                        const uint64_t *regs)
+{
+    for (unsigned i = 0; i < l->n; i++) {
+        if (!ss_lj_in_vm(l->rts[i].rt, regs[SS_REG_IP])) continue;
+        uint64_t cfa = exit_frame(l, up, &nf[0], true);
+        if (cfa) {
+            l->exit_leaf = true;
+            return cfa;
+        }
+        return ss_lj_leaf_cfa(l->rts[i].rt, &up->mem, regs);
+    }
+    return 0;
+}
+
 /* A stripped LuaJIT names its library C functions only MODULE+0xSTART
  * (symbolize.c: the start of their FDE). The frame right above one that
  * the Lua walk found to be a library function (os.clock, string.rep: ffid
@@ -132,7 +149,7 @@ static void name_libcf(struct ss_strpool *pool, struct ss_frame *nat, const stru
     nat->name = ss_strpool_intern(pool, buf);
 }
 
-static void *begin(struct ss_unwinder *u, struct ss_uproc *up, bool *hold)
+struct ss_luaproc *ss_lua_begin(struct ss_unwinder *u, struct ss_uproc *up, bool *hold)
 {
     struct ss_luaproc *l = ss_luaproc_get(u, up);
     unsigned max = u->o.max_frames;
@@ -151,43 +168,32 @@ static void *begin(struct ss_unwinder *u, struct ss_uproc *up, bool *hold)
     return l;
 }
 
-static uint64_t vm_frame(void *st, struct ss_uproc *up, struct ss_native_frame *nf, unsigned k,
-                         enum ss_hook_at at, const struct ss_sample *s)
+uint64_t ss_lua_vm_frame(struct ss_luaproc *l, struct ss_uproc *up, struct ss_native_frame *nf,
+                         unsigned k, enum ss_lua_at at, const struct ss_sample *s)
 {
-    struct ss_luaproc *l = st;
     uint64_t cfa = 0;
-    if (at == SS_HOOK_END) return trace_frame(up, l, nf, k, false, s->time_ns);
-    if (at == SS_HOOK_FRAME) {
-        bool exact = (nf[k].flags & SS_NF_EXACT) != 0;
+    bool exact = true;
+    if (at == SS_LUA_END)
+        exact = false;
+    else if (at == SS_LUA_FRAME) {
+        exact = (nf[k].flags & SS_NF_EXACT) != 0;
         if (!exact && (cfa = exit_frame(l, up, &nf[k], false))) return cfa;
-        return trace_frame(up, l, nf, k, exact, s->time_ns);
-    }
-    for (unsigned i = 0; i < l->n && !cfa; i++) {
-        if (!ss_lj_in_vm(l->rts[i].rt, s->regs[SS_REG_IP])) continue;
-        /* in the trace exit handler: the VM frame is the exiting trace's */
-        if ((cfa = exit_frame(l, up, &nf[0], true))) {
-            l->exit_leaf = true;
-            break;
-        }
-        if (!(cfa = ss_lj_leaf_cfa(l->rts[i].rt, &up->mem, s->regs))) break;
-    }
-    /* leaf in trace code: no CFI there; the trace's stack adjustment
-     * gives the VM frame */
-    if (!cfa && l->traces) cfa = trace_frame(up, l, nf, 0, true, s->time_ns);
-    return cfa;
+    } else if ((cfa = vm_leaf(l, up, nf, s->regs)) || !l->traces)
+        return cfa;
+    /* trace code (a leaf there too): no CFI there; the trace's stack
+     * adjustment gives the VM frame */
+    return trace_frame(up, l, nf, k, exact, s->time_ns);
 }
 
-static void native_leaf(void *st)
+void ss_lua_native_leaf(struct ss_luaproc *l)
 {
-    struct ss_luaproc *l = st;
     if (l->traces) l->tokens[0] = 0;
     l->exit_leaf = false;
 }
 
-static unsigned splice(void *st, struct ss_unwinder *u, struct ss_uproc *up,
+unsigned ss_lua_splice(struct ss_luaproc *l, struct ss_unwinder *u, struct ss_uproc *up,
                        const struct ss_sample *s, unsigned nn)
 {
-    struct ss_luaproc *l = st;
     struct ss_native_frame *nf = u->nf;
     struct ss_lj_out out = {0};
     bool labelled = false;
@@ -232,28 +238,16 @@ static unsigned splice(void *st, struct ss_unwinder *u, struct ss_uproc *up,
     return l->spliced ? out.n : nn;
 }
 
-static int32_t item(void *st, unsigned i, const struct ss_frame **own)
+int32_t ss_lua_item(const struct ss_luaproc *l, unsigned i, const struct ss_frame **own)
 {
-    const struct ss_luaproc *l = st;
     if (!l->spliced) return (int32_t)i;
     *own = &l->items[i].lua;
     return l->items[i].native;
 }
 
-static void rename_native(void *st, struct ss_strpool *pool, struct ss_frame *out, unsigned i,
-                          unsigned n)
+void ss_lua_rename(const struct ss_luaproc *l, struct ss_strpool *pool, struct ss_frame *out,
+                   unsigned i, unsigned n)
 {
-    const struct ss_luaproc *l = st;
     if (l->spliced && i + 1 < n && l->items[i + 1].native < 0)
         name_libcf(pool, &out[i], &l->items[i + 1]);
 }
-
-const struct ss_frame_hook ss_lua_hook = {
-    .begin = begin,
-    .vm_frame = vm_frame,
-    .native_leaf = native_leaf,
-    .vm_caller = vm_caller,
-    .splice = splice,
-    .item = item,
-    .rename = rename_native,
-};

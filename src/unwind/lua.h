@@ -1,12 +1,58 @@
-/* unwind/lua.h: the LuaJIT adapter of the walk (lua.c): the hook through
- * which walk.c finds the VM frames under LuaJIT's interpreter and trace
- * code and splices the Lua frames they run in among the native ones. The
- * runtimes it walks are lua_runtimes.h's. */
+/* unwind/lua.h: the LuaJIT adapter of the walk (lua.c), called by walk.c:
+ * it finds the VM frames under LuaJIT's interpreter and trace code, whose
+ * frames the native walk can neither step through nor name, and splices
+ * the Lua frames they run in among the native ones. The runtimes it walks
+ * are lua_runtimes.h's.
+ *
+ * walk.c asks it about the leaf and about each frame at which the native
+ * walk holds (ss_native_unwind_held: a frame in anonymous code, before
+ * libunwind would guess there) or ends on a return address it would not
+ * take. Where it knows the frame's code, it answers the CFA of the VM
+ * frame that code runs on and the VM frame's caller, and the native walk
+ * goes on from there; where it does not, the native walk goes on as a
+ * plain one would (ss_native_unwind_on). After the native walk its frames
+ * are spliced in among the native ones (a VM frame becomes the Lua frames
+ * it runs), and a native frame may be named more closely by the frame
+ * after it. */
 #ifndef SS_UNWIND_LUA_H
 #define SS_UNWIND_LUA_H
 
-#include "unwind/frame_hook.h"
+#include <stdbool.h>
+#include <stdint.h>
 
-extern const struct ss_frame_hook ss_lua_hook;
+#include "stacksnap/unwind.h"
+#include "unwind/native.h"
+
+struct ss_unwinder;
+struct ss_uproc;
+struct ss_strpool;
+struct ss_luaproc;
+
+enum ss_lua_at {
+    SS_LUA_LEAF,  /* nf[0], the sample's leaf */
+    SS_LUA_FRAME, /* a frame the native walk reached (and held at, or went on from) */
+    SS_LUA_END,   /* nf[k]: the return address the native walk would not take */
+};
+
+/* Per sample, before the native walk: the LuaJIT state of up (NULL:
+ * nothing to do here); *hold: hold the native walk at anonymous code. */
+struct ss_luaproc *ss_lua_begin(struct ss_unwinder *u, struct ss_uproc *up, bool *hold);
+/* The CFA of the VM frame under nf[k]'s code, 0: none known. */
+uint64_t ss_lua_vm_frame(struct ss_luaproc *l, struct ss_uproc *up, struct ss_native_frame *nf,
+                         unsigned k, enum ss_lua_at at, const struct ss_sample *s);
+/* The leaf stays native (a VM frame found there could not be left). */
+void ss_lua_native_leaf(struct ss_luaproc *l);
+/* The caller of the VM frame whose CFA is cfa, into *f. */
+bool ss_lua_vm_caller(struct ss_uproc *up, uint64_t cfa, struct ss_native_frame *f);
+/* After the native walk of nn frames (u->nf): the number of output frames,
+ * the native ones and the Lua ones (nn: native alone). */
+unsigned ss_lua_splice(struct ss_luaproc *l, struct ss_unwinder *u, struct ss_uproc *up,
+                       const struct ss_sample *s, unsigned nn);
+/* Output frame i: the native frame's index, or -1 and *own the Lua one. */
+int32_t ss_lua_item(const struct ss_luaproc *l, unsigned i, const struct ss_frame **own);
+/* Output frame out[i] (of n), a native one named: name it more closely by
+ * the Lua frame after it, if that says more. */
+void ss_lua_rename(const struct ss_luaproc *l, struct ss_strpool *pool, struct ss_frame *out,
+                   unsigned i, unsigned n);
 
 #endif

@@ -25,7 +25,6 @@ int ss_unwinder_new_files(struct ss_unwinder **out, const struct ss_unwinder_opt
     if (!u) return -ENOMEM;
     if (o) u->o = *o;
     if (!u->o.max_frames) u->o.max_frames = 512;
-    u->hook = &ss_lua_hook;
     int r = 0;
     if (files)
         u->files = files, u->files_shared = true;

@@ -49,7 +49,6 @@ struct ss_unwinder {
     size_t out_cap;
     struct ss_unwinder_stats st;
     uint64_t read_walks;              /* walks that made a target read (ss_unwinder_pace) */
-    const struct ss_frame_hook *hook; /* the LuaJIT adapter (lua.c), or NULL */
     struct ss_lua_detect *lua_detect; /* lua_runtimes.c: LuaJIT verdicts per file */
     struct ss_dfd *dfd;               /* debugfiles.c: debuginfod fetcher, or NULL */
     struct ss_lj_detcache *ljc;       /* detection results (o.lj_cache or ljc_own) */

@@ -2,10 +2,9 @@
  * in the order a sample goes: the process's bundle ready for it, asked of
  * procs.c; the answer of an earlier walk with the same inputs (replay's
  * memo, memo.h); else the user frames: the native walk of the snapshot
- * (native.h) with a frame hook (frame_hook.h; the LuaJIT adapter, lua.c)
- * asked at the leaf and at each frame in anonymous code, the hook's frames
- * spliced in, all named (symbolize/), walked again on the new view when the
- * maps were re-read during the walk; the kernel frames (kernel.c); the walk
+ * (native.h) with the LuaJIT adapter (lua.h) asked at the leaf and at
+ * each frame in anonymous code, its Lua frames spliced in, all named (symbolize/), walked again on
+ * the new view when the maps were re-read during the walk; the kernel frames (kernel.c); the walk
  * kept for the memo. */
 #include <errno.h>
 #include <stdio.h>
@@ -14,7 +13,7 @@
 #include "process/perfmap.h"
 #include "process/process.h"
 #include "symbolize/symbolize.h"
-#include "unwind/frame_hook.h"
+#include "unwind/lua.h"
 #include "unwind/lua_runtimes.h"
 #include "unwind/memo.h"
 #include "unwind/procs.h"
@@ -113,25 +112,24 @@ static unsigned native_run(struct ss_uproc *up, struct ss_native_frame *nf, unsi
                 : ss_native_unwind(up->np, nf, max, why);
 }
 
-/* The native frames of the sample into u->nf, the hook asked at the leaf
- * and at each frame the walk holds at (frame_hook.h): where it knows the
- * code, the walk goes on from the caller of the VM frame it names; where
- * it does not, as a plain walk would, so the frames are those of plain
- * walks. */
+/* The native frames of the sample into u->nf, the LuaJIT adapter (l, when
+ * the process runs LuaJIT) asked at the leaf and at each frame the walk
+ * holds at (lua.h): where it knows the code, the walk goes on from the
+ * caller of the VM frame it names; where it does not, as a plain walk
+ * would, so the frames are those of plain walks. */
 static unsigned native_frames(struct ss_unwinder *u, struct ss_uproc *up, const struct ss_sample *s,
-                              const struct ss_frame_hook *h, void *st, bool hold,
-                              enum ss_trunc *why)
+                              struct ss_luaproc *l, bool hold, enum ss_trunc *why)
 {
     struct ss_native_frame *nf = u->nf;
     unsigned max = u->o.max_frames, n;
     bool held = false;
     ss_native_frame_from_sample(&nf[0], s->regs);
-    uint64_t cfa = st ? h->vm_frame(st, up, nf, 0, SS_HOOK_LEAF, s) : 0;
-    if (cfa && max >= 2 && h->vm_caller(up, cfa, &nf[1])) {
+    uint64_t cfa = l ? ss_lua_vm_frame(l, up, nf, 0, SS_LUA_LEAF, s) : 0;
+    if (cfa && max >= 2 && ss_lua_vm_caller(up, cfa, &nf[1])) {
         nf[0].cfa = cfa;
         n = 1 + native_run(up, &nf[1], max - 1, hold, why, &held);
     } else {
-        if (st) h->native_leaf(st);
+        if (l) ss_lua_native_leaf(l);
         n = native_run(up, nf, max, hold, why, &held);
     }
     for (unsigned k = 1; hold && k <= n && k < max; k++) {
@@ -146,7 +144,7 @@ static unsigned native_frames(struct ss_unwinder *u, struct ss_uproc *up, const 
                 !ss_nf_ip(&tmp) || !(tmp.regs.valid & SS_DBIT(SS_DR_SP)))
                 break;
             nf[n] = tmp;
-            if (!(cfa = h->vm_frame(st, up, nf, k, SS_HOOK_END, s))) {
+            if (!(cfa = ss_lua_vm_frame(l, up, nf, k, SS_LUA_END, s))) {
                 /* code the hook does not know (a process gone before its
                  * walk: its JIT code is in no mapping the side band told):
                  * step over it as code without CFI (native_scan.c) */
@@ -155,14 +153,14 @@ static unsigned native_frames(struct ss_unwinder *u, struct ss_uproc *up, const 
                 continue;
             }
             n++;
-        } else if (!(cfa = h->vm_frame(st, up, nf, k, SS_HOOK_FRAME, s))) {
+        } else if (!(cfa = ss_lua_vm_frame(l, up, nf, k, SS_LUA_FRAME, s))) {
             /* not the hook's code: the step the held walk left out */
             if (held && k == n - 1) n = ss_native_unwind_on(up->np, nf, n, max, why, &held);
             continue;
         }
         held = false;
         nf[k].cfa = cfa;
-        if (k + 1 >= max || !h->vm_caller(up, cfa, &nf[k + 1])) {
+        if (k + 1 >= max || !ss_lua_vm_caller(up, cfa, &nf[k + 1])) {
             *why = k + 1 >= max ? SS_TRUNC_DEPTH : SS_TRUNC_SNAPSHOT;
             return k + 1;
         }
@@ -186,12 +184,12 @@ static void name_jit(struct ss_strpool *pool, struct ss_frame *f)
     f->sym_offset = 0;
 }
 
-/* The n output frames into u->out: native ones symbolized, the hook's as
- * it made them. A perf map re-read while naming (a JIT frame missed): the
+/* The n output frames into u->out: native ones symbolized, the Lua ones
+ * as the adapter made them. A perf map re-read while naming (a JIT frame missed): the
  * whole sample named again with the new map, the one the capture records
  * for it. */
-static void name_frames(struct ss_unwinder *u, struct ss_uproc *up, const struct ss_frame_hook *h,
-                        void *st, unsigned n)
+static void name_frames(struct ss_unwinder *u, struct ss_uproc *up, const struct ss_luaproc *l,
+                        unsigned n)
 {
     struct ss_native_frame *nf = u->nf;
     uint32_t pmv = ss_perfmap_version(up->pm);
@@ -199,7 +197,7 @@ static void name_frames(struct ss_unwinder *u, struct ss_uproc *up, const struct
         int32_t prev = -1; /* the native frame u->out[i - 1] names */
         for (unsigned i = 0; i < n; i++) {
             const struct ss_frame *own = NULL;
-            int32_t k = st ? h->item(st, i, &own) : (int32_t)i;
+            int32_t k = l ? ss_lua_item(l, i, &own) : (int32_t)i;
             bool exact = k >= 0 && (nf[k].flags & (SS_NF_EXACT | SS_NF_SIGNAL)) != 0;
             if (k >= 0 && prev >= 0 && ss_nf_ip(&nf[k]) == ss_nf_ip(&nf[prev]) &&
                 exact == ((nf[prev].flags & (SS_NF_EXACT | SS_NF_SIGNAL)) != 0))
@@ -210,7 +208,7 @@ static void name_frames(struct ss_unwinder *u, struct ss_uproc *up, const struct
                 if (nf[k].flags & SS_NF_JIT) name_jit(u->strs, &u->out[i]);
             } else
                 u->out[i] = *own;
-            if (k >= 0 && st) h->rename(st, u->strs, u->out, i, n);
+            if (k >= 0 && l) ss_lua_rename(l, u->strs, u->out, i, n);
             prev = k;
         }
         if (ss_perfmap_version(up->pm) == pmv) break;
@@ -219,17 +217,16 @@ static void name_frames(struct ss_unwinder *u, struct ss_uproc *up, const struct
 }
 
 /* One walk of the user frames into u->out: the native frames with the
- * hook's at its VM frames; returns their number (0: out of memory). */
+ * Lua ones at their VM frames; returns their number (0: out of memory). */
 static unsigned user_walk(struct ss_unwinder *u, struct ss_uproc *up, const struct ss_sample *s,
                           enum ss_trunc *why)
 {
-    const struct ss_frame_hook *h = u->hook;
     bool hold = false;
-    void *st = h ? h->begin(u, up, &hold) : NULL;
-    unsigned nn = native_frames(u, up, s, h, st, hold, why);
-    unsigned n = st ? h->splice(st, u, up, s, nn) : nn;
+    struct ss_luaproc *l = ss_lua_begin(u, up, &hold);
+    unsigned nn = native_frames(u, up, s, l, hold, why);
+    unsigned n = l ? ss_lua_splice(l, u, up, s, nn) : nn;
     if (ss_unwinder_reserve(u, n) < 0) return 0;
-    name_frames(u, up, h, st, n);
+    name_frames(u, up, l, n);
     return n;
 }
 
@@ -242,14 +239,17 @@ static unsigned user_frames(struct ss_unwinder *u, struct ss_uproc *up, const st
      * (native_memo.c): exact, and off where every frame is to be walked */
     ss_nproc_set_memo(up->np, u->state[0] && !u->no_memo);
     *gen = ss_proc_generation(up->proc);
-    unsigned nn = user_walk(u, up, s, why);
-    if (ss_proc_generation(up->proc) != *gen) {
-        /* An address missed: walk again on the new view only, which is
-         * what the capture records and what replay will use, so live and
-         * replay stay identical. */
-        *why = SS_TRUNC_NONE;
-        if (u->o.record) u->o.record(u->o.record_ctx, s->pid, 0, NULL, 0, SS_READ_REWALK);
+    unsigned nn = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass) {
+            /* An address missed: walk again on the new view only, which
+             * is what the capture records and what replay will use, so
+             * live and replay stay identical. */
+            *why = SS_TRUNC_NONE;
+            if (u->o.record) u->o.record(u->o.record_ctx, s->pid, 0, NULL, 0, SS_READ_REWALK);
+        }
         nn = user_walk(u, up, s, why);
+        if (ss_proc_generation(up->proc) == *gen) break;
     }
     return nn;
 }

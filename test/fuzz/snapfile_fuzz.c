@@ -56,7 +56,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 const struct ss_snap_read *rd = &rec.sample.reads[i];
                 if (!rd->err) touch(rd->data, rd->len);
                 uint8_t buf[64];
-                struct ss_iov iov = {rd->addr, buf, rd->len < 64 ? rd->len : 64, 0, false};
+                struct ss_iov iov = {rd->addr, buf, rd->len < 64 ? rd->len : 64, 0, false, false};
                 ss_snap_target_replay.readv(&rp, &iov, 1);
             }
             break;

@@ -276,10 +276,10 @@ Test(snapfile, every_record_type_round_trips)
                 ss_snap_replay_set(&rp, x);
                 uint8_t b0[64], b1[64], b3[16], b4[8];
                 struct ss_iov iov[4] = {
-                    {reads_in[0].addr, b0, reads_in[0].len, 1, false},
-                    {reads_in[1].addr + 8, b1, 16, 1, false}, /* inside read 1 */
-                    {8, b3, 16, 1, false},
-                    {0x1234, b4, 8, 1, false}}; /* never read live */
+                    {reads_in[0].addr, b0, reads_in[0].len, 1, false, false},
+                    {reads_in[1].addr + 8, b1, 16, 1, false, false}, /* inside read 1 */
+                    {8, b3, 16, 1, false, false},
+                    {0x1234, b4, 8, 1, false, false}}; /* never read live */
                 cr_assert_eq(ss_snap_target_replay.readv(&rp, iov, 4), 0);
                 cr_assert_eq(iov[0].err, 0);
                 cr_assert_arr_eq(b0, want[0], reads_in[0].len);

@@ -9,12 +9,12 @@
  * the thread's chain (L->cframe, prev, ...); that splits the frames into
  * segments, one per VM entry (debug_framepc in lj_debug.c does the same).
  *
- * Reads, batched with ss_mem_readv: (1) lua_State + stack window,
- * (2) function headers, (3) prototype headers (resolve.c). The A operand of each return
- * pc's CALL comes from a cache validated against the caller's prototype
- * bytes after the walk; a miss costs one extra read for that level.
- * Everything is bounded (frames, bytes) and validated (tags, ranges); a
- * walk over garbage ends with an error or a truncated list, never a crash. */
+ * Reads, batched (view_read: where each comes from): (1) lua_State +
+ * stack window, (2) function headers, (3) prototype headers (resolve.c). The A operand of each
+ * return pc's CALL comes from a cache validated against the caller's prototype bytes after the
+ * walk; a miss costs one extra read for that level. Everything is bounded (frames, bytes) and
+ * validated (tags, ranges); a walk over garbage ends with an error or a truncated list, never a
+ * crash. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +38,32 @@ struct stackbuf {
     int src;
     uint64_t src_lo, src_hi;
 };
+
+/* Where the walk's bytes come from (memory.h): the sample's copies and the
+ * process's files, else the process (VIEW_ANY); the process itself
+ * (VIEW_LIVE: what the thread holds now); the sample's copies alone
+ * (VIEW_SAMPLE, to compare with a live read). */
+enum view_src { VIEW_ANY, VIEW_LIVE, VIEW_SAMPLE };
+
+/* len bytes at a from src: 0 or negative errno. The walk's reads of one
+ * field or slot all come through here. */
+static int view_read(struct ss_mem *m, enum view_src src, uint64_t a, void *dst, size_t len)
+{
+    struct ss_iov v = {
+        .addr = a, .dst = dst, .len = len, .live = src == VIEW_LIVE, .sample = src == VIEW_SAMPLE};
+    int rc = ss_mem_readv(m, &v, 1);
+    return v.err ? v.err : rc;
+}
+
+void *ss_lj_scratch(uint8_t **buf, size_t *cap, size_t n)
+{
+    if (n <= *cap) return *buf;
+    uint8_t *b = realloc(*buf, n);
+    if (!b) return NULL;
+    *buf = b;
+    *cap = n;
+    return b;
+}
 
 /* Room for n bytes at s->buf; what it held is kept. */
 static uint8_t *sb_room(struct stackbuf *s, size_t n)
@@ -77,7 +103,7 @@ static void read_cframe(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t a, 
     uint8_t b[96];
     memset(c, 0, sizeof(*c));
     c->addr = a;
-    if (!a || (a & 7) || ss_mem_read(m, a, b, lay->cf_size)) return;
+    if (!a || (a & 7) || view_read(m, VIEW_ANY, a, b, lay->cf_size)) return;
     c->prev = lj_u64(b + lay->cf_prev) & ~(uint64_t)3;
     c->nres = (int32_t)lj_u32(b + lay->cf_nres);
     c->pc = lj_ref(lay, b + lay->cf_pc);
@@ -85,44 +111,24 @@ static void read_cframe(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t a, 
 }
 
 /* Read [lo, hi) of the stack into s (bounded): all of it live when live,
- * else the part the sample copied (its window around BASE) from there,
- * only what lies below it live. The
- * live part is read with SEAM bytes of overlap: if those differ from the
- * sample's, the older frames below were popped and pushed again since the
- * sample, and the copy ends at the window (the walk is cut there). */
-#define SEAM 256u
+ * else the part the sample copied (its window around BASE) from there, only
+ * what lies below it live, the copy cut at the window when the older frames
+ * below moved since the sample (memory.h: ss_mem_read_span). */
 static int read_stack(struct ss_mem *m, struct stackbuf *s, uint64_t lo, uint64_t hi, bool live)
 {
     if (hi - lo > STACK_MAX) lo = hi - STACK_MAX;
-    uint8_t *b = sb_room(s, hi - lo + SEAM);
+    uint8_t *b = sb_room(s, hi - lo + SS_MEM_SEAM);
     if (!b) return -ENOMEM;
-    uint64_t x = live ? hi : ss_mem_sample_from(m, lo, hi);
+    struct ss_mem_track *track = m->track;
+    uint64_t from;
+    int rc = ss_mem_read_span(m, &lo, hi, b, live, &s->src, &from);
     /* the sample's part: logged slot by slot as sb_u64 reads it (memo) */
     s->track = NULL;
-    s->src = x < hi && m->track ? ss_mem_sample_win(m, x, hi - x) : -1;
-    struct ss_mem_track *track = m->track;
-    if (s->src >= 0) m->track = NULL;
-    int rc = x < hi ? ss_mem_read(m, x, b + (x - lo), hi - x) : 0;
-    m->track = track;
     if (s->src >= 0) {
         s->track = track;
         s->m = m;
-        s->src_lo = x;
+        s->src_lo = from;
         s->src_hi = hi;
-    }
-    if (!rc && lo < x) {
-        uint64_t ov = hi - x < SEAM ? hi - x : SEAM;
-        uint8_t *live = b + (hi - lo); /* SEAM spare bytes after the copy */
-        rc = x < hi || live ? ss_mem_read_target(m, lo, b, x - lo + ov)
-                            : ss_mem_read(m, lo, b, x - lo);
-        if (!rc && x < hi) {
-            memcpy(live, b + (x - lo), ov); /* the live seam, then the sample's back */
-            ss_mem_read(m, x, b + (x - lo), ov);
-            if (memcmp(live, b + (x - lo), ov)) {
-                memmove(b, b + (x - lo), hi - x);
-                lo = x;
-            }
-        }
     }
     if (rc) return rc;
     s->lo = lo;
@@ -211,7 +217,7 @@ static int chain(struct ss_lj_runtime *rt, struct ss_mem *m, const struct stackb
             if (ie->retpc != retpc) {
                 uint32_t ins;
                 rt->st.rounds++;
-                if (ss_mem_read(m, retpc - 4, &ins, 4)) return -EFAULT;
+                if (view_read(m, VIEW_ANY, retpc - 4, &ins, 4)) return -EFAULT;
                 ie->retpc = retpc;
                 ie->ins = ins;
             }
@@ -250,15 +256,14 @@ static int chain(struct ss_lj_runtime *rt, struct ss_mem *m, const struct stackb
  * sample's: each frame's function and link slot that a window holds must
  * hold the same there, else the thread moved on (rl_torn: a resumer's
  * chain of the next generation under the sampled coroutine's frames). */
-static bool live_is_sample(const struct ss_lj_runtime *rt, const struct ss_mem *m,
+static bool live_is_sample(const struct ss_lj_runtime *rt, struct ss_mem *m,
                            const struct stackbuf *s, const struct lj_walk *w)
 {
     const unsigned fr2 = rt->lay->gc64 ? 1 : 0;
     for (unsigned i = 0; i < w->n; i++)
         for (unsigned k = 0; k <= fr2; k++) {
-            uint64_t a = w->f[i].frame - 8 * k, v;
-            const uint8_t *p = ss_mem_peek_sample(m, a, 8);
-            if (p && sb_u64(s, a, &v) && lj_u64(p) != v) return false;
+            uint64_t a = w->f[i].frame - 8 * k, v, sv;
+            if (!view_read(m, VIEW_SAMPLE, a, &sv, 8) && sb_u64(s, a, &v) && sv != v) return false;
         }
     return true;
 }
@@ -418,10 +423,12 @@ static int walk_once(struct ss_lj_runtime *rt, struct ss_mem *m, const struct lj
         base = lj_u64(Lb + lay->L_base);
     if (base <= stack || base >= shi || (base & 7)) return -EINVAL;
     if (live && m->nwin) { /* the sample's copy of the header, if it has one */
-        const uint8_t *sb = ss_mem_peek_sample(m, st->L + lay->L_base, lay->gc64 ? 8 : 4);
-        const uint8_t *ss = ss_mem_peek_sample(m, st->L + lay->L_stack, lay->gc64 ? 8 : 4);
-        if ((sb && !(st->top || st->use_base) && lj_ref(lay, sb) != base) ||
-            (ss && lj_ref(lay, ss) != stack))
+        uint8_t sb[8], ss[8];
+        size_t rl = lay->gc64 ? 8 : 4;
+        int rb = view_read(m, VIEW_SAMPLE, st->L + lay->L_base, sb, rl);
+        int rs = view_read(m, VIEW_SAMPLE, st->L + lay->L_stack, ss, rl);
+        if ((!rb && !(st->top || st->use_base) && lj_ref(lay, sb) != base) ||
+            (!rs && lj_ref(lay, ss) != stack))
             return -ESTALE;
     }
     if (sampled) {
@@ -443,7 +450,7 @@ static int walk_once(struct ss_lj_runtime *rt, struct ss_mem *m, const struct lj
             if (!b) return -ENOMEM;
             memmove(b + add, b, old);
             rt->st.rounds++;
-            rc = live ? ss_mem_read_target(m, lo, b, add) : ss_mem_read(m, lo, b, add);
+            rc = view_read(m, live ? VIEW_LIVE : VIEW_ANY, lo, b, add);
             if (rc) return rc;
             s->lo = lo;
         }
@@ -529,7 +536,7 @@ static int walk_once(struct ss_lj_runtime *rt, struct ss_mem *m, const struct lj
     if (st->resumed && w->n && w->f[0].ffid > 1 && w->f[0].ffid - 2u < *lay->nff &&
         !strcmp(lay->ff[w->f[0].ffid - 2], "coroutine.resume")) {
         uint64_t v = 0;
-        if (!ss_mem_read(m, w->f[0].frame + 8, &v, 8) &&
+        if (!view_read(m, VIEW_ANY, w->f[0].frame + 8, &v, 8) &&
             (lay->gc64 ? v & LJ_GCVMASK : (uint32_t)v) != st->resumed)
             return -ESTALE;
     }

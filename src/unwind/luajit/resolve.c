@@ -17,16 +17,6 @@
 #include "unwind/luajit/runtime.h"
 #include "unwind/luajit/frames.h"
 
-void *ss_lj_scratch(uint8_t **buf, size_t *cap, size_t n)
-{
-    if (n <= *cap) return *buf;
-    uint8_t *b = realloc(*buf, n);
-    if (!b) return NULL;
-    *buf = b;
-    *cap = n;
-    return b;
-}
-
 /* fn's slot of the function-header cache (direct-mapped). */
 static struct lj_fnpt *fnpt_slot(struct ss_lj_runtime *rt, uint64_t fn)
 {

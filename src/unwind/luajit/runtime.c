@@ -168,6 +168,18 @@ bool ss_lj_in_vm(const struct ss_lj_runtime *rt, uint64_t ip)
     return ip >= rt->vm_lo && ip < rt->vm_hi;
 }
 
+uint64_t ss_lj_leaf_cfa(struct ss_lj_runtime *rt, struct ss_mem *mem, const uint64_t *regs)
+{
+    /* Inside a VM helper reached by an internal call, [rsp] is the return
+     * address into the VM and the cframe is at rsp + 8; in the interpreter
+     * [rsp] is TMP1/MULTRES. Snapshot only (no syscall); the walk then checks
+     * SAVE_L->cframe == cframe, so a wrong guess never yields frames. */
+    uint64_t ret = 0, cframe = regs[SS_REG_SP];
+    if (ss_mem_read(mem, cframe, &ret, 8)) return 0;
+    if (ss_lj_in_vm(rt, ret)) cframe += 8;
+    return cframe + rt->info.vm_cfa_off;
+}
+
 const char *ss_lj_runtime_layout(const struct ss_lj_runtime *rt)
 {
     return rt->lay ? rt->lay->name : NULL;

@@ -104,8 +104,8 @@ struct ss_lj_runtime {
     bool disabled;
     bool check_guards; /* also place snapshots by guards where mcofs exists (tests) */
     char diag[256];
-    char last_reject[200];               /* why the last global state did not verify (report.c) */
-    struct lj_proto *protos;             /* LJ_PROTO_SLOTS, direct-mapped */
+    char last_reject[200];   /* why the last global state did not verify (diagnostics.c) */
+    struct lj_proto *protos; /* LJ_PROTO_SLOTS, direct-mapped */
     uint64_t pused[LJ_PROTO_SLOTS / 64]; /* slots ever filled: the only ones the
                                             free visits (no fault-in) */
     struct lj_insent *ins;               /* LJ_INS_SLOTS, direct-mapped */

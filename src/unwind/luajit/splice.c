@@ -155,18 +155,6 @@ static int walk_vm(struct ss_lj_runtime *rt, struct ss_mem *mem, const uint64_t 
     return ss_lj_walk_thread(rt, mem, &st, w);
 }
 
-uint64_t ss_lj_leaf_cfa(struct ss_lj_runtime *rt, struct ss_mem *mem, const uint64_t *regs)
-{
-    /* Inside a VM helper reached by an internal call, [rsp] is the return
-     * address into the VM and the cframe is at rsp + 8; in the interpreter
-     * [rsp] is TMP1/MULTRES. Snapshot only (no syscall); the walk then checks
-     * SAVE_L->cframe == cframe, so a wrong guess never yields frames. */
-    uint64_t ret = 0, cframe = regs[SS_REG_SP];
-    if (ss_mem_read(mem, cframe, &ret, 8)) return 0;
-    if (ss_lj_in_vm(rt, ret)) cframe += 8;
-    return cframe + rt->info.vm_cfa_off;
-}
-
 int ss_lj_splice(struct ss_lj_runtime *const *rts, uint32_t nrts, struct ss_mem *mem,
                  const uint64_t *regs, const struct ss_lj_native *natives, uint32_t n,
                  struct ss_lj_out *out)

@@ -1,4 +1,4 @@
-/* unwind/luajit/report.c: the diagnostics of a LuaJIT runtime as text, for
+/* unwind/luajit/diagnostics.c: the diagnostics of a LuaJIT runtime as text, for
  * `record -v` and the capture's LuaJIT runtime records (`info`): what
  * detection and layout derivation made of the file, the layout the run-time
  * self-checks chose (a table row, or derived from the code), and when
