@@ -112,6 +112,14 @@ void ss_capture_sb_close(struct ss_capture *c);
  * max; how many, or negative errno. */
 int ss_capture_online_cpus(bool *on, int max, struct ss_err *err);
 
+/* The record's holes (bpf/pages.h) on the pages below stack_len: the bits
+ * above mean nothing. */
+static inline uint32_t ss_ev_holes(const struct ss_event *e)
+{
+    uint64_t pages = e->stack_len ? ((e->regs[SS_PT_SP] & 4095) + e->stack_len + 4095) >> 12 : 0;
+    return pages >= 32 ? e->holes : e->holes & ((1u << pages) - 1);
+}
+
 /* execstack.c: exs_take: true when the record was a stack at exec entry
  * (kept, or counted bad); exs_apply gives a sample inside that exec the
  * stack; exs_drop forgets a process's (its exec or exit marker). */

@@ -17,11 +17,13 @@ void ss_mem_init(struct ss_mem *m, struct ss_proc *proc, const struct ss_target_
     m->target_ctx = target_ctx;
 }
 
-void ss_mem_set_snapshot(struct ss_mem *m, uint64_t sp, const uint8_t *bytes, size_t len)
+void ss_mem_set_snapshot(struct ss_mem *m, uint64_t sp, const uint8_t *bytes, size_t len,
+                         uint32_t holes)
 {
     m->snap_base = sp;
     m->snap = bytes;
     m->snap_len = bytes ? len : 0;
+    m->snap_holes = m->snap_len ? holes : 0;
 }
 
 void ss_mem_set_windows(struct ss_mem *m, const struct ss_window *win, unsigned nwin)

@@ -410,7 +410,7 @@ Test(memory, layers)
     uint8_t snap[64];
     for (int i = 0; i < 64; i++)
         snap[i] = (uint8_t)i;
-    ss_mem_set_snapshot(&m, 0x7000, snap, sizeof(snap));
+    ss_mem_set_snapshot(&m, 0x7000, snap, sizeof(snap), 0);
     const uint8_t *q = ss_mem_peek(&m, 0x7010, 8);
     cr_assert(q == snap + 16);
     cr_assert_null(ss_mem_peek_snap(&m, 0x7000 + 60, 8)); /* crosses the end */
