@@ -114,7 +114,9 @@ void ss_mem_init(struct ss_mem *m, struct ss_proc *proc, const struct ss_target_
                  void *target_ctx);
 
 /* Reset layer 1 for a new sample: its stack snapshot and windows. */
-/* holes: ss_sample.holes, pages of the copy that are not stack bytes */
+/* holes: ss_sample.holes, pages of the copy that are not stack bytes; with
+ * holes the snapshot ends at the end of the mapping that holds sp (the
+ * process view's), or at the first hole when none is known */
 void ss_mem_set_snapshot(struct ss_mem *m, uint64_t sp, const uint8_t *bytes, size_t len,
                          uint32_t holes);
 void ss_mem_set_windows(struct ss_mem *m, const struct ss_window *win, unsigned nwin);
