@@ -116,6 +116,7 @@ static void deliver(struct ss_capture *c, const void *data, size_t size)
         memset(s.regs, 0, sizeof(s.regs));
     s.stack_len = e.stack_len;
     s.holes = ss_ev_holes(&e);
+    c->copy_holes += s.holes != 0;
     s.stack_req = c->stack_size;
     s.stack = (const uint8_t *)data + sizeof(e);
     s.nkernel = 0;

@@ -42,6 +42,7 @@ struct ss_capture {
     uint64_t lost;       /* perf buffer lost records */
     uint64_t bad;        /* malformed records skipped */
     uint64_t win_failed; /* windows of delivered samples whose read failed */
+    uint64_t copy_holes; /* delivered samples with holes in their stack copy */
 
     uint64_t kips[SS_KSTACK_MAX]; /* the delivered sample's kernel stack */
     /* procev.c: process markers */
