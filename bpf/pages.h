@@ -15,7 +15,7 @@
  * holes as unreadable (never as bytes). The tail of the snapshot short of a
  * whole page is not copied here (as before: less than one page lost).
  *
- * Bounds: off is checked against the includer's constant SS_PREFIX_MAX (the
+ * Bounds: off is checked against the includer's constant SS_COPY_MAX (the
  * most dst holds) as well as against size: "off <= size - page" compares two
  * variables when size comes from a map (compat), and verifiers before 6.12
  * learn no bound from that; barrier_var keeps clang from folding the two.
@@ -25,7 +25,7 @@
 #define STACKSNAP_BPF_PAGES_H
 
 #define SS_PAGE 4096ul
-#define SS_PAGES_MAX (SS_PREFIX_MAX / SS_PAGE + 1) /* rounds: sp's page, then whole pages */
+#define SS_PAGES_MAX (SS_COPY_MAX / SS_PAGE + 1) /* rounds: sp's page, then whole pages */
 
 /* Copies e's stack from its sp (e->regs): e->stack_len (0 before the call)
  * gets the bytes copied up to the end of the last readable page, less than
@@ -46,7 +46,7 @@ static __noinline void copy_pages(struct ss_event *e, __u64 size)
     for (__u64 bit = 1; bit < 1ul << SS_PAGES_MAX; bit <<= 1) {
         if (off > lim) break;
         barrier_var(off);
-        if (off > SS_PREFIX_MAX - SS_PAGE) break;
+        if (off > SS_COPY_MAX - SS_PAGE) break;
         src = e->regs[SS_PT_SP] + off;
         n = SS_PAGE - (src & (SS_PAGE - 1)); /* SS_PAGE but for sp's page */
         dst = e->stack + off;

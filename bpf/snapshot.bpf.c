@@ -23,7 +23,7 @@
 
 #include "snapshot.h"
 #define SS_PROBE_READ bpf_probe_read_user
-#define SS_PREFIX_MAX SS_EV_STACK_MAX
+#define SS_COPY_MAX SS_EV_STACK_MAX
 #include "pages.h"
 #include "windows.h"
 #include "kstack.h"

@@ -158,7 +158,7 @@ struct ss_counters {
     __u64 emitted;      /* records written to the buffer */
     __u64 dropped;      /* buffer full */
     __u64 copy_failed;  /* not even one byte of stack */
-    __u64 copy_partial; /* only a prefix was readable */
+    __u64 copy_partial; /* less than the snapshot size was readable */
     __u64 skipped;      /* no user registers (kernel thread; kernel mode in compat) */
     /* --off-cpu (offcpu.h) */
     __u64 off_blocks;    /* a selected thread blocked */

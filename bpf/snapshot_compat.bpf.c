@@ -22,7 +22,7 @@
 
 #include "snapshot.h"
 #define SS_PROBE_READ bpf_probe_read
-#define SS_PREFIX_MAX SS_EV_COMPAT_STACK_MAX
+#define SS_COPY_MAX SS_EV_COMPAT_STACK_MAX
 #include "pages.h"
 #include "windows.h"
 #include "kstack.h"
