@@ -42,9 +42,12 @@ static __always_inline int execstack(void)
     bpf_probe_read_kernel(e->regs, sizeof(e->regs), r);
     e->stack_room = size;
     e->nwin = 0;
-    if (bpf_probe_read_user(e->stack, size, (void *)r->sp))
-        len = copy_prefix(e->stack, r->sp, size);
+    e->holes = 0;
     e->stack_len = len;
+    if (bpf_probe_read_user(e->stack, size, (void *)r->sp)) {
+        e->stack_len = 0;
+        copy_pages(e, size);
+    }
     bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
     return 0;
 }

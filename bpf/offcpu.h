@@ -106,8 +106,11 @@ static __noinline void offcpu_emit(struct offcpu_state *st, struct ss_counters *
     bpf_probe_read_kernel(e->regs, sizeof(e->regs), r);
     e->stack_room = size;
     e->nwin = 0;
+    e->holes = 0;
     if (bpf_probe_read_user(e->stack, size, (void *)r->sp)) {
-        len = copy_prefix(e->stack, r->sp, size);
+        e->stack_len = 0;
+        copy_pages(e, size);
+        len = e->stack_len;
         if (len)
             COUNT(c->copy_partial);
         else

@@ -5,11 +5,12 @@
  * (struct pt_regs as saved at kernel entry, read in one go) and a copy of the
  * user stack from sp up, straight into the ring buffer record. The registers
  * come from the task's user pt_regs, so a sample that interrupted kernel mode
- * still gets them. When the full copy fails, the largest readable prefix is
- * copied instead (prefix.h), and its end is kept per thread (stack_ends) so
- * the next sample copies just that much at once. No unwinding, no loops, no
- * tail calls. For a process with a window plan (windows.h), the windows
- * are copied right after the copied stack (stack_room = stack_len); with
+ * still gets them. When the full copy fails, the stack is copied page by
+ * page instead, unreadable pages left as marked holes (pages.h), and the end
+ * of the last readable page is kept per thread (stack_ends) so the next
+ * sample copies just that much at once (page by page again if that fails). No unwinding, no loops,
+ * no tail calls. For a process with a window plan (windows.h), the windows are copied right after
+ * the copied stack (stack_room = stack_len); with
  * --kernel (entry point snapshot_k), the kernel stack after the stack and
  * window areas (kstack.h).
  * A tp_btf program on sched_process_fork follows children (loaded only when
@@ -22,8 +23,8 @@
 
 #include "snapshot.h"
 #define SS_PROBE_READ bpf_probe_read_user
-#define SS_PREFIX_MAX SS_EV_STACK_MAX
-#include "prefix.h"
+#define SS_COPY_MAX SS_EV_STACK_MAX
+#include "pages.h"
 #include "windows.h"
 #include "kstack.h"
 
@@ -133,11 +134,12 @@ static __always_inline int snapshot_body(struct bpf_perf_event_data *pctx, const
 
     sp = r->sp;
     /* The known end of this thread's readable stack is within reach: copy
-     * up to it in one go. It still is the end of the largest readable prefix
-     * if the memory map has not changed since it was found (an odd version:
-     * a change under way), or else if the byte there is unreadable (one
-     * failed read, not the four or more of the search). Otherwise, or if
-     * the copy fails (a page paged out), copy as without it. */
+     * up to it in one go. It still is the end of the readable pages if the
+     * memory map has not changed since it was found (an odd version: a
+     * change under way), or else if the byte there is unreadable (one
+     * failed read, not one per page up to the snapshot size). Otherwise
+     * copy as without it; if that copy fails (a hole below the end, or a
+     * page paged out), page by page. */
     if (bpf_core_field_exists(t->mm->mm_lock_seq.sequence)) seq = t->mm->mm_lock_seq.sequence;
     end = bpf_task_storage_get(&stack_ends, t, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
     len = end ? end->end - sp : 0;
@@ -148,10 +150,11 @@ static __always_inline int snapshot_body(struct bpf_perf_event_data *pctx, const
         barrier_var(len);
     else
         len = 0;
+    e->holes = 0;
     if (len) {
-        if (!bpf_probe_read_user(e->stack, len, (void *)sp) &&
-            ((!(seq & 1) && end->seq == seq) ||
-             bpf_probe_read_user(&e->stack_len, 1, (void *)end->end))) {
+        if (bpf_probe_read_user(e->stack, len, (void *)sp)) goto pages; /* a hole below it */
+        if ((!(seq & 1) && end->seq == seq) ||
+            bpf_probe_read_user(&e->stack_len, 1, (void *)end->end)) {
             end->seq = seq;
             COUNT(c->copy_partial);
             goto out;
@@ -159,7 +162,10 @@ static __always_inline int snapshot_body(struct bpf_perf_event_data *pctx, const
     }
     len = size;
     if (bpf_probe_read_user(e->stack, size, (void *)sp)) {
-        len = copy_prefix(e->stack, sp, size);
+    pages:
+        e->stack_len = 0;
+        copy_pages(e, size);
+        len = e->stack_len;
         if (len)
             COUNT(c->copy_partial);
         else

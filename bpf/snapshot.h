@@ -131,7 +131,7 @@ struct ss_ev_kstack {
 #define SS_EV_COMPAT_STACK_MAX 65176u
 
 /* One sample: this header, then stack_room bytes of which the first
- * stack_len were copied starting at regs[SS_PT_SP], then, when nwin > 0,
+ * stack_len were copied starting at regs[SS_PT_SP] (but for the holes), then, when nwin > 0,
  * the SS_EV_WIN_BYTES window area (win[0..nwin) say what is where). tid and tgid are in
  * bpf_get_current_pid_tgid()'s order (one store). The snapshot size asked
  * for is the loader's setting, so a record is partial when stack_len is
@@ -140,7 +140,9 @@ struct ss_event {
     __u32 tid, tgid;
     __u32 cpu, flags;        /* flags: SS_EV_KERNEL */
     __u64 time_ns;           /* bpf_ktime_get_ns() */
-    __u64 stack_len;         /* bytes copied (a readable prefix) */
+    __u32 stack_len;         /* bytes copied from sp (up to a readable page's end) */
+    __u32 holes;             /* pages below stack_len that were unreadable, zero-filled:
+                                bit i = the i-th page counted from sp's page (pages.h) */
     __u64 regs[SS_PT_NREGS]; /* enum ss_ev_reg; x86-64 cs, ss: low 16 bits */
     __u32 stack_room;        /* where the window area starts: stack_len with a plan (ring buffer
                                 without --kernel, compat), else the snapshot size */
@@ -156,7 +158,7 @@ struct ss_counters {
     __u64 emitted;      /* records written to the buffer */
     __u64 dropped;      /* buffer full */
     __u64 copy_failed;  /* not even one byte of stack */
-    __u64 copy_partial; /* only a prefix was readable */
+    __u64 copy_partial; /* less than the snapshot size was readable */
     __u64 skipped;      /* no user registers (kernel thread; kernel mode in compat) */
     /* --off-cpu (offcpu.h) */
     __u64 off_blocks;    /* a selected thread blocked */

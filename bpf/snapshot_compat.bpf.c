@@ -22,8 +22,8 @@
 
 #include "snapshot.h"
 #define SS_PROBE_READ bpf_probe_read
-#define SS_PREFIX_MAX SS_EV_COMPAT_STACK_MAX
-#include "prefix.h"
+#define SS_COPY_MAX SS_EV_COMPAT_STACK_MAX
+#include "pages.h"
 #include "windows.h"
 #include "kstack.h"
 
@@ -118,13 +118,19 @@ static __always_inline int sample(struct bpf_perf_event_data *pctx, const bool k
     }
 
     e->nwin = 0;
+    e->holes = 0;
     if (kmode) { /* the kernel's registers, not the user's: user space drops them */
         len = 0;
         goto kstack;
     }
     len = size;
     if (bpf_probe_read(e->stack, size, (void *)e->regs[SS_PT_SP])) {
-        len = copy_prefix(e->stack, e->regs[SS_PT_SP], size);
+        e->stack_len = 0;
+        copy_pages(e, size);
+        len = e->stack_len;
+        barrier_var(len); /* a bound for the verifier, not folded into the tests below */
+        if (len > SS_EV_COMPAT_STACK_MAX) len = 0;
+        barrier_var(len);
         if (len)
             COUNT(c->copy_partial);
         else

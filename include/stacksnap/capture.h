@@ -73,6 +73,8 @@ struct ss_capture_stats {
     uint64_t map_lost;      /* side band records the kernel could not write */
     uint64_t exec_stacks;   /* of copy_failed: samples inside an exec given the stack copied at
                                its entry (SS_SAMPLE_EXECSTACK; ring buffer, with markers) */
+    uint64_t copy_holes;    /* delivered samples whose copy went on past unreadable pages
+                               (ss_sample.holes) */
 };
 
 struct ss_bpf_prog_info {

@@ -132,6 +132,9 @@ struct ss_sample {
     uint64_t regs[SS_NREGS];
     uint32_t stack_len; /* bytes actually copied */
     uint32_t stack_req; /* bytes requested */
+    uint32_t holes;     /* pages of the copy that could not be read (never touched: a read from
+                           the sampling context does not fault pages in), zero-filled and not
+                           stack bytes: bit i = the i-th page counted from the page of sp */
     const uint8_t *stack;
     uint32_t nwin; /* windows of the process's plan, 0 without */
     struct ss_window win[SS_WIN_MAX];

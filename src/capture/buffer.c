@@ -114,7 +114,9 @@ static void deliver(struct ss_capture *c, const void *data, size_t size)
     perf_regs(s.regs, e.regs);
     if (c->compat && (e.flags & SS_EV_KERNEL)) /* --kernel: the kernel's registers, not kept */
         memset(s.regs, 0, sizeof(s.regs));
-    s.stack_len = (uint32_t)e.stack_len;
+    s.stack_len = e.stack_len;
+    s.holes = ss_ev_holes(&e);
+    c->copy_holes += s.holes != 0;
     s.stack_req = c->stack_size;
     s.stack = (const uint8_t *)data + sizeof(e);
     s.nkernel = 0;

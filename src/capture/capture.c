@@ -369,6 +369,7 @@ void ss_capture_stats(struct ss_capture *c, struct ss_capture_stats *st)
     memset(st, 0, sizeof(*st));
     st->dropped = c->lost;
     st->win_failed = c->win_failed;
+    st->copy_holes = c->copy_holes;
     st->markers = c->markers;
     st->exec_stacks = c->exec_stacks;
     st->map_events = c->map_events;

@@ -42,6 +42,7 @@ struct ss_capture {
     uint64_t lost;       /* perf buffer lost records */
     uint64_t bad;        /* malformed records skipped */
     uint64_t win_failed; /* windows of delivered samples whose read failed */
+    uint64_t copy_holes; /* delivered samples with holes in their stack copy */
 
     uint64_t kips[SS_KSTACK_MAX]; /* the delivered sample's kernel stack */
     /* procev.c: process markers */
@@ -111,6 +112,14 @@ void ss_capture_sb_close(struct ss_capture *c);
 /* perf_events.c: the online CPUs (/sys/devices/system/cpu/online) as a bitmap of
  * max; how many, or negative errno. */
 int ss_capture_online_cpus(bool *on, int max, struct ss_err *err);
+
+/* The record's holes (bpf/pages.h) on the pages below stack_len: the bits
+ * above mean nothing. */
+static inline uint32_t ss_ev_holes(const struct ss_event *e)
+{
+    uint64_t pages = e->stack_len ? ((e->regs[SS_PT_SP] & 4095) + e->stack_len + 4095) >> 12 : 0;
+    return pages >= 32 ? e->holes : e->holes & ((1u << pages) - 1);
+}
 
 /* execstack.c: exs_take: true when the record was a stack at exec entry
  * (kept, or counted bad); exs_apply gives a sample inside that exec the

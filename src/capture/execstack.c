@@ -20,7 +20,7 @@
 struct ss_exs {
     uint32_t tid, tgid; /* tid 0: free */
     uint64_t ip, sp;
-    uint32_t len;
+    uint32_t len, holes;
     uint8_t *buf; /* stack_size bytes, kept for the slot's next use */
 };
 
@@ -42,7 +42,8 @@ bool ss_capture_exs_take(struct ss_capture *c, const void *data, size_t size)
     x->tgid = e.tgid;
     x->ip = e.regs[SS_PT_IP];
     x->sp = e.regs[SS_PT_SP];
-    x->len = (uint32_t)e.stack_len;
+    x->len = e.stack_len;
+    x->holes = ss_ev_holes(&e);
     memcpy(x->buf, (const uint8_t *)data + sizeof(e), x->len);
     return true;
 }
@@ -55,6 +56,7 @@ void ss_capture_exs_apply(struct ss_capture *c, struct ss_sample *s)
         return;
     s->stack = x->buf;
     s->stack_len = x->len;
+    s->holes = x->holes;
     s->flags |= SS_SAMPLE_EXECSTACK;
     if (x->len >= s->stack_req) s->flags &= ~SS_SAMPLE_PARTIAL;
     c->exec_stacks++;

@@ -263,12 +263,12 @@ static void progress(const struct rec *r, double t0, int final)
                                   r->c->off_cpu_min_us ? r->c->off_cpu_min_us : 100);
     if (cs.copy_failed || cs.skipped || r->c->verbose)
         fprintf(stderr,
-                "stacksnap: stack copies: %llu failed, %llu cut at the end of the stack; "
-                "%llu samples without user registers; %llu process markers; %llu samples in an "
-                "exec given its entry's stack\n",
+                "stacksnap: stack copies: %llu failed, %llu cut at the end of the stack (%llu "
+                "past pages not present); %llu samples without user registers; %llu process "
+                "markers; %llu samples in an exec given its entry's stack\n",
                 (unsigned long long)cs.copy_failed, (unsigned long long)cs.copy_partial,
-                (unsigned long long)cs.skipped, (unsigned long long)cs.markers,
-                (unsigned long long)cs.exec_stacks);
+                (unsigned long long)cs.copy_holes, (unsigned long long)cs.skipped,
+                (unsigned long long)cs.markers, (unsigned long long)cs.exec_stacks);
     if (cs.map_lost || r->c->verbose)
         fprintf(stderr, "stacksnap: side band: %llu mapping and exec records, %llu lost\n",
                 (unsigned long long)cs.map_events, (unsigned long long)cs.map_lost);

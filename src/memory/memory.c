@@ -17,11 +17,29 @@ void ss_mem_init(struct ss_mem *m, struct ss_proc *proc, const struct ss_target_
     m->target_ctx = target_ctx;
 }
 
-void ss_mem_set_snapshot(struct ss_mem *m, uint64_t sp, const uint8_t *bytes, size_t len)
+void ss_mem_set_snapshot(struct ss_mem *m, uint64_t sp, const uint8_t *bytes, size_t len,
+                         uint32_t holes)
 {
     m->snap_base = sp;
     m->snap = bytes;
     m->snap_len = bytes ? len : 0;
+    m->snap_holes = m->snap_len ? holes : 0;
+    if (!m->snap_holes) return;
+    /* The copy went on past pages it could not read. Past the end of the
+     * mapping that holds sp they are another mapping's (the guard page
+     * above a thread's stack, then whatever lies above it): the snapshot
+     * ends there. With no mapping known for sp, at the first hole. */
+    const struct ss_mapping *mp = m->proc ? ss_proc_find_cached(m->proc, sp) : NULL;
+    if (!mp && m->proc) mp = ss_proc_find(m->proc, sp); /* a newer mapping: re-read, rate limited */
+    uint64_t end;
+    if (mp && mp->d.start <= sp && mp->d.end > sp) {
+        end = mp->d.end - sp;
+    } else {
+        uint64_t hole = (sp & ~4095ull) + 4096ull * (unsigned)__builtin_ctz(m->snap_holes);
+        end = hole > sp ? hole - sp : 0;
+    }
+    if (end < m->snap_len) m->snap_len = end;
+    if (!m->snap_len) m->snap_holes = 0;
 }
 
 void ss_mem_set_windows(struct ss_mem *m, const struct ss_window *win, unsigned nwin)

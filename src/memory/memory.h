@@ -83,6 +83,7 @@ struct ss_mem {
     uint64_t snap_base;
     const uint8_t *snap;
     size_t snap_len;
+    uint32_t snap_holes;         /* ss_sample.holes: reads that touch them fail */
     const struct ss_window *win; /* the sample's windows (ss.h), nwin of them */
     unsigned nwin;
     /* the copied ones (len > 0), by address: what ss_mem_peek searches */
@@ -115,7 +116,11 @@ void ss_mem_init(struct ss_mem *m, struct ss_proc *proc, const struct ss_target_
                  void *target_ctx);
 
 /* Reset layer 1 for a new sample: its stack snapshot and windows. */
-void ss_mem_set_snapshot(struct ss_mem *m, uint64_t sp, const uint8_t *bytes, size_t len);
+/* holes: ss_sample.holes, pages of the copy that are not stack bytes; with
+ * holes the snapshot ends at the end of the mapping that holds sp (the
+ * process view's), or at the first hole when none is known */
+void ss_mem_set_snapshot(struct ss_mem *m, uint64_t sp, const uint8_t *bytes, size_t len,
+                         uint32_t holes);
 void ss_mem_set_windows(struct ss_mem *m, const struct ss_window *win, unsigned nwin);
 
 /* Pointer to len bytes at addr in the sample itself (its stack snapshot or
@@ -139,12 +144,26 @@ int ss_mem_read_target(struct ss_mem *m, uint64_t addr, void *dst, size_t len);
  * none of it). */
 uint64_t ss_mem_sample_from(const struct ss_mem *m, uint64_t lo, uint64_t hi);
 
+/* Do snapshot bytes [off, off + len) (len > 0, inside the copy) touch a
+ * page the copy could not read? */
+static inline bool ss_mem_snap_hole(const struct ss_mem *m, uint64_t off, size_t len)
+{
+    uint64_t in = m->snap_base & 4095, first = (in + off) >> 12, last = (in + off + len - 1) >> 12;
+    if (first > 31) return false;
+    if (last > 31) last = 31;
+    uint64_t bits = ((2ull << last) - 1) & ~((1ull << first) - 1);
+    return (m->snap_holes & bits) != 0;
+}
+
 /* Layer 1 only, inline: the hot path of the native unwinder. A caller that
  * reads what it returns while m->track is set tells ss_mem_track_snap. */
 static inline const void *ss_mem_peek_snap(const struct ss_mem *m, uint64_t addr, size_t len)
 {
     uint64_t off = addr - m->snap_base;
-    if (off < m->snap_len && len <= m->snap_len - off) return m->snap + off;
+    if (off < m->snap_len && len <= m->snap_len - off) {
+        if (m->snap_holes && ss_mem_snap_hole(m, off, len)) return NULL;
+        return m->snap + off;
+    }
     return NULL;
 }
 

@@ -1,7 +1,7 @@
 /* snapfile/kcodec.c: payloads of what --kernel and --off-cpu add to a
  * capture (docs/capture-format.md): the kernel symbols record (type 11) and
  * the fields appended to a sample after its windows (kernel stack, off-CPU
- * weight). */
+ * weight, the stack copy's holes). */
 #include <errno.h>
 
 #include "snapfile/format.h"
@@ -46,16 +46,19 @@ int snap_dec_ksyms(struct snap_cur *c, struct snap_arrays *a, struct ss_snap_ksy
     return 0;
 }
 
-/* tail: u32 nkernel (<= SS_KSTACK_MAX), nkernel x u64, u64 weight */
+/* tail: u32 nkernel (<= SS_KSTACK_MAX), nkernel x u64, u64 weight, then
+ * (appended later: absent in older captures, 0) u32 holes; written only when
+ * one of them is not 0, the holes only when they are not */
 void snap_enc_sample_tail(struct snap_buf *b, const struct ss_sample *s)
 {
     uint32_t n = s->kernel && s->nkernel < SS_KSTACK_MAX ? s->nkernel : 0;
     if (s->kernel && s->nkernel >= SS_KSTACK_MAX) n = SS_KSTACK_MAX;
-    if (!n && !s->weight) return;
+    if (!n && !s->weight && !s->holes) return;
     snap_put_u32(b, n);
     for (uint32_t i = 0; i < n; i++)
         snap_put_u64(b, s->kernel[i]);
     snap_put_u64(b, s->weight);
+    if (s->holes) snap_put_u32(b, s->holes);
 }
 
 int snap_dec_sample_tail(struct snap_cur *c, struct ss_snap_sample *x, const char **why)
@@ -63,6 +66,7 @@ int snap_dec_sample_tail(struct snap_cur *c, struct ss_snap_sample *x, const cha
     x->s.kernel = x->kips;
     x->s.nkernel = 0;
     x->s.weight = 0;
+    x->s.holes = 0;
     if (!snap_left(c)) return 0;
     uint32_t n = snap_get_u32(c);
     if (c->bad || n > SS_KSTACK_MAX || n > snap_left(c) / 8) {
@@ -77,5 +81,6 @@ int snap_dec_sample_tail(struct snap_cur *c, struct ss_snap_sample *x, const cha
         *why = "sample record: weight missing";
         return -EBADMSG;
     }
+    if (snap_left(c) >= 4) x->s.holes = snap_get_u32(c);
     return 0;
 }

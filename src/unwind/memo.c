@@ -46,7 +46,7 @@ struct ent {
     uint64_t hash;
     uint64_t regmask;
     uint64_t regs[SS_NREGS];
-    uint32_t flags, stack_len, nwin, nkernel;
+    uint32_t flags, stack_len, holes, nwin, nkernel;
     uint32_t stack_used; /* stack bytes [0, stack_used) compared (the walk's) */
     struct win_shape win[SS_WIN_MAX];
     size_t nstate, nwords, nt, nframes;
@@ -201,8 +201,8 @@ static bool same_regs(const struct ent *e, const struct ss_sample *s)
 
 static bool same_shape(const struct ent *e, const struct ss_sample *s)
 {
-    if (e->flags != s->flags || e->stack_len != s->stack_len || e->nwin != s->nwin ||
-        e->nkernel != s->nkernel)
+    if (e->flags != s->flags || e->stack_len != s->stack_len || e->holes != s->holes ||
+        e->nwin != s->nwin || e->nkernel != s->nkernel)
         return false;
     for (uint32_t i = 0; i < s->nwin; i++) {
         const struct win_shape *w = &e->win[i];
@@ -389,6 +389,7 @@ void ss_memo_store(struct ss_memo **mp, const struct ss_mem *mem, const struct s
     memcpy(e->regs, s->regs, sizeof(e->regs));
     e->flags = s->flags;
     e->stack_len = s->stack_len;
+    e->holes = s->holes;
     e->stack_used = used;
     e->nwin = s->nwin;
     e->nkernel = s->nkernel;

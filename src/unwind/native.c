@@ -101,7 +101,11 @@ static inline void check_gen(struct ss_nproc *np)
 enum ss_trunc ss_native_fault_reason(const struct ss_nproc *np, uint64_t addr)
 {
     const struct ss_mem *m = np->mem;
-    return addr >= m->snap_base + m->snap_len ? SS_TRUNC_SNAPSHOT : SS_TRUNC_ERROR;
+    uint64_t off = addr - m->snap_base;
+    if (addr >= m->snap_base + m->snap_len) return SS_TRUNC_SNAPSHOT;
+    /* a page the copy could not read: its end too */
+    if (m->snap_holes && off < m->snap_len && ss_mem_snap_hole(m, off, 1)) return SS_TRUNC_SNAPSHOT;
+    return SS_TRUNC_ERROR;
 }
 
 /* The rule for lookup address look (cache, file table, or fetched now). */

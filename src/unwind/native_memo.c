@@ -98,7 +98,9 @@ unsigned ss_nmemo_find(struct ss_nproc *np, struct ss_native_frame *out, unsigne
     bool same =
         e->ip == ss_nf_ip(f1) && e->sp == ss_nf_sp(f1) && e->flags == f1->flags &&
         e->valid == f1->regs.valid && e->max == max && e->gen == ss_proc_generation(np->proc) &&
-        (e->hi == e->lo || (e->lo >= mem->snap_base && e->hi <= mem->snap_base + mem->snap_len));
+        (e->hi == e->lo ||
+         (e->lo >= mem->snap_base && e->hi <= mem->snap_base + mem->snap_len &&
+          !(mem->snap_holes && ss_mem_snap_hole(mem, e->lo - mem->snap_base, e->hi - e->lo))));
     for (unsigned d = 0; same && d < SS_DR_COUNT; d++)
         if ((e->deps >> d & 1) && f1->regs.r[d] != e->depval[d]) same = false;
     uint64_t diff = 0;
@@ -232,6 +234,7 @@ void ss_nmemo_log_end(struct ss_nproc *np, const struct ss_native_frame *out, un
     uint64_t lo = l->lo, hi = l->hi;
     if (hi <= lo) lo = hi = 0;
     if (hi > lo && (lo < mem->snap_base || hi > mem->snap_base + mem->snap_len)) return;
+    if (hi > lo && mem->snap_holes && ss_mem_snap_hole(mem, lo - mem->snap_base, hi - lo)) return;
     /* the loads of frames past the last one (the step that ended the walk)
      * are not applied; the dependencies of that step still count */
     unsigned nload =

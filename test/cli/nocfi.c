@@ -4,10 +4,9 @@
  * of src/unwind/native_scan.c (issue 32).
  *   nocfi pcre SECONDS       PCRE2's JIT (sljit code in anonymous memory),
  *                            on the machine stack (pcre2_match's default:
- *                            32 KiB of locals in jit_machine_stack_exec), the
- *                            stack's pages touched first as a server's would
- *                            be (the kernel-side copy stops at a page never
- *                            touched, and pcre2 leaves most of its 32 KiB so)
+ *                            32 KiB of locals in jit_machine_stack_exec, most
+ *                            of whose pages are never touched: the
+ *                            kernel-side copy goes on past them, bpf/pages.h)
  *   nocfi pcrestack SECONDS  the same with a JIT stack assigned
  *   nocfi rwx SECONDS        a hand-written x86-64 function in RWX memory that
  *                            spins, clobbers rbp and calls back into C
@@ -95,14 +94,6 @@ __attribute__((noinline)) void nocfi_outer(void)
     sink++;
 }
 
-/* Touch 64 KiB of stack below this frame. */
-__attribute__((noinline)) static void touch_stack(void)
-{
-    volatile char buf[64 * 1024];
-    for (size_t i = 0; i < sizeof(buf); i += 512)
-        buf[i] = (char)i;
-}
-
 static int setup_pcre(int with_stack)
 {
     int err;
@@ -111,7 +102,6 @@ static int setup_pcre(int with_stack)
     if (!re || pcre2_jit_compile(re, PCRE2_JIT_COMPLETE) != 0) return -1;
     md = pcre2_match_data_create_from_pattern(re, NULL);
     memset(subject, 'a', sizeof(subject) - 1);
-    if (!with_stack) touch_stack();
     if (with_stack) {
         pcre2_jit_stack *js = pcre2_jit_stack_create(32 * 1024, 512 * 1024, NULL);
         mctx = pcre2_match_context_create(NULL);

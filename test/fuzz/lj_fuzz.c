@@ -191,7 +191,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (snap >= 0) {
             const struct region *r = &fm.r[snap];
             uint64_t sp = regs[SS_REG_SP];
-            ss_mem_set_snapshot(&mem, sp, r->bytes + (sp - r->addr), r->len - (sp - r->addr));
+            ss_mem_set_snapshot(&mem, sp, r->bytes + (sp - r->addr), r->len - (sp - r->addr), 0);
         }
         ss_mem_set_windows(&mem, win, nwin);
         sink += ss_lj_leaf_cfa(rt, &mem, regs);

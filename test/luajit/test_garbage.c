@@ -92,7 +92,7 @@ Test(luajit_garbage, random_memory_never_crashes)
             {.ip = 0x1234, .cfa = 0},
         };
         /* per-sample snapshot: the buffer itself */
-        ss_mem_set_snapshot(&mem, b, (const uint8_t *)buf, WORDS * 8);
+        ss_mem_set_snapshot(&mem, b, (const uint8_t *)buf, WORDS * 8, 0);
         struct ss_lj_item items[600];
         struct ss_lj_out out = {.items = items, .cap = 600};
         int rc = ss_lj_splice(&rt, 1, &mem, regs, nat, 3, &out);

@@ -128,7 +128,7 @@ static void on_sample(void *ctx, const struct ljt_sample *s)
 {
     struct hrun *r = ctx;
     struct ss_lj_native nat[128];
-    ss_mem_set_snapshot(&r->mem, s->regs[SS_REG_SP], s->stack, s->stack_len);
+    ss_mem_set_snapshot(&r->mem, s->regs[SS_REG_SP], s->stack, s->stack_len, 0);
     unsigned n = collect(r, s, nat, 128);
     struct ss_lj_item items[256];
     struct ss_lj_out out = {.items = items, .cap = 256};

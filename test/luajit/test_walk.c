@@ -45,7 +45,7 @@ static void on_sample(void *ctx, const struct ljt_sample *s)
     r->vm++;
     struct ss_lj_item items[64];
     struct ss_lj_out out = {.items = items, .cap = 64};
-    ss_mem_set_snapshot(&r->mem, s->regs[SS_REG_SP], s->stack, s->stack_len);
+    ss_mem_set_snapshot(&r->mem, s->regs[SS_REG_SP], s->stack, s->stack_len, 0);
     uint64_t regs[SS_NREGS];
     memcpy(regs, s->regs, sizeof(regs));
     if (r->vm <= r->bad_r14) regs[SS_REG_R14] ^= 0x10000; /* what a trace's r14 may hold */

@@ -410,7 +410,7 @@ Test(memory, layers)
     uint8_t snap[64];
     for (int i = 0; i < 64; i++)
         snap[i] = (uint8_t)i;
-    ss_mem_set_snapshot(&m, 0x7000, snap, sizeof(snap));
+    ss_mem_set_snapshot(&m, 0x7000, snap, sizeof(snap), 0);
     const uint8_t *q = ss_mem_peek(&m, 0x7010, 8);
     cr_assert(q == snap + 16);
     cr_assert_null(ss_mem_peek_snap(&m, 0x7000 + 60, 8)); /* crosses the end */
@@ -451,6 +451,45 @@ Test(memory, layers)
     cr_assert_eq(ss_mem_read(&m, 8, &v, 8), -EFAULT);
     cr_assert_eq(rc.n, 5);
     free((void *)(uintptr_t)heap);
+    ss_proc_free(p);
+}
+
+/* A stack copy with holes (bpf/pages.h): reads that touch a hole page fail
+ * (the zeros there are not stack bytes), the fault is the snapshot's end,
+ * and the snapshot ends at the end of sp's mapping (the process view's), or
+ * at the first hole without a view. */
+Test(memory, snapshot_holes)
+{
+    /* PROT_NONE around it: not merged with a neighbour */
+    uint8_t *res = mmap(NULL, 6 * 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    cr_assert_neq(res, MAP_FAILED);
+    uint8_t *map = res + 4096;
+    cr_assert_eq(mprotect(map, 4 * 4096, PROT_READ | PROT_WRITE), 0);
+    struct ss_proc *p;
+    cr_assert_eq(ss_proc_new_live(&p, getpid(), cache, NULL, NULL), 0);
+    static uint8_t snap[6 * 4096];
+    uint64_t sp = (uint64_t)(uintptr_t)map + 100;
+    struct ss_mem m;
+    ss_mem_init(&m, p, NULL, NULL);
+    ss_mem_set_snapshot(&m, sp, snap, sizeof(snap), 1u << 2); /* page 2 not copied */
+    cr_expect_eq(m.snap_len, 4 * 4096 - 100, "clipped at the mapping's end: %zu", m.snap_len);
+    cr_expect(ss_mem_peek_snap(&m, sp, 8) == snap);
+    cr_expect(ss_mem_peek_snap(&m, sp + 2 * 4096 - 100 - 8, 8) != NULL); /* page 1's last bytes */
+    cr_expect_null(ss_mem_peek_snap(&m, sp + 2 * 4096 - 100 - 4, 8));    /* into page 2 */
+    cr_expect_null(ss_mem_peek_snap(&m, sp + 2 * 4096 - 100, 8));
+    cr_expect_null(ss_mem_peek_snap(&m, sp + 3 * 4096 - 100 - 8, 8));
+    cr_expect(ss_mem_peek_snap(&m, sp + 3 * 4096 - 100, 8) != NULL); /* page 3 */
+    uint64_t v;
+    cr_expect_eq(ss_mem_read(&m, sp + 2 * 4096, &v, 8), -EFAULT); /* no target: no bytes */
+    ss_mem_init(&m, NULL, NULL, NULL); /* no view: the first hole ends it */
+    ss_mem_set_snapshot(&m, sp, snap, sizeof(snap), 1u << 2);
+    cr_expect_eq(m.snap_len, 2 * 4096 - 100);
+    ss_mem_set_snapshot(&m, sp, snap, sizeof(snap), 1u << 0); /* sp's own page */
+    cr_expect_eq(m.snap_len, 0);
+    cr_expect_null(ss_mem_peek_snap(&m, sp, 8));
+    ss_mem_set_snapshot(&m, sp, snap, sizeof(snap), 0); /* none: as copied */
+    cr_expect_eq(m.snap_len, sizeof(snap));
+    munmap(res, 6 * 4096);
     ss_proc_free(p);
 }
 

@@ -401,7 +401,8 @@ Test(snapfile, every_record_type_round_trips)
 
 /* --kernel and --off-cpu (issue 17): a kernel symbols record and samples
  * with a kernel stack and a weight (a key and a delta-coded one of the same
- * thread) come back as written; a sample with neither reads as before. */
+ * thread) come back as written; a sample with neither reads as before.
+ * The stack copy's holes (appended after the weight) too, alone or not. */
 Test(snapfile, kernel_stack_weight_and_symbols_round_trip)
 {
     char *dir = th_tmpdir(), *path = th_path(dir, "k.snap");
@@ -423,6 +424,7 @@ Test(snapfile, kernel_stack_weight_and_symbols_round_trip)
         s[i].kernel = kips;
         s[i].weight = i == 2 ? 0 : 1000000ull * (uint64_t)(i + 1);
         s[i].flags |= i == 2 ? 0 : SS_SAMPLE_OFFCPU;
+        s[i].holes = i == 1 ? 0 : 0x6u >> i; /* 0x6, none, 0x1 (without kernel and weight) */
         cr_assert(ss_snap_write_sample(w, &s[i], NULL, &err) == 0, "%s", err.msg);
     }
     cr_assert(ss_snap_close(w, &err) == 0, "%s", err.msg);
@@ -450,6 +452,7 @@ Test(snapfile, kernel_stack_weight_and_symbols_round_trip)
             for (uint32_t i = 0; i < g->nkernel && i < s[n].nkernel; i++)
                 cr_expect_eq(g->kernel[i], kips[i]);
             cr_expect_eq(g->weight, s[n].weight, "sample %d", n);
+            cr_expect_eq(g->holes, s[n].holes, "sample %d", n);
             cr_expect_eq(g->flags, s[n].flags);
             cr_expect_eq(g->stack_len, s[n].stack_len);
             cr_expect(!memcmp(g->stack, s[n].stack, g->stack_len), "sample %d stack", n);
