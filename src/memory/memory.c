@@ -137,20 +137,12 @@ static void track_read(struct ss_mem_track *t, const struct ss_iov *v)
     t->nbytes += len;
 }
 
-/* The stack snapshot's part of the sample: ss_mem_peek_snap's test, here
- * with the log of what the walk read (memo). */
-static bool in_snap(const struct ss_mem *m, uint64_t addr, size_t len)
-{
-    uint64_t off = addr - m->snap_base;
-    return off < m->snap_len && len <= m->snap_len - off;
-}
-
 const void *ss_mem_peek_sample(const struct ss_mem *m, uint64_t addr, size_t len)
 {
-    if (in_snap(m, addr, len)) {
-        uint64_t hi = addr - m->snap_base + len;
-        if (m->track && hi > m->track->snap_hi) m->track->snap_hi = hi;
-        return m->snap + (addr - m->snap_base);
+    const void *p = ss_mem_peek_snap(m, addr, len);
+    if (p) {
+        if (m->track) ss_mem_track_snap(m->track, m, addr, len);
+        return p;
     }
     /* windows that start above addr cannot hold it: the search stops there */
     for (unsigned i = 0; i < m->ncw && m->cw[i].addr <= addr; i++) {
@@ -165,7 +157,7 @@ const void *ss_mem_peek_sample(const struct ss_mem *m, uint64_t addr, size_t len
 
 int ss_mem_sample_win(const struct ss_mem *m, uint64_t addr, size_t len)
 {
-    if (in_snap(m, addr, len)) return -1;
+    if (ss_mem_peek_snap(m, addr, len)) return -1;
     for (unsigned i = 0; i < m->ncw && m->cw[i].addr <= addr; i++) {
         uint64_t off = addr - m->cw[i].addr;
         if (off < m->cw[i].len && len <= m->cw[i].len - off) return (int)i;
