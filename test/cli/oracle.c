@@ -139,17 +139,19 @@ unsigned orc_compare(const struct orc_dist *off, const struct orc_dist *on, long
          * interpreter: such keys say nothing about traces; nor do VM
          * states ([GC]: traces step the collector at other points than the
          * interpreter does) */
-        if (ko->total < min || !strncmp(ko->name, "builtin ", 8) || ko->name[0] == '[') continue;
-        long long covered = 0;
+        if (!strncmp(ko->name, "builtin ", 8) || ko->name[0] == '[') continue;
+        /* the interpreter's walks that kept Lua frames (the others gave up:
+         * they prove nothing) */
+        long long covered = 0, walked = 0;
         unsigned nmain = 0, best = 0;
         for (unsigned c = 0; c < ko->nc; c++) {
-            if (ko->c[c].n > ko->c[best].n) best = c;
-            if (ko->c[c].chain[0] && ko->c[c].n * 50 >= ko->total) {
-                covered += ko->c[c].n;
-                nmain++;
-            }
+            if (!ko->c[c].chain[0]) continue;
+            walked += ko->c[c].n;
+            if (!ko->c[best].chain[0] || ko->c[c].n > ko->c[best].n) best = c;
         }
-        if (!nmain || covered * 100 < ko->total * 97 || (single && nmain != 1)) continue;
+        for (unsigned c = 0; c < ko->nc; c++)
+            if (ko->c[c].chain[0] && ko->c[c].n * 50 >= walked) covered += ko->c[c].n, nmain++;
+        if (walked < min || (single && (nmain != 1 || covered * 100 < walked * 97))) continue;
         const struct orc_key *kn = NULL;
         for (unsigned j = 0; j < on->n && !kn; j++)
             if (!strcmp(on->k[j].name, ko->name)) kn = &on->k[j];
@@ -158,7 +160,7 @@ unsigned orc_compare(const struct orc_dist *off, const struct orc_dist *on, long
         memset(r, 0, sizeof(*r));
         snprintf(r->name, sizeof(r->name), "%s", ko->name);
         snprintf(r->want, sizeof(r->want), "%s", ko->c[best].chain);
-        r->off = ko->total;
+        r->off = walked;
         r->off_main = covered;
         r->chains = nmain;
         r->on = kn->total;

@@ -41,19 +41,19 @@ void orc_parse(struct orc_dist *d, const char *text);
 /* One judged C function. */
 struct orc_row {
     char name[256];
-    long long off, off_main; /* interpreter samples, of them on its chains */
+    long long off, off_main; /* interpreter samples with Lua frames, on its main chains */
     unsigned chains;         /* the interpreter's chains above it */
     long long on, same, pre, none, wrong;
     char bad[1024]; /* the first wrong chain */
     char want[1024];
 };
 
-/* Judge on against off: the keys with >= min samples on both sides whose
- * main interpreter chains (each >= 2% of the key's samples) cover >= 97%
- * of them. A JIT-on chain is the same when it is one the interpreter showed
- * above that C function, a prefix when it is a proper prefix of one, none
- * when it has no Lua frame, else wrong. single: only keys with one main
- * chain, and only that chain counts. Returns the rows. */
+/* Judge on against off: the keys with >= min samples on both sides (in
+ * the interpreter's run: with Lua frames). A JIT-on chain is the same when
+ * it is one the interpreter showed above that C function, a prefix when it
+ * is a proper prefix of one, none when it has no Lua frame, else wrong.
+ * single: only keys whose interpreter samples show one chain (>= 97% of
+ * them), and only that chain counts. Returns the rows. */
 unsigned orc_compare(const struct orc_dist *off, const struct orc_dist *on, long long min,
                      bool single, struct orc_row *rows, unsigned cap);
 
