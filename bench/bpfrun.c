@@ -166,7 +166,6 @@ int bn_bpf_set_plan(struct bn_bpf *b, pid_t pid, const struct ss_win_plan *p)
                              .nload = w->nload,
                              .flags = w->flags,
                              .len = w->len,
-                             .clamp = w->clamp,
                              .dst = w->dst,
                              .addr = reg == SS_WIN_ABS ? w->addr : 0};
         ss_capture_win_ip(o, w);

@@ -87,10 +87,9 @@ struct ss_win {
     __u8 nload; /* dependent loads: 0, 1 or 2 */
     __u8 flags; /* SS_WIN_* */
     __u8 pad;
-    __u16 len;   /* bytes to copy, <= SS_EV_WIN_LEN_MAX */
-    __u16 clamp; /* when the copy fails: copy the last clamp bytes instead (0: no) */
-    __u16 dst;   /* offset in the window area, <= SS_EV_WIN_BYTES - SS_EV_WIN_LEN_MAX */
-    __u16 pad2[3];
+    __u16 len; /* bytes to copy, <= SS_EV_WIN_LEN_MAX */
+    __u16 dst; /* offset in the window area, <= SS_EV_WIN_BYTES - SS_EV_WIN_LEN_MAX */
+    __u16 pad2[4];
     __u64 addr;    /* the anchor with SS_WIN_ABS */
     __s64 off[3];  /* added before load 1, before load 2, before the copy */
     __u64 mask[2]; /* ANDed with the value of load 1, load 2 */

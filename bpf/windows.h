@@ -66,13 +66,13 @@ static __noinline int copy_window(struct win_ctx *c)
     barrier_var(len);
     barrier_var(dst);
     if (SS_PROBE_READ(c->area + dst, len, (void *)a)) {
-        /* Partly unreadable (e.g. its start below a mapping): its end only. */
-        __u64 clamp = w->clamp;
-        if (!clamp || clamp > SS_EV_WIN_LEN_MAX || clamp >= len) goto fault;
-        barrier_var(clamp);
-        a += len - clamp;
-        if (SS_PROBE_READ(c->area + dst, clamp, (void *)a)) goto fault;
-        len = clamp;
+        /* Partly unreadable: its start in a page not present (below the
+         * start of a Lua stack): from the next page on. */
+        __u64 skip = -a & 4095;
+        if (skip >= len) goto fault;
+        a += skip;
+        len = (len - skip) & (SS_EV_WIN_LEN_MAX - 1); /* (the verifier's bound) */
+        if (SS_PROBE_READ(c->area + dst, len, (void *)a)) goto fault;
     }
     o->addr = a;
     o->len = len;

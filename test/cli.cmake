@@ -16,7 +16,7 @@ add_executable(cli_execloop ${CLI_T}/execloop.c)
 target_compile_options(cli_execloop PRIVATE -O2 -fomit-frame-pointer -fno-sanitize=all)
 target_link_options(cli_execloop PRIVATE -fno-sanitize=all)
 
-add_library(cli_helpers STATIC ${CLI_T}/cli.c)
+add_library(cli_helpers STATIC ${CLI_T}/cli.c ${CLI_T}/oracle.c)
 target_link_libraries(cli_helpers PUBLIC stacksnap)
 target_compile_definitions(cli_helpers PRIVATE SS_SOURCE_DIR="${CMAKE_SOURCE_DIR}"
   SS_BINARY_DIR="${CMAKE_BINARY_DIR}")
@@ -127,3 +127,15 @@ add_dependencies(cli_jitscan stacksnap_cli cli_nocfi cli_nocfi_fp)
 ss_add_test(cli_ngxre SOURCES ${CLI_T}/ngxre.c LABELS cli TIMEOUT 300)
 target_link_libraries(cli_ngxre PRIVATE cli_helpers)
 add_dependencies(cli_ngxre stacksnap_cli)
+# The differential oracle in nginx (issue 32): lua-resty-core's FFI paths and
+# lua-cjson with jit.off() and with the JIT on, deep recursion; Debian 12's
+# nginx, Debian 13's in a container (the trixie root of luajit_trixie_setup)
+# and sid's (a root named sid-nginx: roots/sid is the Collector's).
+add_test(NAME cli_ngxoracle_sid_setup COMMAND sh -c
+  "${CMAKE_SOURCE_DIR}/test/roots/mkroot.sh sid luajit,libluajit-5.1-2,nginx,libnginx-mod-http-lua,lua-resty-core,lua-cjson sid-nginx >/dev/null")
+set_tests_properties(cli_ngxoracle_sid_setup PROPERTIES FIXTURES_SETUP ngx_sid_root TIMEOUT 900
+  LABELS cli)
+ss_add_test(cli_ngxoracle SOURCES ${CLI_T}/ngxoracle.c LABELS cli TIMEOUT 300)
+target_link_libraries(cli_ngxoracle PRIVATE cli_helpers)
+add_dependencies(cli_ngxoracle stacksnap_cli)
+set_tests_properties(cli_ngxoracle PROPERTIES FIXTURES_REQUIRED "luajit_builds;ngx_sid_root")

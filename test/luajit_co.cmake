@@ -23,7 +23,7 @@ target_include_directories(luajit_witness PRIVATE ${LJC_DIR})
 # root with its luajit, nginx and lua module, both cached outside the build
 # folder in ${SS_CACHE:-/var/cache/stacksnap} (luajit/, roots/trixie).
 add_test(NAME luajit_trixie_setup COMMAND sh -c
-  "${LJC_DIR}/build-luajit.sh \"\${SS_CACHE:-/var/cache/stacksnap}/luajit\" trixie && ${CMAKE_SOURCE_DIR}/test/roots/mkroot.sh trixie luajit,libluajit-5.1-2,nginx,libnginx-mod-http-lua,lua-resty-core >/dev/null")
+  "${LJC_DIR}/build-luajit.sh \"\${SS_CACHE:-/var/cache/stacksnap}/luajit\" trixie && ${CMAKE_SOURCE_DIR}/test/roots/mkroot.sh trixie luajit,libluajit-5.1-2,nginx,libnginx-mod-http-lua,lua-resty-core,lua-cjson >/dev/null")
 set_tests_properties(luajit_trixie_setup PROPERTIES FIXTURES_SETUP luajit_builds TIMEOUT 900
   LABELS luajit)
 # Stripped builds of the matrix named as their own symbol tables name them

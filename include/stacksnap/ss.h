@@ -94,9 +94,10 @@ enum ss_reg {
  * (0-2) dependent 8-byte loads: p = *(p + off[i]) & mask[i], a zero p skips
  * the window; then copies len bytes at p + off[2]. SS_WIN_IF_IP: only when
  * ip_lo <= ip < ip_hi; SS_WIN_UNLESS_PREV: only when the window before (and
- * the chain of such windows it ends) copied nothing. clamp: when the copy
- * fails, copy its last clamp bytes instead (0: no). dst places it in the
- * sample's window area (dst <= SS_WIN_AREA - SS_WIN_LEN_MAX). */
+ * the chain of such windows it ends) copied nothing. A copy that fails
+ * (its start in a page not present) is made from the next page boundary on.
+ * dst places it in the sample's window area (dst <= SS_WIN_AREA -
+ * SS_WIN_LEN_MAX). */
 #define SS_WIN_MAX 8
 #define SS_WIN_AREA 16384u
 #define SS_WIN_LEN_MAX 8192u
@@ -106,7 +107,7 @@ enum ss_reg {
 struct ss_win_spec {
     uint8_t reg; /* enum ss_reg, or SS_WIN_ABS */
     uint8_t nload, flags;
-    uint16_t len, clamp, dst;
+    uint16_t len, dst;
     uint64_t addr;
     int64_t off[3];
     uint64_t mask[2];

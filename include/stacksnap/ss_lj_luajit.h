@@ -43,6 +43,9 @@ struct ss_mem;
 #define SS_LJ_HINT_STRBUF 0x2u    /* exports luaopen_string_buffer: 2.1 >= 2021 */
 #define SS_LJ_HINT_TARANTOOL 0x4u /* exports luaL_register_module etc. */
 #define SS_LJ_HINT_MISC 0x8u      /* exports luaM_metrics: Tarantool's LuaJIT fork (>= 2.7) */
+/* .rodata's library definitions hold rawlen and debug.getuservalue (built
+ * with LUAJIT_ENABLE_LUA52COMPAT): four more fast functions, other ids */
+#define SS_LJ_HINT_LJ52 0x10u
 
 #define SS_LJ_CHECK_PCALL 0x1u  /* lua_pcall calls into the VM range */
 #define SS_LJ_CHECK_CALL 0x2u   /* lua_call calls into the VM range */

@@ -322,14 +322,13 @@ int ss_capture_set_plan(struct ss_capture *c, pid_t pid, const struct ss_win_pla
         struct ss_win *o = &v.win[i];
         int reg = w->reg == SS_WIN_ABS ? (int)SS_WIN_ABS : ss_capture_pt_reg(w->reg);
         if (reg < 0 || SS_PT_NO_ANCHOR(reg) || w->nload > 2 || !w->len || w->len > SS_WIN_LEN_MAX ||
-            w->dst > SS_WIN_AREA - SS_WIN_LEN_MAX || w->clamp >= w->len ||
+            w->dst > SS_WIN_AREA - SS_WIN_LEN_MAX ||
             (w->flags & ~(SS_WIN_IF_IP | SS_WIN_UNLESS_PREV)))
             goto bad;
         o->reg = (__u8)reg;
         o->nload = w->nload;
         o->flags = w->flags;
         o->len = w->len;
-        o->clamp = w->clamp;
         o->dst = w->dst;
         o->addr = reg == SS_WIN_ABS ? w->addr : 0; /* the BPF side adds it to a register */
         memcpy(o->off, w->off, sizeof(o->off));

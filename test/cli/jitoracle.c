@@ -9,14 +9,12 @@
  * that is not a prefix of it (a frame that was not on the stack). Samples
  * that kept only a proven prefix are counted and printed.
  *
- * The C function of a sample is the outermost native frame above the last
- * Lua frame (or lua_pcall), past the call machinery that differs between
- * the interpreter and traces (lj_cf_*, lj_vm_ffi_call, luajit+0x and
- * [unknown] frames): __strlen_evex for an FFI call, lj_buf_putstr_rep for
- * string.rep, lua-cjson's encoder (liblua5.1-cjson+0x...) for
- * cjson.encode. Only C functions the interpreter reaches from one chain
- * (>= 97% of its samples there) and with enough samples on both sides are
- * judged; the FFI calls must be among them. */
+ * The C function of a sample and its chain: oracle.h (__strlen_evex for an
+ * FFI call, lj_buf_putstr_rep for string.rep, lua-cjson's encoder
+ * (liblua5.1-cjson+0x...) for cjson.encode). Only C functions the
+ * interpreter reaches from one chain (>= 97% of its samples there) and with
+ * enough samples on both sides are judged; the FFI calls must be among
+ * them. */
 #include <criterion/criterion.h>
 #include <criterion/logging.h>
 #include <stdio.h>
@@ -24,131 +22,7 @@
 #include <string.h>
 
 #include "cli.h"
-
-#define MAXK 64
-struct key {
-    char name[256];
-    struct {
-        char chain[1024];
-        long long n;
-    } c[16];
-    unsigned nc;
-    long long total, other; /* other: chains beyond c[] */
-};
-struct dist {
-    struct key k[MAXK];
-    unsigned n;
-    long long samples;
-};
-
-static bool is_lua(const char *f, size_t len)
-{
-    return len > 3 && f[len - 1] == ')' && memchr(f, '(', len) != NULL &&
-           memchr(f, ':', len) != NULL;
-}
-
-static bool machinery(const char *f, size_t len)
-{
-    return (len > 6 && !strncmp(f, "lj_cf_", 6)) ||
-           (len >= 14 && !strncmp(f, "lj_vm_ffi_call", 14)) ||
-           (len > 9 && !strncmp(f, "[unknown]", 9)) || (len > 9 && !strncmp(f, "luajit+0x", 9));
-}
-
-/* Builtins the traces here compile into their code: with the JIT on they
- * leave no frame of their own, so they are not part of the key. */
-static bool inlined_builtin(const char *f, size_t len)
-{
-    static const char *const k[] = {"ffi.meta.__call", "string.rep", "table.concat",
-                                    "string.format", NULL};
-    for (int i = 0; k[i]; i++)
-        if (strlen(k[i]) + 14 == len && !strncmp(f, k[i], strlen(k[i]))) return true;
-    return false;
-}
-
-static void add(struct dist *d, const char *key, const char *chain, long long n)
-{
-    struct key *k = NULL;
-    for (unsigned i = 0; i < d->n && !k; i++)
-        if (!strcmp(d->k[i].name, key)) k = &d->k[i];
-    if (!k && d->n < MAXK) {
-        k = &d->k[d->n++];
-        snprintf(k->name, sizeof(k->name), "%s", key);
-    }
-    if (!k) return;
-    k->total += n;
-    for (unsigned i = 0; i < k->nc; i++)
-        if (!strcmp(k->c[i].chain, chain)) {
-            k->c[i].n += n;
-            return;
-        }
-    if (k->nc == 16) {
-        k->other += n;
-        return;
-    }
-    snprintf(k->c[k->nc].chain, sizeof(k->c[0].chain), "%s", chain);
-    k->c[k->nc++].n = n;
-}
-
-/* One folded line (comm;...;leaf COUNT) into d. */
-static void line(struct dist *d, const char *s, const char *e, const char *chunk)
-{
-    const char *sp = e;
-    while (sp > s && sp[-1] != ' ')
-        sp--;
-    long long n = atoll(sp);
-    e = sp - 1;
-    char chain[1024] = "", key[256] = "";
-    const char *f = strchr(s, ';');
-    if (!f || f > e) return;
-    f++;
-    while (f < e) {
-        const char *x = memchr(f, ';', (size_t)(e - f));
-        if (!x) x = e;
-        size_t len = (size_t)(x - f);
-        if (is_lua(f, len) || (len == 9 && !strncmp(f, "lua_pcall", 9))) {
-            key[0] = 0; /* the C function starts above the last Lua frame */
-            /* a builtin that traces do not compile (string.gsub) stays a
-             * builtin frame with the JIT on: part of the key (its own
-             * calls of strlen are not the FFI's) */
-            if (len > 14 && !memcmp(f + len - 13, "([builtin]:0)", 13) && !inlined_builtin(f, len))
-                snprintf(key, sizeof(key), "builtin %.*s", (int)(len - 14), f);
-            const char *paren = memchr(f, '(', len);
-            if (is_lua(f, len) && strstr(f, chunk) && strstr(f, chunk) < x) {
-                const char *colon = x - 1;
-                while (colon > paren && *colon != ':')
-                    colon--;
-                size_t cl = strlen(chain);
-                snprintf(chain + cl, sizeof(chain) - cl, "%s%.*s)", cl ? ";" : "", (int)(colon - f),
-                         f);
-            }
-        } else if (!machinery(f, len) && !key[0]) {
-            /* the C function the Lua code called: the outermost one */
-            snprintf(key, sizeof(key), "%.*s", (int)len, f);
-        }
-        f = x + 1;
-    }
-    d->samples += n;
-    if (key[0]) add(d, key, chain, n);
-}
-
-static void parse(struct dist *d, const char *text, const char *chunk)
-{
-    memset(d, 0, sizeof(*d));
-    for (const char *s = text; s && *s;) {
-        const char *e = strchr(s, '\n');
-        if (!e) break;
-        line(d, s, e, chunk);
-        s = e + 1;
-    }
-}
-
-static long long unproven(const char *err)
-{
-    const char *p = strstr(err, " Lua frames unproven");
-    while (p && p > err && p[-1] >= '0' && p[-1] <= '9')
-        p--;
-    return p ? atoll(p) : -1;
-}
+#include "oracle.h"
 
 static char *record(const char *dir, const char *tag, bool jit, char **err)
 {
@@ -173,7 +47,7 @@ static char *record(const char *dir, const char *tag, bool jit, char **err)
     cr_assert_eq(cli_run(&res, 60, iargv), 0);
     cr_assert_eq(res.status, 0, "info: %s", res.err);
     const char *c = strstr(res.out, "lua.frames_unproven");
-    long long got = 0, said = unproven(*err); /* (info leaves zero counters out) */
+    long long got = 0, said = orc_unproven(*err); /* (info leaves zero counters out) */
     if (c) sscanf(c + strlen("lua.frames_unproven"), " %lld", &got);
     cr_expect_eq(got, said, "info: lua.frames_unproven %lld, summary %lld:\n%s", got, said,
                  res.out);
@@ -182,13 +56,6 @@ static char *record(const char *dir, const char *tag, bool jit, char **err)
     free(folded);
     free(lua);
     return text;
-}
-
-/* Is a (';'-joined chain) a proper prefix of b? */
-static bool prefix(const char *a, const char *b)
-{
-    size_t la = strlen(a);
-    return la < strlen(b) && !strncmp(a, b, la) && (la == 0 || b[la] == ';');
 }
 
 struct verdict {
@@ -207,63 +74,32 @@ static void judge(struct verdict *v)
     memset(v, 0, sizeof(*v));
     char *dir = cli_tmpdir("jitorc"), *eoff, *eon;
     char *off = record(dir, "off", false, &eoff), *on = record(dir, "on", true, &eon);
-    static struct dist doff, don;
-    parse(&doff, off, "jitoracle.lua");
-    parse(&don, on, "jitoracle.lua");
+    static struct orc_dist doff, don;
+    static struct orc_row rows[ORC_KEYS];
+    orc_parse(&doff, off);
+    orc_parse(&don, on);
+    unsigned nr = orc_compare(&doff, &don, 20, true, rows, ORC_KEYS);
     bool strlen_seen = false, memcmp_seen = false, memchr_seen = false;
-    size_t rl = 0;
-    for (unsigned i = 0; i < doff.n; i++) {
-        const struct key *ko = &doff.k[i];
-        unsigned best = 0;
-        for (unsigned c = 1; c < ko->nc; c++)
-            if (ko->c[c].n > ko->c[best].n) best = c;
-        /* the interpreter's chain: one, on nearly all of its samples */
-        if (ko->total < 20 || !ko->c[best].chain[0] || ko->c[best].n * 100 < ko->total * 97)
-            continue;
-        const char *want = ko->c[best].chain;
-        const struct key *kn = NULL;
-        for (unsigned j = 0; j < don.n && !kn; j++)
-            if (!strcmp(don.k[j].name, ko->name)) kn = &don.k[j];
-        if (!kn || kn->total < 20) continue;
-        /* under a builtin traces do not compile, both runs walk the
-         * interpreter: such keys say nothing about traces */
-        if (!strncmp(ko->name, "builtin ", 8)) continue;
-        long long s = 0, p = 0, w = kn->other, z = 0;
-        for (unsigned c = 0; c < kn->nc; c++) {
-            if (!strcmp(kn->c[c].chain, want))
-                s += kn->c[c].n;
-            else if (!kn->c[c].chain[0])
-                z += kn->c[c].n; /* no Lua frame at all (a cut walk) */
-            else if (prefix(kn->c[c].chain, want))
-                p += kn->c[c].n;
-            else {
-                w += kn->c[c].n;
-                cr_log_warn("%s: %lld samples under %s, the interpreter's: %s", ko->name,
-                            kn->c[c].n, kn->c[c].chain, want);
-            }
-        }
-        v->judged += kn->total;
-        v->same += s;
-        v->pre += p;
-        v->wrong += w;
-        v->none += z;
-        if (strstr(ko->name, "cjson")) v->mjudged += kn->total, v->msame += s;
-        strlen_seen |= strstr(ko->name, "strlen") != NULL;
-        if (strstr(ko->name, "strlen")) v->xjudged += kn->total, v->xsame += s;
-        if (strstr(ko->name, "strnlen")) v->ljudged += kn->total, v->lsame += s;
-        memcmp_seen |= strstr(ko->name, "memcmp") && !strstr(ko->name, "lj_str_new");
-        memchr_seen |= strstr(ko->name, "memchr") != NULL;
-        rl += (size_t)snprintf(v->report + rl, sizeof(v->report) - rl,
-                               "  %-40.40s -joff %5lld (%.1f%% one chain)  jit %5lld: same %5.1f%% "
-                               "prefix %5.1f%% none %5.1f%% wrong %5.1f%%\n",
-                               ko->name, ko->total, 100.0 * ko->c[best].n / ko->total, kn->total,
-                               100.0 * s / kn->total, 100.0 * p / kn->total, 100.0 * z / kn->total,
-                               100.0 * w / kn->total);
-        if (rl >= sizeof(v->report)) rl = sizeof(v->report) - 1;
+    for (unsigned i = 0; i < nr; i++) {
+        const struct orc_row *r = &rows[i];
+        if (r->bad[0])
+            cr_log_warn("%s: samples under %s, the interpreter's: %s", r->name, r->bad, r->want);
+        v->judged += r->on;
+        v->same += r->same;
+        v->pre += r->pre;
+        v->wrong += r->wrong;
+        v->none += r->none;
+        if (strstr(r->name, "cjson")) v->mjudged += r->on, v->msame += r->same;
+        strlen_seen |= strstr(r->name, "strlen") != NULL;
+        if (strstr(r->name, "strlen")) v->xjudged += r->on, v->xsame += r->same;
+        if (strstr(r->name, "strnlen")) v->ljudged += r->on, v->lsame += r->same;
+        memcmp_seen |= strstr(r->name, "memcmp") && !strstr(r->name, "lj_str_new");
+        memchr_seen |= strstr(r->name, "memchr") != NULL;
     }
+    orc_table(rows, nr, v->report, sizeof(v->report));
     v->ffi_judged = strlen_seen && memcmp_seen && memchr_seen;
-    v->unproven_off = unproven(eoff);
-    v->unproven_on = unproven(eon);
+    v->unproven_off = orc_unproven(eoff);
+    v->unproven_on = orc_unproven(eon);
     long long j = v->judged ? v->judged : 1;
     long long tj = v->judged - v->mjudged ? v->judged - v->mjudged : 1;
     cr_log_info("jit oracle: %lld samples judged, %.2f%% the interpreter's chain, %.2f%% a proven "

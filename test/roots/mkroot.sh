@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Make (or reuse) a Debian root for container-style tests:
-#   test/roots/mkroot.sh SUITE PKG[,PKG...]
-# prints the root's path: ${SS_CACHE:-/var/cache/stacksnap}/roots/SUITE.
+#   test/roots/mkroot.sh SUITE PKG[,PKG...] [NAME]
+# prints the root's path: ${SS_CACHE:-/var/cache/stacksnap}/roots/NAME
+# (NAME defaults to SUITE; two tests that need the same suite with other
+# packages use two names, else each rebuilds the other's root).
 # Built with debootstrap --variant=minbase from the Debian mirror this
 # machine's apt configuration names (the first deb822 URIs: or sources.list
 # entry whose path ends in /debian), into a temporary folder that is renamed
@@ -10,12 +12,13 @@
 # A root whose package list differs from the request is rebuilt. Needs root
 # and debootstrap.
 set -euo pipefail
-suite=${1:?usage: mkroot.sh SUITE PKG[,PKG...]}
+suite=${1:?usage: mkroot.sh SUITE PKG[,PKG...] [NAME]}
 pkgs=${2:-}
+name=${3:-$suite}
 cache=${SS_CACHE:-/var/cache/stacksnap}/roots
-root=$cache/$suite
+root=$cache/$name
 mkdir -p "$cache"
-exec 9>"$cache/.$suite.lock"
+exec 9>"$cache/.$name.lock"
 flock 9
 if [ -f "$root/.stacksnap-pkgs" ] && [ "$(cat "$root/.stacksnap-pkgs")" = "$pkgs" ]; then
     echo "$root"
@@ -35,10 +38,10 @@ if [ -z "$m" ]; then
     exit 1
 fi
 command -v debootstrap >/dev/null || { echo "mkroot: debootstrap is not installed" >&2; exit 1; }
-rm -rf "$cache/.tmp.$suite".*
-tmp=$(mktemp -d "$cache/.tmp.$suite.XXXXXX")
+rm -rf "$cache/.tmp.$name".*
+tmp=$(mktemp -d "$cache/.tmp.$name.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
-log=$cache/$suite.log
+log=$cache/$name.log
 inc=()
 [ -n "$pkgs" ] && inc=(--include="$pkgs")
 t0=$(date +%s)

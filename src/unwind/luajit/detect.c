@@ -172,6 +172,9 @@ static void exit_handler(Elf *e, struct ss_lj_elfinfo *info)
 static void scan_rodata(Elf *e, struct ss_lj_elfinfo *info)
 {
     static const char gc64[] = "\x02le\x04gc64";
+    /* buildvm's library definitions: length-prefixed names in order */
+    static const char lj52a[] = "\x08rawequal\x06rawlen";
+    static const char lj52b[] = "\x0cgetuservalue\x0csetuservalue";
     Elf_Scn *scn = NULL;
     size_t shstrndx;
     if (elf_getshdrstrndx(e, &shstrndx)) return;
@@ -185,6 +188,9 @@ static void scan_rodata(Elf *e, struct ss_lj_elfinfo *info)
         Elf_Data *d = elf_getdata(scn, NULL);
         if (!d || !d->d_buf) continue;
         if (memmem(d->d_buf, d->d_size, gc64, sizeof(gc64) - 1)) info->gc64 = true;
+        if (memmem(d->d_buf, d->d_size, lj52a, sizeof(lj52a) - 1) &&
+            memmem(d->d_buf, d->d_size, lj52b, sizeof(lj52b) - 1))
+            info->hints |= SS_LJ_HINT_LJ52;
         const char *v = memmem(d->d_buf, d->d_size, "LuaJIT 2.", 9);
         if (v && !info->version[0]) {
             const char *end = (const char *)d->d_buf + d->d_size;

@@ -3,7 +3,8 @@
  * Generated from each tree's lj_ffdef.h (buildvm -m ffdef): ffid = 2 + index.
  * Debian 2.1.0-beta3+git20220320 (with and without the JIT), OpenResty
  * luajit2 2.1-20230119, Tarantool 2.6.0 third_party/luajit, Tarantool's
- * LuaJIT fork b52fe979 (with and without the JIT). Names use Lua spelling: string.rep,
+ * LuaJIT fork b52fe979 (with and without the JIT), OpenResty luajit2 2.1-20251030
+ * with the Lua 5.2 extensions. Names use Lua spelling: string.rep,
  * file:write for io methods, buffer:put for string.buffer methods. */
 #include "unwind/luajit/layout.h"
 
@@ -141,6 +142,57 @@ const char *const ss_lj_ff_openresty[] = {
     "buffer.encode", "buffer.decode",
 };
 const unsigned ss_lj_ff_openresty_n = sizeof(ss_lj_ff_openresty) / sizeof(ss_lj_ff_openresty[0]);
+
+/* OpenResty luajit2 2.1-20251030 (Debian sid's libluajit-5.1-2, built with
+ * LUAJIT_ENABLE_LUA52COMPAT): the OpenResty list with rawlen, table.pack,
+ * debug.getuservalue and debug.setuservalue (read from its library
+ * definitions in .rodata; chosen by SS_LJ_HINT_LJ52). */
+const char *const ss_lj_ff_openresty52[] = {
+    "assert", "type", "next", "pairs", "ipairs_aux", "ipairs", "getmetatable", "setmetatable",
+    "getfenv", "setfenv", "rawget", "rawset", "rawequal", "rawlen", "unpack", "select", "tonumber",
+    "tostring", "error", "pcall", "xpcall", "loadfile", "load", "loadstring", "dofile", "gcinfo",
+    "collectgarbage", "newproxy", "print", "coroutine.status", "coroutine.running",
+    "coroutine.isyieldable", "coroutine.create", "coroutine.yield", "coroutine.resume",
+    "coroutine.wrap", "coroutine.wrap", "thread.exdata", "thread.exdata2", "math.abs", "math.floor",
+    "math.ceil", "math.sqrt", "math.log10", "math.exp", "math.sin", "math.cos", "math.tan",
+    "math.asin", "math.acos", "math.atan", "math.sinh", "math.cosh", "math.tanh", "math.frexp",
+    "math.modf", "math.log", "math.atan2", "math.pow", "math.fmod", "math.ldexp", "math.min",
+    "math.max", "math.random", "math.randomseed", "bit.tobit", "bit.bnot", "bit.bswap",
+    "bit.lshift", "bit.rshift", "bit.arshift", "bit.rol", "bit.ror", "bit.band", "bit.bor",
+    "bit.bxor", "bit.tohex", "string.byte", "string.char", "string.sub", "string.rep",
+    "string.reverse", "string.lower", "string.upper", "string.dump", "string.find", "string.match",
+    "string.gmatch_aux", "string.gmatch", "string.gsub", "string.format", "table.maxn",
+    "table.insert", "table.concat", "table.clone", "table.isarray", "table.nkeys", "table.isempty",
+    "table.sort", "table.pack", "table.new", "table.clear", "file:close", "file:read", "file:write",
+    "file:flush", "file:seek", "file:setvbuf", "file:lines", "file:__gc", "file:__tostring",
+    "io.open", "io.popen", "io.tmpfile", "io.close", "io.read", "io.write", "io.flush", "io.input",
+    "io.output", "io.lines", "io.type", "os.execute", "os.remove", "os.rename", "os.tmpname",
+    "os.getenv", "os.exit", "os.clock", "os.date", "os.time", "os.difftime", "os.setlocale",
+    "debug.getregistry", "debug.getmetatable", "debug.setmetatable", "debug.getfenv",
+    "debug.setfenv", "debug.getinfo", "debug.getlocal", "debug.setlocal", "debug.getupvalue",
+    "debug.setupvalue", "debug.upvalueid", "debug.upvaluejoin", "debug.getuservalue",
+    "debug.setuservalue", "debug.sethook", "debug.gethook", "debug.debug", "debug.traceback",
+    "jit.on", "jit.off", "jit.flush", "jit.status", "jit.security", "jit.attach", "jit.prngstate",
+    "jit.util.funcinfo", "jit.util.funcbc", "jit.util.funck", "jit.util.funcuvname",
+    "jit.util.traceinfo", "jit.util.traceir", "jit.util.tracek", "jit.util.tracesnap",
+    "jit.util.tracemc", "jit.util.traceexitstub", "jit.util.ircalladdr", "jit.opt.start",
+    "jit.profile.start", "jit.profile.stop", "jit.profile.dumpstack", "ffi.meta.__index",
+    "ffi.meta.__newindex", "ffi.meta.__eq", "ffi.meta.__len", "ffi.meta.__lt", "ffi.meta.__le",
+    "ffi.meta.__concat", "ffi.meta.__call", "ffi.meta.__add", "ffi.meta.__sub", "ffi.meta.__mul",
+    "ffi.meta.__div", "ffi.meta.__mod", "ffi.meta.__pow", "ffi.meta.__unm", "ffi.meta.__tostring",
+    "ffi.meta.__pairs", "ffi.meta.__ipairs", "ffi.clib.__index", "ffi.clib.__newindex",
+    "ffi.clib.__gc", "ffi.callback_free", "ffi.callback_set", "ffi.cdef", "ffi.new", "ffi.cast",
+    "ffi.typeof", "ffi.typeinfo", "ffi.istype", "ffi.sizeof", "ffi.alignof", "ffi.offsetof",
+    "ffi.errno", "ffi.string", "ffi.copy", "ffi.fill", "ffi.abi", "ffi.metatype", "ffi.gc",
+    "ffi.load", "buffer:free", "buffer:reset", "buffer:skip", "buffer:set", "buffer:put",
+    "buffer:putf", "buffer:get", "buffer:putcdata", "buffer:reserve", "buffer:commit", "buffer:ref",
+    "buffer:encode", "buffer:decode", "buffer:__gc", "buffer:__tostring", "buffer:__len",
+    "buffer.new", "buffer.encode", "buffer.decode",
+};
+const unsigned ss_lj_ff_openresty52_n =
+    sizeof(ss_lj_ff_openresty52) / sizeof(ss_lj_ff_openresty52[0]);
+/* a build whose ids are not known: builtins unnamed */
+const unsigned ss_lj_ff_none_n = 0;
 
 /* OpenResty luajit2 2.1-20250117 (Debian 13's luajit source) built with
  * -DLUAJIT_DISABLE_JIT: the OpenResty list without the 8 JIT-only entries

@@ -85,6 +85,7 @@ const struct lj_layout ss_lj_layouts[] = {
      GC64_COMMON,
      CFRAME_80,
      .hints_req = SS_LJ_HINT_EXDATA,
+     .hints_forbid = SS_LJ_HINT_LJ52, /* other fast-function ids */
      .sizeof_L = 112,
      .G_vmstate = 184,
      .G_gc_total = 16,

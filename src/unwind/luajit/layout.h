@@ -97,6 +97,8 @@ extern const char *const ss_lj_ff_debian[], *const ss_lj_ff_openresty[],
 extern const unsigned ss_lj_ff_debian_n, ss_lj_ff_openresty_n, ss_lj_ff_tarantool_n;
 extern const char *const ss_lj_ff_debian_nojit[], *const ss_lj_ff_openresty_nojit[];
 extern const unsigned ss_lj_ff_debian_nojit_n, ss_lj_ff_openresty_nojit_n;
+extern const char *const ss_lj_ff_openresty52[];
+extern const unsigned ss_lj_ff_openresty52_n, ss_lj_ff_none_n;
 extern const char *const ss_lj_ff_ttfork[], *const ss_lj_ff_ttfork_nojit[];
 extern const unsigned ss_lj_ff_ttfork_n, ss_lj_ff_ttfork_nojit_n;
 

@@ -15,7 +15,8 @@
  *    the JIT;
  *  - taken from the template row: GCproto, GCfunc, GCstr, GCupval, GCtrace
  *    (except mcode), SnapShot, IR opcodes, G_strempty, fast-function names
- *    (chosen by the static hints: OpenResty, Tarantool, JIT or not).
+ *    (chosen by the static hints: OpenResty, Tarantool, JIT or not, the Lua
+ *    5.2 extensions).
  * All of it is verified against the live state (check_one, the dispatch
  * table) before use, like a table row. */
 #include <string.h>
@@ -81,6 +82,12 @@ void ss_lj_layout_apply(const struct ss_lj_elfinfo *info, const struct lj_layout
     if (info->hints & SS_LJ_HINT_MISC) {
         o->ff = nojit ? ss_lj_ff_ttfork_nojit : ss_lj_ff_ttfork;
         o->nff = nojit ? &ss_lj_ff_ttfork_nojit_n : &ss_lj_ff_ttfork_n;
+    } else if ((info->hints & SS_LJ_HINT_LJ52) && !(info->hints & SS_LJ_HINT_TARANTOOL)) {
+        /* the ids of one such build are known; others are not named
+         * (builtin#N) rather than named wrong */
+        bool known = (info->hints & SS_LJ_HINT_EXDATA) && !nojit;
+        o->ff = known ? ss_lj_ff_openresty52 : ss_lj_ff_openresty;
+        o->nff = known ? &ss_lj_ff_openresty52_n : &ss_lj_ff_none_n;
     } else if (info->hints & SS_LJ_HINT_EXDATA) {
         o->ff = nojit ? ss_lj_ff_openresty_nojit : ss_lj_ff_openresty;
         o->nff = nojit ? &ss_lj_ff_openresty_nojit_n : &ss_lj_ff_openresty_n;

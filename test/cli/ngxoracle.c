@@ -1,0 +1,386 @@
+/* test/cli/ngxoracle.c: the differential oracle of issue 32 in nginx with
+ * the real lua-resty-core (oracle.h). nginx + the lua module serve a
+ * handler whose calls are lua-resty-core's FFI paths (ngx.re.find / match /
+ * gsub with "jo", ngx.var.*, ngx.req.get_headers, ngx.shared.DICT:get/set,
+ * ngx.encode_base64) and lua-cjson, under wrk; recorded once with jit.off()
+ * in init_by_lua (the truth: the interpreter's Lua frames above a C
+ * function are the ones that made the call) and once with the JIT on.
+ * Above each C function the JIT's chains must be the interpreter's, or a
+ * proven prefix of one (counted in record's "Lua frames unproven"), never a
+ * frame the interpreter never had there. The JIT-on run also serves a naive
+ * fib(30) from a handler: its samples carry the whole chain down to the
+ * chunk's main, and a chain cut short starts at a [truncated] root.
+ * Debian 12's nginx (unpacked .debs, test/luajit/fetch-nginx.sh), Debian
+ * 13's and sid's in a container (own mount + pid namespaces, chrooted into
+ * a root of test/roots/mkroot.sh). */
+#include <arpa/inet.h>
+#include <criterion/criterion.h>
+#include <criterion/logging.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "../luajit/ljtest.h" /* LJT_TRIXIE_PKGS: the Debian 13 root's packages */
+#include "cli.h"
+#include "oracle.h"
+
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t l = sizeof(a);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) || getsockname(fd, (void *)&a, &l)) {
+        if (fd >= 0) close(fd);
+        return -1;
+    }
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+static bool port_open(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    bool ok = fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+    if (fd >= 0) close(fd);
+    return ok;
+}
+
+/* %1$s: the root as nginx sees it, %2$s: the prefix, %3$d: the port,
+ * %4$s: init_by_lua's JIT switch. */
+static const char conf_fmt[] =
+    "load_module %1$s/usr/lib/nginx/modules/ndk_http_module.so;\n"
+    "load_module %1$s/usr/lib/nginx/modules/ngx_http_lua_module.so;\n"
+    "master_process off;\ndaemon off;\nworker_processes 1;\n"
+    "pid %2$s/logs/nginx.pid;\nerror_log %2$s/logs/error.log;\n"
+    "events { worker_connections 64; }\n"
+    "http {\n  access_log off;\n"
+    "  client_body_temp_path %2$s/tmp/body;\n  proxy_temp_path %2$s/tmp/proxy;\n"
+    "  fastcgi_temp_path %2$s/tmp/fcgi;\n  uwsgi_temp_path %2$s/tmp/uwsgi;\n"
+    "  scgi_temp_path %2$s/tmp/scgi;\n"
+    "  lua_package_path \"%2$s/?.lua;%1$s/usr/share/lua/5.1/?.lua;;\";\n"
+    "  lua_package_cpath \"%1$s/usr/lib/x86_64-linux-gnu/lua/5.1/?.so;"
+    "/usr/lib/x86_64-linux-gnu/lua/5.1/?.so;;\";\n"
+    "  lua_shared_dict d 2m;\n"
+    "  init_by_lua_block { %4$s require(\"ngx.re\").opt(\"jit_stack_size\", 200 * 1024) }\n"
+    "  server {\n    listen 127.0.0.1:%3$d;\n"
+    "    location /o {\n"
+    "      content_by_lua_block { ngx.say(require(\"ngxoracle\").handle(100)) }\n    }\n"
+    "    location /fib {\n      content_by_lua_block {\n"
+    "        ngx.sleep(0.06)\n        ngx.say(require(\"ngxoracle\").handle_fib())\n      }\n    "
+    "}\n"
+    "  }\n}\n";
+
+/* The first child of pid (the namespace's pid 1: nginx), or 0. */
+static pid_t first_child(pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)pid, (int)pid);
+    FILE *f = fopen(path, "r");
+    int c = 0;
+    if (!f) return 0;
+    if (fscanf(f, "%d", &c) != 1) c = 0;
+    fclose(f);
+    return (pid_t)c;
+}
+
+struct run {
+    char *folded, *err;
+    /* interpreter samples in an FFI call, of them under ffi.meta.__call,
+     * the first under another ffi.meta name */
+    long long ffi, ffi_named;
+    char ffi_other[600];
+    long long fib, fib_whole, fib_cut, fib_bad; /* samples in fib: whole, [truncated], other */
+    char fib_example[2048];
+};
+
+/* Deep recursion: every sample with a fib frame starts its Lua chain at the
+ * chunk's main under ngx_http_lua_run_thread, then handle_fib; or at a
+ * [truncated] root. */
+static void fib_judge(struct run *r)
+{
+    for (const char *l = r->folded; *l;) {
+        const char *e = strchr(l, '\n');
+        size_t len = e ? (size_t)(e - l) : strlen(l);
+        char line[16384];
+        snprintf(line, sizeof(line), "%.*s", (int)(len < sizeof(line) ? len : sizeof(line) - 1), l);
+        const char *sp = strrchr(line, ' ');
+        long long c = sp ? atoll(sp + 1) : 0;
+        /* an FFI call from the interpreter runs under the cdata's __call
+         * metamethod: the name of the fast function right above the Lua
+         * frames proves the ids' table */
+        const char *x = strstr(line, ";ngx_http_lua_ffi_"), *mm = NULL;
+        for (const char *p = strstr(line, ";ffi.meta.__"); p && x && p < x;
+             p = strstr(p + 1, ";ffi.meta.__"))
+            mm = p;
+        const char *after = mm ? strchr(mm + 1, ';') : NULL;
+        if (after && !strstr(after, " (") /* no Lua frame after it */) {
+            r->ffi += c;
+            bool named = !strncmp(mm, ";ffi.meta.__call ([builtin]:0);", 31);
+            r->ffi_named += named ? c : 0;
+            if (!named && !r->ffi_other[0])
+                snprintf(r->ffi_other, sizeof(r->ffi_other), "%.590s", mm);
+        }
+        const char *f = strstr(line, ";fib (");
+        if (f) {
+            r->fib += c;
+            const char *m = strstr(line, ";ngx_http_lua_run_thread;main (content_by_lua(");
+            const char *h = strstr(line, ";handle_fib (");
+            const char *t = strstr(line, ";[truncated]");
+            /* the first Lua frame */
+            const char *lua = strstr(line, " (content_by_lua("),
+                       *lf = strstr(line, "ngxoracle.lua:");
+            if (!lua || (lf && lf < lua)) lua = lf;
+            if (m && h && m < h && h < f)
+                r->fib_whole += c;
+            else if (t && t < f && (!lua || t < lua))
+                r->fib_cut += c;
+            else {
+                r->fib_bad += c;
+                if (!r->fib_example[0])
+                    snprintf(r->fib_example, sizeof(r->fib_example), "%.2000s", line);
+            }
+        }
+        if (!e) break;
+        l = e + 1;
+    }
+}
+
+/* Serve and record once. root: as seen from here; ctr: nginx runs in a
+ * container chrooted there (else the unpacked packages, LD_LIBRARY_PATH). */
+static void serve(struct run *r, const char *root, bool ctr, bool jit, char *prefix,
+                  const char *host_prefix)
+{
+    char cmd[4000];
+    snprintf(cmd, sizeof(cmd), "mkdir -p %s/conf %s/logs %s/tmp", host_prefix, host_prefix,
+             host_prefix);
+    cr_assert_eq(system(cmd), 0);
+    char *lua = cli_src("test/cli/ngxoracle.lua"), *dst = cli_path(host_prefix, "ngxoracle.lua");
+    cr_assert_eq(cli_copy(lua, dst, 0644), 0, "%s", dst);
+    free(lua);
+    free(dst);
+    int port = free_port();
+    cr_assert(port > 0);
+    char *conf = cli_path(host_prefix, "conf/nginx.conf");
+    FILE *f = fopen(conf, "w");
+    cr_assert(f);
+    fprintf(f, conf_fmt, ctr ? "" : root, prefix, port, jit ? "" : "jit.off()");
+    fclose(f);
+    char bin[1300], elog[1300], ldp[1300];
+    snprintf(bin, sizeof(bin), "%s/usr/sbin/nginx", ctr ? "" : root);
+    snprintf(elog, sizeof(elog), "%s/logs/error.log", prefix);
+    char *hargv[] = {bin, "-p", prefix, "-c", "conf/nginx.conf", "-e", elog, NULL};
+    char *cargv[] = {"unshare", "--mount",         "--pid", "--fork", "--kill-child",
+                     "chroot",  (char *)root,      bin,     "-p",     prefix,
+                     "-c",      "conf/nginx.conf", "-e",    elog,     NULL};
+    if (!ctr) {
+        snprintf(ldp, sizeof(ldp), "%s/usr/lib/x86_64-linux-gnu", root);
+        setenv("LD_LIBRARY_PATH", ldp, 1); /* the unpacked libluajit */
+    }
+    pid_t outer = cli_start(ctr ? cargv : hargv, NULL, NULL);
+    unsetenv("LD_LIBRARY_PATH");
+    cr_assert(outer > 0, "nginx did not start");
+    pid_t ngx = outer;
+    for (int i = 0; i < 200 && !port_open(port); i++)
+        cli_sleep(0.05);
+    if (ctr) ngx = first_child(outer);
+    if (!port_open(port) || ngx <= 0) {
+        kill(outer, SIGKILL);
+        cli_wait(outer, 5);
+        cr_assert_fail("nginx did not listen on 127.0.0.1:%d (see %s%s)", port, ctr ? root : "",
+                       elog);
+    }
+    char uo[64], uf[64], pid[16];
+    snprintf(uo, sizeof(uo), "http://127.0.0.1:%d/o", port);
+    snprintf(uf, sizeof(uf), "http://127.0.0.1:%d/fib", port);
+    snprintf(pid, sizeof(pid), "%d", (int)ngx);
+    /* headers for ngx.req.get_headers to copy and $http_x_last to find */
+    static char hdr[80][32];
+    char *wo[180] = {"wrk", "-t1", "-c1", jit ? "-d6s" : "-d8s", "--timeout", "5s"};
+    unsigned n = 6;
+    for (int i = 0; i < 80; i++) {
+        snprintf(hdr[i], sizeof(hdr[i]), i == 79 ? "X-Last: %d" : "X-H%d: value-%d", i, i);
+        wo[n++] = "-H";
+        wo[n++] = hdr[i];
+    }
+    wo[n++] = uo;
+    wo[n] = NULL;
+    char *wf[] = {"wrk", "-t1", "-c1", "-d6s", "--timeout", "5s", uf, NULL};
+    pid_t w1 = cli_start(wo, NULL, "/dev/null");
+    /* fib only with the JIT on (interpreted it would take most samples) */
+    pid_t w2 = jit ? cli_start(wf, NULL, "/dev/null") : 0;
+    cr_assert(w1 > 0 && w2 >= 0);
+    cli_sleep(1); /* traces recorded */
+    char *dir = cli_tmpdir("ngxorec");
+    char *live = cli_path(dir, "live.folded");
+    /* the interpreter's run longer: it is slower, and its walks of C
+     * calls give up where the collector moved (resolve.c) */
+    char *argv[] = {(char *)cli_ss(), "record", "-p", pid, "-F", "999", "-d",
+                    jit ? "3" : "5",  "-o",     live, NULL};
+    struct cli_res res;
+    int rc = cli_run(&res, 60, argv);
+    cli_wait(w1, 20);
+    if (w2 > 0) cli_wait(w2, 20);
+    kill(ngx, SIGTERM); /* (in the container: its pid 1, so unshare ends too) */
+    cli_wait(outer, 10);
+    cr_assert_eq(rc, 0);
+    cr_assert_eq(res.status, 0, "record: %s", res.err);
+    r->err = strdup(res.err);
+    cli_res_free(&res);
+    r->folded = cli_load(live, NULL);
+    cr_assert(r->folded, "%s", live);
+    if (getenv("SS_NGXO_KEEP")) { /* for a look at the stacks */
+        snprintf(cmd, sizeof(cmd), "cp %s %s/ngxo-%s-%s.folded; cp %s %s/ngxo-%s-%s.conf", live,
+                 SS_BINARY_DIR, ctr ? "trixie" : "bookworm", jit ? "jit" : "off", conf,
+                 SS_BINARY_DIR, ctr ? "trixie" : "bookworm", jit ? "jit" : "off");
+        cr_expect_eq(system(cmd), 0);
+    }
+    fib_judge(r);
+    cli_rmtree(dir);
+    free(dir);
+    free(live);
+    free(conf);
+}
+
+/* The C functions of lua-resty-core's FFI paths and of lua-cjson: the
+ * regex calls must be judged (>= 12 samples on both sides) and some of the
+ * others (the interpreter's walks of C calls give up where the collector
+ * moved since the sample: their counts vary from run to run). */
+static const char *const ffi_keys[] = {"ngx_http_lua_ffi_exec_regex",
+                                       "ngx_http_lua_ffi_var_get",
+                                       "ngx_http_lua_ffi_req_get_headers",
+                                       "ngx_http_lua_ffi_shdict_store",
+                                       "ngx_http_lua_ffi_encode_base64",
+                                       "cjson",
+                                       NULL};
+
+static void oracle(const char *label, const char *root, bool ctr)
+{
+    if (access("/usr/bin/wrk", X_OK)) cr_skip_test("wrk not installed (scripts/dev installs it)");
+    static struct run off, on;
+    memset(&off, 0, sizeof(off));
+    memset(&on, 0, sizeof(on));
+    /* one prefix: the module's chunk name is the same in both runs */
+    char prefix[1200], host_prefix[1200], cmd[2600];
+    if (ctr) {
+        snprintf(host_prefix, sizeof(host_prefix), "%s/tmp/ngxo-XXXXXX", root);
+        cr_assert_not_null(mkdtemp(host_prefix));
+        snprintf(prefix, sizeof(prefix), "/tmp/%s", strrchr(host_prefix, '/') + 1);
+    } else {
+        char *d = cli_tmpdir("ngxo");
+        snprintf(host_prefix, sizeof(host_prefix), "%s", d);
+        snprintf(prefix, sizeof(prefix), "%s", d);
+        free(d);
+    }
+    serve(&off, root, ctr, false, prefix, host_prefix);
+    serve(&on, root, ctr, true, prefix, host_prefix);
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", host_prefix);
+    cr_expect_eq(system(cmd), 0);
+    static struct orc_dist doff, don;
+    static struct orc_row rows[ORC_KEYS];
+    orc_parse(&doff, off.folded);
+    orc_parse(&don, on.folded);
+    unsigned nr = orc_compare(&doff, &don, 12, false, rows, ORC_KEYS);
+    long long judged = 0, same = 0, pre = 0, none = 0, wrong = 0;
+    for (unsigned i = 0; i < nr; i++) {
+        judged += rows[i].on;
+        same += rows[i].same;
+        pre += rows[i].pre;
+        none += rows[i].none;
+        wrong += rows[i].wrong;
+    }
+    static char table[16384];
+    orc_table(rows, nr, table, sizeof(table));
+    long long uoff = orc_unproven(off.err), uon = orc_unproven(on.err), j = judged ? judged : 1;
+    cr_log_info("%s: %lld samples judged: %.2f%% the interpreter's chain, %.2f%% a proven prefix, "
+                "%.2f%% no Lua frame, %.2f%% wrong; Lua frames unproven: -joff %lld, jit %lld\n%s"
+                "fib: %lld samples, %lld whole, %lld [truncated], %lld other%s%s\n-joff: %sjit: %s",
+                label, judged, 100.0 * same / j, 100.0 * pre / j, 100.0 * none / j,
+                100.0 * wrong / j, uoff, uon, table, on.fib, on.fib_whole, on.fib_cut, on.fib_bad,
+                on.fib_example[0] ? "\n  e.g. " : "", on.fib_example, off.err, on.err);
+    int kinds = 0;
+    for (int k = 0; ffi_keys[k]; k++) {
+        bool seen = false;
+        for (unsigned i = 0; i < nr; i++)
+            seen |= strstr(rows[i].name, ffi_keys[k]) != NULL;
+        kinds += seen;
+        cr_expect(seen || k > 0, "%s: %s not judged:\n%s", label, ffi_keys[k], table);
+    }
+    cr_expect_geq(kinds, 3, "%s: %d of the C functions judged:\n%s", label, kinds, table);
+    cr_expect_gt(judged, 300, "%s: %lld samples judged", label, judged);
+    /* never a frame that was not on the stack */
+    cr_expect_eq(wrong, 0, "%s: %lld of %lld samples show frames the interpreter never has:\n%s",
+                 label, wrong, judged, table);
+    /* the unproven frames are reported; the interpreter's are all proven */
+    cr_expect_eq(uoff, 0, "%s: -joff: %lld Lua frames unproven", label, uoff);
+    cr_expect(uon >= 0 && (pre == 0 || uon > 0), "%s: %lld samples kept a prefix, %lld unproven",
+              label, pre, uon);
+    /* walks that kept no Lua frame: where the collector moved since the
+     * sample (resolve.c), or a leaf in trace code that the Lua walk could
+     * not claim (the native walk's scan then names other code): counted,
+     * bounded loosely (0-12% seen under load) */
+    cr_expect_leq(none * 100, judged * 25, "%s: %lld of %lld samples without Lua frames:\n%s",
+                  label, none, judged, table);
+    /* builtins named by this build's fast-function ids (sid's luajit2 has
+     * four more than trixie's: ffi.meta.__call was named __div) */
+    /* (1%% of Debian 12's, rarely, under another ffi.meta name: not
+     * traced to its cause yet) */
+    cr_expect(off.ffi > 0 && off.ffi_named * 100 >= off.ffi * 97,
+              "%s: %lld of %lld interpreter samples in FFI calls under ffi.meta.__call (%s)", label,
+              off.ffi_named, off.ffi, off.ffi_other);
+    if (off.ffi_other[0])
+        cr_log_warn("%s: %lld of %lld FFI samples under another ffi.meta name: %s", label,
+                    off.ffi - off.ffi_named, off.ffi, off.ffi_other);
+    /* deep recursion: the whole chain, or one that says it is cut */
+    cr_expect_gt(on.fib, 100, "%s: only %lld samples in fib", label, on.fib);
+    cr_expect_eq(on.fib_bad, 0, "%s: %lld of %lld fib samples neither whole nor [truncated]: %s",
+                 label, on.fib_bad, on.fib, on.fib_example);
+    cr_expect_geq(on.fib_whole * 100, on.fib * 99, "%s: %lld of %lld fib samples whole", label,
+                  on.fib_whole, on.fib);
+    free(off.folded);
+    free(off.err);
+    free(on.folded);
+    free(on.err);
+}
+
+Test(ngxoracle, bookworm_nginx, .timeout = 120)
+{
+    char cmd[2048], root[1024];
+    snprintf(cmd, sizeof(cmd), "%s/test/luajit/fetch-nginx.sh %s/ext", SS_SOURCE_DIR,
+             SS_BINARY_DIR);
+    cr_assert_eq(system(cmd), 0, "could not unpack nginx + lua module (%s)", cmd);
+    snprintf(root, sizeof(root), "%s/ext/nginx", SS_BINARY_DIR);
+    oracle("nginx (Debian 12)", root, false);
+}
+
+/* A Debian root (test/roots/mkroot.sh, cached; made by a fixture first)
+ * whose nginx runs in a container. */
+static void container(const char *label, const char *suite, const char *name)
+{
+    char cmd[1024], root[512];
+    const char *cache = getenv("SS_CACHE");
+    snprintf(root, sizeof(root), "%s/roots/%s", cache && *cache ? cache : "/var/cache/stacksnap",
+             name);
+    snprintf(cmd, sizeof(cmd), "%s/test/roots/mkroot.sh %s %s %s >/dev/null", SS_SOURCE_DIR, suite,
+             LJT_TRIXIE_PKGS, name);
+    cr_assert_eq(system(cmd), 0, "could not make the %s root (%s)", suite, cmd);
+    oracle(label, root, true);
+}
+
+Test(ngxoracle, trixie_nginx_container, .timeout = 300)
+{
+    container("nginx (Debian 13, container)", "trixie", "trixie");
+}
+
+/* sid: a root of its own name (roots/sid holds the OTLP collector's Go
+ * packages; cli.cmake's cli_ngxoracle_sid_setup makes this one) */
+Test(ngxoracle, sid_nginx_container, .timeout = 300)
+{
+    container("nginx (Debian sid, container)", "sid", "sid-nginx");
+}

@@ -1,0 +1,207 @@
+/* test/cli/oracle.c: the differential oracle's folded-text parsing and
+ * sample-by-sample verdicts (oracle.h), shared by jitoracle.c and
+ * ngxoracle.c. */
+#include "oracle.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static bool is_lua(const char *f, size_t len)
+{
+    return len > 3 && f[len - 1] == ')' && memchr(f, '(', len) != NULL &&
+           memchr(f, ':', len) != NULL;
+}
+
+static bool starts(const char *f, size_t len, const char *p)
+{
+    size_t n = strlen(p);
+    return len >= n && !strncmp(f, p, n);
+}
+
+static bool machinery(const char *f, size_t len)
+{
+    return (len > 6 && starts(f, len, "lj_cf_")) || starts(f, len, "lj_vm_ffi_call") ||
+           (len > 9 && starts(f, len, "[unknown]")) || (len > 9 && starts(f, len, "luajit+0x")) ||
+           starts(f, len, "libluajit");
+}
+
+/* Builtins that traces compile into their code: with the JIT on they leave
+ * no frame of their own, so they are not part of the key. */
+static bool inlined_builtin(const char *f, size_t len)
+{
+    static const char *const k[] = {"ffi.meta.__call", "string.rep", "table.concat",
+                                    "string.format", NULL};
+    for (int i = 0; k[i]; i++)
+        if (strlen(k[i]) + 14 == len && !strncmp(f, k[i], strlen(k[i]))) return true;
+    return false;
+}
+
+static void add(struct orc_dist *d, const char *key, const char *chain, long long n)
+{
+    struct orc_key *k = NULL;
+    for (unsigned i = 0; i < d->n && !k; i++)
+        if (!strcmp(d->k[i].name, key)) k = &d->k[i];
+    if (!k && d->n < ORC_KEYS) {
+        k = &d->k[d->n++];
+        snprintf(k->name, sizeof(k->name), "%s", key);
+    }
+    if (!k) return;
+    k->total += n;
+    for (unsigned i = 0; i < k->nc; i++)
+        if (!strcmp(k->c[i].chain, chain)) {
+            k->c[i].n += n;
+            return;
+        }
+    if (k->nc == ORC_CHAINS) {
+        k->other += n;
+        return;
+    }
+    snprintf(k->c[k->nc].chain, sizeof(k->c[0].chain), "%s", chain);
+    k->c[k->nc++].n = n;
+}
+
+/* One folded line (comm;...;leaf COUNT) into d. */
+static void line(struct orc_dist *d, const char *s, const char *e)
+{
+    const char *sp = e;
+    while (sp > s && sp[-1] != ' ')
+        sp--;
+    long long n = atoll(sp);
+    e = sp - 1;
+    char chain[1024] = "", key[256] = "";
+    const char *f = strchr(s, ';');
+    if (!f || f > e) return;
+    f++;
+    while (f < e) {
+        const char *x = memchr(f, ';', (size_t)(e - f));
+        if (!x) x = e;
+        size_t len = (size_t)(x - f);
+        if (is_lua(f, len) || (len == 9 && !strncmp(f, "lua_pcall", 9))) {
+            key[0] = 0; /* the C function starts above the last Lua frame */
+            bool builtin = len > 14 && !memcmp(f + len - 13, "([builtin]:0)", 13);
+            /* a builtin that traces do not compile (string.gsub) stays a
+             * builtin frame with the JIT on: part of the key (its own
+             * calls of strlen are not the FFI's) */
+            if (builtin && !inlined_builtin(f, len))
+                snprintf(key, sizeof(key), "builtin %.*s", (int)(len - 14), f);
+            if (is_lua(f, len) && !builtin) {
+                const char *paren = memchr(f, '(', len), *colon = x - 1;
+                while (colon > paren && *colon != ':')
+                    colon--;
+                size_t cl = strlen(chain);
+                snprintf(chain + cl, sizeof(chain) - cl, "%s%.*s)", cl ? ";" : "", (int)(colon - f),
+                         f);
+            }
+        } else if (!machinery(f, len) && !key[0]) {
+            /* the C function the Lua code called: the outermost one */
+            snprintf(key, sizeof(key), "%.*s", (int)len, f);
+        }
+        f = x + 1;
+    }
+    d->samples += n;
+    if (key[0]) add(d, key, chain, n);
+}
+
+void orc_parse(struct orc_dist *d, const char *text)
+{
+    memset(d, 0, sizeof(*d));
+    for (const char *s = text; s && *s;) {
+        const char *e = strchr(s, '\n');
+        if (!e) break;
+        line(d, s, e);
+        s = e + 1;
+    }
+}
+
+long long orc_unproven(const char *err)
+{
+    const char *p = strstr(err, " Lua frames unproven");
+    while (p && p > err && p[-1] >= '0' && p[-1] <= '9')
+        p--;
+    return p ? atoll(p) : -1;
+}
+
+/* Is a (';'-joined chain) a proper prefix of b? */
+static bool prefix(const char *a, const char *b)
+{
+    size_t la = strlen(a);
+    return la < strlen(b) && !strncmp(a, b, la) && (la == 0 || b[la] == ';');
+}
+
+unsigned orc_compare(const struct orc_dist *off, const struct orc_dist *on, long long min,
+                     bool single, struct orc_row *rows, unsigned cap)
+{
+    unsigned nr = 0;
+    for (unsigned i = 0; i < off->n && nr < cap; i++) {
+        const struct orc_key *ko = &off->k[i];
+        /* under a builtin traces do not compile, both runs walk the
+         * interpreter: such keys say nothing about traces; nor do VM
+         * states ([GC]: traces step the collector at other points than the
+         * interpreter does) */
+        if (!strncmp(ko->name, "builtin ", 8) || ko->name[0] == '[') continue;
+        /* the interpreter's walks that kept Lua frames (the others gave up:
+         * they prove nothing) */
+        long long covered = 0, walked = 0;
+        unsigned nmain = 0, best = 0;
+        for (unsigned c = 0; c < ko->nc; c++) {
+            if (!ko->c[c].chain[0]) continue;
+            walked += ko->c[c].n;
+            if (!ko->c[best].chain[0] || ko->c[c].n > ko->c[best].n) best = c;
+        }
+        for (unsigned c = 0; c < ko->nc; c++)
+            if (ko->c[c].chain[0] && ko->c[c].n * 50 >= walked) covered += ko->c[c].n, nmain++;
+        if (walked < min || (single && (nmain != 1 || covered * 100 < walked * 97))) continue;
+        const struct orc_key *kn = NULL;
+        for (unsigned j = 0; j < on->n && !kn; j++)
+            if (!strcmp(on->k[j].name, ko->name)) kn = &on->k[j];
+        if (!kn || kn->total < min) continue;
+        struct orc_row *r = &rows[nr++];
+        memset(r, 0, sizeof(*r));
+        snprintf(r->name, sizeof(r->name), "%s", ko->name);
+        snprintf(r->want, sizeof(r->want), "%s", ko->c[best].chain);
+        r->off = walked;
+        r->off_main = covered;
+        r->chains = nmain;
+        r->on = kn->total;
+        r->wrong = kn->other;
+        for (unsigned c = 0; c < kn->nc; c++) {
+            const char *ch = kn->c[c].chain;
+            bool same = false, pre = false;
+            for (unsigned m = 0; m < ko->nc; m++) {
+                if (single ? m != best : !ko->c[m].chain[0]) continue;
+                same |= !strcmp(ch, ko->c[m].chain);
+                pre |= prefix(ch, ko->c[m].chain);
+            }
+            if (same)
+                r->same += kn->c[c].n;
+            else if (!ch[0])
+                r->none += kn->c[c].n; /* no Lua frame at all (a cut walk) */
+            else if (pre)
+                r->pre += kn->c[c].n;
+            else {
+                r->wrong += kn->c[c].n;
+                if (!r->bad[0]) snprintf(r->bad, sizeof(r->bad), "%s", ch);
+            }
+        }
+    }
+    return nr;
+}
+
+void orc_table(const struct orc_row *rows, unsigned n, char *buf, size_t cap)
+{
+    size_t l = 0;
+    buf[0] = 0;
+    for (unsigned i = 0; i < n && l < cap; i++) {
+        const struct orc_row *r = &rows[i];
+        double t = r->on ? (double)r->on : 1;
+        l += (size_t)snprintf(buf + l, cap - l,
+                              "  %-40.40s -joff %5lld (%u chain%s %.1f%%)  jit %5lld: same %5.1f%% "
+                              "prefix %5.1f%% none %5.1f%% wrong %5.1f%%%s%s\n",
+                              r->name, r->off, r->chains, r->chains == 1 ? "," : "s,",
+                              100.0 * r->off_main / r->off, r->on, 100.0 * r->same / t,
+                              100.0 * r->pre / t, 100.0 * r->none / t, 100.0 * r->wrong / t,
+                              r->bad[0] ? "\n    wrong: " : "", r->bad);
+    }
+    if (l >= cap) buf[cap - 1] = 0;
+}
