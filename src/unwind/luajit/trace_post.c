@@ -60,18 +60,46 @@ enum {
 
 /* Is bytecode index x the target of a jump in p? (The J* loop variants
  * carry a trace number: their targets follow FORI or a JMP, never a CALL.) */
-static bool jump_target(const struct lj_proto *p, const struct lj_layout *lay, uint32_t x)
+static uint32_t jumps_to(const struct lj_proto *p, const struct lj_layout *lay, uint32_t x,
+                         uint32_t *from)
 {
-    uint32_t ins;
+    uint32_t ins, n = 0;
     for (uint32_t i = 0; i < p->sizebc; i++) {
         bc_at(p, lay, i, &ins);
         unsigned op = ins & 0xff;
         bool jmp = op == BC_UCLO || op == BC_ISNEXT || op == BC_FORI || op == BC_JFORI ||
                    op == BC_FORL || op == BC_IFORL || op == BC_ITERL || op == BC_IITERL ||
                    op == BC_LOOP || op == BC_ILOOP || op == BC_JMP;
-        if (jmp && (int64_t)i + 1 + (int64_t)(ins >> 16) - 0x8000 == (int64_t)x) return true;
+        if (jmp && (int64_t)i + 1 + (int64_t)(ins >> 16) - 0x8000 == (int64_t)x) n++, *from = i;
     }
-    return false;
+    return n;
+}
+
+static bool jump_target(const struct lj_proto *p, const struct lj_layout *lay, uint32_t x)
+{
+    uint32_t from;
+    return jumps_to(p, lay, x, &from) != 0;
+}
+
+/* The CALL before a comparison whose taken-path fall-through left the
+ * snapshot at x, the JMP's target (rec_comp_fixup: the untaken target),
+ * 0 none. Every arrival at x must come through that comparison right
+ * after the CALL: x is the target of that JMP only and cannot be fallen
+ * into (a JMP or return before it, itself no comparison's JMP), the JMP
+ * and the comparison are no jump targets. */
+static uint32_t call_before_jump(const struct lj_proto *p, const struct lj_layout *lay, uint32_t x)
+{
+    enum { BC_ISF = 15, BC_RETM = 73, BC_RET1 = 76 };
+    uint32_t j = 0, ins, cmp, call, prev, prev2 = 0xff;
+    if (x < 2 || jumps_to(p, lay, x, &j) != 1 || j < 2 || !bc_at(p, lay, j, &ins) ||
+        (ins & 0xff) != BC_JMP || !bc_at(p, lay, j - 1, &cmp) || (cmp & 0xff) > BC_ISNEP ||
+        !bc_at(p, lay, j - 2, &call) || ((call & 0xff) != 65 && (call & 0xff) != 66) ||
+        jump_target(p, lay, j) || jump_target(p, lay, j - 1) || !bc_at(p, lay, x - 1, &prev))
+        return 0;
+    if (x >= 2) bc_at(p, lay, x - 2, &prev2);
+    unsigned po = prev & 0xff;
+    bool closed = (po >= BC_RETM && po <= BC_RET1) || (po == BC_JMP && (prev2 & 0xff) > BC_ISF);
+    return closed ? j - 2 : 0;
 }
 
 /* Is bytecode index x the target of a branch in p, or a comparison? */
@@ -269,6 +297,8 @@ void ss_lj_post_call(struct ss_lj_runtime *rt, struct ss_mem *m, const uint8_t *
              (ins & 0xff) <= BC_ISNEP && !jump_target(p, lay, x) && !jump_target(p, lay, x - 2) &&
              bc_at(p, lay, x - 3, &call) && ((call & 0xff) == CALL || (call & 0xff) == CALLM))
         xcall = x - 3; /* a comparison's, fixed up to its untaken fall-through */
+    else
+        xcall = call_before_jump(p, lay, x); /* ... or to its untaken jump target */
     if (!xcall) return;
     bool ok = xcall == x - 1 && !branch_target(p, lay, x);
     if (ok && call >> 24 != 1) { /* (c): B - 1 results; slot baseslot + A (pcbase: baseslot - 2) */
