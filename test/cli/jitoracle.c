@@ -17,14 +17,18 @@
  * them. */
 #include <criterion/criterion.h>
 #include <criterion/logging.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "oracle.h"
 
-static char *record(const char *dir, const char *tag, bool jit, char **err)
+static char *record(const char *dir, const char *tag, bool jit, const char *secs, char **err)
 {
     char *lua = cli_src("test/cli/jitoracle.lua");
     char name[64];
@@ -32,9 +36,20 @@ static char *record(const char *dir, const char *tag, bool jit, char **err)
     char *folded = cli_path(dir, name);
     snprintf(name, sizeof(name), "%s.snap", tag);
     char *snap = cli_path(dir, name);
-    char *argv[] = {
-        (char *)cli_ss(),       "record", "-F", "999", "-o", folded, "-o", snap, "--", "luajit",
-        jit ? "-jon" : "-joff", lua,      "3",  NULL};
+    char *argv[] = {(char *)cli_ss(),
+                    "record",
+                    "-F",
+                    "999",
+                    "-o",
+                    folded,
+                    "-o",
+                    snap,
+                    "--",
+                    "luajit",
+                    jit ? "-jon" : "-joff",
+                    lua,
+                    (char *)secs,
+                    NULL};
     struct cli_res res;
     cr_assert_eq(cli_run(&res, 200, argv), 0);
     cr_assert_eq(res.status, 0, "record: %s", res.err);
@@ -65,15 +80,48 @@ struct verdict {
     bool ffi_judged;
     long long xjudged, xsame; /* strlen: the FFI call whose next snapshot is its own */
     long long ljudged, lsame; /* strnlen: the same call made in a loop's copy */
+    long long cjudged, csame; /* memchr, memcmp: compared right after the call */
     char report[8192];
 };
 
-/* Record both runs and compare them (the -joff run is the oracle). */
-static void judge(struct verdict *v)
+/* Start n busy processes (spinning for at most 60 s): pids into pid. */
+static void busy_start(pid_t *pid, unsigned n)
 {
+    for (unsigned i = 0; i < n; i++) {
+        pid[i] = fork();
+        cr_assert_geq(pid[i], 0, "fork");
+        if (pid[i] == 0) {
+            volatile unsigned long x = 0;
+            time_t end = time(NULL) + 60;
+            while (time(NULL) < end)
+                for (unsigned k = 0; k < 1000000; k++)
+                    x++;
+            _exit(0);
+        }
+    }
+}
+
+static void busy_stop(const pid_t *pid, unsigned n)
+{
+    for (unsigned i = 0; i < n; i++) {
+        kill(pid[i], SIGKILL);
+        waitpid(pid[i], NULL, 0);
+    }
+}
+
+/* Record both runs and compare them (the -joff run is the oracle), with
+ * busy processes spinning beside them. */
+static void judge(struct verdict *v, unsigned busy)
+{
+    pid_t bp[8];
     memset(v, 0, sizeof(*v));
+    busy_start(bp, busy);
     char *dir = cli_tmpdir("jitorc"), *eoff, *eon;
-    char *off = record(dir, "off", false, &eoff), *on = record(dir, "on", true, &eon);
+    /* the workload runs for CPU seconds (os.clock): under load 1 s of it
+     * takes several of the wall clock */
+    const char *secs = busy ? "1" : "3";
+    char *off = record(dir, "off", false, secs, &eoff), *on = record(dir, "on", true, secs, &eon);
+    busy_stop(bp, busy);
     static struct orc_dist doff, don;
     static struct orc_row rows[ORC_KEYS];
     orc_parse(&doff, off);
@@ -95,6 +143,9 @@ static void judge(struct verdict *v)
         if (strstr(r->name, "strnlen")) v->ljudged += r->on, v->lsame += r->same;
         memcmp_seen |= strstr(r->name, "memcmp") && !strstr(r->name, "lj_str_new");
         memchr_seen |= strstr(r->name, "memchr") != NULL;
+        if ((strstr(r->name, "memcmp") && !strstr(r->name, "lj_str_new")) ||
+            strstr(r->name, "memchr"))
+            v->cjudged += r->on, v->csame += r->same;
     }
     orc_table(rows, nr, v->report, sizeof(v->report));
     v->ffi_judged = strlen_seen && memcmp_seen && memchr_seen;
@@ -117,21 +168,20 @@ static void judge(struct verdict *v)
     free(dir);
 }
 
-/* Never a frame that was not on the stack; what was left out is counted. */
-Test(jitoracle, no_frame_that_was_not_on_the_stack)
+/* Never a frame that was not on the stack; what was left out is counted;
+ * the calls the rules prove exact are exact. */
+static void sound(unsigned busy)
 {
     static struct verdict v;
-    judge(&v);
+    judge(&v, busy);
     cr_expect(v.ffi_judged, "the FFI calls were not all judged:\n%s", v.report);
     cr_expect_gt(v.judged, 300, "%lld samples judged", v.judged);
     cr_expect_eq(v.wrong, 0, "%lld of %lld samples show frames that were not on the stack:\n%s",
                  v.wrong, v.judged, v.report);
-    /* the interpreter's walks are all proven; where traces kept a prefix,
-     * frames of the snapshots were left out and the summary counts them
-     * (not all of them: a snapshot may never have had the frames) */
+    /* the interpreter's walks are all proven (where traces kept a prefix,
+     * the summary counts the snapshots' frames left out, if any: the
+     * prefix at string.rep/table.concat is often a snapshot's whole) */
     cr_expect_eq(v.unproven_off, 0, "-joff: %lld Lua frames unproven", v.unproven_off);
-    cr_expect(v.pre == 0 || v.unproven_on > 0, "%lld samples kept a prefix, %lld unproven", v.pre,
-              v.unproven_on);
     cr_expect_leq(v.none * 100, v.judged, "%lld of %lld samples without Lua frames:\n%s", v.none,
                   v.judged, v.report);
     /* measure's strlen: the snapshot right after the call is the call's own
@@ -144,23 +194,39 @@ Test(jitoracle, no_frame_that_was_not_on_the_stack)
     cr_expect_gt(v.ljudged, 20, "strnlen not judged:\n%s", v.report);
     cr_expect_geq(v.lsame * 100, v.ljudged * 95, "strnlen: %lld of %lld samples exact:\n%s",
                   v.lsame, v.ljudged, v.report);
+    /* memchr/memcmp, compared right after the call: the comparison's
+     * snapshot is the call's, the CALL before it proven to call the FFI
+     * function (trace_post.c ffi_callee): round > compare > same, round >
+     * scan > find (without it 0%: a proven prefix) */
+    cr_expect_geq(v.csame * 100, v.cjudged * 95, "memchr/memcmp: %lld of %lld samples exact:\n%s",
+                  v.csame, v.cjudged, v.report);
+}
+
+Test(jitoracle, no_frame_that_was_not_on_the_stack)
+{
+    sound(0);
+}
+
+/* The same with 4 busy processes beside the target (issue 32: the
+ * differential holds under load), 1 s of the workload's CPU time per run. */
+Test(jitoracle, under_load)
+{
+    sound(4);
 }
 
 /* The target of issue 32: the interpreter's exact chain on >= 99%. Not met:
- * 48-52% of the judged samples (strlen 99.7-100%, strnlen from a loop's copy
- * 99.6-100%, lua-cjson 100%; memchr, memcmp, string.rep, table.concat 0%,
- * a proven prefix instead; 0 wrong). Exact only at an FFI call whose next
- * snapshot is proven its own, or the loop copy of one. memchr/memcmp are
- * compared right after the call (the comparison's snapshot merges the
- * call's: provable only by replaying the recorder, since a constant function
- * called after the call could hand the result on and compare it),
- * string.rep/table.concat are calls without side effects (no snapshot after
- * them: needs the same replay from the snapshot before). docs/design.md,
- * "What LuaJIT's data proves at a call out of a trace". */
+ * 82-84% of the judged samples (strlen, strnlen from a loop's copy, memchr
+ * and memcmp compared right after the call, lua-cjson: 99.6-100%;
+ * string.rep, table.concat 0%, a proven prefix instead; 0 wrong).
+ * string.rep/table.concat are calls without side effects (CALLL: no
+ * snapshot after them): their frames need a replay of the bytecode from
+ * the snapshot before, with the callees (closures' upvalues, the IR's
+ * function guards), branches and operand types (metamethods) proven.
+ * docs/design.md, "What LuaJIT's data proves at a call out of a trace". */
 Test(jitoracle, the_interpreters_chain, .disabled = true)
 {
     static struct verdict v;
-    judge(&v);
+    judge(&v, 0);
     cr_expect_geq(v.same * 100, v.judged * 99, "%lld of %lld samples the interpreter's chain:\n%s",
                   v.same, v.judged, v.report);
 }

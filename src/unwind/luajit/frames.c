@@ -518,8 +518,13 @@ static int walk_once(struct ss_lj_runtime *rt, struct ss_mem *m, const struct lj
          * below, its prototype's k. Anything else: the thread moved on.
          * After a stitched trace's exit KBASE is not loaded for the frame
          * below (vm_exit_interp goes to a fast function over a continuation
-         * without it): nothing to compare. */
-        if (ok && t->ffid != 0 && st->kbase && !stitched) {
+         * without it): nothing to compare for an ASM fast function. A C
+         * function (ffid 1) is entered through BC_FUNCC there too, which
+         * loads KBASE with its lua_CFunction: that must match (a thread read
+         * after it moved on from one stitched C call to the next, e.g.
+         * cjson.encode to cjson.decode, has the same continuation link and
+         * so the same SAVE_PC). */
+        if (ok && t->ffid != 0 && st->kbase && (!stitched || t->ffid == 1)) {
             const struct lj_wframe *lf = NULL;
             for (unsigned k = 1; k < w->n && !lf; k++)
                 if (w->f[k].ffid == 0 && w->f[k].proto) lf = &w->f[k];

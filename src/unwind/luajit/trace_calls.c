@@ -40,7 +40,8 @@ struct xcall {
 };
 
 /* 64-bit KINT64 (value in the next slot on GC64) or 32-bit KINT constant. */
-static uint64_t kaddr(const struct lj_layout *lay, const uint8_t *kb, uint32_t nk, uint32_t ref)
+uint64_t ss_lj_trace_kaddr(const struct lj_layout *lay, const uint8_t *kb, uint32_t nk,
+                           uint32_t ref)
 {
     if (ref < nk || ref >= REF_BIAS) return 0;
     const uint8_t *k = kb + (size_t)(ref - nk) * 8;
@@ -124,7 +125,8 @@ uint32_t ss_lj_trace_loop_calls(const struct lj_layout *lay, const uint8_t *kb, 
         /* varargs: CARG(func, ...) */
         if (f >= REF_BIAS && f < nins && ib[(size_t)(f - REF_BIAS) * 8 + 5] == lay->ir_callxs + 1)
             f = u16at(ib + (size_t)(f - REF_BIAS) * 8);
-        xs[n++] = (struct xcall){.ref = r, .fn = (uint16_t)f, .target = kaddr(lay, kb, nk, f)};
+        xs[n++] = (struct xcall){
+            .ref = r, .fn = (uint16_t)f, .target = ss_lj_trace_kaddr(lay, kb, nk, f)};
     }
     for (uint32_t k = 0; k < npre; k++) { /* the copy calls what its original called */
         const struct xcall *p = &xs[k], *c = &xs[npre + k];

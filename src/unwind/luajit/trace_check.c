@@ -263,8 +263,11 @@ int ss_lj_trace_validate(struct ss_lj_runtime *rt, struct ss_mem *m, int idx, ui
     for (uint32_t i = 0; i < keep; i++) {
         const struct tframe *f = &t->fr[ts->first + i];
         /* at a proven call the frame making it stands at that CALL (the
-         * snapshot's pc is the bytecode after it): the interpreter's pc */
-        cur->pc[i] = xcall && i + 1 == keep ? f->pc - 4 : f->pc;
+         * snapshot's pc is the bytecode after it, or after the comparison
+         * that follows it: xpc): the interpreter's pc */
+        cur->pc[i] = !xcall || i + 1 < keep ? f->pc
+                     : t->snaps[si - 1].xpc ? t->snaps[si - 1].xpc
+                                            : f->pc - 4;
         cur->link[i] = f->link;
         cur->pt[i] = f->pt;
         if (!i || cur->proto[i]) continue;

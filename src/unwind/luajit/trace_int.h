@@ -5,6 +5,8 @@
 #ifndef SS_LJ_TRACE_INT_H
 #define SS_LJ_TRACE_INT_H
 
+#include <capstone/capstone.h>
+
 #include "unwind/luajit/layout.h"
 #include "unwind/luajit/runtime.h"
 #include "unwind/luajit/frames.h"
@@ -42,6 +44,10 @@ struct tsnap {
      * the stack, up to the next snapshot's code; 0 none (trace_load.c
      * post_call) */
     uint32_t xret;
+    /* at xret: the innermost frame's pc (next-instruction convention) when
+     * the call is not right before the next snapshot's pc (a comparison
+     * after it, trace_post.c); 0: that pc - 4 */
+    uint64_t xpc;
 };
 
 /* a call in a loop's copy and the pre-roll call it copies (trace_calls.c):
@@ -99,6 +105,23 @@ uint32_t ss_lj_trace_loop_calls(const struct lj_layout *lay, const uint8_t *kb, 
                                 const uint8_t *ib, uint32_t nins, const uint8_t *mc, uint64_t mcode,
                                 uint32_t szmcode, const uint8_t *sb, const struct tsnap *snaps,
                                 uint32_t nsnap, struct tcall **out);
+
+/* Of the frames fr[0, n) of one snapshot, outermost first: how many inner
+ * frames lie above the innermost caller not standing at a call (trace_load.c). */
+uint32_t ss_lj_callers_at_calls(struct ss_lj_runtime *rt, struct ss_mem *m, const struct tframe *fr,
+                                uint32_t n);
+/* The address of a 64-bit (KINT64, GC64) or 32-bit IR constant, 0 none
+ * (trace_calls.c). kb: IR slots [nk, REF_BIAS]. */
+uint64_t ss_lj_trace_kaddr(const struct lj_layout *lay, const uint8_t *kb, uint32_t nk,
+                           uint32_t ref);
+/* snaps[i].xret (and .xpc) for snapshot i and its successor (trace_post.c):
+ * kb/nk the IR constants, ib the IR from REF_BIAS to nins, sb the
+ * snapshots as read, map the whole map, fr the decoded frames, mc the
+ * mcode; GC64 maps only. */
+void ss_lj_post_call(struct ss_lj_runtime *rt, struct ss_mem *m, const uint8_t *kb, uint32_t nk,
+                     const uint8_t *ib, uint32_t nins, const uint8_t *sb, const uint32_t *map,
+                     struct tsnap *snaps, uint32_t i, const struct tframe *fr, csh cs, cs_insn *ci,
+                     const uint8_t *mc);
 
 /* Decode t's snapshots, map and frames (once per trace; t->bad on failure). */
 void ss_lj_trace_load(struct ss_lj_runtime *rt, struct ss_mem *m, struct trace *t);

@@ -1,7 +1,7 @@
 /* unwind/luajit/trace_load.c: decoding a trace once — its snapshots, the
  * frames each snapshot map restores (GC64 KNUM links, non-GC64 trailing
  * links), their prototypes among the trace's constants, the side-effecting
- * calls after which the next snapshot's frames are exact (post_call), and
+ * calls after which the next snapshot's frames are exact (trace_post.c), and
  * for builds without SnapShot.mcofs one pseudo snapshot (see trace.c). */
 #include <capstone/capstone.h>
 #include <errno.h>
@@ -202,8 +202,8 @@ static bool at_return(struct ss_lj_runtime *rt, struct ss_mem *m, const struct t
 /* Soundness (issue 32): each caller frame of a snapshot linked to the frame
  * above by a Lua link stands right after a call (its pc is that link). Returns how many inner
  * frames lie above the innermost caller that does not (to be dropped). */
-static uint32_t callers_at_calls(struct ss_lj_runtime *rt, struct ss_mem *m,
-                                 const struct tframe *fr, uint32_t n)
+uint32_t ss_lj_callers_at_calls(struct ss_lj_runtime *rt, struct ss_mem *m, const struct tframe *fr,
+                                uint32_t n)
 {
     for (uint32_t j = n > 1 ? n - 1 : 0; j-- > 0;) {
         const struct lj_proto *p = fr[j].pt ? ss_lj_proto(rt, m, fr[j].pt, NULL) : NULL;
@@ -216,144 +216,6 @@ static uint32_t callers_at_calls(struct ss_lj_runtime *rt, struct ss_mem *m,
             return n - 1 - j;
     }
     return 0;
-}
-
-/* ---- exact frames at a side-effecting call (issue 32) ----
- *
- * The mcode is in IR order: snapshot i's code [mcofs_i, mcofs_i+1) is that
- * of IR [ref_i, ref_i+1) (lj_asm.c asm_snap_prev, asm_snap_fixup_mcofs).
- * An FFI call (CALLXS: crec_call) or another call with side effects
- * (CALLS: lj_ir_call) sets needsnap, so a snapshot S is taken at the start
- * of the next bytecode, in the frame that made the call and before
- * anything else is recorded: S's frames are the frames at the call. S can
- * later be replaced by a snapshot that merges it (lj_snap_add: no guard
- * since S), and that one may stand in other frames. post_call proves that
- * snapshot i+1 is S, or a merge whose frames are on the stack at the call:
- *  (a) the bytecode right before its pc is a CALL/CALLM (the call's);
- *  (b) all IR between the call and ref_i+1 is the result's conversion (a
- *      sunk CNEWI, a CONV of it): the bytecodes after the call emitted
- *      nothing, so a merge came from a trigger that emits nothing;
- *  (c) where that CALL has results, the snapshot's slot A of it holds the
- *      call's result or its conversion;
- *  (d) its pc is no branch target of its function and no comparison: it
- *      is not a comparison's snapshot (rec_comp_fixup moves that pc to the
- *      untaken target; rec_mm_comp_cdata keeps the comparison's).
- * The other snapshots taken with no IR before them (lj_record.c,
- * lj_crecord.c, lj_ffrecord.c: every lj_snap_add and needsnap) fail (a) or
- * (d) (loops, ITERN, a pcall's callee, ...) or stand in fewer frames that
- * were all there (a pcall's return, the loop's or a return-to-lower-frame
- * snapshot at the trace's base). A comparison's snapshot is left out
- * because it can stand in a frame called after the call with no IR (a
- * constant function) that compares a value handed through.
- * The call's machine code is the last call in snapshot i's code (what the
- * IR after it assembles to has none); xret is the offset just past it. */
-static bool bc_at(const struct lj_proto *p, const struct lj_layout *lay, uint32_t i, uint32_t *ins)
-{
-    if (i >= p->sizebc) return false;
-    *ins = lj_u32(p->blob + lay->pt_size + (size_t)i * 4);
-    return true;
-}
-
-/* Is bytecode index x the target of a branch in p, or a comparison? (The
- * J* loop variants carry a trace number: their targets follow FORI or a
- * JMP, never a CALL.) */
-static bool branch_target(const struct lj_proto *p, const struct lj_layout *lay, uint32_t x)
-{
-    enum {
-        ISNEP = 11,
-        UCLO = 50,
-        ISNEXT = 72,
-        FORI = 77,
-        JFORI = 78,
-        FORL = 79,
-        IFORL = 80,
-        ITERL = 82,
-        IITERL = 83,
-        LOOP = 85,
-        ILOOP = 86,
-        JMP = 88
-    };
-    uint32_t ins;
-    if (!bc_at(p, lay, x, &ins) || (ins & 0xff) <= ISNEP) return true;
-    for (uint32_t i = 0; i < p->sizebc; i++) {
-        bc_at(p, lay, i, &ins);
-        unsigned op = ins & 0xff;
-        bool jmp = op == UCLO || op == ISNEXT || op == FORI || op == JFORI || op == FORL ||
-                   op == IFORL || op == ITERL || op == IITERL || op == LOOP || op == ILOOP ||
-                   op == JMP;
-        if (jmp && (int64_t)i + 1 + (int64_t)(ins >> 16) - 0x8000 == (int64_t)x) return true;
-    }
-    return false;
-}
-
-/* End offset of the last call instruction in mcode [lo, hi), 0 none or the
- * bytes do not decode to exactly [lo, hi). */
-static uint32_t last_call(csh cs, cs_insn *ci, const uint8_t *mc, uint32_t lo, uint32_t hi)
-{
-    const uint8_t *b = mc + lo;
-    size_t len = hi - lo;
-    uint64_t at = lo;
-    uint32_t end = 0;
-    while (len && cs_disasm_iter(cs, &b, &len, &at, ci))
-        if (ci->id == X86_INS_CALL) end = (uint32_t)at;
-    return len ? 0 : end;
-}
-
-/* snaps[i].xret for snapshot i and its successor a = i + 1 (above); ib:
- * IR instructions from REF_BIAS, nins the end; GC64 maps only. */
-static void post_call(struct ss_lj_runtime *rt, struct ss_mem *m, const uint8_t *ib, uint32_t nins,
-                      const uint8_t *sb, const uint32_t *map, struct tsnap *snaps, uint32_t i,
-                      const struct tframe *fr, csh cs, cs_insn *ci, const uint8_t *mc)
-{
-    enum { CALLM = 65, CALL = 66, RID_SUNK = 0xfd, RID_SINK = 0xfe };
-    const struct lj_layout *lay = rt->lay;
-    struct tsnap *b = &snaps[i], *a = &snaps[i + 1];
-    uint32_t r0 = u16at(sb + (size_t)i * lay->snap_size + lay->snap_ref);
-    uint32_t r1 = u16at(sb + (size_t)(i + 1) * lay->snap_size + lay->snap_ref);
-    uint32_t all = a->n + a->nret;
-    if (r0 < REF_BIAS || r1 <= r0 || r1 > nins || all < 1 || a->ncut || a->mcofs <= b->mcofs)
-        return;
-    uint32_t c = 0, okref[8], nok = 0;
-    for (uint32_t r = r0; r < r1; r++) {
-        uint8_t o = ib[(size_t)(r - REF_BIAS) * 8 + 5];
-        if (o == lay->ir_callxs || o == lay->ir_calls) c = r;
-    }
-    if (!c) return;
-    okref[nok++] = c;
-    for (uint32_t r = c + 1; r < r1; r++) { /* (b) */
-        const uint8_t *q = ib + (size_t)(r - REF_BIAS) * 8;
-        uint32_t op1 = u16at(q), op2 = u16at(q + 2);
-        bool conv = q[5] == lay->ir_conv && op1 == okref[nok - 1];
-        /* sunk (marked SUNK by the assembler): no code */
-        bool box = q[5] == lay->ir_cnewi && op2 == okref[nok - 1] &&
-                   (q[6] == RID_SINK || q[6] == RID_SUNK);
-        if ((!conv && !box) || nok == 8) return;
-        okref[nok++] = r;
-    }
-    /* (a), (d): the innermost frame's pc (fr: snapshot pc + 4) */
-    const struct tframe *f = &fr[a->first + all - 1];
-    const struct lj_proto *p = f->pt ? ss_lj_proto(rt, m, f->pt, NULL) : NULL;
-    uint64_t bc = f->pt + lay->pt_size;
-    if (!p || f->pc < bc + 8 || (f->pc - bc) % 4) return;
-    if (callers_at_calls(rt, m, fr + a->first, all)) return;
-    uint32_t x = (uint32_t)((f->pc - 4 - bc) / 4), call;
-    if (!bc_at(p, lay, x - 1, &call) || ((call & 0xff) != CALL && (call & 0xff) != CALLM)) return;
-    if (branch_target(p, lay, x)) return;
-    if (call >> 24 != 1) { /* (c): B - 1 results; slot baseslot + A (pcbase: baseslot - 2) */
-        const uint8_t *ap = sb + (size_t)(i + 1) * lay->snap_size;
-        uint32_t nent = ap[lay->snap_nent];
-        const uint32_t *mp = map + a->mapofs;
-        if (a->maplen < nent + 2) return;
-        uint32_t slot = (mp[nent] & 0xff) + 2 + ((call >> 8) & 0xff);
-        bool held = false;
-        for (uint32_t e = 0; e < nent; e++)
-            if ((mp[e] >> 24) == slot && !(mp[e] & (SNAP_FRAME | SNAP_CONT)))
-                for (uint32_t k = 0; k < nok; k++)
-                    held |= (mp[e] & 0xffff) == okref[k];
-        if (!held) return;
-    }
-    b->xret = last_call(cs, ci, mc, b->mcofs, a->mcofs);
-    if (b->xret) rt->st.trace_xcalls++;
 }
 
 /* Traces compiled while LuaJIT's own profiler runs (-jp, jit.profile) check
@@ -497,7 +359,7 @@ void ss_lj_trace_load(struct ss_lj_runtime *rt, struct ss_mem *m, struct trace *
          * before this snapshot ran in it, trace_check.c compares it) */
         if (ts->n > 1 && at_return(rt, m, &fr[used + ts->n - 1])) ts->n--, ts->nret = 1;
         uint32_t all = ts->n + ts->nret;
-        ts->ncut = callers_at_calls(rt, m, fr + used, ts->n);
+        ts->ncut = ss_lj_callers_at_calls(rt, m, fr + used, ts->n);
         ts->n -= ts->ncut;
         used += all;
     }
@@ -505,7 +367,7 @@ void ss_lj_trace_load(struct ss_lj_runtime *rt, struct ss_mem *m, struct trace *
     if (xcalls && cs_open(CS_ARCH_X86, CS_MODE_64, &cs) == CS_ERR_OK) {
         cs_insn *ci = cs_malloc(cs);
         for (uint32_t i = 0; ci && i + 1 < t->nsnap; i++)
-            post_call(rt, m, ib, nins, sb, map, snaps, i, fr, cs, ci, mc);
+            ss_lj_post_call(rt, m, kb, nk, ib, nins, sb, map, snaps, i, fr, cs, ci, mc);
         if (ci) cs_free(ci, 1);
         cs_close(&cs);
         t->ncalls = ss_lj_trace_loop_calls(lay, kb, nk, ib, nins, mc, t->mcode, t->szmcode, sb,
