@@ -111,3 +111,40 @@ Test(luajit_detect, not_luajit)
     struct ss_err err2 = {0};
     cr_expect_lt(ss_lj_detect_file("/nonexistent/x", &info, &err2), 0);
 }
+
+/* Debian's arm64 luajit and libluajit (test/luajit/fetch-arm64.sh), detected
+ * on this machine by the ELF's machine, not the build's: the VM range must
+ * be the FDE readelf shows under the "zPR" CIE, the cframe 208 bytes below
+ * the CFA (vm_arm64.dasc), and lua_pcall must enter it (bl/b). */
+Test(luajit_detect, debian_arm64_binary_and_library)
+{
+    char dir[512] = "", path[700], cmd[1600];
+    FILE *f = popen(SS_SOURCE_DIR "/test/luajit/fetch-arm64.sh", "r");
+    cr_assert_not_null(f);
+    cr_assert_not_null(fgets(dir, sizeof(dir), f), "fetch-arm64.sh printed no folder");
+    cr_assert_eq(pclose(f), 0, "could not fetch Debian's arm64 luajit");
+    dir[strcspn(dir, "\n")] = 0;
+    const char *files[] = {"usr/bin/luajit", "usr/lib/aarch64-linux-gnu/libluajit-5.1.so.2"};
+    for (unsigned i = 0; i < 2; i++) {
+        snprintf(path, sizeof(path), "%s/%s", dir, files[i]);
+        expect_lj(path, true, 208);
+        struct ss_lj_elfinfo info;
+        struct ss_err err = {0};
+        ss_lj_detect_file(path, &info, &err);
+        snprintf(
+            cmd, sizeof(cmd),
+            "readelf --debug-dump=frames '%s' | awk '/ CIE$/ { c = $1 } "
+            "/Augmentation:/ { a[c] = $2 } / FDE cie=/ { split($5, k, \"=\"); "
+            "if (a[k[2]] == \"\\\"zPR\\\"\") { sub(/^pc=/, \"\", $6); sub(/[.][.]/, \" \", $6); "
+            "print $6 } }'",
+            path);
+        cr_assert_not_null(f = popen(cmd, "r"));
+        unsigned long lo = 0, hi = 0;
+        cr_expect_eq(fscanf(f, "%lx %lx", &lo, &hi), 2, "%s: no zPR FDE in readelf's output", path);
+        pclose(f);
+        cr_expect(info.vm_lo == lo && info.vm_hi == hi, "%s: VM %#lx-%#lx, readelf %#lx-%#lx", path,
+                  (unsigned long)info.vm_lo, (unsigned long)info.vm_hi, lo, hi);
+        cr_expect(info.checks & SS_LJ_CHECK_CALL, "%s: lua_call does not enter the VM", path);
+        cr_expect_eq(info.derived.have, 0u, "%s: no arm64 derivation yet", path);
+    }
+}

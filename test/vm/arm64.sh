@@ -6,7 +6,9 @@
 # arm64 libraries they load (this machine's multiarch :arm64 packages, found
 # by their ELF NEEDED entries) and a static arm64 busybox; let
 # test/vm/arm64-guest.sh record there and judge its "SSVM" lines. Exit 0 when
-# both BPF programs load and record the native chain whole. Console log:
+# both BPF programs load and record the native chain whole, and the Lua
+# chains of Debian's arm64 luajit (-joff; test/luajit/fetch-arm64.sh) and of
+# the C host of its libluajit (lj_host) come out exact. Console log:
 # BUILD_ARM64/vm/arm64.log.
 set -euo pipefail
 src=${1:?usage: arm64.sh SRC BUILD_ARM64}
@@ -15,7 +17,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 for t in qemu-system-aarch64 aarch64-linux-gnu-readelf cpio; do
     command -v $t >/dev/null || { echo "arm64.sh: $t missing (scripts/dev cross arm64 installs the cross tools; qemu-system-arm)" >&2; exit 1; }
 done
-bins=("$build/stacksnap" "$build/cli_native")
+bins=("$build/stacksnap" "$build/cli_native" "$build/lj_host")
 for b in "${bins[@]}"; do
     [ -x "$b" ] || { echo "arm64.sh: missing $b (scripts/dev cross arm64 first)" >&2; exit 1; }
 done
@@ -50,6 +52,12 @@ need() { # elf file
     done
 }
 for b in "${bins[@]}"; do cp -L "$b" "$root/bin/"; need "$b"; done
+# Debian's arm64 luajit (LuaJIT linked in statically) and the Lua workloads
+lj=$("$src/test/luajit/fetch-arm64.sh")
+cp "$lj/usr/bin/luajit" "$root/bin/luajit"
+need "$root/bin/luajit"
+mkdir -p "$root/lua"
+cp "$here/chain.lua" "$src/test/luajit/h.lua" "$root/lua/"
 mkdir -p "$root/lib"
 cp -L /lib/ld-linux-aarch64.so.1 "$root/lib/"
 cp "$cache/busybox" "$root/bin/busybox"
@@ -80,6 +88,7 @@ echo "   $(val cpu)"
 grep -a '^SSVM-LOG' "$log.txt" | head -n 200 || true
 if [ -n "${SS_VM_DUMP:-}" ]; then # SS_VM_DUMP=1: the default program's capture
     sed -n '/^SSVM-DUMP begin/,/^SSVM-DUMP end/p' "$log.txt" | sed '1d;$d' | base64 -d >"$build/vm/arm64.snap"
+    sed -n '/^SSVM-DUMPLJ begin/,/^SSVM-DUMPLJ end/p' "$log.txt" | sed '1d;$d' | base64 -d >"$build/vm/arm64-luajit.snap"
 fi
 if ! grep -aq '^SSVM end' "$log.txt"; then
     tail -n 40 "$log.txt"
@@ -102,6 +111,16 @@ for m in default compat; do
     check "replay_$m" "$line" $ok
     line=$(val "info_$m"); ok=0; [[ $line == "arch: aarch64" ]] && ok=1
     check "info_$m" "$line" $ok
+    # LuaJIT: the share of the samples in the Lua code whose chain is exact
+    for k in lua_joff host_leaf host_cspin; do
+        line=$(val "${k}_$m")
+        w=$(sed -nE 's/.*whole=([0-9]+).*/\1/p' <<<"$line"); t=$(sed -nE 's/.*total=([0-9]+).*/\1/p' <<<"$line")
+        ok=$(awk -v w="${w:-0}" -v t="${t:-0}" 'BEGIN { print (t >= 30 && w / t >= 0.95) ? 1 : 0 }')
+        [[ $line == rc=0* ]] || ok=0
+        check "${k}_$m" "$line" "$ok"
+    done
+    # JIT on: the walker knows no arm64 trace yet (ljregs.h LJ_TRACES)
+    line=$(val "lua_jit_$m"); check "lua_jit_$m" "$line" 0 "no arm64 trace frames yet"
 done
 [ $fails = 0 ] || { echo "arm64: $fails checks failed"; exit 1; }
 echo "arm64: all checks passed"
