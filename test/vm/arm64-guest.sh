@@ -62,8 +62,9 @@ for mode in default compat; do
         say "lua_${jit}_$mode" "rc=$?" \
             "$(share /tmp/l.folded ';lua_pcall;' '^luajit;_start;.*;main [(]chain[.]lua:[0-9]+[)];outer [(]chain[.]lua:12[)];mid [(]chain[.]lua:11[)];leaf [(]chain[.]lua:[0-9]+[)](;|$)')" \
             "lua_$(share /tmp/l.folded ';lua_pcall;' '[(]chain[.]lua:[0-9]+[)]')"
-        grep -i 'luajit' /tmp/rec.err | head -n 3 | sed "s/^/SSVM-LOG lua $jit $mode: /"
-        sort -k2 -nr -t' ' /tmp/l.folded 2>/dev/null | head -n 4 | sed "s/^/SSVM-LOG folded lua $jit $mode: /"
+        grep -i 'luajit' /tmp/rec.err | tail -n 2 | sed "s/^/SSVM-LOG lua $jit $mode: /"
+        grep ';lua_pcall;' /tmp/l.folded | grep -Ev ';main [(]chain[.]lua:[0-9]+[)];outer [(]chain[.]lua:12[)];mid [(]chain[.]lua:11[)];leaf [(]chain[.]lua:[0-9]+[)](;|$)' |
+            sort -k2 -nr -t' ' | head -n 4 | sed "s/^/SSVM-LOG not exact lua $jit $mode: /"
     done
     # the C host of libluajit: main > outer > pcall > viac > l_ccall (C) >
     # inner > leaf, and outer > spin > l_cspin (C) (test/luajit/h.lua)
