@@ -31,6 +31,7 @@
 #include <string.h>
 
 #include "unwind/luajit/derive.h"
+#include "unwind/luajit/layout.h"
 
 #define MAXINS 96
 #define UNSET 0x7fffffff
@@ -525,7 +526,7 @@ static bool derived_plausible(const struct ss_lj_elfinfo *info, const struct ss_
     if (d->have & ~all) return false;
     if (!(d->have & SS_LJ_D_ENTRY)) return d->have == 0;
     int32_t cf = (int32_t)d->cf_size;
-    if (d->cf_size != info->vm_cfa_off || (cf != 80 && cf != 96) ||
+    if (d->cf_size != info->vm_cfa_off || (cf != 80 && cf != 96 && cf != LJ_A64_CFRAME_SIZE) ||
         !plausible((int32_t)d->cf_L, 4, cf) || !plausible((int32_t)d->cf_pc, 4, cf) ||
         !plausible((int32_t)d->cf_prev, 8, cf) || !plausible((int32_t)d->cf_nres, 4, cf) ||
         !plausible((int32_t)d->L_glref, (uint32_t)ra, 64) ||

@@ -22,4 +22,9 @@ const uint8_t *ss_lj_vaddr_bytes(Elf *e, uint64_t va, size_t len);
 void ss_lj_derive(Elf *e, struct ss_lj_elfinfo *info, const uint64_t *api, const uint64_t *apisz,
                   unsigned napi);
 
+/* The same for an arm64 ELF (derive_a64.c): offsets relative to G; also
+ * sets info->exit_lo/exit_ret when it finds vm_exit_handler. */
+void ss_lj_derive_a64(Elf *e, struct ss_lj_elfinfo *info, const uint64_t *api,
+                      const uint64_t *apisz, unsigned napi);
+
 #endif

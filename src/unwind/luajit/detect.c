@@ -14,7 +14,8 @@
  *    lj_vm_pcall/call/resume);
  *  - GC64: read-only data holds "\x02le\x04gc64" (the ffi.abi table);
  *  - version: the "LuaJIT 2.x..." string in read-only data;
- *  - layout facts from the code of the VM entries (derive.c; x86-64). */
+ *  - layout facts from the code of the VM entries (derive.c; arm64:
+ *    derive_a64.c). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -265,15 +266,13 @@ static void detect_elf(Elf *e, const char *path, struct ss_lj_elfinfo *info)
         if (calls_into(e, d.sym_call, lo, hi, a64)) info->checks |= SS_LJ_CHECK_CALL;
         if (calls_into(e, d.sym_resume, lo, hi, a64)) info->checks |= SS_LJ_CHECK_RESUME;
         info->vm_found = info->checks != 0;
-        if (a64) { /* the layout is the table's (layout.c); no trace walker */
-            if (info->vm_found)
-                snprintf(info->derive_why, sizeof(info->derive_why),
-                         "arm64: layout from the table (no facts derived from arm64 code yet)");
+        const uint64_t api[] = {d.sym_resume, d.sym_pcall, d.sym_call};
+        const uint64_t apisz[] = {d.sz_resume, d.sz_pcall, d.sz_call};
+        if (a64) { /* no state-switching functions from code (stfn.c is x86's) */
+            if (info->vm_found) ss_lj_derive_a64(e, info, api, apisz, 3);
             return;
         }
         exit_handler(e, info);
-        const uint64_t api[] = {d.sym_resume, d.sym_pcall, d.sym_call};
-        const uint64_t apisz[] = {d.sz_resume, d.sz_pcall, d.sz_call};
         if (info->vm_found)
             ss_lj_derive(e, info, api, apisz, 3);
         else
