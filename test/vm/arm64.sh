@@ -78,6 +78,7 @@ secs=$(($(date +%s) - t0))
 tr -d '\r\000' <"$log" | sed -E 's/^[[:space:]]+SSVM/SSVM/' >"$log.txt"
 val() { grep -a -m1 "^SSVM $1 " "$log.txt" | sed "s/^SSVM $1 //"; }
 fails=0
+field() { tr ' ' '\n' <<<"$1" | grep -m1 "^$2=" | cut -d= -f2; } # line key: its first value
 check() { # name text ok(0/1) [warn]: warn: a failure is a warning (an open issue)
     if [ "$3" = 1 ]; then echo "ok   arm64 $1: $2"
     elif [ -n "${4:-}" ]; then echo "WARN arm64 $1: $2 ($4)"
@@ -89,6 +90,7 @@ grep -a '^SSVM-LOG' "$log.txt" | head -n 200 || true
 if [ -n "${SS_VM_DUMP:-}" ]; then # SS_VM_DUMP=1: the default program's capture
     sed -n '/^SSVM-DUMP begin/,/^SSVM-DUMP end/p' "$log.txt" | sed '1d;$d' | base64 -d >"$build/vm/arm64.snap"
     sed -n '/^SSVM-DUMPLJ begin/,/^SSVM-DUMPLJ end/p' "$log.txt" | sed '1d;$d' | base64 -d >"$build/vm/arm64-luajit.snap"
+    sed -n '/^SSVM-DUMPHOST begin/,/^SSVM-DUMPHOST end/p' "$log.txt" | sed '1d;$d' | base64 -d >"$build/vm/arm64-host.snap"
 fi
 if ! grep -aq '^SSVM end' "$log.txt"; then
     tail -n 40 "$log.txt"
@@ -114,10 +116,23 @@ for m in default compat; do
     # LuaJIT: the share of the samples in the Lua code whose chain is exact
     for k in lua_joff host_leaf host_cspin; do
         line=$(val "${k}_$m")
-        w=$(sed -nE 's/.*whole=([0-9]+).*/\1/p' <<<"$line"); t=$(sed -nE 's/.*total=([0-9]+).*/\1/p' <<<"$line")
+        w=$(field "$line" whole); t=$(field "$line" total)
         ok=$(awk -v w="${w:-0}" -v t="${t:-0}" 'BEGIN { print (t >= 30 && w / t >= 0.95) ? 1 : 0 }')
         [[ $line == rc=0* ]] || ok=0
-        check "${k}_$m" "$line" "$ok"
+        # a C function on top (l_cspin) is walked against live memory until
+        # the first walk installs the window plan; under emulation the
+        # recorder lags seconds behind at its start, and the lua_State then
+        # says another cframe (the other phase of h.lua): those walks are
+        # rejected and the VM frame stays native. Below 95% for that reason
+        # alone (every sample with Lua frames has the exact chain): a
+        # warning; any other Lua chain there: a failure.
+        warn=
+        if [ $k = host_cspin ] && [ "$ok" = 0 ] && [[ $line == rc=0* ]]; then
+            lw=$(field "$line" lua_whole)
+            [ "${lw:-x}" = "${w:-y}" ] && [ "${t:-0}" -ge 30 ] &&
+                warn="the rest kept a native VM frame: walked late, before the window plan, under emulation"
+        fi
+        check "${k}_$m" "$line" "$ok" "$warn"
     done
     # JIT on: the walker knows no arm64 trace yet (ljregs.h LJ_TRACES)
     line=$(val "lua_jit_$m"); check "lua_jit_$m" "$line" 0 "no arm64 trace frames yet"
