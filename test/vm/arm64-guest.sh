@@ -93,10 +93,13 @@ for mode in default compat; do
         (cd /lua && exec luajit -joff chain.lua 30 >/dev/null) &
         lpid=$!
         sleep 1
-        $ss record -F 97 -p $lpid -d 1 -o /tmp/dl.snap >/dev/null 2>&1
+        # the unwound frames only (--no-stack-bytes): any build replays them
+        # (test/fixtures/arm64-luajit.snap; cli_fixtures)
+        $ss record -F 97 -p $lpid -d 2 --no-stack-bytes -o /tmp/dl.snap -o /tmp/dl.folded >/dev/null 2>&1
         kill $lpid
         wait $lpid 2>/dev/null
         echo "SSVM-DUMPLJ begin"; base64 /tmp/dl.snap; echo "SSVM-DUMPLJ end"
+        echo "SSVM-DUMPLJF begin"; base64 /tmp/dl.folded; echo "SSVM-DUMPLJF end"
         (cd /lua && exec /bin/lj_host h.lua) &
         hpid=$!
         sleep 1

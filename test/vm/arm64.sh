@@ -87,9 +87,10 @@ check() { # name text ok(0/1) [warn]: warn: a failure is a warning (an open issu
 echo "== arm64: kernel $(val kernel), ${secs}s under emulation (console log: $log)"
 echo "   $(val cpu)"
 grep -a '^SSVM-LOG' "$log.txt" | head -n 200 || true
-if [ -n "${SS_VM_DUMP:-}" ]; then # SS_VM_DUMP=1: the default program's capture
+if [ -n "${SS_VM_DUMP:-}" ]; then # SS_VM_DUMP=1: the default program's captures
     sed -n '/^SSVM-DUMP begin/,/^SSVM-DUMP end/p' "$log.txt" | sed '1d;$d' | base64 -d >"$build/vm/arm64.snap"
     sed -n '/^SSVM-DUMPLJ begin/,/^SSVM-DUMPLJ end/p' "$log.txt" | sed '1d;$d' | base64 -d >"$build/vm/arm64-luajit.snap"
+    sed -n '/^SSVM-DUMPLJF begin/,/^SSVM-DUMPLJF end/p' "$log.txt" | sed '1d;$d' | base64 -d >"$build/vm/arm64-luajit.folded"
     sed -n '/^SSVM-DUMPHOST begin/,/^SSVM-DUMPHOST end/p' "$log.txt" | sed '1d;$d' | base64 -d >"$build/vm/arm64-host.snap"
 fi
 if ! grep -aq '^SSVM end' "$log.txt"; then
