@@ -34,28 +34,13 @@
 #include "unwind/luajit/layout.h"
 
 #define A64_MAXINS 96
-#define UNSET 0x7fffffff
+#define UNSET LJ_DUNSET
+#define set1 ss_lj_dset
+#define plausible ss_lj_dplausible
 
 enum { RX0 = ARM64_REG_X0, RW0 = ARM64_REG_W0 };
 #define X(n) (RX0 + (n)) /* x0..x28 are consecutive in capstone 4 */
 #define W(n) (RW0 + (n))
-
-/* Facts of one VM entry path (UNSET where not seen); offsets from L, from
- * G or into the cframe. */
-struct a64_entry {
-    int32_t cf_size, cf_L, cf_pc, cf_prev, cf_nres;
-    int32_t glref, g2disp, cframe, status, cur_L, vmstate, base, top;
-};
-
-static void set1(int32_t *f, int64_t v)
-{
-    if (*f == UNSET && v >= -65536 && v < 65536) *f = (int32_t)v;
-}
-
-static bool plausible(int32_t v, uint32_t align, int32_t max)
-{
-    return v != UNSET && v >= 0 && v < max && (v % (int32_t)align) == 0;
-}
 
 static const cs_arm64_op *op(const cs_insn *ci, unsigned i)
 {
@@ -95,10 +80,9 @@ static uint64_t vm_target(Elf *e, uint64_t va, uint64_t size, uint64_t lo, uint6
 /* Facts of the entry path from va: straight-line code, one forward b
  * inside the VM followed (lj_vm_pcall's `b >1` into lj_vm_call), up to an
  * indirect branch, a return or another unconditional b. */
-static void entry_facts(csh h, Elf *e, uint64_t va, uint64_t hi, struct a64_entry *f)
+static void entry_facts(csh h, Elf *e, uint64_t va, uint64_t hi, struct lj_dentry *f)
 {
-    for (int32_t *p = &f->cf_size; p <= &f->top; p++)
-        *p = UNSET;
+    ss_lj_dentry_init(f);
     cs_insn *ci = cs_malloc(h);
     if (!ci) return;
     bool x0_is_L = true, neg1 = false, followed = false;
@@ -197,21 +181,11 @@ done:
     cs_free(ci, 1);
 }
 
-static const char *merge_entries(const struct ss_lj_elfinfo *info, const struct a64_entry *e,
+static const char *merge_entries(const struct ss_lj_elfinfo *info, const struct lj_dentry *e,
                                  unsigned n, struct ss_lj_derived *dv)
 {
-    struct a64_entry m = e[0];
-    for (unsigned k = 1; k < n; k++) {
-        const int32_t *a = &m.cf_size, *b = &e[k].cf_size;
-        int32_t *w = &m.cf_size;
-        for (unsigned i = 0; &a[i] <= &m.top; i++) {
-            if (b[i] == UNSET) continue;
-            if (a[i] == UNSET)
-                w[i] = b[i];
-            else if (a[i] != b[i])
-                return "arm64: the VM entries disagree on a fact";
-        }
-    }
+    struct lj_dentry m;
+    if (ss_lj_dentry_merge(e, n, &m)) return "arm64: the VM entries disagree on a fact";
     if (m.cf_size != (int32_t)info->vm_cfa_off)
         return "arm64: cframe size (sub sp, sp, #N) differs from the VM FDE's";
     if (!plausible(m.cf_L, 8, m.cf_size)) return "arm64: SAVE_L (str L, [sp, #N]) not found";
@@ -227,19 +201,7 @@ static const char *merge_entries(const struct ss_lj_elfinfo *info, const struct 
     if (!plausible(m.vmstate, 4, m.g2disp))
         return "arm64: G->vmstate (str w26 = -1, [x22, #N]) not found";
     if (!plausible(m.cur_L, 8, m.g2disp)) return "arm64: G->cur_L (str L, [x22, #N]) not found";
-    dv->cf_size = (uint32_t)m.cf_size;
-    dv->cf_L = (uint32_t)m.cf_L;
-    dv->cf_pc = (uint32_t)m.cf_pc;
-    dv->cf_prev = (uint32_t)m.cf_prev;
-    dv->cf_nres = (uint32_t)m.cf_nres;
-    dv->L_glref = (uint32_t)m.glref;
-    dv->L_base = (uint32_t)m.base;
-    dv->L_top = (uint32_t)m.top;
-    dv->L_cframe = (uint32_t)m.cframe;
-    dv->L_status = m.status == UNSET ? 0 : (uint32_t)m.status;
-    dv->g2disp = m.g2disp;
-    dv->G_vmstate = (uint32_t)m.vmstate;
-    dv->G_cur_L = (uint32_t)m.cur_L;
+    ss_lj_dentry_apply(&m, m.vmstate, m.cur_L, dv);
     return NULL;
 }
 
@@ -455,7 +417,7 @@ void ss_lj_derive_a64(Elf *e, struct ss_lj_elfinfo *info, const uint64_t *api,
         return;
     }
     cs_option(h, CS_OPT_DETAIL, CS_OPT_ON);
-    struct a64_entry ent[3];
+    struct lj_dentry ent[3];
     unsigned ne = 0;
     uint64_t seen[3] = {0};
     for (unsigned i = 0; i < napi && i < 3; i++) {
