@@ -18,6 +18,7 @@
 #include "stacksnap/ss_lj_luajit.h"
 #include "symbolize/symbolize.h"
 #include "unwind/lua_runtimes.h"
+#include "unwind/luajit/layout.h"
 #include "unwind/luajit/ljregs.h"
 
 static int reserve(struct ss_luaproc *l, unsigned n)
@@ -33,21 +34,38 @@ static int reserve(struct ss_luaproc *l, unsigned n)
     return 0;
 }
 
-/* The VM frame's caller, read from the VM frame at cfa (see ss_lj_leaf_cfa). */
+/* The VM frame's caller, read from the VM frame at cfa (see ss_lj_leaf_cfa):
+ * the callee-saved registers the VM's entry saved, as its FDE states them. */
 bool ss_lua_vm_caller(struct ss_uproc *up, uint64_t cfa, struct ss_native_frame *f)
 {
-    /* x86-64: [cfa-40 .. cfa-8]: r14, r15, rbx, rbp, ip (arm64: no walker yet) */
-    uint64_t w[5];
-    if (!LJ_WALKS || ss_mem_read(&up->mem, cfa - 40, w, sizeof(w)) < 0) return false;
     struct ss_nregs r = {0};
+#if defined(__x86_64__)
+    /* [cfa-40 .. cfa-8]: r14, r15, rbx, rbp, ip */
+    uint64_t w[5];
+    if (ss_mem_read(&up->mem, cfa - 40, w, sizeof(w)) < 0) return false;
     r.r[LJ_DR_DISPATCH] = w[0];
     r.r[LJ_DR_KBASE] = w[1];
     r.r[LJ_DR_PC] = w[2];
     r.r[LJ_DR_RB] = w[3];
     r.r[SS_DR_IP] = w[4];
+    r.valid =
+        SS_DBIT(LJ_DR_DISPATCH) | SS_DBIT(LJ_DR_KBASE) | SS_DBIT(LJ_DR_PC) | SS_DBIT(LJ_DR_RB);
+#else
+    /* [cfa-96 .. cfa-24]: x28 .. x19, then fp, lr (layout.h) */
+    _Static_assert(LJ_A64_CFA_X19 == LJ_A64_CFA_FP + 8 && LJ_A64_CFA_FP == LJ_A64_CFA_LR + 8,
+                   "x19, fp, lr side by side below the CFA");
+    uint64_t w[12];
+    if (ss_mem_read(&up->mem, cfa - LJ_A64_CFA_X19 - 9 * 8, w, sizeof(w)) < 0) return false;
+    for (unsigned i = 0; i < 10; i++) {
+        r.r[19 + i] = w[9 - i];
+        r.valid |= SS_DBIT(19 + i);
+    }
+    r.r[SS_DR_FP] = w[10];
+    r.r[SS_DR_IP] = w[11]; /* the VM does not sign lr (no paciasp in vm_arm64.dasc) */
+    r.valid |= SS_DBIT(SS_DR_FP);
+#endif
     r.r[SS_DR_SP] = cfa;
-    r.valid = SS_DBIT(LJ_DR_DISPATCH) | SS_DBIT(LJ_DR_KBASE) | SS_DBIT(LJ_DR_PC) |
-              SS_DBIT(LJ_DR_RB) | SS_DBIT(SS_DR_IP) | SS_DBIT(SS_DR_SP);
+    r.valid |= SS_DBIT(SS_DR_IP) | SS_DBIT(SS_DR_SP);
     ss_native_frame_init(f, &r, false);
     return true;
 }

@@ -214,3 +214,42 @@ Test(cli_fixtures, a_real_arm64_capture_is_read_and_refused_elsewhere)
     cli_rmtree(dir);
     free(snap), free(got), free(dir);
 }
+
+/* test/fixtures/arm64-luajit.snap and .folded: Debian's arm64 luajit -joff
+ * on test/vm/chain.lua, recorded attached with --no-stack-bytes in the
+ * emulated VM of test/vm/arm64.sh (SS_VM_DUMP=1), and that record's live
+ * output there. The capture holds the frames the arm64 LuaJIT walker
+ * unwound in the VM, so any build replays it, to the same output; info
+ * shows the runtime as the VM found it (the layout derived from the arm64
+ * VM's code, equal to the arm64 table row). */
+Test(cli_fixtures, a_real_arm64_luajit_capture_replays_everywhere)
+{
+    char *snap = fixture("arm64-luajit", "snap"), *want = fixture("arm64-luajit", "folded");
+    struct cli_res r;
+    char *info[] = {(char *)cli_ss(), "info", snap, NULL};
+    cr_assert(cli_run(&r, 30, info) == 0);
+    cr_assert(r.status == 0 && strstr(r.out, "\narch: aarch64\n") &&
+                  strstr(r.out, "LuaJIT 2.1.0-beta3, GC64, arm64, JIT traces not walked") &&
+                  strstr(r.out, "facts derived from the code: VM entries (3), GC checks, exit "
+                                "handler, BC_JLOOP") &&
+                  strstr(r.out, "layout debian-luajit-2.1.0-beta3-git20220320-arm64 (derived "
+                                "from the code, equal to this table row)"),
+              "info:\n%s\n%s", r.out, r.err);
+    cli_res_free(&r);
+    char *dir = cli_tmpdir("fix-a64lj"), *got = cli_path(dir, "got.folded");
+    char *argv[] = {(char *)cli_ss(), "replay", snap, "-o", got, NULL};
+    cr_assert(cli_run(&r, 60, argv) == 0);
+    cr_assert(r.status == 0, "%s: exit %d\n%s", snap, r.status, r.err);
+    char *d = cli_diff(want, got);
+    cr_assert(!d, "%s\n(a new fixture: SS_VM_DUMP=1 test/vm/arm64.sh, build-arm64/vm/)", d);
+    /* worth replaying: samples, and the interpreter's exact chain */
+    char *text = cli_load(want, NULL), why[300];
+    cr_assert(cli_folded_check(text, why, sizeof(why)) >= 30, "%s", why);
+    cr_assert(cli_count_lines(text, ";lua_pcall;main (chain.lua:14);outer (chain.lua:12);mid "
+                                    "(chain.lua:11);leaf (chain.lua:") > 0,
+              "%s", text);
+    free(text);
+    cli_res_free(&r);
+    cli_rmtree(dir);
+    free(snap), free(want), free(got), free(dir);
+}

@@ -111,3 +111,61 @@ Test(luajit_detect, not_luajit)
     struct ss_err err2 = {0};
     cr_expect_lt(ss_lj_detect_file("/nonexistent/x", &info, &err2), 0);
 }
+
+/* Debian's arm64 luajit and libluajit (test/luajit/fetch-arm64.sh), detected
+ * on this machine by the ELF's machine, not the build's: the VM range must
+ * be the FDE readelf shows under the "zPR" CIE, the cframe 208 bytes below
+ * the CFA (vm_arm64.dasc), and lua_pcall must enter it (bl/b); the facts
+ * derived from its code equal offsetof()'s. */
+Test(luajit_detect, debian_arm64_binary_and_library)
+{
+    char dir[512] = "", path[700], cmd[1600];
+    FILE *f = popen(SS_SOURCE_DIR "/test/luajit/fetch-arm64.sh", "r");
+    cr_assert_not_null(f);
+    cr_assert_not_null(fgets(dir, sizeof(dir), f), "fetch-arm64.sh printed no folder");
+    cr_assert_eq(pclose(f), 0, "could not fetch Debian's arm64 luajit");
+    dir[strcspn(dir, "\n")] = 0;
+    const char *files[] = {"usr/bin/luajit", "usr/lib/aarch64-linux-gnu/libluajit-5.1.so.2"};
+    for (unsigned i = 0; i < 2; i++) {
+        snprintf(path, sizeof(path), "%s/%s", dir, files[i]);
+        expect_lj(path, true, 208);
+        struct ss_lj_elfinfo info;
+        struct ss_err err = {0};
+        ss_lj_detect_file(path, &info, &err);
+        snprintf(
+            cmd, sizeof(cmd),
+            "readelf --debug-dump=frames '%s' | awk '/ CIE$/ { c = $1 } "
+            "/Augmentation:/ { a[c] = $2 } / FDE cie=/ { split($5, k, \"=\"); "
+            "if (a[k[2]] == \"\\\"zPR\\\"\") { sub(/^pc=/, \"\", $6); sub(/[.][.]/, \" \", $6); "
+            "print $6 } }'",
+            path);
+        cr_assert_not_null(f = popen(cmd, "r"));
+        unsigned long lo = 0, hi = 0;
+        cr_expect_eq(fscanf(f, "%lx %lx", &lo, &hi), 2, "%s: no zPR FDE in readelf's output", path);
+        pclose(f);
+        cr_expect(info.vm_lo == lo && info.vm_hi == hi, "%s: VM %#lx-%#lx, readelf %#lx-%#lx", path,
+                  (unsigned long)info.vm_lo, (unsigned long)info.vm_hi, lo, hi);
+        cr_expect(info.checks & SS_LJ_CHECK_CALL, "%s: lua_call does not enter the VM", path);
+        /* derive_a64.c against offsetof() on Debian 12's tree built with
+         * aarch64-linux-gnu-gcc (lj_obj.h, lj_frame.h, lj_jit.h,
+         * lj_dispatch.h; layout.c's arm64 row) */
+        const struct ss_lj_derived *d = &info.derived;
+        cr_expect_eq(d->have, SS_LJ_D_ENTRY | SS_LJ_D_GC | SS_LJ_D_EXIT | SS_LJ_D_JLOOP,
+                     "%s: derived groups %#x (%s)", path, d->have, info.derive_why);
+        const uint32_t got[] = {
+            d->cf_size,       d->cf_prev, d->cf_pc,      d->cf_L,       d->cf_nres,
+            d->L_glref,       d->L_base,  d->L_top,      d->L_cframe,   d->L_status,
+            d->G_vmstate,     d->G_cur_L, d->G_gc_total, d->G_jit_base, (uint32_t)d->g2disp,
+            (uint32_t)d->g2j, d->J_trace, d->T_mcode};
+        const uint32_t want[] = {208, 0,   8,   16, 40,  16,   32,  40,  80,
+                                 11,  184, 368, 16, 376, 3944, 728, 360, 88};
+        for (unsigned k = 0; k < sizeof(want) / sizeof(want[0]); k++)
+            cr_expect_eq(got[k], want[k], "%s: derived fact %u is %u, offsetof() says %u", path, k,
+                         got[k], want[k]);
+        cr_expect(info.exit_lo > info.vm_lo && info.exit_ret > info.exit_lo &&
+                      info.exit_ret < info.vm_hi,
+                  "%s: vm_exit_handler %#lx, return %#lx", path, (unsigned long)info.exit_lo,
+                  (unsigned long)info.exit_ret);
+        cr_expect(ss_lj_elfinfo_plausible(&info), "%s: derived facts not plausible", path);
+    }
+}

@@ -2,7 +2,9 @@
 # test/vm/arm64-guest.sh: /init of the arm64 guest (test/vm/arm64.sh). Mounts
 # what stacksnap needs, loads both BPF programs (ring buffer and compat) and
 # records the running native workload (-O2, no frame pointers) with each, replays
-# the capture, prints "SSVM key value..." lines on the console, powers off.
+# the capture, then Debian's arm64 luajit on the Lua chain (-joff, and with
+# the JIT) and the C host of libluajit (lj_host, nested lua_pcall/lua_call),
+# prints "SSVM key value..." lines on the console, powers off.
 export PATH=/bin
 mount -t proc proc /proc
 mount -t sysfs sys /sys
@@ -51,9 +53,60 @@ for mode in default compat; do
     same=no; cmp -s /tmp/n.folded /tmp/r.folded && same=yes
     say "replay_$mode" "rc=$rc identical=$same"
     say "info_$mode" "$($ss info /tmp/n.snap 2>&1 | grep -E '^arch: ')"
+    # LuaJIT's interpreter: main > outer > mid > leaf (test/vm/chain.lua);
+    # the share counts the samples taken once the script runs (lua_pcall)
+    # (attached, as the native workload: under emulation the recorder lags
+    # seconds behind at its start, and a workload it started could be gone
+    # before its first samples are walked)
+    for jit in joff jit; do
+        jflag=-joff; [ $jit = jit ] && jflag=
+        (cd /lua && exec luajit $jflag chain.lua 60 >/dev/null) &
+        lpid=$!
+        sleep 1
+        $ss record $flag -v -F 199 -p $lpid -d 3 -o /tmp/l.folded >/dev/null 2>/tmp/rec.err; rc=$?
+        kill $lpid
+        wait $lpid 2>/dev/null
+        say "lua_${jit}_$mode" "rc=$rc" \
+            "$(share /tmp/l.folded ';lua_pcall;' '^luajit;_start;.*;main [(]chain[.]lua:[0-9]+[)];outer [(]chain[.]lua:12[)];mid [(]chain[.]lua:11[)];leaf [(]chain[.]lua:[0-9]+[)](;|$)')" \
+            "lua_$(share /tmp/l.folded ';lua_pcall;' '[(]chain[.]lua:[0-9]+[)]')"
+        grep -i 'luajit' /tmp/rec.err | tail -n 2 | sed "s/^/SSVM-LOG lua $jit $mode: /"
+        grep ';lua_pcall;' /tmp/l.folded | grep -Ev ';main [(]chain[.]lua:[0-9]+[)];outer [(]chain[.]lua:12[)];mid [(]chain[.]lua:11[)];leaf [(]chain[.]lua:[0-9]+[)](;| )' |
+            sort -k2 -nr -t' ' | head -n 4 | sed "s/^/SSVM-LOG not exact lua $jit $mode: /"
+    done
+    # the C host of libluajit: main > outer > pcall > viac > l_ccall (C) >
+    # inner > leaf, and outer > spin > l_cspin (C) (test/luajit/h.lua)
+    (cd /lua && exec /bin/lj_host h.lua) &
+    hpid=$!
+    sleep 2
+    $ss record $flag -v -F 199 -p $hpid -d 4 -o /tmp/h.folded >/dev/null 2>/tmp/rec.err; rc=$?
+    grep -i 'luajit\|samples' /tmp/rec.err | tail -n 3 | sed "s/^/SSVM-LOG host $mode: /"
+    kill $hpid
+    wait $hpid 2>/dev/null
+    H='[(]h[.]lua:'
+    say "host_leaf_$mode" "rc=$rc" "$(share /tmp/h.folded ";leaf ${H}1[)]\$" "^lj_host;.*;main;.*;main ${H}6[)];outer ${H}5[)];pcall [(][[]builtin[]]:0[)];viac ${H}3[)];l_ccall;anonymous ${H}2[)];leaf ${H}1[)]\$")"
+    say "host_cspin_$mode" "rc=$rc" "$(share /tmp/h.folded ';l_cspin$' "^lj_host;.*;main;.*;main ${H}6[)];outer ${H}5[)];spin ${H}4[)];l_cspin\$")" \
+        "lua_$(share /tmp/h.folded ';l_cspin$' "${H}")"
+    sort -k2 -nr -t' ' /tmp/h.folded 2>/dev/null | head -n 4 | sed "s/^/SSVM-LOG folded host $mode: /"
     if [ $mode = default ] && grep -q ssvm.dump /proc/cmdline; then # a short capture, out
         $ss record -F 97 -o /tmp/d.snap -- /bin/cli_native 1 >/dev/null 2>&1
         echo "SSVM-DUMP begin"; base64 /tmp/d.snap; echo "SSVM-DUMP end"
+        (cd /lua && exec luajit -joff chain.lua 30 >/dev/null) &
+        lpid=$!
+        sleep 1
+        # the unwound frames only (--no-stack-bytes): any build replays them
+        # (test/fixtures/arm64-luajit.snap; cli_fixtures)
+        $ss record -F 97 -p $lpid -d 2 --no-stack-bytes -o /tmp/dl.snap -o /tmp/dl.folded >/dev/null 2>&1
+        kill $lpid
+        wait $lpid 2>/dev/null
+        echo "SSVM-DUMPLJ begin"; base64 /tmp/dl.snap; echo "SSVM-DUMPLJ end"
+        echo "SSVM-DUMPLJF begin"; base64 /tmp/dl.folded; echo "SSVM-DUMPLJF end"
+        (cd /lua && exec /bin/lj_host h.lua) &
+        hpid=$!
+        sleep 1
+        $ss record -F 97 -p $hpid -d 1 -o /tmp/dh.snap >/dev/null 2>&1
+        kill $hpid
+        wait $hpid 2>/dev/null
+        echo "SSVM-DUMPHOST begin"; base64 /tmp/dh.snap; echo "SSVM-DUMPHOST end"
     fi
 done
 say end

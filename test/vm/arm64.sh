@@ -6,7 +6,9 @@
 # arm64 libraries they load (this machine's multiarch :arm64 packages, found
 # by their ELF NEEDED entries) and a static arm64 busybox; let
 # test/vm/arm64-guest.sh record there and judge its "SSVM" lines. Exit 0 when
-# both BPF programs load and record the native chain whole. Console log:
+# both BPF programs load and record the native chain whole, and the Lua
+# chains of Debian's arm64 luajit (-joff; test/luajit/fetch-arm64.sh) and of
+# the C host of its libluajit (lj_host) come out exact. Console log:
 # BUILD_ARM64/vm/arm64.log.
 set -euo pipefail
 src=${1:?usage: arm64.sh SRC BUILD_ARM64}
@@ -15,7 +17,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 for t in qemu-system-aarch64 aarch64-linux-gnu-readelf cpio; do
     command -v $t >/dev/null || { echo "arm64.sh: $t missing (scripts/dev cross arm64 installs the cross tools; qemu-system-arm)" >&2; exit 1; }
 done
-bins=("$build/stacksnap" "$build/cli_native")
+bins=("$build/stacksnap" "$build/cli_native" "$build/lj_host")
 for b in "${bins[@]}"; do
     [ -x "$b" ] || { echo "arm64.sh: missing $b (scripts/dev cross arm64 first)" >&2; exit 1; }
 done
@@ -50,6 +52,12 @@ need() { # elf file
     done
 }
 for b in "${bins[@]}"; do cp -L "$b" "$root/bin/"; need "$b"; done
+# Debian's arm64 luajit (LuaJIT linked in statically) and the Lua workloads
+lj=$("$src/test/luajit/fetch-arm64.sh")
+cp "$lj/usr/bin/luajit" "$root/bin/luajit"
+need "$root/bin/luajit"
+mkdir -p "$root/lua"
+cp "$here/chain.lua" "$src/test/luajit/h.lua" "$root/lua/"
 mkdir -p "$root/lib"
 cp -L /lib/ld-linux-aarch64.so.1 "$root/lib/"
 cp "$cache/busybox" "$root/bin/busybox"
@@ -70,6 +78,7 @@ secs=$(($(date +%s) - t0))
 tr -d '\r\000' <"$log" | sed -E 's/^[[:space:]]+SSVM/SSVM/' >"$log.txt"
 val() { grep -a -m1 "^SSVM $1 " "$log.txt" | sed "s/^SSVM $1 //"; }
 fails=0
+field() { tr ' ' '\n' <<<"$1" | grep -m1 "^$2=" | cut -d= -f2; } # line key: its first value
 check() { # name text ok(0/1) [warn]: warn: a failure is a warning (an open issue)
     if [ "$3" = 1 ]; then echo "ok   arm64 $1: $2"
     elif [ -n "${4:-}" ]; then echo "WARN arm64 $1: $2 ($4)"
@@ -78,8 +87,11 @@ check() { # name text ok(0/1) [warn]: warn: a failure is a warning (an open issu
 echo "== arm64: kernel $(val kernel), ${secs}s under emulation (console log: $log)"
 echo "   $(val cpu)"
 grep -a '^SSVM-LOG' "$log.txt" | head -n 200 || true
-if [ -n "${SS_VM_DUMP:-}" ]; then # SS_VM_DUMP=1: the default program's capture
+if [ -n "${SS_VM_DUMP:-}" ]; then # SS_VM_DUMP=1: the default program's captures
     sed -n '/^SSVM-DUMP begin/,/^SSVM-DUMP end/p' "$log.txt" | sed '1d;$d' | base64 -d >"$build/vm/arm64.snap"
+    sed -n '/^SSVM-DUMPLJ begin/,/^SSVM-DUMPLJ end/p' "$log.txt" | sed '1d;$d' | base64 -d >"$build/vm/arm64-luajit.snap"
+    sed -n '/^SSVM-DUMPLJF begin/,/^SSVM-DUMPLJF end/p' "$log.txt" | sed '1d;$d' | base64 -d >"$build/vm/arm64-luajit.folded"
+    sed -n '/^SSVM-DUMPHOST begin/,/^SSVM-DUMPHOST end/p' "$log.txt" | sed '1d;$d' | base64 -d >"$build/vm/arm64-host.snap"
 fi
 if ! grep -aq '^SSVM end' "$log.txt"; then
     tail -n 40 "$log.txt"
@@ -102,6 +114,29 @@ for m in default compat; do
     check "replay_$m" "$line" $ok
     line=$(val "info_$m"); ok=0; [[ $line == "arch: aarch64" ]] && ok=1
     check "info_$m" "$line" $ok
+    # LuaJIT: the share of the samples in the Lua code whose chain is exact
+    for k in lua_joff host_leaf host_cspin; do
+        line=$(val "${k}_$m")
+        w=$(field "$line" whole); t=$(field "$line" total)
+        ok=$(awk -v w="${w:-0}" -v t="${t:-0}" 'BEGIN { print (t >= 30 && w / t >= 0.95) ? 1 : 0 }')
+        [[ $line == rc=0* ]] || ok=0
+        # a C function on top (l_cspin) is walked against live memory until
+        # the first walk installs the window plan; under emulation the
+        # recorder lags seconds behind at its start, and the lua_State then
+        # says another cframe (the other phase of h.lua): those walks are
+        # rejected and the VM frame stays native. Below 95% for that reason
+        # alone (every sample with Lua frames has the exact chain): a
+        # warning; any other Lua chain there: a failure.
+        warn=
+        if [ $k = host_cspin ] && [ "$ok" = 0 ] && [[ $line == rc=0* ]]; then
+            lw=$(field "$line" lua_whole)
+            [ "${lw:-x}" = "${w:-y}" ] && [ "${t:-0}" -ge 30 ] &&
+                warn="the rest kept a native VM frame: walked late, before the window plan, under emulation"
+        fi
+        check "${k}_$m" "$line" "$ok" "$warn"
+    done
+    # JIT on: the walker knows no arm64 trace yet (ljregs.h LJ_TRACES)
+    line=$(val "lua_jit_$m"); check "lua_jit_$m" "$line" 0 "no arm64 trace frames yet"
 done
 [ $fails = 0 ] || { echo "arm64: $fails checks failed"; exit 1; }
 echo "arm64: all checks passed"

@@ -31,9 +31,10 @@
 #include <string.h>
 
 #include "unwind/luajit/derive.h"
+#include "unwind/luajit/layout.h"
 
 #define MAXINS 96
-#define UNSET 0x7fffffff
+#define UNSET LJ_DUNSET
 
 struct ins {
     unsigned id;
@@ -143,21 +144,21 @@ static bool is_reg(const struct op *o, int reg)
     return o->type == X86_OP_REG && o->reg == reg;
 }
 
-/* Facts of one VM entry path (UNSET where not seen). */
-struct entry {
-    int32_t cf_size, cf_L, cf_pc, cf_prev, cf_nres;
-    int32_t glref, g2disp, cframe, status, cur_L, vmstate, base, top;
-};
-
-static void set1(int32_t *f, int64_t v)
-{
-    if (*f == UNSET && v >= -65536 && v < 65536) *f = (int32_t)v;
-}
-
-static void entry_facts(const struct ins *d, unsigned n, struct entry *f)
+void ss_lj_dentry_init(struct lj_dentry *f)
 {
     for (int32_t *p = &f->cf_size; p <= &f->top; p++)
         *p = UNSET;
+}
+
+void ss_lj_dset(int32_t *f, int64_t v)
+{
+    if (*f == UNSET && v >= -65536 && v < 65536) *f = (int32_t)v;
+}
+#define set1 ss_lj_dset
+
+static void entry_facts(const struct ins *d, unsigned n, struct lj_dentry *f)
+{
+    ss_lj_dentry_init(f);
     unsigned pushes = 0;
     bool sub = false;
     const int L = X86_REG_RBP, DISP = X86_REG_R14, SP = X86_REG_RSP;
@@ -252,21 +253,19 @@ static uint64_t vm_target(csh h, Elf *e, uint64_t va, uint64_t size, uint64_t lo
     return t;
 }
 
-static bool plausible(int32_t v, uint32_t align, int32_t max)
+bool ss_lj_dplausible(int32_t v, uint32_t align, int32_t max)
 {
     return v != UNSET && v >= 0 && v < max && (v % (int32_t)align) == 0;
 }
+#define plausible ss_lj_dplausible
 
-/* The entry facts every path shows must agree; the cframe slots the resume
- * path does not store come from the pcall/call path. */
-static const char *merge_entries(const struct ss_lj_elfinfo *info, const struct entry *e,
-                                 unsigned n, struct ss_lj_derived *dv)
+const char *ss_lj_dentry_merge(const struct lj_dentry *e, unsigned n, struct lj_dentry *m)
 {
-    struct entry m = e[0];
+    *m = e[0];
     for (unsigned k = 1; k < n; k++) {
-        const int32_t *a = &m.cf_size, *b = &e[k].cf_size;
-        int32_t *w = &m.cf_size;
-        for (unsigned i = 0; &a[i] <= &m.top; i++) {
+        const int32_t *a = &m->cf_size, *b = &e[k].cf_size;
+        int32_t *w = &m->cf_size;
+        for (unsigned i = 0; &a[i] <= &m->top; i++) {
             if (b[i] == UNSET) continue;
             if (a[i] == UNSET)
                 w[i] = b[i];
@@ -274,6 +273,35 @@ static const char *merge_entries(const struct ss_lj_elfinfo *info, const struct 
                 return "the VM entries disagree on a fact";
         }
     }
+    return NULL;
+}
+
+void ss_lj_dentry_apply(const struct lj_dentry *m, int32_t vms, int32_t cur,
+                        struct ss_lj_derived *dv)
+{
+    dv->cf_size = (uint32_t)m->cf_size;
+    dv->cf_L = (uint32_t)m->cf_L;
+    dv->cf_pc = (uint32_t)m->cf_pc;
+    dv->cf_prev = (uint32_t)m->cf_prev;
+    dv->cf_nres = (uint32_t)m->cf_nres;
+    dv->L_glref = (uint32_t)m->glref;
+    dv->L_base = (uint32_t)m->base;
+    dv->L_top = (uint32_t)m->top;
+    dv->L_cframe = (uint32_t)m->cframe;
+    dv->L_status = m->status == UNSET ? 0 : (uint32_t)m->status; /* resume path only */
+    dv->g2disp = m->g2disp;
+    dv->G_vmstate = (uint32_t)vms;
+    dv->G_cur_L = (uint32_t)cur;
+}
+
+/* The entry facts every path shows must agree; the cframe slots the resume
+ * path does not store come from the pcall/call path. */
+static const char *merge_entries(const struct ss_lj_elfinfo *info, const struct lj_dentry *e,
+                                 unsigned n, struct ss_lj_derived *dv)
+{
+    struct lj_dentry m;
+    const char *why = ss_lj_dentry_merge(e, n, &m);
+    if (why) return why;
     uint32_t ra = info->gc64 ? 8 : 4; /* GCRef/MRef size */
     if (m.cf_size != (int32_t)info->vm_cfa_off)
         return "cframe size (saveregs) differs from the VM's CFA offset";
@@ -292,19 +320,7 @@ static const char *merge_entries(const struct ss_lj_elfinfo *info, const struct 
     int32_t vms = m.g2disp + m.vmstate, cur = m.g2disp + m.cur_L;
     if (!plausible(vms, 4, m.g2disp)) return "G->vmstate outside global_State";
     if (!plausible(cur, ra, m.g2disp)) return "G->cur_L outside global_State";
-    dv->cf_size = (uint32_t)m.cf_size;
-    dv->cf_L = (uint32_t)m.cf_L;
-    dv->cf_pc = (uint32_t)m.cf_pc;
-    dv->cf_prev = (uint32_t)m.cf_prev;
-    dv->cf_nres = (uint32_t)m.cf_nres;
-    dv->L_glref = (uint32_t)m.glref;
-    dv->L_base = (uint32_t)m.base;
-    dv->L_top = (uint32_t)m.top;
-    dv->L_cframe = (uint32_t)m.cframe;
-    dv->L_status = m.status == UNSET ? 0 : (uint32_t)m.status; /* resume path only */
-    dv->g2disp = m.g2disp;
-    dv->G_vmstate = (uint32_t)vms;
-    dv->G_cur_L = (uint32_t)cur;
+    ss_lj_dentry_apply(&m, vms, cur, dv);
     return NULL;
 }
 
@@ -481,7 +497,7 @@ void ss_lj_derive(Elf *e, struct ss_lj_elfinfo *info, const uint64_t *api, const
     csh h;
     if (cs_open(CS_ARCH_X86, CS_MODE_64, &h) != CS_ERR_OK) return;
     cs_option(h, CS_OPT_DETAIL, CS_OPT_ON);
-    struct entry ent[3];
+    struct lj_dentry ent[3];
     unsigned ne = 0;
     uint64_t seen[3] = {0};
     for (unsigned i = 0; i < napi && i < 3; i++) {
@@ -525,7 +541,7 @@ static bool derived_plausible(const struct ss_lj_elfinfo *info, const struct ss_
     if (d->have & ~all) return false;
     if (!(d->have & SS_LJ_D_ENTRY)) return d->have == 0;
     int32_t cf = (int32_t)d->cf_size;
-    if (d->cf_size != info->vm_cfa_off || (cf != 80 && cf != 96) ||
+    if (d->cf_size != info->vm_cfa_off || (cf != 80 && cf != 96 && cf != LJ_A64_CFRAME_SIZE) ||
         !plausible((int32_t)d->cf_L, 4, cf) || !plausible((int32_t)d->cf_pc, 4, cf) ||
         !plausible((int32_t)d->cf_prev, 8, cf) || !plausible((int32_t)d->cf_nres, 4, cf) ||
         !plausible((int32_t)d->L_glref, (uint32_t)ra, 64) ||

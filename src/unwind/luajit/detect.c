@@ -6,12 +6,16 @@
  *  - the VM's machine code is the one FDE under the "zPR" CIE that
  *    buildvm emits (personality lj_err_unwind_dwarf) with the exact
  *    instruction pattern def_cfa_offset 80|96, rbp@-16, rbx@-24, r15@-32,
- *    r14@-40 (vm_x64.dasc, emit_asm_debug);
- *  - the range is cross-checked: a direct call/jmp in lua_pcall, lua_call or
- *    lua_resume must land inside it (they enter lj_vm_pcall/call/resume);
+ *    r14@-40 (vm_x64.dasc, emit_asm_debug); on arm64 (the ELF's machine,
+ *    not the build's) lr@-8, fp@-16, x19@-24, x20@-32 under the CIE's
+ *    CFA = x29 + 16 (vm_arm64.dasc), the cframe 208 bytes below the CFA;
+ *  - the range is cross-checked: a direct call/jmp (arm64: bl/b) in
+ *    lua_pcall, lua_call or lua_resume must land inside it (they enter
+ *    lj_vm_pcall/call/resume);
  *  - GC64: read-only data holds "\x02le\x04gc64" (the ffi.abi table);
  *  - version: the "LuaJIT 2.x..." string in read-only data;
- *  - layout facts from the code of the VM entries (derive.c). */
+ *  - layout facts from the code of the VM entries (derive.c; arm64:
+ *    derive_a64.c). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -24,6 +28,7 @@
 #include "stacksnap/ss_lj_luajit.h"
 #include "unwind/luajit/derive.h"
 #include "unwind/luajit/ehscan.h"
+#include "unwind/luajit/layout.h"
 #include "unwind/luajit/stfn.h"
 #include "util/safeopen.h"
 
@@ -72,10 +77,14 @@ static void scan_symtab(struct det *d, Elf_Scn *scn, GElf_Shdr *sh, struct ss_lj
 
 /* The FDE body buildvm writes after def_cfa_offset N. */
 static const uint8_t vm_fde_regs[] = {0x86, 0x02, 0x83, 0x03, 0x8f, 0x04, 0x8e, 0x05};
+/* arm64: the whole body is saved registers (the CIE has def_cfa x29, 16):
+ * offset x30 1, x29 2, x19 3, x20 4 (data alignment -8) */
+static const uint8_t vm_fde_a64[] = {0x9e, 0x01, 0x9d, 0x02, 0x93, 0x03, 0x94, 0x04};
 
 struct vmscan {
     struct ss_lj_elfinfo *info;
     unsigned matches;
+    bool a64; /* the ELF is arm64's */
 };
 
 /* An FDE under a "zPR" CIE (personality lj_err_unwind_dwarf) with the VM's
@@ -84,6 +93,16 @@ static bool vm_fde(void *ctx, uint64_t begin, uint64_t range, const char *aug, c
                    const uint8_t *e)
 {
     struct vmscan *v = ctx;
+    if (v->a64) {
+        if (!strcmp(aug, "zPR") && p + sizeof(vm_fde_a64) <= e &&
+            !memcmp(p, vm_fde_a64, sizeof(vm_fde_a64))) {
+            v->matches++;
+            v->info->vm_lo = begin;
+            v->info->vm_hi = begin + range;
+            v->info->vm_cfa_off = LJ_A64_CFRAME_SIZE; /* cframe = CFA - 208 */
+        }
+        return false;
+    }
     if (strcmp(aug, "zPR") || p + 2 + sizeof(vm_fde_regs) > e || p[0] != 0x0e) return false;
     p++;
     uint64_t cfa = ss_elf_uleb(&p, e);
@@ -98,10 +117,10 @@ static bool vm_fde(void *ctx, uint64_t begin, uint64_t range, const char *aug, c
 }
 
 /* The VM range, when exactly one FDE has the VM's pattern. */
-static void scan_eh_frame(const uint8_t *buf, size_t len, uint64_t sh_addr,
+static void scan_eh_frame(const uint8_t *buf, size_t len, uint64_t sh_addr, bool a64,
                           struct ss_lj_elfinfo *info)
 {
-    struct vmscan v = {.info = info};
+    struct vmscan v = {.info = info, .a64 = a64};
     ss_eh_each_fde(buf, len, sh_addr, vm_fde, &v);
     if (v.matches != 1) info->vm_lo = info->vm_hi = info->vm_cfa_off = 0;
 }
@@ -122,8 +141,9 @@ const uint8_t *ss_lj_vaddr_bytes(Elf *e, uint64_t va, size_t len)
 }
 
 /* Does the function at va contain a call/jmp rel32 into [lo, hi)? The scan is
- * a byte scan of its first 512 bytes: a cross-check, not a disassembly. */
-static bool calls_into(Elf *e, uint64_t va, uint64_t lo, uint64_t hi)
+ * a byte scan of its first 512 bytes: a cross-check, not a disassembly.
+ * arm64: a bl or b (imm26) among its first 128 instructions. */
+static bool calls_into(Elf *e, uint64_t va, uint64_t lo, uint64_t hi, bool a64)
 {
     if (!va) return false;
     size_t n = 512;
@@ -131,7 +151,15 @@ static bool calls_into(Elf *e, uint64_t va, uint64_t lo, uint64_t hi)
     while (n >= 64 && !(b = ss_lj_vaddr_bytes(e, va, n)))
         n /= 2;
     if (!b) return false;
-    for (size_t i = 0; i + 5 <= n; i++) {
+    for (size_t i = 0; a64 && i + 4 <= n; i += 4) {
+        uint32_t w;
+        memcpy(&w, b + i, 4);
+        if ((w & 0x7c000000u) != 0x14000000u) continue; /* b 0x14..., bl 0x94... */
+        int64_t off = (int64_t)((int32_t)(w << 6) >> 6) * 4;
+        uint64_t tgt = va + i + (uint64_t)off;
+        if (tgt >= lo && tgt < hi) return true;
+    }
+    for (size_t i = 0; !a64 && i + 5 <= n; i++) {
         if (b[i] != 0xe8 && b[i] != 0xe9) continue;
         int32_t rel;
         memcpy(&rel, b + i + 1, 4);
@@ -210,6 +238,8 @@ static void detect_elf(Elf *e, const char *path, struct ss_lj_elfinfo *info)
 {
     struct det d = {.e = e, .path = path};
     Elf_Scn *scn = NULL, *eh = NULL;
+    GElf_Ehdr ehdr;
+    bool a64 = gelf_getehdr(e, &ehdr) && ehdr.e_machine == EM_AARCH64;
     GElf_Shdr ehsh = {0};
     size_t shstrndx = 0;
     elf_getshdrstrndx(e, &shstrndx);
@@ -227,30 +257,28 @@ static void detect_elf(Elf *e, const char *path, struct ss_lj_elfinfo *info)
     }
     info->is_luajit = d.sym_pcall && (d.has_setmode || d.has_openjit);
     if (!info->is_luajit) return;
-#if !defined(__x86_64__)
-    /* the walker knows x86-64's VM only: native frames only, said so */
-    snprintf(info->derive_why, sizeof(info->derive_why),
-             "LuaJIT frames on %s: not supported yet (native frames only)", SS_ARCH);
-    return;
-#endif
     scan_rodata(e, info);
     if (eh) {
         Elf_Data *data = elf_getdata(eh, NULL);
-        if (data && data->d_buf) scan_eh_frame(data->d_buf, data->d_size, ehsh.sh_addr, info);
+        if (data && data->d_buf) scan_eh_frame(data->d_buf, data->d_size, ehsh.sh_addr, a64, info);
     }
     if (!info->vm_hi)
         snprintf(info->derive_why, sizeof(info->derive_why), "%s",
                  eh ? "no single VM FDE (\"zPR\" CIE, the VM's CFA rule) in .eh_frame"
                     : "no .eh_frame");
     if (info->vm_hi) {
-        if (calls_into(e, d.sym_pcall, info->vm_lo, info->vm_hi)) info->checks |= SS_LJ_CHECK_PCALL;
-        if (calls_into(e, d.sym_call, info->vm_lo, info->vm_hi)) info->checks |= SS_LJ_CHECK_CALL;
-        if (calls_into(e, d.sym_resume, info->vm_lo, info->vm_hi))
-            info->checks |= SS_LJ_CHECK_RESUME;
+        uint64_t lo = info->vm_lo, hi = info->vm_hi;
+        if (calls_into(e, d.sym_pcall, lo, hi, a64)) info->checks |= SS_LJ_CHECK_PCALL;
+        if (calls_into(e, d.sym_call, lo, hi, a64)) info->checks |= SS_LJ_CHECK_CALL;
+        if (calls_into(e, d.sym_resume, lo, hi, a64)) info->checks |= SS_LJ_CHECK_RESUME;
         info->vm_found = info->checks != 0;
-        exit_handler(e, info);
         const uint64_t api[] = {d.sym_resume, d.sym_pcall, d.sym_call};
         const uint64_t apisz[] = {d.sz_resume, d.sz_pcall, d.sz_call};
+        if (a64) { /* no state-switching functions from code (stfn.c is x86's) */
+            if (info->vm_found) ss_lj_derive_a64(e, info, api, apisz, 3);
+            return;
+        }
+        exit_handler(e, info);
         if (info->vm_found)
             ss_lj_derive(e, info, api, apisz, 3);
         else

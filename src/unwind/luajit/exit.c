@@ -3,8 +3,11 @@
  * wrong CFA rule there); the handler's fixed stack layout and the ExitState
  * it builds give the trace's stack pointer, and the VM frame the trace ran
  * on is the first plausible cframe above it that the thread's live cframe
- * chain reaches. detect.c finds the handler by its byte pattern. */
+ * chain reaches. detect.c finds the handler by its byte pattern. x86-64's
+ * only (LJ_TRACES): arm64's handler (derive_a64.c finds it) has another
+ * ExitState. */
 #include "unwind/luajit/layout.h"
+#include "unwind/luajit/ljregs.h"
 #include "unwind/luajit/runtime.h"
 #include "unwind/luajit/frames.h"
 
@@ -34,7 +37,7 @@ static uint64_t exit_leaf_t(const struct ss_lj_elfinfo *in, uint64_t at, uint64_
 static uint64_t exit_cfa(struct ss_lj_runtime *const *rts, uint32_t nrts, struct ss_mem *m,
                          uint64_t ip, uint64_t rsp, bool leaf)
 {
-    for (uint32_t i = 0; i < nrts; i++) {
+    for (uint32_t i = 0; LJ_TRACES && i < nrts; i++) {
         struct ss_lj_runtime *rt = rts[i];
         if (!rt || !rt->lay || rt->disabled || !rt->info.exit_ret) continue;
         uint64_t ret = rt->bias + rt->info.exit_ret, T = 0;
@@ -72,7 +75,7 @@ static uint64_t exit_cfa(struct ss_lj_runtime *const *rts, uint32_t nrts, struct
 
 bool ss_lj_exit_ret(struct ss_lj_runtime *const *rts, uint32_t nrts, uint64_t ip)
 {
-    for (uint32_t i = 0; i < nrts; i++) {
+    for (uint32_t i = 0; LJ_TRACES && i < nrts; i++) {
         const struct ss_lj_runtime *rt = rts[i];
         if (rt && rt->lay && !rt->disabled && rt->info.exit_ret &&
             ip == rt->bias + rt->info.exit_ret)

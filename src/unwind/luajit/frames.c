@@ -101,9 +101,14 @@ static void read_cframe(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t a, 
 {
     const struct lj_layout *lay = rt->lay;
     uint8_t b[96];
+    /* the cframe up to its last field read (arm64's is 208 bytes; these
+     * sit in its first 48) */
+    uint32_t len = lay->cf_prev + 8;
+    if (lay->cf_nres + 4 > len) len = lay->cf_nres + 4;
+    if (lay->cf_pc + 8 > len) len = lay->cf_pc + 8;
     memset(c, 0, sizeof(*c));
     c->addr = a;
-    if (!a || (a & 7) || view_read(m, VIEW_ANY, a, b, lay->cf_size)) return;
+    if (!a || (a & 7) || len > sizeof(b) || view_read(m, VIEW_ANY, a, b, len)) return;
     c->prev = lj_u64(b + lay->cf_prev) & ~(uint64_t)3;
     c->nres = (int32_t)lj_u32(b + lay->cf_nres);
     c->pc = lj_ref(lay, b + lay->cf_pc);

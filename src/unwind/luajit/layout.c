@@ -38,9 +38,10 @@
  * LOOP 17, USE 18, PHI 19, RENAME 20, KGC 24, KNUM 28 -- the trees differ
  * from ABS on; vm_x64.dasc/vm_x86.dasc JLOOP: sub rsp, 16 after saving
  * r12/r13). */
-#define TRACE_X64_COMMON                                                                           \
+#define IR_21                                                                                      \
     .ir_base = 13, .ir_kgc = 24, .ir_knum = 28, .ir_nop = 12, .ir_loop = 17, .ir_use = 18,         \
-    .ir_phi = 19, .ir_rename = 20, .trace_sp_bias = 16
+    .ir_phi = 19, .ir_rename = 20
+#define TRACE_X64_COMMON IR_21, .trace_sp_bias = 16
 /* SnapShot.mcofs exists since 2.1 (2020, LJ_UNWIND_JIT); Tarantool 2.6's tree
  * predates it: {mapofs, ref, nslots, topslot, nent, count}. */
 /* IR calls with side effects and what converts their result (lj_ir.h
@@ -56,16 +57,16 @@
 #define CFRAME_80 .cf_prev = 32, .cf_size = 80
 #define CFRAME_96 .cf_prev = 48, .cf_size = 96
 
-#define GC64_COMMON                                                                                \
+#define GC64_OBJECTS                                                                               \
     .gc64 = true, .L_glref = 16, .L_base = 32, .L_top = 40, .L_stack = 56, .L_cframe = 80,         \
     .L_stacksize = 88, .gct = 9, .fn_ffid = 10, .fn_pc = 32, .fn_uvptr = 40, .fn_cf = 40,          \
     .fn_size = 48, .pt_sizebc = 12, .pt_k = 32, .pt_sizekgc = 48, .pt_sizept = 56,                 \
     .pt_sizeuv = 60, .pt_chunkname = 64, .pt_firstline = 72, .pt_numline = 76, .pt_lineinfo = 80,  \
-    .pt_uvinfo = 88, .pt_varinfo = 96, .pt_size = 104, .uv_v = 32, .cf_L = 16, .cf_pc = 24,        \
-    .cf_nres = 8, .T_nsnap = 10, .T_ir = 32, .T_snap = 48, .T_snapmap = 56, .T_startpt = 64,       \
-    .T_startpc = 72, .T_szmcode = 84, .T_mcode = 88, .T_mcloop = 96, .T_spadjust = 102,            \
-    .T_traceno = 104, .T_root = 108, .T_nins = 12, .T_nk = 40, .T_nsnapmap = 44, .T_size = 120,    \
-    .snap_size = 12, TRACE_X64_COMMON
+    .pt_uvinfo = 88, .pt_varinfo = 96, .pt_size = 104, .uv_v = 32, .T_nsnap = 10, .T_ir = 32,      \
+    .T_snap = 48, .T_snapmap = 56, .T_startpt = 64, .T_startpc = 72, .T_szmcode = 84,              \
+    .T_mcode = 88, .T_mcloop = 96, .T_spadjust = 102, .T_traceno = 104, .T_root = 108,             \
+    .T_nins = 12, .T_nk = 40, .T_nsnapmap = 44, .T_size = 120, .snap_size = 12
+#define GC64_COMMON GC64_OBJECTS, .cf_L = 16, .cf_pc = 24, .cf_nres = 8, TRACE_X64_COMMON
 
 #define NOGC64_COMMON                                                                              \
     .gc64 = false, .L_glref = 8, .L_base = 16, .L_top = 24, .L_stack = 36, .L_cframe = 48,         \
@@ -79,6 +80,40 @@
     TRACE_X64_COMMON
 
 const struct lj_layout ss_lj_layouts[] = {
+#if defined(__aarch64__)
+    /* Debian 12's arm64 luajit/libluajit-5.1-2: offsetof() on its tree
+     * built with aarch64-linux-gnu-gcc. Only GG_State's tail differs from
+     * x86-64 (jit_State is 24 bytes smaller: G2DISP 3944, J.trace 360) and
+     * the cframe (layout.h). Trace facts: the walker has no arm64 traces
+     * yet (ljregs.h LJ_TRACES). */
+    {.name = "debian-luajit-2.1.0-beta3-git20220320-arm64",
+     SNAP_MCOFS,
+     IR_CALLS_21,
+     GC64_OBJECTS,
+     .cf_prev = LJ_A64_CF_PREV,
+     .cf_pc = LJ_A64_CF_PC,
+     .cf_L = LJ_A64_CF_L,
+     .cf_nres = LJ_A64_CF_NRES,
+     .cf_size = LJ_A64_CFRAME_SIZE,
+     IR_21,
+     .hints_forbid = SS_LJ_HINT_EXDATA,
+     .sizeof_L = 96,
+     .G_vmstate = 184,
+     .G_gc_total = 16,
+     .G_mainthref = 192,
+     .G_strempty = 120,
+     .G_cur_L = 368,
+     .G_jit_base = 376,
+     .G_size = 728,
+     .g2disp = 3944,
+     .g2j = 728,
+     .J_trace = 360,
+     .J_sizetrace = 372,
+     .str_len = 20,
+     .str_data = 24,
+     .ff = ss_lj_ff_debian,
+     .nff = &ss_lj_ff_debian_n},
+#else
     {.name = "openresty-luajit2-2.1-20230119",
      SNAP_MCOFS,
      IR_CALLS_21,
@@ -320,6 +355,7 @@ const struct lj_layout ss_lj_layouts[] = {
      .str_data = 16,
      .ff = ss_lj_ff_ttfork_nojit,
      .nff = &ss_lj_ff_ttfork_nojit_n},
+#endif
 };
 const unsigned ss_lj_nlayouts = sizeof(ss_lj_layouts) / sizeof(ss_lj_layouts[0]);
 

@@ -66,7 +66,23 @@ struct lj_layout {
     const unsigned *nff;
 };
 
-/* Stored type bytes (gct = ~LJ_Txxx). */
+/* The arm64 VM frame (vm_arm64.dasc: CFRAME_SPACE, saveregs; lj_frame.h
+ * CFRAME_OFS_*; measured by offsetof() on Debian 12's tree built with
+ * aarch64-linux-gnu-gcc). The VM's FDE says CFA = x29 + 16, and x29 =
+ * sp + 192 everywhere in the VM, so the cframe (sp inside the VM, what
+ * L->cframe holds) is CFA - 208. In it: SAVE_CFRAME +0, SAVE_PC +8, SAVE_L
+ * +16, MULTRES +32, ERRF +36, NRES +40; the caller's d8-d15 from +48, x28
+ * .. x19 from +112, fp/lr at +192/+200. Relative to the CFA, as the FDE
+ * states them: lr -8, fp -16, x19 -24, x20 -32, ... x28 -96. */
+#define LJ_A64_CFRAME_SIZE 208u
+#define LJ_A64_CF_PREV 0u
+#define LJ_A64_CF_PC 8u
+#define LJ_A64_CF_L 16u
+#define LJ_A64_CF_NRES 40u
+#define LJ_A64_CFA_LR 8u   /* CFA - 8: the caller's x30 (return address) */
+#define LJ_A64_CFA_FP 16u  /* CFA - 16: the caller's x29 */
+#define LJ_A64_CFA_X19 24u /* CFA - 24 - 8 * (r - 19): the caller's x19..x28 */
+
 enum {
     LJ_GCT_STR = 4,
     LJ_GCT_UPVAL = 5,

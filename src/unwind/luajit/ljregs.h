@@ -7,11 +7,11 @@
  * assembler chose (RID_* numbers: x86_to_ss in trace_load.c).
  *
  * arm64 (vm_arm64.dasc): BASE x19, KBASE x20, PC x21, GL x22 (global_State
- * itself: no DISPATCH register, dispatch goes through GL), L x23; no RB
- * that survives a call (the frame pointer x29 stands in). The LuaJIT walker
- * does not run on arm64 yet: detect.c refuses arm64 VMs with a reason that
- * record and info print, so these only keep the code building for the
- * day it does. */
+ * itself: no DISPATCH register, dispatch goes through GL), L x23. All five
+ * are callee-saved, so BASE also stands in for x86-64's RB (the BASE of an
+ * ASM fast function that called C keeps living in x19). Trace frames are
+ * x86-64's only for now (LJ_TRACES): an arm64 sample in trace code keeps
+ * its native frames. */
 #ifndef SS_UNWIND_LUAJIT_LJREGS_H
 #define SS_UNWIND_LUAJIT_LJREGS_H
 
@@ -19,7 +19,6 @@
 #include "unwind/native.h"
 
 #if defined(__x86_64__)
-#define LJ_WALKS 1 /* the LuaJIT walker runs on this architecture */
 #define LJ_REG_BASE SS_REG_DX
 #define LJ_REG_PC SS_REG_BX
 #define LJ_REG_KBASE SS_REG_R15
@@ -29,17 +28,20 @@
 #define LJ_DR_KBASE SS_DR_R15
 #define LJ_DR_DISPATCH SS_DR_R14
 #define LJ_DR_RB SS_DR_RBP
+#define LJ_TRACES 1 /* trace frames (mcode, exit handler, snapshots) */
 #else
-#define LJ_WALKS 0
+#define LJ_TRACES 0
 #define LJ_REG_BASE SS_REG_X19
 #define LJ_REG_KBASE SS_REG_X20
 #define LJ_REG_PC SS_REG_X21
-#define LJ_REG_DISPATCH SS_REG_X22 /* GL */
-#define LJ_REG_RB SS_REG_X29
+#define LJ_REG_DISPATCH SS_REG_X22 /* GL: G itself, not G + G2DISP */
+#define LJ_REG_RB SS_REG_X19       /* BASE: callee-saved on arm64 */
+#define LJ_DR_BASE ((enum ss_dreg)19)
 #define LJ_DR_KBASE ((enum ss_dreg)20)
 #define LJ_DR_PC ((enum ss_dreg)21)
 #define LJ_DR_DISPATCH ((enum ss_dreg)22)
-#define LJ_DR_RB SS_DR_X29
+#define LJ_DR_L ((enum ss_dreg)23)
+#define LJ_DR_RB LJ_DR_BASE
 #endif
 
 #endif

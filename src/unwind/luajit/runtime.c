@@ -170,6 +170,7 @@ bool ss_lj_in_vm(const struct ss_lj_runtime *rt, uint64_t ip)
 
 uint64_t ss_lj_leaf_cfa(struct ss_lj_runtime *rt, struct ss_mem *mem, const uint64_t *regs)
 {
+#if defined(__x86_64__)
     /* Inside a VM helper reached by an internal call, [rsp] is the return
      * address into the VM and the cframe is at rsp + 8; in the interpreter
      * [rsp] is TMP1/MULTRES. Snapshot only (no syscall); the walk then checks
@@ -178,6 +179,16 @@ uint64_t ss_lj_leaf_cfa(struct ss_lj_runtime *rt, struct ss_mem *mem, const uint
     if (ss_mem_read(mem, cframe, &ret, 8)) return 0;
     if (ss_lj_in_vm(rt, ret)) cframe += 8;
     return cframe + rt->info.vm_cfa_off;
+#else
+    /* arm64: the VM keeps x29 = cframe + 192 (its FDE: CFA = x29 + 16);
+     * its helpers are leaves that leave sp and x29 alone. In the entry's
+     * first instructions x29 is still the caller's: then it is not sp +
+     * 192, and the walk's SAVE_L->cframe check would reject it anyway. */
+    (void)rt, (void)mem;
+    uint64_t fp = regs[SS_REG_X29];
+    if (fp != regs[SS_REG_SP] + LJ_A64_CFRAME_SIZE - LJ_A64_CFA_FP) return 0;
+    return fp + LJ_A64_CFA_FP;
+#endif
 }
 
 const char *ss_lj_runtime_layout(const struct ss_lj_runtime *rt)

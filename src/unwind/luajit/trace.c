@@ -346,7 +346,8 @@ uint64_t ss_lj_trace_cfa(struct ss_lj_runtime *const *rts, uint32_t nrts, struct
     uint64_t look = exact ? ip : ip - 1, rsp = regs[SS_REG_SP];
     uint64_t r14 = (known >> LJ_REG_DISPATCH & 1) ? regs[LJ_REG_DISPATCH] : 0;
     *token = 0;
-    if (!(known >> SS_REG_SP & 1)) return 0;
+    /* arm64 traces (lj_asm_arm64.h) are not known here yet: no VM frame */
+    if (!LJ_TRACES || !(known >> SS_REG_SP & 1)) return 0;
     for (uint32_t i = 0; i < nrts; i++) {
         struct ss_lj_runtime *rt = rts[i];
         struct ss_lj_tsample cur;
