@@ -1,13 +1,17 @@
 /* unwind/memo.c: replay's memo of whole walks (memo.h): entries by process,
  * found by a hash of the registers every walk uses and the sample's shape,
  * then every input compared exactly; a process whose samples rarely repeat
- * stops using it for a while. */
+ * stops using it for a while. The walk (walk.c) asks it twice, all its glue
+ * here: before (ss_memo_answer: the walker's state, the lookup, the log
+ * started) and after (ss_memo_keep: the state kept, the walk stored). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "unwind/memo.h"
+#include "process/process.h"
 #include "unwind/lua_runtimes.h"
 #include "unwind/native.h"
+#include "unwind/unwinder.h"
 
 #define MEMO_BUCKETS 256
 #define MEMO_MAX 256        /* entries per process; one more drops them all */
@@ -105,14 +109,17 @@ void ss_memo_free(struct ss_memo *m)
     free(m);
 }
 
-const uint64_t *ss_memo_state(const struct ss_memo *m, uint64_t epoch, size_t *n)
+/* The walker's state (ss_lua_state) as kept at epoch (ss_lua_epoch), or
+ * NULL when it was not kept at that epoch; *n words. */
+static const uint64_t *kept_state(const struct ss_memo *m, uint64_t epoch, size_t *n)
 {
     if (!m || !m->have_state || m->state_epoch != epoch) return NULL;
     *n = m->nstate;
     return m->state;
 }
 
-void ss_memo_set_state(struct ss_memo **mp, uint64_t epoch, const uint64_t *w, size_t n)
+/* Keep the walker's state w (n words) as it is at epoch. */
+static void keep_state(struct ss_memo **mp, uint64_t epoch, const uint64_t *w, size_t n)
 {
     struct ss_memo *m = *mp;
     if (!m && !(m = *mp = calloc(1, sizeof(*m)))) return;
@@ -130,7 +137,9 @@ uint64_t ss_memo_hits(const struct ss_memo *m)
     return m ? m->total_hits : 0;
 }
 
-bool ss_memo_want(struct ss_memo *m)
+/* Worth looking this sample up and logging its walk? Not while the memo is
+ * paused; counts the pause down. */
+static bool want(struct ss_memo *m)
 {
     if (m && m->pause) {
         m->pause--;
@@ -255,9 +264,12 @@ static bool matches(struct ss_memo *m, struct ss_mem *mem, const struct ent *e,
     return same_reads(m, mem, e, read);
 }
 
-const struct ss_frame *ss_memo_find(struct ss_memo **mp, struct ss_mem *mem,
-                                    const struct ss_sample *s, const uint64_t *state, size_t nstate,
-                                    unsigned *n, uint8_t *trunc)
+/* The frames of an earlier walk whose inputs equal s's (state: the
+ * walker's now), or NULL (then, when the check read the target, the target
+ * was restarted for the walk to come). */
+static const struct ss_frame *find(struct ss_memo **mp, struct ss_mem *mem,
+                                   const struct ss_sample *s, const uint64_t *state, size_t nstate,
+                                   unsigned *n, uint8_t *trunc)
 {
     struct ss_memo *m = *mp;
     if (!m && !(m = *mp = calloc(1, sizeof(*m)))) return NULL;
@@ -336,9 +348,11 @@ static long words_of(struct ss_memo *m, const struct ss_mem *mem, const struct s
     return (long)n;
 }
 
-void ss_memo_store(struct ss_memo **mp, const struct ss_mem *mem, const struct ss_sample *s,
-                   const uint64_t *state, size_t nstate, const struct ss_mem_track *t,
-                   const struct ss_frame *f, unsigned n, uint8_t trunc)
+/* Keep the frames of the walk of s that t logged (state: as it was before
+ * and after the walk, both nstate words). */
+static void store(struct ss_memo **mp, const struct ss_mem *mem, const struct ss_sample *s,
+                  const uint64_t *state, size_t nstate, const struct ss_mem_track *t,
+                  const struct ss_frame *f, unsigned n, uint8_t trunc)
 {
     struct ss_memo *m = *mp;
     /* Only walks that read nothing from the target. A skipped walk must
@@ -402,4 +416,34 @@ void ss_memo_store(struct ss_memo **mp, const struct ss_mem *mem, const struct s
     e->next = *b;
     *b = e;
     m->n++;
+}
+
+const struct ss_frame *ss_memo_answer(struct ss_uproc *up, const struct ss_sample *s, bool on,
+                                      struct ss_memo_walk *w, unsigned *n, uint8_t *trunc)
+{
+    w->nstate = 0;
+    w->track = on && want(up->memo);
+    if (!w->track) return NULL;
+    /* the state as the last walk left it, when no walk ran since */
+    const uint64_t *kept = kept_state(up->memo, ss_lua_epoch(up), &w->nstate);
+    if (kept)
+        memcpy(w->state[0], kept, w->nstate * sizeof(*kept));
+    else
+        w->nstate = ss_lua_state(up, w->state[0]);
+    const struct ss_frame *f = find(&up->memo, &up->mem, s, w->state[0], w->nstate, n, trunc);
+    if (f) return f;
+    ss_mem_track_reset(w->log);
+    up->mem.track = w->log;
+    return NULL;
+}
+
+void ss_memo_keep(struct ss_uproc *up, const struct ss_sample *s, const struct ss_memo_walk *w,
+                  const struct ss_frame *f, unsigned n, uint8_t trunc)
+{
+    if (!w->track) return;
+    size_t after = ss_lua_state(up, w->state[1]);
+    keep_state(&up->memo, ss_lua_epoch(up), w->state[1], after);
+    if (ss_proc_generation(up->proc) == w->gen && after == w->nstate &&
+        !memcmp(w->state[0], w->state[1], w->nstate * sizeof(uint64_t)))
+        store(&up->memo, &up->mem, s, w->state[0], w->nstate, w->log, f, n, trunc);
 }

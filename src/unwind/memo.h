@@ -23,31 +23,35 @@
 struct ss_memo;
 void ss_memo_free(struct ss_memo *m);
 
-/* Worth looking this sample up and logging its walk? Not while the memo of
- * this process is paused (its samples rarely repeated); counts the pause
- * down. */
-bool ss_memo_want(struct ss_memo *m);
+struct ss_uproc;
 
-/* The frames of an earlier walk whose inputs equal s's (mem: set up for s;
- * state: ss_lua_state of the process now), n of them and how that walk
- * ended in *trunc; NULL when there is none (then, when the check read the
- * target, the target was restarted for the walk to come). */
-const struct ss_frame *ss_memo_find(struct ss_memo **mp, struct ss_mem *mem,
-                                    const struct ss_sample *s, const uint64_t *state, size_t nstate,
-                                    unsigned *n, uint8_t *trunc);
+/* The memo's side of one walk, from ss_memo_answer to ss_memo_keep. */
+struct ss_memo_walk {
+    uint64_t *state[2];       /* the walker's state before and after the walk
+                               * (SS_LUA_STATE_WORDS words each, the caller's) */
+    struct ss_mem_track *log; /* the log of the walk's inputs (the caller's) */
+    bool track;               /* this walk is looked up and logged */
+    size_t nstate;            /* words of state[0] */
+    uint64_t gen;             /* the process view's generation the walk began on */
+};
 
-/* Keep the frames of the walk of s that t logged (state: as it was before
- * and after the walk, both nstate words). Nothing kept when the log is
- * incomplete or out of memory. */
-void ss_memo_store(struct ss_memo **mp, const struct ss_mem *mem, const struct ss_sample *s,
-                   const uint64_t *state, size_t nstate, const struct ss_mem_track *t,
-                   const struct ss_frame *f, unsigned n, uint8_t trunc);
+/* The frames of an earlier walk of up whose inputs equal s's (mem: set up
+ * for s; the memo's own copy, valid until the next call on up's memo), n
+ * of them and how that walk ended in *trunc. Else NULL: then, when on
+ * (an offline walk) and the memo of up is not paused (its samples rarely
+ * repeated; the pause is counted down), the log of this walk's inputs is
+ * started (up->mem.track = w->log), and when the check read the target,
+ * the target was restarted for the walk to come. */
+const struct ss_frame *ss_memo_answer(struct ss_uproc *up, const struct ss_sample *s, bool on,
+                                      struct ss_memo_walk *w, unsigned *n, uint8_t *trunc);
 
-/* The walker's state (ss_lua_state) as kept at epoch (ss_lua_epoch), or
- * NULL when it was not kept at that epoch; *n words. */
-const uint64_t *ss_memo_state(const struct ss_memo *m, uint64_t epoch, size_t *n);
-/* Keep the walker's state w (n words) as it is at epoch. */
-void ss_memo_set_state(struct ss_memo **mp, uint64_t epoch, const uint64_t *w, size_t n);
+/* After the walk of s that ss_memo_answer started the log of (f: its n
+ * frames, ended as trunc): the walker's state kept, and the walk when it
+ * left that state as it found it on the same process view (else a later
+ * sample answered from the memo would miss that change). Nothing kept
+ * when the log is incomplete or out of memory. */
+void ss_memo_keep(struct ss_uproc *up, const struct ss_sample *s, const struct ss_memo_walk *w,
+                  const struct ss_frame *f, unsigned n, uint8_t trunc);
 
 /* Samples answered from the memo. */
 uint64_t ss_memo_hits(const struct ss_memo *m);

@@ -14,20 +14,11 @@
 #include "process/process.h"
 #include "symbolize/symbolize.h"
 #include "unwind/lua.h"
-#include "unwind/lua_runtimes.h"
 #include "unwind/memo.h"
 #include "unwind/procs.h"
 #include "unwind/unwinder.h"
 
 _Static_assert(SS_READ_REWALK == -ERESTART, "the capture format's marker is -ERESTART");
-
-/* The memo's side of one walk: the walker's state before it (u->state[0],
- * nstate words) when the walk is looked up and logged. */
-struct memo_walk {
-    bool track;
-    size_t nstate;
-    uint64_t gen; /* the process view's generation the walk began on */
-};
 
 static void count_unproven(struct ss_unwinder *u, const struct ss_stack *out)
 {
@@ -56,51 +47,18 @@ static void set_comm(struct ss_stack *out, const struct ss_uproc *up)
     out->comm[cl] = 0;
 }
 
-/* The frames of an earlier walk with the same inputs (replay: memo.h), into
- * out; else false, with the log of this walk's inputs started. */
-static bool memo_answer(struct ss_unwinder *u, struct ss_uproc *up, const struct ss_sample *s,
-                        struct memo_walk *w, struct ss_stack *out)
+/* The frames of an earlier walk with the same inputs (replay's memo,
+ * memo.h), n of them, into out. */
+static void answered(struct ss_unwinder *u, struct ss_stack *out, const struct ss_frame *f,
+                     unsigned n, uint8_t tr)
 {
-    w->nstate = 0;
-    w->track = u->state[0] && !u->no_memo && ss_memo_want(up->memo);
-    if (!w->track) return false;
-    /* the state as the last walk left it, when no walk ran since */
-    const uint64_t *kept = ss_memo_state(up->memo, ss_lua_epoch(up), &w->nstate);
-    if (kept)
-        memcpy(u->state[0], kept, w->nstate * sizeof(*kept));
-    else
-        w->nstate = ss_lua_state(up, u->state[0]);
-    unsigned n;
-    uint8_t tr;
-    const struct ss_frame *f =
-        ss_memo_find(&up->memo, &up->mem, s, u->state[0], w->nstate, &n, &tr);
-    if (f) { /* the memo's own copy: valid until the next call on u */
-        out->frames = (struct ss_frame *)f;
-        out->nframes = n;
-        out->trunc = tr;
-        u->st.frames += n;
-        u->st.trunc[tr]++;
-        u->st.memo_hits++;
-        count_unproven(u, out);
-        return true;
-    }
-    ss_mem_track_reset(&u->track);
-    up->mem.track = &u->track;
-    return false;
-}
-
-/* Keep the walk when it left the walker's state as it found it (else a
- * later sample answered from the memo would miss that change). */
-static void memo_keep(struct ss_unwinder *u, struct ss_uproc *up, const struct ss_sample *s,
-                      const struct memo_walk *w, unsigned nn, enum ss_trunc why)
-{
-    if (!w->track) return;
-    size_t after = ss_lua_state(up, u->state[1]);
-    ss_memo_set_state(&up->memo, ss_lua_epoch(up), u->state[1], after);
-    if (ss_proc_generation(up->proc) == w->gen && after == w->nstate &&
-        !memcmp(u->state[0], u->state[1], w->nstate * sizeof(uint64_t)))
-        ss_memo_store(&up->memo, &up->mem, s, u->state[0], w->nstate, &u->track, u->out, nn,
-                      (uint8_t)why);
+    out->frames = (struct ss_frame *)f; /* the memo's own copy: valid until the next call on u */
+    out->nframes = n;
+    out->trunc = tr;
+    u->st.frames += n;
+    u->st.trunc[tr]++;
+    u->st.memo_hits++;
+    count_unproven(u, out);
 }
 
 /* The native walk from nf[0] (max frames at most), held at anonymous code
@@ -274,12 +232,17 @@ int ss_unwind(struct ss_unwinder *u, const struct ss_sample *s, struct ss_stack 
         return err.code ? err.code : -ESRCH;
     }
     set_comm(out, up);
-    struct memo_walk w = {0};
+    struct ss_memo_walk w = {.state = {u->state[0], u->state[1]}, .log = &u->track};
     enum ss_trunc why = SS_TRUNC_NONE;
     unsigned nn = 0;
     if (s->regs[SS_REG_IP] || s->regs[SS_REG_SP] || !s->nkernel) { /* else compat: kernel alone */
         uint64_t calls = up->mem.n_target_calls;
-        if (memo_answer(u, up, s, &w, out)) return 0;
+        uint8_t tr;
+        const struct ss_frame *f = ss_memo_answer(up, s, u->state[0] && !u->no_memo, &w, &nn, &tr);
+        if (f) {
+            answered(u, out, f, nn, tr);
+            return 0;
+        }
         nn = user_frames(u, up, s, &w.gen, &why);
         up->mem.track = NULL;
         u->read_walks += up->mem.n_target_calls != calls;
@@ -291,7 +254,7 @@ int ss_unwind(struct ss_unwinder *u, const struct ss_sample *s, struct ss_stack 
     (void)ss_unwinder_reserve(u, (size_t)nn + SS_KSTACK_MAX); /* else no kernel frames */
     nn = ss_unwind_kernel(u, s, nn);
     finish(u, out, nn, why);
-    memo_keep(u, up, s, &w, nn, why);
+    ss_memo_keep(up, s, &w, u->out, nn, (uint8_t)why);
     count_unproven(u, out);
     return 0;
 }

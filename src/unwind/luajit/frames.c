@@ -37,6 +37,7 @@ struct stackbuf {
     const struct ss_mem *m;
     int src;
     uint64_t src_lo, src_hi;
+    unsigned bad_L; /* walks whose lua_State could not be read (runtime.h) */
 };
 
 /* Where the walk's bytes come from (memory.h): the sample's copies and the
@@ -399,7 +400,7 @@ static int walk_once(struct ss_lj_runtime *rt, struct ss_mem *m, const struct lj
     rt->st.rounds++;
     int rc = ss_mem_readv(m, iov, n);
     if (rc || iov[li].err) {
-        if (!rc) ss_lj_note_bad_state(rt, st->L, 0);
+        s->bad_L += !rc;
         return rc ? rc : iov[li].err;
     }
     /* global state and layout */
@@ -598,6 +599,8 @@ int ss_lj_walk_thread(struct ss_lj_runtime *rt, struct ss_mem *m, const struct l
     }
     rt->sbuf = s.buf;
     rt->sbuf_cap = s.cap;
+    for (unsigned i = 0; i < s.bad_L; i++) /* once a walk, as they failed */
+        ss_lj_note_bad_state(rt, st->L, 0);
     if (rc) {
         w->n = 0;
         w->nsegs = 0;
