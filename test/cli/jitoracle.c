@@ -175,7 +175,9 @@ static void sound(unsigned busy)
     static struct verdict v;
     judge(&v, busy);
     cr_expect(v.ffi_judged, "the FFI calls were not all judged:\n%s", v.report);
-    cr_expect_gt(v.judged, 300, "%lld samples judged", v.judged);
+    /* (1 s of the workload under load: 600 judged when the machine is
+     * otherwise quiet, under 300 once beside a paired test at a load of 6) */
+    cr_expect_gt(v.judged, busy ? 150 : 300, "%lld samples judged", v.judged);
     cr_expect_eq(v.wrong, 0, "%lld of %lld samples show frames that were not on the stack:\n%s",
                  v.wrong, v.judged, v.report);
     /* the interpreter's walks are all proven (where traces kept a prefix,
