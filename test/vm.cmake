@@ -11,3 +11,13 @@ if(NOT SS_SANITIZE)
     set_tests_properties(vm_${suite} PROPERTIES TIMEOUT 700 LABELS vm RESOURCE_LOCK vm)
   endforeach()
 endif()
+# The arm64 cross build (scripts/dev test builds it first and names it in
+# SS_ARM64_BUILD) booted on Debian's stock arm64 kernel under
+# qemu-system-aarch64 -cpu max (test/vm/arm64.sh): native and LuaJIT
+# interpreter chains, both BPF programs.
+set(SS_ARM64_BUILD "" CACHE PATH "a cross build for arm64 (build-arm64) to boot in the arm64 VM test")
+if(NOT SS_SANITIZE AND SS_ARM64_BUILD)
+  add_test(NAME vm_arm64
+    COMMAND ${CMAKE_SOURCE_DIR}/test/vm/arm64.sh ${CMAKE_SOURCE_DIR} ${SS_ARM64_BUILD})
+  set_tests_properties(vm_arm64 PROPERTIES TIMEOUT 700 LABELS "vm;arm64" RESOURCE_LOCK vm)
+endif()
