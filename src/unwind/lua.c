@@ -185,6 +185,15 @@ uint64_t ss_lua_vm_frame(struct ss_luaproc *l, struct ss_uproc *up, struct ss_na
     return trace_frame(up, l, nf, k, exact, s->time_ns);
 }
 
+bool ss_lua_in_trace(const struct ss_luaproc *l, const struct ss_native_frame *nf)
+{
+    struct ss_lj_runtime *rts[SS_LUA_MAX_RTS];
+    if (!l->traces || (nf->flags & SS_NF_FILE)) return false;
+    for (unsigned i = 0; i < l->n; i++)
+        rts[i] = l->rts[i].rt;
+    return ss_lj_in_trace(rts, l->n, ss_nf_lookup_ip(nf));
+}
+
 void ss_lua_native_leaf(struct ss_luaproc *l)
 {
     if (l->traces) l->tokens[0] = 0;

@@ -387,6 +387,13 @@ uint64_t ss_lj_trace_cfa(struct ss_lj_runtime *const *rts, uint32_t nrts, struct
     return 0;
 }
 
+bool ss_lj_in_trace(struct ss_lj_runtime *const *rts, uint32_t nrts, uint64_t look)
+{
+    for (uint32_t i = 0; i < nrts; i++)
+        if (rts[i] && rts[i]->tc && tc_find(rts[i]->tc, look) >= 0) return true;
+    return false;
+}
+
 const struct ss_lj_tsample *ss_lj_trace_sample(struct ss_lj_runtime *const *rts, uint32_t nrts,
                                                uint32_t token, struct ss_lj_runtime **rt)
 {
