@@ -99,8 +99,8 @@ struct run {
     long long fib, fib_whole, fib_cut, fib_bad; /* samples in fib: whole, [truncated], other */
     char fib_example[2048];
     /* samples through code without CFI ("[jit] ..." frames, native_scan.c):
-     * all, those from _start, those without PCRE2's caller below the
-     * frame (stale frames: the only such code here is PCRE2's JIT, called
+     * all, those from _start, those with frames below but not PCRE2's
+     * caller (stale frames: the only such code here is PCRE2's JIT, called
      * by ngx_http_lua_ffi_exec_regex; LuaJIT's traces are the Lua walk's) */
     long long jit, jit_rooted, jit_false;
     char jit_example[2048];
@@ -115,7 +115,7 @@ static void jit_judge(struct run *r, const char *line, long long c)
     const char *semi = strchr(line, ';');
     r->jit_rooted += semi && !strncmp(semi, ";_start;", 8) ? c : 0;
     const char *x = strstr(line, ";ngx_http_lua_ffi_exec_regex;");
-    if (x && x < j) return;
+    if (j == semi || (x && x < j)) return; /* nothing below it (truncated there), or PCRE2's */
     r->jit_false += c;
     if (!r->jit_example[0]) snprintf(r->jit_example, sizeof(r->jit_example), "%.2000s", line);
 }
