@@ -17,7 +17,11 @@
  * call (decoded with capstone from the file's bytes), and the CFI walk from
  * it goes on validly: it reaches the root, SS_SCAN_TRIAL frames, the end of
  * the snapshot, or more code without CFI in executable memory (another JIT
- * frame, a LuaJIT trace) after at least one CFI step. The frame f is then
+ * frame, a LuaJIT trace) after at least one CFI step. A direct call must be
+ * able to have made the frame above it (ret_addr, direct_ok): before f, a
+ * call of code without CFI or of a function that tail-jumps; on the walk
+ * from the candidate, a call into an executable file mapping; a zero
+ * return address read there is not the root. The frame f is then
  * marked SS_NF_JIT (named "[jit] MODULE" / "[jit] [anon]" / its perf-map
  * name, one frame for all the code without CFI that was stepped over). No
  * valid candidate: the walk ends there (SS_TRUNC_NOINFO) rather than guess.
