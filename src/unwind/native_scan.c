@@ -128,14 +128,14 @@ static bool trial(struct ss_nproc *np, const struct ss_native_frame *c)
         enum ss_trunc why = SS_TRUNC_NONE;
         if (ss_native_cfi_step(np, f, up, &why)) {
             /* each return address on the way passes the candidate's checks
-             * (but for the frame a signal interrupted, and anonymous code:
-             * a JIT's, looked at below) */
-            const struct ss_mapping *mp = ss_proc_find_cached(np->proc, ss_nf_ip(up));
-            if (!(f->flags & SS_NF_SIGNAL) && mp && mp->elf &&
-                !ret_addr(np, ss_nf_ip(up), NULL, false)) {
-                np->st.nocfi_stale++;
+             * (but for the frame a signal interrupted, and code without
+             * CFI: a JIT's or a file's, looked at below) */
+            uint64_t ip = ss_nf_ip(up);
+            const struct ss_mapping *mp = ss_proc_find_cached(np->proc, ip);
+            if (!(f->flags & SS_NF_SIGNAL) && mp && mp->elf && (mp->d.prot & SS_MAP_X) &&
+                ip >= 4096 && ss_native_rule(np, ip - 1)->kind != SS_NR_NOINFO &&
+                !ret_addr(np, ip, NULL, false))
                 return false;
-            }
             continue;
         }
         switch (why) {
