@@ -266,6 +266,14 @@ uint64_t ss_lj_trace_cfa(struct ss_lj_runtime *const *rts, uint32_t nrts, struct
                          uint64_t ip, bool exact, const uint64_t *regs, uint64_t known,
                          uint64_t time_ns, uint32_t *token);
 
+/* Is look (the interrupted instruction, or a return address's ip - 1) in
+ * the mcode of a trace that ss_lj_trace_cfa calls found (known even when
+ * they could not give the VM frame), or is there such a trace in
+ * [lo, hi) (look's mapping: a LuaJIT mcode area, whose other traces may be
+ * newer or flushed)? Reads nothing. */
+bool ss_lj_in_trace(struct ss_lj_runtime *const *rts, uint32_t nrts, uint64_t look, uint64_t lo,
+                    uint64_t hi);
+
 /* Merge Lua frames into a native frame list (see the file comment). regs
  * are the sample's user registers (enum ss_reg). Returns 0 or a negative
  * errno (-ENOSPC when out->cap is too small: out holds a prefix). */

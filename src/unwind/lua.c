@@ -203,6 +203,20 @@ uint64_t ss_lua_vm_frame(struct ss_luaproc *l, struct ss_uproc *up, struct ss_na
     return trace_frame(up, l, nf, k, exact, s->time_ns);
 }
 
+bool ss_lua_in_trace(const struct ss_luaproc *l, struct ss_uproc *up,
+                     const struct ss_native_frame *nf)
+{
+    struct ss_lj_runtime *rts[SS_LUA_MAX_RTS];
+    if (!l->traces || (nf->flags & SS_NF_FILE)) return false;
+    for (unsigned i = 0; i < l->n; i++)
+        rts[i] = l->rts[i].rt;
+    uint64_t look = ss_nf_lookup_ip(nf), lo = look, hi = look + 1;
+    /* an anonymous mapping (not a file's, which has no trace) */
+    const struct ss_mapping *mp = ss_proc_find_cached(up->proc, look);
+    if (mp && !mp->elf && !mp->d.path[0]) lo = mp->d.start, hi = mp->d.end;
+    return ss_lj_in_trace(rts, l->n, look, lo, hi);
+}
+
 void ss_lua_native_leaf(struct ss_luaproc *l)
 {
     if (l->traces) l->tokens[0] = 0;

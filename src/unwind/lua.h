@@ -40,6 +40,11 @@ struct ss_luaproc *ss_lua_begin(struct ss_unwinder *u, struct ss_uproc *up, bool
 /* The CFA of the VM frame under nf[k]'s code, 0: none known. */
 uint64_t ss_lua_vm_frame(struct ss_luaproc *l, struct ss_uproc *up, struct ss_native_frame *nf,
                          unsigned k, enum ss_lua_at at, const struct ss_sample *s);
+/* Is nf's ip in trace code of a runtime of l, or in an anonymous mapping
+ * that holds some (a LuaJIT mcode area), after ss_lua_vm_frame asked about
+ * nf and found no VM frame: trace code it could not claim? */
+bool ss_lua_in_trace(const struct ss_luaproc *l, struct ss_uproc *up,
+                     const struct ss_native_frame *nf);
 /* The leaf stays native (a VM frame found there could not be left). */
 void ss_lua_native_leaf(struct ss_luaproc *l);
 /* The caller of the VM frame whose CFA is cfa, into *f. */

@@ -163,6 +163,8 @@ struct ss_nstats {
     uint64_t cache_misses;
     uint64_t nocfi_fp, nocfi_scan, nocfi_fail; /* steps over code without CFI: by the frame
                                                   pointer, by a stack scan, none found */
+    uint64_t nocfi_stale; /* scan candidates (or their walks) refused by a direct call's
+                             target, or by a zero return address as the root */
     uint64_t trunc[SS_TRUNC_ERROR + 1];
 };
 

@@ -17,7 +17,11 @@
  * call (decoded with capstone from the file's bytes), and the CFI walk from
  * it goes on validly: it reaches the root, SS_SCAN_TRIAL frames, the end of
  * the snapshot, or more code without CFI in executable memory (another JIT
- * frame, a LuaJIT trace) after at least one CFI step. The frame f is then
+ * frame, a LuaJIT trace) after at least one CFI step. A direct call must be
+ * able to have made the frame above it (ret_addr, direct_ok): before f, a
+ * call of code without CFI or of a function that tail-jumps; on the walk
+ * from the candidate, a call into an executable file mapping; a zero
+ * return address read there is not the root. The frame f is then
  * marked SS_NF_JIT (named "[jit] MODULE" / "[jit] [anon]" / its perf-map
  * name, one frame for all the code without CFI that was stepped over). No
  * valid candidate: the walk ends there (SS_TRUNC_NOINFO) rather than guess.
@@ -65,36 +69,56 @@ static const uint8_t *code_before(const struct ss_mapping *mp, uint64_t addr, si
     return mp->elf->image + off;
 }
 
-/* Does a call instruction end at ra? */
+/* The call instructions that may end at ra (the bytes before ra decoded
+ * at each length): CALL_IND an indirect one, CALL_DIR a direct one (e8
+ * rel32 on x86-64, bl on arm64) with its target in *target. */
+enum { CALL_IND = 1, CALL_DIR = 2 };
 #if defined(__x86_64__)
-static bool call_before(struct ss_nproc *np, const struct ss_mapping *mp, uint64_t ra)
+static unsigned call_before(struct ss_nproc *np, const struct ss_mapping *mp, uint64_t ra,
+                            uint64_t *target)
 {
-    if (!cs_ready(np)) return false;
+    unsigned kinds = 0;
+    if (!cs_ready(np)) return 0;
     for (size_t k = 2; k <= SS_CALL_MAX; k++) {
         const uint8_t *b = code_before(mp, ra, k);
-        if (!b) return false;
+        if (!b) break;
+        const uint8_t *b0 = b;
         size_t len = k;
         uint64_t at = ra - k;
         cs_insn *ci = np->cs_insn;
-        if (cs_disasm_iter((csh)np->cs, &b, &len, &at, ci) && len == 0 && ci->id == X86_INS_CALL)
-            return true;
+        if (!cs_disasm_iter((csh)np->cs, &b, &len, &at, ci) || len || ci->id != X86_INS_CALL)
+            continue;
+        if (k == 5 && b0[0] == 0xe8) {
+            int32_t rel;
+            memcpy(&rel, b0 + 1, 4);
+            *target = ra + (uint64_t)(int64_t)rel;
+            kinds |= CALL_DIR;
+        } else {
+            kinds |= CALL_IND;
+        }
     }
-    return false;
+    return kinds;
 }
 #else
-/* arm64: BL, BLR, or one of BLRAA, BLRAB, BLRAAZ, BLRABZ */
-static bool call_before(struct ss_nproc *np, const struct ss_mapping *mp, uint64_t ra)
+/* arm64: BL (direct), BLR, or one of BLRAA, BLRAB, BLRAAZ, BLRABZ */
+static unsigned call_before(struct ss_nproc *np, const struct ss_mapping *mp, uint64_t ra,
+                            uint64_t *target)
 {
     (void)np;
     const uint8_t *b = code_before(mp, ra, 4);
-    if (!b) return false;
+    if (!b) return 0;
     uint32_t i = b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
-    return (i & 0xfc000000u) == 0x94000000u || (i & 0xfffffc1fu) == 0xd63f0000u ||
-           (i & 0xfefff800u) == 0xd63f0800u;
+    if ((i & 0xfc000000u) == 0x94000000u) {
+        int64_t imm = (int64_t)((uint64_t)(i & 0x03ffffffu) << 38) >> 36; /* imm26 * 4 */
+        *target = ra - 4 + (uint64_t)imm;
+        return CALL_DIR;
+    }
+    return (i & 0xfffffc1fu) == 0xd63f0000u || (i & 0xfefff800u) == 0xd63f0800u ? CALL_IND : 0;
 }
 #endif
 
 /* Is the walk from candidate c valid (see the header comment)? */
+static bool ret_addr(struct ss_nproc *np, uint64_t ra, struct ss_nrule *rule, bool nocfi_callee);
 static bool trial(struct ss_nproc *np, const struct ss_native_frame *c)
 {
     struct ss_native_frame fr[2];
@@ -102,9 +126,27 @@ static bool trial(struct ss_nproc *np, const struct ss_native_frame *c)
     for (unsigned i = 0; i < SS_SCAN_TRIAL; i++) {
         struct ss_native_frame *f = &fr[i & 1], *up = &fr[(i + 1) & 1];
         enum ss_trunc why = SS_TRUNC_NONE;
-        if (ss_native_cfi_step(np, f, up, &why)) continue;
+        if (ss_native_cfi_step(np, f, up, &why)) {
+            /* each return address on the way passes the candidate's checks
+             * (but for the frame a signal interrupted, and code without
+             * CFI: a JIT's or a file's, looked at below) */
+            uint64_t ip = ss_nf_ip(up);
+            const struct ss_mapping *mp = ss_proc_find_cached(np->proc, ip);
+            if (!(f->flags & SS_NF_SIGNAL) && mp && mp->elf && (mp->d.prot & SS_MAP_X) &&
+                ip >= 4096 && ss_native_rule(np, ip - 1)->kind != SS_NR_NOINFO &&
+                !ret_addr(np, ip, NULL, false))
+                return false;
+            continue;
+        }
         switch (why) {
         case SS_TRUNC_NONE:
+            /* the root: not a zero read from the stack (a stale chain
+             * runs into zeroed slots; the roots' CFI marks rip undefined) */
+            if ((up->regs.valid & SS_DBIT(SS_DR_IP)) && ss_nf_ip(up) == 0 && i > 0) {
+                np->st.nocfi_stale++;
+                return false;
+            }
+            return true;
         case SS_TRUNC_SNAPSHOT:
             return true;
         case SS_TRUNC_NOINFO: { /* more code without CFI, in executable memory */
@@ -126,16 +168,73 @@ static bool load8(struct ss_nproc *np, uint64_t addr, uint64_t *v)
     return true;
 }
 
+#define SS_TAIL_BYTES 512 /* of a function looked at for a tail jump */
+#define SS_TAIL_INSNS 96
+
+/* Can the function at target (in mp, with CFI) leave for other code without
+ * a frame of its own: a tail jump through a register or memory in its first
+ * instructions (a wrapper that jumps to a function pointer)? Not a PLT
+ * stub: the function it jumps to is another library's, with CFI. */
+#if defined(__x86_64__)
+static bool tail_jumps(struct ss_nproc *np, const struct ss_mapping *mp, uint64_t target)
+{
+    size_t len = SS_TAIL_BYTES;
+    if (target + len > mp->d.end) len = (size_t)(mp->d.end - target);
+    const uint8_t *b = code_before(mp, target + len, len);
+    if (!b || !cs_ready(np)) return false;
+    uint64_t at = target;
+    cs_insn *ci = np->cs_insn;
+    for (unsigned i = 0; i < SS_TAIL_INSNS && cs_disasm_iter((csh)np->cs, &b, &len, &at, ci); i++) {
+        if (ci->id == X86_INS_ENDBR64) continue;
+        bool ind = ci->id == X86_INS_JMP && ci->op_str[0] != '0';         /* not "0x..." */
+        if (ind && i <= 1 && strstr(ci->op_str, "[rip + ")) return false; /* a PLT stub */
+        if (ind) return true;
+        if (ci->id == X86_INS_INT3 || ci->id == X86_INS_UD2) break;
+    }
+    return false;
+}
+#else
+static bool tail_jumps(struct ss_nproc *np, const struct ss_mapping *mp, uint64_t target)
+{
+    (void)np, (void)mp, (void)target;
+    return true; /* arm64: not looked at yet */
+}
+#endif
+
+/* Could the direct call to target have made the frame above it?
+ * nocfi_callee: that frame is code without CFI, stepped over by the scan:
+ * the target then is code without CFI in a file, or a function with CFI
+ * that can tail-jump (tail_jumps); a function with CFI that called on
+ * would have left its own frame, whose return address the scan finds
+ * first, and so would a PLT stub's function. Else (a frame the CFI walk
+ * reached) the target is in an executable file mapping: a file's direct
+ * calls do not land in anonymous memory. */
+static bool direct_ok(struct ss_nproc *np, uint64_t target, bool nocfi_callee)
+{
+    const struct ss_mapping *mp = ss_proc_find_cached(np->proc, target);
+    if (!mp || !mp->elf || !(mp->d.prot & SS_MAP_X)) return false;
+    if (!nocfi_callee || ss_native_rule(np, target)->kind == SS_NR_NOINFO) return true;
+    return tail_jumps(np, mp, target);
+}
+
 /* Could ra be a return address: in an executable file mapping whose CFI
- * covers it, right after a call? */
-static bool ret_addr(struct ss_nproc *np, uint64_t ra, struct ss_nrule *rule)
+ * covers it, right after a call that could have made the frame above it
+ * (direct_ok; an indirect call could have made any)? */
+static bool ret_addr(struct ss_nproc *np, uint64_t ra, struct ss_nrule *rule, bool nocfi_callee)
 {
     if (ra < 4096) return false;
     const struct ss_mapping *mp = ss_proc_find_cached(np->proc, ra);
     if (!mp || !mp->elf || !(mp->d.prot & SS_MAP_X)) return false;
     const struct ss_nrule *r = ss_native_rule(np, ra - 1);
-    if (r->kind == SS_NR_NOINFO || !call_before(np, mp, ra)) return false;
-    if (rule) *rule = *r; /* a copy: the cache slot may be reused by the next lookup */
+    if (r->kind == SS_NR_NOINFO) return false;
+    struct ss_nrule keep = *r; /* a copy: the cache slot may be reused by the next lookup */
+    uint64_t target = 0;
+    unsigned kinds = call_before(np, mp, ra, &target);
+    if (!(kinds & CALL_IND) && !((kinds & CALL_DIR) && direct_ok(np, target, nocfi_callee))) {
+        if (kinds) np->st.nocfi_stale++;
+        return false;
+    }
+    if (rule) *rule = keep;
     return true;
 }
 
@@ -149,12 +248,12 @@ static bool valid(struct ss_nproc *np, const struct ss_native_frame *f, struct s
                   bool fp)
 {
     struct ss_nrule r;
-    if (ss_nf_sp(c) <= ss_nf_sp(f) || !ret_addr(np, ss_nf_ip(c), &r)) return false;
+    if (ss_nf_sp(c) <= ss_nf_sp(f) || !ret_addr(np, ss_nf_ip(c), &r, true)) return false;
     if (trial(np, c)) return true;
     if (fp || r.kind != SS_NR_OK || r.cfa_reg != SS_DR_FP) return false;
     uint64_t sp = ss_nf_sp(c), keep = c->regs.r[SS_DR_FP], ra;
     for (uint64_t p = sp; p - sp < SS_SCAN_BYTES && load8(np, p + 8, &ra); p += 8) {
-        if (!ret_addr(np, ra, NULL)) continue;
+        if (!ret_addr(np, ra, NULL, false)) continue;
         c->regs.r[SS_DR_FP] = p;
         if (trial(np, c)) return true;
     }
@@ -193,7 +292,7 @@ int ss_nscan_step(struct ss_nproc *np, struct ss_native_frame *f, struct ss_nati
          * above the 48-bit user VA (Debian's kernels; 52-bit VA not yet) */
         lr.regs.r[SS_DR_IP] = f->regs.r[SS_DR_X30] & ((1ull << 48) - 1);
         lr.regs.valid &= ~SS_DBIT(SS_DR_X30);
-        if (ret_addr(np, ss_nf_ip(&lr), NULL) && trial(np, &lr)) {
+        if (ret_addr(np, ss_nf_ip(&lr), NULL, true) && trial(np, &lr)) {
             np->st.nocfi_fp++;
             *caller = lr;
             f->cfa = ss_nf_sp(f);

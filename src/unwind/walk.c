@@ -86,6 +86,14 @@ static unsigned native_frames(struct ss_unwinder *u, struct ss_uproc *up, const 
     if (cfa && max >= 2 && ss_lua_vm_caller(up, cfa, &nf[1])) {
         nf[0].cfa = cfa;
         n = 1 + native_run(up, &nf[1], max - 1, hold, why, &held);
+    } else if (l && ss_lua_in_trace(l, up, &nf[0])) {
+        /* trace code the Lua walk could not claim: its caller is the VM's
+         * frame, which it could not find; a scan would take stale return
+         * addresses of earlier calls (the trace's spill slots reuse that
+         * stack): the stack ends here, truncated */
+        ss_lua_native_leaf(l);
+        *why = SS_TRUNC_NOINFO;
+        return 1;
     } else {
         if (l) ss_lua_native_leaf(l);
         n = native_run(up, nf, max, hold, why, &held);
@@ -105,14 +113,19 @@ static unsigned native_frames(struct ss_unwinder *u, struct ss_uproc *up, const 
             if (!(cfa = ss_lua_vm_frame(l, up, nf, k, SS_LUA_END, s))) {
                 /* code the hook does not know (a process gone before its
                  * walk: its JIT code is in no mapping the side band told):
-                 * step over it as code without CFI (native_scan.c) */
-                if (!ss_proc_anon_code(up->proc, ss_nf_ip(&tmp)) || n + 1 > max) break;
+                 * step over it as code without CFI (native_scan.c); not
+                 * trace code (see the leaf's) */
+                if (!ss_proc_anon_code(up->proc, ss_nf_ip(&tmp)) || n + 1 > max ||
+                    ss_lua_in_trace(l, up, &tmp))
+                    break;
                 n = ss_native_unwind_on(up->np, nf, n + 1, max, why, &held);
                 continue;
             }
             n++;
         } else if (!(cfa = ss_lua_vm_frame(l, up, nf, k, SS_LUA_FRAME, s))) {
-            /* not the hook's code: the step the held walk left out */
+            /* not the hook's code: the step the held walk left out (but
+             * over trace code it could not claim: truncated, as at the leaf) */
+            if (held && k == n - 1 && ss_lua_in_trace(l, up, &nf[k])) break;
             if (held && k == n - 1) n = ss_native_unwind_on(up->np, nf, n, max, why, &held);
             continue;
         }

@@ -98,7 +98,49 @@ struct run {
     char ffi_other[600];
     long long fib, fib_whole, fib_cut, fib_bad; /* samples in fib: whole, [truncated], other */
     char fib_example[2048];
+    /* samples through code without CFI ("[jit] ..." frames, native_scan.c):
+     * all, those from _start, those in anonymous code with frames below
+     * but not PCRE2's caller (stale frames: the only such code here is
+     * PCRE2's JIT, called by ngx_http_lua_ffi_exec_regex; LuaJIT's traces
+     * are the Lua walk's) */
+    long long jit, jit_rooted, jit_false;
+    char jit_example[2048];
 };
+
+/* Code without CFI: its frame has a sound chain below it. */
+static void jit_judge(struct run *r, const char *line, long long c)
+{
+    const char *j = strstr(line, ";[jit] ");
+    if (!j) return;
+    r->jit += c;
+    const char *semi = strchr(line, ';');
+    r->jit_rooted += semi && !strncmp(semi, ";_start;", 8) ? c : 0;
+    const char *x = strstr(line, ";ngx_http_lua_ffi_exec_regex;");
+    if (j == semi || (x && x < j)) return; /* nothing below it (truncated there), or PCRE2's */
+    /* code without CFI in a file (sid's libc has some: called from cjson)
+     * has callers of all kinds */
+    if (strncmp(j, ";[jit] [anon]", 13)) return;
+    /* code in no mapping the process view knows (a module mapped after
+     * it was read: seen once under ASan) is named [anon] too, and its
+     * callers are of all kinds */
+    if (strstr(line, ";[unknown]")) return;
+    r->jit_false += c;
+    if (!r->jit_example[0]) snprintf(r->jit_example, sizeof(r->jit_example), "%.2000s", line);
+}
+
+/* record's "N through code without CFI (P% of them reached the root)" as
+ * a sample count (-1: not on the line; 0 such samples print no clause). */
+static long long nocfi_root(const char *err)
+{
+    const char *p = strstr(err, " through code without CFI (");
+    if (!p) return 0;
+    const char *b = p;
+    while (b > err && b[-1] >= '0' && b[-1] <= '9')
+        b--;
+    double pct = 0;
+    if (sscanf(p, " through code without CFI (%lf%%", &pct) != 1) return -1;
+    return (long long)(atoll(b) * pct / 100.0 + 0.5);
+}
 
 /* Deep recursion: every sample with a fib frame starts its Lua chain at the
  * chunk's main under ngx_http_lua_run_thread, then handle_fib; or at a
@@ -127,6 +169,7 @@ static void fib_judge(struct run *r)
             if (!named && !r->ffi_other[0])
                 snprintf(r->ffi_other, sizeof(r->ffi_other), "%.590s", mm);
         }
+        jit_judge(r, line, c);
         const char *f = strstr(line, ";fib (");
         if (f) {
             r->fib += c;
@@ -221,8 +264,11 @@ static void serve(struct run *r, const char *root, bool ctr, bool jit, char *pre
     char *live = cli_path(dir, "live.folded");
     /* the interpreter's run longer: it is slower, and its walks of C
      * calls give up where the collector moved (resolve.c) */
-    char *argv[] = {(char *)cli_ss(), "record", "-p", pid, "-F", "999", "-d",
-                    jit ? "3" : "5",  "-o",     live, NULL};
+    char snap[1300];
+    snprintf(snap, sizeof(snap), "%s.snap", live);
+    char *argv[] = {(char *)cli_ss(), "record", "-p", pid,  "-F", "999", "-d",
+                    jit ? "3" : "5",  "-o",     live, "-o", snap, NULL};
+    if (!getenv("SS_NGXO_KEEP")) argv[10] = NULL; /* the capture only to keep */
     struct cli_res res;
     int rc = cli_run(&res, 60, argv);
     cli_wait(w1, 20);
@@ -236,8 +282,11 @@ static void serve(struct run *r, const char *root, bool ctr, bool jit, char *pre
     r->folded = cli_load(live, NULL);
     cr_assert(r->folded, "%s", live);
     if (getenv("SS_NGXO_KEEP")) { /* for a look at the stacks */
-        snprintf(cmd, sizeof(cmd), "cp %s %s/ngxo-%s-%s.folded; cp %s %s/ngxo-%s-%s.conf", live,
-                 SS_BINARY_DIR, ctr ? "trixie" : "bookworm", jit ? "jit" : "off", conf,
+        snprintf(cmd, sizeof(cmd),
+                 "cp %s %s/ngxo-%s-%s.folded; cp %s %s/ngxo-%s-%s.conf; cp %s.snap "
+                 "%s/ngxo-%s-%s.snap",
+                 live, SS_BINARY_DIR, ctr ? "trixie" : "bookworm", jit ? "jit" : "off", conf,
+                 SS_BINARY_DIR, ctr ? "trixie" : "bookworm", jit ? "jit" : "off", live,
                  SS_BINARY_DIR, ctr ? "trixie" : "bookworm", jit ? "jit" : "off");
         cr_expect_eq(system(cmd), 0);
     }
@@ -337,6 +386,22 @@ static void oracle(const char *label, const char *root, bool ctr)
     if (off.ffi_other[0])
         cr_log_info("%s: %lld of %lld FFI samples under another ffi.meta name: %s", label,
                     off.ffi - off.ffi_named, off.ffi, off.ffi_other);
+    /* code without CFI stepped over by the scan: never onto stale return
+     * addresses (a C frame of an earlier call between [jit] and the Lua
+     * frames), and the summary counts at the root only those from _start */
+    long long roots = nocfi_root(on.err);
+    cr_log_info("%s: %lld samples through code without CFI, %lld from _start, %lld false; the "
+                "summary: %lld at the root%s%s\n",
+                label, on.jit, on.jit_rooted, on.jit_false, roots,
+                on.jit_example[0] ? "\n  e.g. " : "", on.jit_example);
+    cr_expect_eq(on.jit_false, 0,
+                 "%s: %lld of %lld samples through code without CFI on stale "
+                 "frames: %s",
+                 label, on.jit_false, on.jit, on.jit_example);
+    cr_expect(roots >= 0 && roots <= on.jit_rooted + 1, /* (the share has one decimal) */
+              "%s: the summary counts %lld samples through code without CFI at the root, %lld "
+              "start at _start",
+              label, roots, on.jit_rooted);
     /* deep recursion: the whole chain, or one that says it is cut */
     cr_expect_gt(on.fib, 100, "%s: only %lld samples in fib", label, on.fib);
     cr_expect_eq(on.fib_bad, 0, "%s: %lld of %lld fib samples neither whole nor [truncated]: %s",

@@ -388,6 +388,26 @@ uint64_t ss_lj_trace_cfa(struct ss_lj_runtime *const *rts, uint32_t nrts, struct
     return 0;
 }
 
+bool ss_lj_in_trace(struct ss_lj_runtime *const *rts, uint32_t nrts, uint64_t look, uint64_t lo,
+                    uint64_t hi)
+{
+    for (uint32_t i = 0; i < nrts; i++) {
+        const struct lj_tcache *tc = rts[i] ? rts[i]->tc : NULL;
+        if (!tc) continue;
+        if (tc_find(tc, look) >= 0) return true;
+        unsigned a = 0, b = tc->n; /* the first trace at or above lo */
+        while (a < b) {
+            unsigned mid = (a + b) / 2;
+            if (tc->t[mid].mcode < lo)
+                a = mid + 1;
+            else
+                b = mid;
+        }
+        if (a < tc->n && tc->t[a].mcode < hi) return true;
+    }
+    return false;
+}
+
 const struct ss_lj_tsample *ss_lj_trace_sample(struct ss_lj_runtime *const *rts, uint32_t nrts,
                                                uint32_t token, struct ss_lj_runtime **rt)
 {
