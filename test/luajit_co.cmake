@@ -17,6 +17,7 @@ add_dependencies(luajit_matrix lj_host)
 set_tests_properties(luajit_matrix PROPERTIES FIXTURES_REQUIRED luajit_builds)
 ss_add_test(luajit_servers SOURCES ${LJC_DIR}/test_servers.c ${LJC_COMMON} LABELS luajit TIMEOUT 180)
 target_include_directories(luajit_servers PRIVATE ${LJC_DIR})
+target_link_libraries(luajit_servers PRIVATE cli_helpers) # cli_free_port, cli_port_open
 ss_add_test(luajit_witness SOURCES ${LJC_DIR}/test_witness.c ${LJC_COMMON} LABELS luajit TIMEOUT 180)
 target_include_directories(luajit_witness PRIVATE ${LJC_DIR})
 # Debian 13 (trixie): its luajit source built four ways and a debootstrap

@@ -2,6 +2,7 @@
 #include "cli.h"
 #include "profile.pb-c.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <zlib.h>
 #include <fcntl.h>
@@ -12,7 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <netinet/in.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -558,4 +561,40 @@ struct Perftools__Profiles__Profile *cli_load_pprof(const char *path)
     Perftools__Profiles__Profile *p = perftools__profiles__profile__unpack(NULL, n, buf);
     free(buf);
     return p;
+}
+
+int cli_free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t l = sizeof(a);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) || getsockname(fd, (void *)&a, &l)) {
+        if (fd >= 0) close(fd);
+        return -1;
+    }
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+bool cli_port_open(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    bool ok = fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+    if (fd >= 0) close(fd);
+    return ok;
+}
+
+pid_t cli_first_child(pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)pid, (int)pid);
+    FILE *f = fopen(path, "r");
+    int c = 0;
+    if (!f) return 0;
+    if (fscanf(f, "%d", &c) != 1) c = 0;
+    fclose(f);
+    return (pid_t)c;
 }

@@ -38,6 +38,13 @@ int cli_wait(pid_t pid, double timeout_s);
 double cli_now(void);
 void cli_sleep(double s);
 
+/* Servers under test on loopback: a port free now (or -1), whether one
+ * accepts connections, and the first child of pid (a pid namespace's pid 1
+ * under unshare --fork), or 0. */
+int cli_free_port(void);
+bool cli_port_open(int port);
+pid_t cli_first_child(pid_t pid);
+
 /* Folders and files. */
 char *cli_tmpdir(const char *tag); /* /tmp/ss-cli-TAG-XXXXXX */
 void cli_rmtree(const char *dir);

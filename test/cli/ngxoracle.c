@@ -28,30 +28,6 @@
 #include "cli.h"
 #include "oracle.h"
 
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t l = sizeof(a);
-    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) || getsockname(fd, (void *)&a, &l)) {
-        if (fd >= 0) close(fd);
-        return -1;
-    }
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
-static bool port_open(int port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET,
-                            .sin_port = htons((uint16_t)port),
-                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    bool ok = fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
-    if (fd >= 0) close(fd);
-    return ok;
-}
-
 /* %1$s: the root as nginx sees it, %2$s: the prefix, %3$d: the port,
  * %4$s: init_by_lua's JIT switch. */
 static const char conf_fmt[] =
@@ -76,19 +52,6 @@ static const char conf_fmt[] =
     "        ngx.sleep(0.06)\n        ngx.say(require(\"ngxoracle\").handle_fib())\n      }\n    "
     "}\n"
     "  }\n}\n";
-
-/* The first child of pid (the namespace's pid 1: nginx), or 0. */
-static pid_t first_child(pid_t pid)
-{
-    char path[64];
-    snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)pid, (int)pid);
-    FILE *f = fopen(path, "r");
-    int c = 0;
-    if (!f) return 0;
-    if (fscanf(f, "%d", &c) != 1) c = 0;
-    fclose(f);
-    return (pid_t)c;
-}
 
 struct run {
     char *folded, *err;
@@ -208,7 +171,7 @@ static void serve(struct run *r, const char *root, bool ctr, bool jit, char *pre
     cr_assert_eq(cli_copy(lua, dst, 0644), 0, "%s", dst);
     free(lua);
     free(dst);
-    int port = free_port();
+    int port = cli_free_port();
     cr_assert(port > 0);
     char *conf = cli_path(host_prefix, "conf/nginx.conf");
     FILE *f = fopen(conf, "w");
@@ -230,10 +193,10 @@ static void serve(struct run *r, const char *root, bool ctr, bool jit, char *pre
     unsetenv("LD_LIBRARY_PATH");
     cr_assert(outer > 0, "nginx did not start");
     pid_t ngx = outer;
-    for (int i = 0; i < 200 && !port_open(port); i++)
+    for (int i = 0; i < 200 && !cli_port_open(port); i++)
         cli_sleep(0.05);
-    if (ctr) ngx = first_child(outer);
-    if (!port_open(port) || ngx <= 0) {
+    if (ctr) ngx = cli_first_child(outer);
+    if (!cli_port_open(port) || ngx <= 0) {
         kill(outer, SIGKILL);
         cli_wait(outer, 5);
         cr_assert_fail("nginx did not listen on 127.0.0.1:%d (see %s%s)", port, ctr ? root : "",

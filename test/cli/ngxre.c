@@ -18,30 +18,6 @@
 
 #include "cli.h"
 
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t l = sizeof(a);
-    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) || getsockname(fd, (void *)&a, &l)) {
-        if (fd >= 0) close(fd);
-        return -1;
-    }
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
-static bool port_open(int port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET,
-                            .sin_port = htons((uint16_t)port),
-                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    bool ok = fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
-    if (fd >= 0) close(fd);
-    return ok;
-}
-
 static const char conf_fmt[] =
     "load_module %1$s/usr/lib/nginx/modules/ndk_http_module.so;\n"
     "load_module %1$s/usr/lib/nginx/modules/ngx_http_lua_module.so;\n"
@@ -72,7 +48,7 @@ Test(ngxre, pcre_jit_samples_reach_the_handler, .timeout = 240)
     char *dir = cli_tmpdir("ngxre");
     snprintf(cmd, sizeof(cmd), "mkdir -p %s/conf %s/logs %s/tmp", dir, dir, dir);
     cr_assert_eq(system(cmd), 0);
-    int port = free_port();
+    int port = cli_free_port();
     cr_assert(port > 0);
     char *conf = cli_path(dir, "conf/nginx.conf");
     FILE *f = fopen(conf, "w");
@@ -88,9 +64,9 @@ Test(ngxre, pcre_jit_samples_reach_the_handler, .timeout = 240)
     pid_t ngx = cli_start(nargv, NULL, NULL);
     unsetenv("LD_LIBRARY_PATH");
     cr_assert(ngx > 0, "nginx did not start");
-    for (int i = 0; i < 100 && !port_open(port); i++)
+    for (int i = 0; i < 100 && !cli_port_open(port); i++)
         cli_sleep(0.05);
-    if (!port_open(port)) {
+    if (!cli_port_open(port)) {
         kill(ngx, SIGKILL);
         cli_wait(ngx, 5);
         cr_assert_fail("nginx did not listen on 127.0.0.1:%d (see %s)", port, elog);

@@ -30,34 +30,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../cli/cli.h"
 #include "ljcheck.h"
 #include "ljtest.h"
 
 #define DIR SS_SOURCE_DIR "/test/luajit/"
-
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t l = sizeof(a);
-    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) || getsockname(fd, (void *)&a, &l)) {
-        if (fd >= 0) close(fd);
-        return -1;
-    }
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
-static bool port_open(int port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET,
-                            .sin_port = htons((uint16_t)port),
-                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    bool ok = fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
-    if (fd >= 0) close(fd);
-    return ok;
-}
 
 /* Copy the template, replacing @ROOT@, @PREFIX@, @PORT@ and @JIT@. */
 static void write_conf(const char *path, const char *root, const char *prefix, int port, bool jit)
@@ -139,7 +116,7 @@ static void nginx_case(const char *label, const char *root, bool ctr, bool jit, 
     snprintf(cmd, sizeof(cmd), "mkdir -p %s/conf %s/logs %s/tmp", host_prefix, host_prefix,
              host_prefix);
     cr_assert_eq(system(cmd), 0);
-    int port = free_port();
+    int port = cli_free_port();
     cr_assert(port > 0);
     snprintf(conf, sizeof(conf), "%s/conf/nginx.conf", host_prefix);
     write_conf(conf, inside, prefix, port, jit);
@@ -154,9 +131,9 @@ static void nginx_case(const char *label, const char *root, bool ctr, bool jit, 
     else
         ngx = outer = spawn_quiet(nargv, ldp, NULL);
     cr_assert(ngx > 0, "%s: nginx did not start", label);
-    for (int i = 0; i < 100 && !port_open(port); i++)
+    for (int i = 0; i < 100 && !cli_port_open(port); i++)
         usleep(50 * 1000);
-    if (!port_open(port)) {
+    if (!cli_port_open(port)) {
         stop(outer);
         cr_assert_fail("%s: nginx did not listen on 127.0.0.1:%d (see %s%s)", label, port,
                        ctr ? root : "", elog);
