@@ -17,7 +17,8 @@ void ljt_kill(pid_t pid);
 /* ${SS_CACHE:-/var/cache/stacksnap}/sub into buf. */
 const char *ljt_cache(const char *sub, char *buf, size_t cap);
 /* The Debian 13 root (made and cached by test/roots/mkroot.sh; asserts). */
-#define LJT_TRIXIE_PKGS "luajit,libluajit-5.1-2,nginx,libnginx-mod-http-lua,lua-resty-core,lua-cjson"
+#define LJT_TRIXIE_PKGS                                                                            \
+    "luajit,libluajit-5.1-2,nginx,libnginx-mod-http-lua,lua-resty-core,lua-cjson"
 void ljt_trixie_root(char *buf, size_t cap);
 /* Run argv the way a container does: own mount + pid namespaces (unshare),
  * chrooted into root, with the host folder bind mounted at /mnt inside.
