@@ -192,8 +192,12 @@ enum ss_frame_kind {
 
 /* ss_frame.flags */
 enum {
-    SS_FF_NOCFI = 1u << 0, /* native: code without CFI (JIT code) that the walk stepped over
-                              by a validated frame-pointer chain or stack scan */
+    SS_FF_NOCFI = 1u << 0,     /* native: code without CFI (JIT code) that the walk stepped over
+                                  by a validated frame-pointer chain or stack scan */
+    SS_FF_TRACE_CUT = 1u << 1, /* native: the walk ended here, at (or at a return into)
+                                  LuaJIT trace code the Lua walk could not claim */
+    SS_FF_STALE = 1u << 2,     /* native: the stack scan out of this frame (code without
+                                  CFI) refused return addresses as stale */
 };
 
 /* One frame. Strings are owned by whoever produced the frame (interned in a

@@ -87,6 +87,10 @@ struct ss_unwinder_stats {
     /* Lua frames left out as not proven on the stack (ss_stack_unproven),
      * and the samples that lost any */
     uint64_t lua_unproven, lua_unproven_samples;
+    /* samples by ss_stack_facts: truncated (SS_SF_TRUNCATED), cut at trace
+     * code, with stale scan candidates refused, through code without CFI,
+     * and those of them that reached the root */
+    uint64_t truncated, trace_cut, scan_stale, nocfi, nocfi_root;
 };
 
 int ss_unwinder_new(struct ss_unwinder **out, const struct ss_unwinder_opts *o, struct ss_err *err);
@@ -101,6 +105,19 @@ int ss_unwind(struct ss_unwinder *u, const struct ss_sample *s, struct ss_stack 
 /* Lua frames a walk of st left out because it could not prove them on the
  * stack (ss_frame.unproven summed; issue 32): counted, never shown. */
 unsigned ss_stack_unproven(const struct ss_stack *st);
+/* What a walk of st cut or stepped over (issue 32), from its frames and
+ * how it ended, so replay's memo and captures without stack bytes carry
+ * it: SS_SF_* bits. */
+enum {
+    SS_SF_TRUNCATED = 1u << 0,  /* the walk did not reach the root (st->trunc), or a Lua
+                                   chain ends at a [truncated] root */
+    SS_SF_TRACE_CUT = 1u << 1,  /* it ended at trace code the Lua walk could not claim
+                                   (SS_FF_TRACE_CUT) */
+    SS_SF_STALE = 1u << 2,      /* a stack scan refused stale candidates (SS_FF_STALE) */
+    SS_SF_NOCFI = 1u << 3,      /* it stepped over code without CFI (SS_FF_NOCFI) */
+    SS_SF_NOCFI_ROOT = 1u << 4, /* ... and reached the root (not SS_SF_TRUNCATED) */
+};
+unsigned ss_stack_facts(const struct ss_stack *st);
 /* Replay of a sample the live walker walked twice (SS_READ_REWALK): a first
  * walk for its effect on the caches (no result, no statistics), then
  * between(ctx) (serve the second walk's reads), then ss_unwind. */

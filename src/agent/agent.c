@@ -217,13 +217,18 @@ static void on_sample(void *ctx, const struct ss_sample *s)
         return;
     }
     a->live.samples++;
-    if (st.trunc != SS_TRUNC_NONE) a->live.truncated++;
     for (uint32_t i = 0; i < st.nframes; i++)
         if (st.frames[i].kind == SS_FRAME_LUA) {
             a->live.lua++;
             break;
         }
     a->live.lua_unproven += ss_stack_unproven(&st);
+    unsigned f = ss_stack_facts(&st);
+    a->live.truncated += (f & SS_SF_TRUNCATED) != 0;
+    a->live.trace_cut += (f & SS_SF_TRACE_CUT) != 0;
+    a->live.scan_stale += (f & SS_SF_STALE) != 0;
+    a->live.nocfi += (f & SS_SF_NOCFI) != 0;
+    a->live.nocfi_root += (f & SS_SF_NOCFI_ROOT) != 0;
     const char *exe = NULL, *cgroup = NULL;
     ag_procinfo_get(a->procs, st.pid, st.comm, &exe, &cgroup);
     feed_windows(a, &st, exe, cgroup);

@@ -40,10 +40,12 @@ struct ag_window {
 
 /* What /metrics shows; the main thread refreshes it about twice a second. */
 struct ag_stats {
-    uint64_t samples, lua, truncated, errors;
-    uint64_t lua_unproven;              /* Lua frames left out as not proven (ss_stack_unproven) */
-    uint64_t markers[SS_PROC_EXIT + 1]; /* process markers by kind */
-    uint64_t processes_seen;            /* over every unwinder (one per capture segment) */
+    uint64_t samples, lua, errors;
+    uint64_t lua_unproven; /* Lua frames left out as not proven (ss_stack_unproven) */
+    /* samples by ss_stack_facts (truncated: the walk or a Lua chain) */
+    uint64_t truncated, trace_cut, scan_stale, nocfi, nocfi_root;
+    uint64_t markers[SS_PROC_EXIT + 1];   /* process markers by kind */
+    uint64_t processes_seen;              /* over every unwinder (one per capture segment) */
     uint64_t debug_fetched, debug_failed; /* debuginfod fetches, over every unwinder */
     struct ss_capture_stats cap;
     struct ss_unwinder_stats unw;

@@ -49,7 +49,23 @@ char *ag_metrics_text(struct ss_agent *a, size_t *len)
     C("lua_samples_total", "Samples with at least one Lua frame.", s.lua);
     C("lua_frames_unproven_total",
       "Lua frames left out because the walk could not prove them on the stack.", s.lua_unproven);
-    C("truncated_samples_total", "Samples whose walk did not reach the stack's root.", s.truncated);
+    C("truncated_samples_total",
+      "Samples whose walk did not reach the stack's root, or whose Lua chain ends at a "
+      "[truncated] root.",
+      s.truncated);
+    C("trace_cut_samples_total",
+      "Samples whose walk ended at LuaJIT trace code the Lua walk could not claim (truncated "
+      "there).",
+      s.trace_cut);
+    C("scan_stale_samples_total",
+      "Samples whose stack scan over code without CFI refused return addresses as stale.",
+      s.scan_stale);
+    C("nocfi_samples_total",
+      "Samples whose walk stepped over code without CFI (a validated stack scan or frame "
+      "pointer).",
+      s.nocfi);
+    C("nocfi_root_samples_total", "Samples that reached the stack's root through code without CFI.",
+      s.nocfi_root);
     C("unwind_errors_total", "Samples that could not be unwound (process gone or unreadable).",
       s.errors);
     C("dropped_samples_total", "Samples lost because the BPF buffer was full.", s.cap.dropped);

@@ -108,19 +108,18 @@ int ss_outputs_add(struct ss_outputs *o, const struct ss_stack *st)
 {
     struct ss_err err = {0};
     o->samples++;
-    if (st->trunc != SS_TRUNC_NONE) o->truncated++;
     for (uint32_t i = 0; i < st->nframes; i++)
         if (st->frames[i].kind == SS_FRAME_LUA) {
             o->lua++;
             break;
         }
     o->lua_unproven += ss_stack_unproven(st);
-    for (uint32_t i = 0; i < st->nframes; i++)
-        if (st->frames[i].flags & SS_FF_NOCFI) {
-            o->nocfi++;
-            o->nocfi_root += st->trunc == SS_TRUNC_NONE;
-            break;
-        }
+    unsigned f = ss_stack_facts(st);
+    o->truncated += (f & SS_SF_TRUNCATED) != 0;
+    o->trace_cut += (f & SS_SF_TRACE_CUT) != 0;
+    o->scan_stale += (f & SS_SF_STALE) != 0;
+    o->nocfi += (f & SS_SF_NOCFI) != 0;
+    o->nocfi_root += (f & SS_SF_NOCFI_ROOT) != 0;
     struct ss_pcount *p = pcount(o, st);
     if (p) p->samples++;
     uint64_t n = o->off_cpu ? ss_report_weight_us(st) : 1;
@@ -182,12 +181,19 @@ void ss_outputs_summary(const struct ss_outputs *o, FILE *f)
         if (shown < o->nprocs) fprintf(f, ", +%zu more processes", o->nprocs - shown);
         fputc(')', f);
     }
-    fprintf(f, ", %.1f%% with Lua frames, %.1f%% truncated", pct(o->lua, o->samples),
-            pct(o->truncated, o->samples));
+    fprintf(f, ", %.1f%% with Lua frames, %.1f%% truncated (%llu samples)", pct(o->lua, o->samples),
+            pct(o->truncated, o->samples), (unsigned long long)o->truncated);
     if (o->lua) fprintf(f, ", %llu Lua frames unproven", (unsigned long long)o->lua_unproven);
+    if (o->lua || o->trace_cut)
+        fprintf(f, ", %llu cut at trace code", (unsigned long long)o->trace_cut);
     if (o->nocfi)
         fprintf(f, ", %llu through code without CFI (%.1f%% of them reached the root)",
                 (unsigned long long)o->nocfi, pct(o->nocfi_root, o->nocfi));
+    if (o->nocfi)
+        fprintf(f, ", %llu reached the root through code without CFI",
+                (unsigned long long)o->nocfi_root);
+    if (o->nocfi || o->scan_stale)
+        fprintf(f, ", %llu with stale scan candidates", (unsigned long long)o->scan_stale);
 }
 
 void ss_outputs_offcpu_summary(FILE *f, uint64_t waits, uint64_t shorter, uint64_t unmatched,

@@ -21,9 +21,12 @@ struct ss_outputs {
     bool aggregate; /* feed rep (some output or command needs it) */
     bool off_cpu;   /* counts are microseconds off the CPU */
     /* summary */
-    uint64_t samples, lua, truncated, errors;
-    uint64_t lua_unproven;      /* Lua frames left out as not proven (ss_stack_unproven) */
-    uint64_t nocfi, nocfi_root; /* samples through code without CFI (SS_FF_NOCFI); at the root */
+    uint64_t samples, lua, errors;
+    uint64_t lua_unproven; /* Lua frames left out as not proven (ss_stack_unproven) */
+    /* samples by ss_stack_facts: truncated (the walk or a Lua chain), cut at
+     * trace code the Lua walk could not claim, with stale scan candidates
+     * refused, through code without CFI, and those of them at the root */
+    uint64_t truncated, trace_cut, scan_stale, nocfi, nocfi_root;
     struct ss_pcount *procs;
     size_t nprocs, cap;
 };
@@ -56,7 +59,8 @@ int ss_outputs_rename(struct ss_outputs *o, struct ss_unwinder *u, const uint8_t
 int ss_outputs_close(struct ss_outputs *o);
 /* Close (if not yet) and free the summary state. */
 void ss_outputs_free(struct ss_outputs *o);
-/* "N samples (comm pid: n, ...), L% with Lua frames, T% truncated" */
+/* "N samples (comm pid: n, ...), L% with Lua frames, T% truncated (N samples)",
+ * then the counts of what the walks cut or stepped over (ss_stack_facts) */
 void ss_outputs_summary(const struct ss_outputs *o, FILE *f);
 /* --off-cpu's counters (ss_capture_stats off_*): "stacksnap: off-CPU: N
  * waits, S shorter than M us, U not in a system call (no sample)"; min_us 0:

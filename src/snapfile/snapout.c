@@ -473,7 +473,7 @@ uint64_t ss_snapout_bytes(const struct ss_snapout *so)
 int ss_snapout_close(struct ss_snapout *so, struct ss_capture *cap, struct ss_unwinder *u,
                      struct ss_err *err)
 {
-    struct ss_snap_counter c[SS_SNAP_CAPTURE_COUNTERS + SS_TRUNC_ERROR + 4];
+    struct ss_snap_counter c[SS_SNAP_CAPTURE_COUNTERS + SS_TRUNC_ERROR + 9];
     uint32_t n = 0;
     if (cap) {
         struct ss_capture_stats cs;
@@ -491,6 +491,12 @@ int ss_snapout_close(struct ss_snapout *so, struct ss_capture *cap, struct ss_un
         }
         c[n++] = (struct ss_snap_counter){"lua.frames_unproven", us.lua_unproven};
         c[n++] = (struct ss_snap_counter){"lua.samples_unproven", us.lua_unproven_samples};
+        /* samples by what their walk cut or stepped over (ss_stack_facts) */
+        c[n++] = (struct ss_snap_counter){"unwind.truncated", us.truncated};
+        c[n++] = (struct ss_snap_counter){"unwind.trace_cut", us.trace_cut};
+        c[n++] = (struct ss_snap_counter){"unwind.scan_stale", us.scan_stale};
+        c[n++] = (struct ss_snap_counter){"unwind.nocfi", us.nocfi};
+        c[n++] = (struct ss_snap_counter){"unwind.nocfi_root", us.nocfi_root};
     }
     int rc = ss_snap_write_counters(so->w, 0, c, n, err);
     int crc = ss_snap_close(so->w, err);

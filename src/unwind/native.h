@@ -83,20 +83,24 @@ struct ss_nregs {
 };
 
 enum {
-    SS_NF_EXACT = 1u << 0,  /* ip is the interrupted instruction (leaf, or below a
-                               signal frame), not a return address */
-    SS_NF_SIGNAL = 1u << 1, /* this frame is a signal trampoline (__restore_rt): the
-                               frame after it was interrupted by the signal */
-    SS_NF_RULE = 1u << 2,   /* reached from its callee by a cached CFI rule */
-    SS_NF_UNW = 1u << 3,    /* reached from its callee by a libunwind step */
-    SS_NF_NOCFI = 1u << 4,  /* its callee had no CFI: reached by libunwind's
-                               frame-pointer / PLT heuristics */
-    SS_NF_FILE = 1u << 5,   /* stepped from by a CFI row of a file: ip is in file code
-                               (not in anonymous code such as LuaJIT traces) */
-    SS_NF_JIT = 1u << 6,    /* in code without CFI, stepped from by a validated
-                               frame-pointer chain or stack scan (native_scan.c) */
-    SS_NF_SCAN = 1u << 7,   /* reached from its callee by a stack scan (not the frame
-                               pointer): callee-saved registers are the callee's */
+    SS_NF_EXACT = 1u << 0,     /* ip is the interrupted instruction (leaf, or below a
+                                  signal frame), not a return address */
+    SS_NF_SIGNAL = 1u << 1,    /* this frame is a signal trampoline (__restore_rt): the
+                                  frame after it was interrupted by the signal */
+    SS_NF_RULE = 1u << 2,      /* reached from its callee by a cached CFI rule */
+    SS_NF_UNW = 1u << 3,       /* reached from its callee by a libunwind step */
+    SS_NF_NOCFI = 1u << 4,     /* its callee had no CFI: reached by libunwind's
+                                  frame-pointer / PLT heuristics */
+    SS_NF_FILE = 1u << 5,      /* stepped from by a CFI row of a file: ip is in file code
+                                  (not in anonymous code such as LuaJIT traces) */
+    SS_NF_JIT = 1u << 6,       /* in code without CFI, stepped from by a validated
+                                  frame-pointer chain or stack scan (native_scan.c) */
+    SS_NF_SCAN = 1u << 7,      /* reached from its callee by a stack scan (not the frame
+                                  pointer): callee-saved registers are the callee's */
+    SS_NF_STALE = 1u << 8,     /* the scan out of it refused candidates as stale
+                                  (native_scan.c; SS_FF_STALE) */
+    SS_NF_TRACE_CUT = 1u << 9, /* the walk ended at it: trace code the Lua walk could
+                                  not claim at or above it (walk.c; SS_FF_TRACE_CUT) */
 };
 
 /* One native frame. */

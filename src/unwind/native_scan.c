@@ -25,6 +25,8 @@
  * marked SS_NF_JIT (named "[jit] MODULE" / "[jit] [anon]" / its perf-map
  * name, one frame for all the code without CFI that was stepped over). No
  * valid candidate: the walk ends there (SS_TRUNC_NOINFO) rather than guess.
+ * A scan that refused candidates as stale marks f SS_NF_STALE (the sample's
+ * count, SS_FF_STALE).
  * Reads only the snapshot and file bytes, so live and replay agree. */
 #include <capstone/capstone.h>
 #include <string.h>
@@ -261,8 +263,8 @@ static bool valid(struct ss_nproc *np, const struct ss_native_frame *f, struct s
     return false;
 }
 
-int ss_nscan_step(struct ss_nproc *np, struct ss_native_frame *f, struct ss_native_frame *caller,
-                  enum ss_trunc *why)
+static int scan_step(struct ss_nproc *np, struct ss_native_frame *f, struct ss_native_frame *caller,
+                     enum ss_trunc *why)
 {
     struct ss_mem *m = np->mem;
     uint64_t sp = ss_nf_sp(f), snap_end = m->snap_base + m->snap_len;
@@ -332,4 +334,13 @@ int ss_nscan_step(struct ss_nproc *np, struct ss_native_frame *f, struct ss_nati
     np->st.nocfi_fail++;
     *why = SS_TRUNC_NOINFO;
     return 0;
+}
+
+int ss_nscan_step(struct ss_nproc *np, struct ss_native_frame *f, struct ss_native_frame *caller,
+                  enum ss_trunc *why)
+{
+    uint64_t stale = np->st.nocfi_stale;
+    int r = scan_step(np, f, caller, why);
+    if (np->st.nocfi_stale != stale) f->flags |= SS_NF_STALE; /* counted by the sample */
+    return r;
 }

@@ -20,11 +20,17 @@
 
 _Static_assert(SS_READ_REWALK == -ERESTART, "the capture format's marker is -ERESTART");
 
-static void count_unproven(struct ss_unwinder *u, const struct ss_stack *out)
+/* What the walk of out cut or stepped over, counted (ss_stack_facts). */
+static void count_facts(struct ss_unwinder *u, const struct ss_stack *out)
 {
-    unsigned n = ss_stack_unproven(out);
+    unsigned n = ss_stack_unproven(out), f = ss_stack_facts(out);
     u->st.lua_unproven += n;
     u->st.lua_unproven_samples += n > 0;
+    u->st.truncated += (f & SS_SF_TRUNCATED) != 0;
+    u->st.trace_cut += (f & SS_SF_TRACE_CUT) != 0;
+    u->st.scan_stale += (f & SS_SF_STALE) != 0;
+    u->st.nocfi += (f & SS_SF_NOCFI) != 0;
+    u->st.nocfi_root += (f & SS_SF_NOCFI_ROOT) != 0;
 }
 
 static void start(struct ss_unwinder *u, const struct ss_sample *s, struct ss_stack *out)
@@ -58,7 +64,7 @@ static void answered(struct ss_unwinder *u, struct ss_stack *out, const struct s
     u->st.frames += n;
     u->st.trunc[tr]++;
     u->st.memo_hits++;
-    count_unproven(u, out);
+    count_facts(u, out);
 }
 
 /* The native walk from nf[0] (max frames at most), held at anonymous code
@@ -92,6 +98,7 @@ static unsigned native_frames(struct ss_unwinder *u, struct ss_uproc *up, const 
          * addresses of earlier calls (the trace's spill slots reuse that
          * stack): the stack ends here, truncated */
         ss_lua_native_leaf(l);
+        nf[0].flags |= SS_NF_TRACE_CUT;
         *why = SS_TRUNC_NOINFO;
         return 1;
     } else {
@@ -115,9 +122,11 @@ static unsigned native_frames(struct ss_unwinder *u, struct ss_uproc *up, const 
                  * walk: its JIT code is in no mapping the side band told):
                  * step over it as code without CFI (native_scan.c); not
                  * trace code (see the leaf's) */
-                if (!ss_proc_anon_code(up->proc, ss_nf_ip(&tmp)) || n + 1 > max ||
-                    ss_lua_in_trace(l, up, &tmp))
+                if (!ss_proc_anon_code(up->proc, ss_nf_ip(&tmp)) || n + 1 > max) break;
+                if (ss_lua_in_trace(l, up, &tmp)) {
+                    nf[n - 1].flags |= SS_NF_TRACE_CUT; /* it returns into trace code */
                     break;
+                }
                 n = ss_native_unwind_on(up->np, nf, n + 1, max, why, &held);
                 continue;
             }
@@ -125,7 +134,10 @@ static unsigned native_frames(struct ss_unwinder *u, struct ss_uproc *up, const 
         } else if (!(cfa = ss_lua_vm_frame(l, up, nf, k, SS_LUA_FRAME, s))) {
             /* not the hook's code: the step the held walk left out (but
              * over trace code it could not claim: truncated, as at the leaf) */
-            if (held && k == n - 1 && ss_lua_in_trace(l, up, &nf[k])) break;
+            if (held && k == n - 1 && ss_lua_in_trace(l, up, &nf[k])) {
+                nf[k].flags |= SS_NF_TRACE_CUT;
+                break;
+            }
             if (held && k == n - 1) n = ss_native_unwind_on(up->np, nf, n, max, why, &held);
             continue;
         }
@@ -179,6 +191,11 @@ static void name_frames(struct ss_unwinder *u, struct ss_uproc *up, const struct
                 if (nf[k].flags & SS_NF_JIT) name_jit(u->strs, &u->out[i]);
             } else
                 u->out[i] = *own;
+            if (k >= 0) { /* what the walk cut or refused there (ss_stack_facts) */
+                u->out[i].flags &= (uint8_t) ~(SS_FF_TRACE_CUT | SS_FF_STALE);
+                u->out[i].flags |= (uint8_t)((nf[k].flags & SS_NF_TRACE_CUT ? SS_FF_TRACE_CUT : 0) |
+                                             (nf[k].flags & SS_NF_STALE ? SS_FF_STALE : 0));
+            }
             if (k >= 0 && l) ss_lua_rename(l, u->strs, u->out, i, n);
             prev = k;
         }
@@ -268,7 +285,7 @@ int ss_unwind(struct ss_unwinder *u, const struct ss_sample *s, struct ss_stack 
     nn = ss_unwind_kernel(u, s, nn);
     finish(u, out, nn, why);
     ss_memo_keep(up, s, &w, u->out, nn, (uint8_t)why);
-    count_unproven(u, out);
+    count_facts(u, out);
     return 0;
 }
 
@@ -278,6 +295,20 @@ unsigned ss_stack_unproven(const struct ss_stack *st)
     for (uint32_t i = 0; i < st->nframes; i++)
         n += st->frames[i].unproven;
     return n;
+}
+
+unsigned ss_stack_facts(const struct ss_stack *st)
+{
+    unsigned f = st->trunc != SS_TRUNC_NONE ? SS_SF_TRUNCATED : 0;
+    for (uint32_t i = 0; i < st->nframes; i++) {
+        const struct ss_frame *fr = &st->frames[i];
+        if (fr->kind == SS_FRAME_PSEUDO && fr->unproven) f |= SS_SF_TRUNCATED; /* [truncated] */
+        if (fr->flags & SS_FF_TRACE_CUT) f |= SS_SF_TRACE_CUT;
+        if (fr->flags & SS_FF_STALE) f |= SS_SF_STALE;
+        if (fr->flags & SS_FF_NOCFI) f |= SS_SF_NOCFI;
+    }
+    if ((f & SS_SF_NOCFI) && !(f & SS_SF_TRUNCATED)) f |= SS_SF_NOCFI_ROOT;
+    return f;
 }
 
 int ss_unwind_twice(struct ss_unwinder *u, const struct ss_sample *s, struct ss_stack *out,

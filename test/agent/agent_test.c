@@ -149,6 +149,19 @@ Test(agent, http_endpoints_real_clients, .timeout = 120)
     cr_expect(ag_metric(body, "stacksnap_lua_samples_total") > 0, "%s", body);
     /* Lua frames left out as not proven (issue 32): exposed, a count */
     cr_expect(ag_metric(body, "stacksnap_lua_frames_unproven_total") >= 0, "%s", body);
+    /* what the walks cut or stepped over (ss_stack_facts): exposed, each a
+     * share of the samples */
+    double n = ag_metric(body, "stacksnap_samples_total"),
+           trunc = ag_metric(body, "stacksnap_truncated_samples_total"),
+           cut = ag_metric(body, "stacksnap_trace_cut_samples_total"),
+           stale = ag_metric(body, "stacksnap_scan_stale_samples_total"),
+           nocfi = ag_metric(body, "stacksnap_nocfi_samples_total"),
+           root = ag_metric(body, "stacksnap_nocfi_root_samples_total");
+    cr_expect(cut >= 0 && stale >= 0 && root >= 0 && cut <= trunc && trunc <= n && root <= nocfi &&
+                  nocfi <= n,
+              "truncated %.0f, cut at trace code %.0f, stale scans %.0f, without CFI %.0f (%.0f "
+              "at the root) of %.0f samples:\n%s",
+              trunc, cut, stale, nocfi, root, n, body);
     cr_expect(ag_metric(body, "stacksnap_profile_requests_abandoned_total") >= 1, "%s", body);
     cr_expect(ag_metric(body, "stacksnap_profile_requests_rejected_total") >= 1, "%s", body);
     cr_expect(ag_metric(body, "stacksnap_resident_memory_bytes") > 1e6, "%s", body);

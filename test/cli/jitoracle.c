@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "counts.h"
 #include "oracle.h"
 
 static char *record(const char *dir, const char *tag, bool jit, const char *secs, char **err)
@@ -66,6 +67,11 @@ static char *record(const char *dir, const char *tag, bool jit, const char *secs
     if (c) sscanf(c + strlen("lua.frames_unproven"), " %lld", &got);
     cr_expect_eq(got, said, "info: lua.frames_unproven %lld, summary %lld:\n%s", got, said,
                  res.out);
+    /* and the stacks cut at trace code the Lua walk could not claim */
+    c = strstr(res.out, "unwind.trace_cut");
+    got = 0, said = cnt_summary(*err, " cut at trace code");
+    if (c) sscanf(c + strlen("unwind.trace_cut"), " %lld", &got);
+    cr_expect_eq(got, said, "info: unwind.trace_cut %lld, summary %lld:\n%s", got, said, res.out);
     cli_res_free(&res);
     free(snap);
     free(folded);
