@@ -56,6 +56,8 @@ static void counts_agree(const char *err, const char *snap, long long *root, lon
     cr_expect_eq(cnt_info(snap, "unwind.truncated"), *cut, "%s", err);
     cr_expect_eq(cnt_info(snap, "unwind.nocfi"), cnt_summary(err, " through code without CFI ("),
                  "%s", err);
+    cr_expect_eq(cnt_info(snap, "unwind.scan_stale"),
+                 cnt_summary(err, " with stale scan candidates"), "%s", err);
 }
 
 static void run_case(const char *exe, const char *mode, const char *stack, const char *jit,
@@ -96,8 +98,9 @@ static void run_case(const char *exe, const char *mode, const char *stack, const
     long long total = cli_folded_check(text, why, sizeof(why)), good;
     cr_assert_gt(total, 0, "%s", why);
     long long n = count(text, exe, jit, via, &good);
-    cr_log_info("%s: %lld of %lld samples in code without CFI reach the root through it", mode,
-                good, n);
+    cr_log_info("%s: %lld of %lld samples in code without CFI reach the root through it (the "
+                "summary: %lld, and %lld truncated)",
+                mode, good, n, root, cut);
     cr_expect_geq(n * 100, total * 50, "%s: only %lld of %lld samples in the JIT code:\n%.2000s",
                   mode, n, total, text);
     if (short_stack) { /* the snapshot ends above the JIT code's callers */
@@ -115,6 +118,10 @@ static void run_case(const char *exe, const char *mode, const char *stack, const
     char *rargv[] = {(char *)cli_ss(), "replay", snap, "-o", rep, NULL};
     cr_assert_eq(cli_run(&r, 90, rargv), 0);
     cr_assert_eq(r.status, 0, "replay: %s", r.err);
+    /* the replay counts the same (the frames carry what the walk cut) */
+    cr_expect_eq(cnt_summary(r.err, " reached the root through code without CFI"), root,
+                 "replay: %s", r.err);
+    cr_expect_eq(cnt_summary(r.err, " samples)"), cut, "replay: %s", r.err);
     cli_res_free(&r);
     char *d = cli_diff(live, rep);
     cr_expect(!d, "%s: replay differs from live: %s", mode, d ? d : "");
