@@ -57,6 +57,7 @@ struct ss_replay {
     char **said;   /* files already named in a message (one message per file) */
     size_t nsaid;
     bool nostack; /* a capture of stacks (--no-stack-bytes): nothing is unwound */
+    bool foreign; /* samples of another architecture (ss_unwind_foreign) */
 };
 
 int ss_replay_open(struct ss_replay **out, const char *path, const struct ss_replay_opts *o,
@@ -72,11 +73,13 @@ int ss_replay_open(struct ss_replay **out, const char *path, const struct ss_rep
         return rc;
     }
     /* samples hold registers and stack bytes of the recording's architecture:
-     * only a build of that architecture can unwind them (stack records,
+     * a build of that architecture unwinds them, an x86-64 build also
+     * arm64 ones (unwind/foreign.c: native frames) (stack records,
      * --no-stack-bytes, are unwound already) */
     const struct ss_snap_header *h = ss_snap_get_header(r->rd);
     const char *arch = ss_snap_arch(h);
-    if (h && !(h->flags & SS_SNAP_HDR_NOSTACK) && strcmp(arch, SS_ARCH) != 0) {
+    r->foreign = h && !(h->flags & SS_SNAP_HDR_NOSTACK) && strcmp(arch, SS_ARCH) != 0;
+    if (r->foreign && !ss_unwind_foreign_arch(arch)) {
         ss_err_set(err, -ENOEXEC,
                    "%s: a capture of %s samples: this stacksnap (%s) cannot unwind %s; replay it "
                    "with a stacksnap built for %s",
@@ -496,8 +499,11 @@ int ss_replay_run(struct ss_replay *r, ss_replay_stack_fn fn, ss_replay_msg_fn m
             ss_snap_replay_set(&r->target, &rec.sample);
             r->reads.pid = rec.sample.s.pid;
             ss_unwinder_set_target(r->u, rec.sample.s.pid, &ss_replay_reads_target, &r->reads);
-            int urc = r->target.mark ? ss_unwind_twice(r->u, &rec.sample.s, &st, rewalk, &r->target)
-                                     : ss_unwind(r->u, &rec.sample.s, &st);
+            int urc = r->foreign ? ss_unwind_foreign(r->u, &rec.sample.s, rec.sample.fregs,
+                                                     rec.sample.nregs, &st)
+                      : r->target.mark
+                          ? ss_unwind_twice(r->u, &rec.sample.s, &st, rewalk, &r->target)
+                          : ss_unwind(r->u, &rec.sample.s, &st);
             if (urc == 0 && fn) rc = fn(ctx, &st);
             ss_replay_reads_add(&r->reads, rec.sample.s.pid, &rec.sample);
             break;

@@ -32,6 +32,8 @@ struct ss_uproc {
     void *luajit;         /* per-process state of the LuaJIT walker (owned there) */
     struct ss_memo *memo; /* memo.h: earlier walks (replay), or NULL */
     void (*luajit_free)(void *);
+    void *foreign; /* foreign.c: libdw's state for a capture of another architecture */
+    void (*foreign_free)(void *);
     uint64_t used_ns; /* live: when a sample last used it */
     bool sideband;    /* the view came from the side band (the process was gone) */
     struct ss_uproc *next;
