@@ -32,6 +32,7 @@
 #include "elf/elf.h"
 #include "process/process.h"
 #include "symbolize/symbolize.h"
+#include "unwind/a64call.h"
 #include "unwind/procs.h"
 #include "unwind/unwinder.h"
 
@@ -96,10 +97,7 @@ static const Dwfl_Callbacks dwfl_cbs = {
 static const void *file_bytes(struct ss_proc *proc, uint64_t addr, size_t len)
 {
     const struct ss_mapping *mp = ss_proc_find_cached(proc, addr);
-    if (!mp || !mp->elf || addr + len > mp->d.end) return NULL;
-    uint64_t off = addr - mp->d.start + mp->d.offset;
-    if (off < mp->d.offset || off > mp->elf->size || len > mp->elf->size - off) return NULL;
-    return mp->elf->image + off;
+    return mp ? ss_mapping_file_bytes(mp, addr, len) : NULL;
 }
 
 static bool memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void *arg)
@@ -233,13 +231,11 @@ static bool ret_addr(struct ss_fproc *fp, uint64_t ra)
     if (ra < 4096 || !mp || !mp->elf || !(mp->d.prot & SS_MAP_X)) return false;
     const uint8_t *p = file_bytes(proc, ra - 4, 4);
     if (!p || !has_cfi(fp->dwfl, ra - 1)) return false;
-    uint32_t i = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-    if ((i & 0xfc000000u) == 0x94000000u) {
-        int64_t imm = (int64_t)((uint64_t)(i & 0x03ffffffu) << 38) >> 36; /* imm26 * 4 */
-        const struct ss_mapping *t = ss_proc_find_cached(proc, ra - 4 + (uint64_t)imm);
-        return t && t->elf && (t->d.prot & SS_MAP_X);
-    }
-    return (i & 0xfffffc1fu) == 0xd63f0000u || (i & 0xfefff800u) == 0xd63f0800u;
+    uint64_t target = 0;
+    unsigned kind = ss_a64_call(p, ra, &target);
+    if (kind != SS_A64_CALL_DIR) return kind == SS_A64_CALL_IND;
+    const struct ss_mapping *t = ss_proc_find_cached(proc, target);
+    return t && t->elf && (t->d.prot & SS_MAP_X);
 }
 
 /* Is the frame just added at k, on the walk from the leaf's x30, one
