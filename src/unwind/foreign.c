@@ -383,14 +383,7 @@ bool ss_unwind_foreign_arch(const char *arch)
 int ss_unwind_foreign(struct ss_unwinder *u, const struct ss_sample *s, const uint64_t *regs,
                       unsigned nregs, struct ss_stack *out)
 {
-    memset(out, 0, sizeof(*out));
-    out->pid = s->pid;
-    out->tid = s->tid;
-    out->cpu = s->cpu;
-    out->time_ns = s->time_ns;
-    out->weight = s->weight;
-    out->frames = u->out;
-    u->st.samples++;
+    ss_unwind_start(u, s, out);
     if (nregs <= A64_PC) {
         u->st.errors++;
         out->trunc = SS_TRUNC_ERROR;
@@ -408,9 +401,7 @@ int ss_unwind_foreign(struct ss_unwinder *u, const struct ss_sample *s, const ui
         out->trunc = SS_TRUNC_ERROR;
         return err.code ? err.code : -ESRCH;
     }
-    const char *comm = ss_proc_comm(up->proc);
-    size_t cl = strnlen(comm, sizeof(out->comm) - 1);
-    memcpy(out->comm, comm, cl);
+    ss_unwind_comm(out, up);
     struct ss_fproc *fp = up->foreign;
     if (!fp) {
         if (!(fp = calloc(1, sizeof(*fp)))) return -ENOMEM;
@@ -435,12 +426,7 @@ int ss_unwind_foreign(struct ss_unwinder *u, const struct ss_sample *s, const ui
         else
             ss_symbolize_native(up->syms, u->strs, up->proc, ss_nf_ip(f), exact, &u->out[i]);
     }
-    n = ss_unwind_kernel(u, s, n);
-    out->frames = u->out;
-    out->nframes = n;
-    out->trunc = (uint8_t)why;
-    u->st.frames += n;
-    u->st.trunc[why]++;
+    ss_unwind_finish(u, out, ss_unwind_kernel(u, s, n), why);
     return 0;
 }
 
