@@ -131,12 +131,17 @@ struct ss_snap_read {
 };
 
 /* ---- sample ---- */
+#define SS_SNAP_MAX_REGS 34 /* the largest register set the format knows: arm64's */
 struct ss_snap_sample {
     struct ss_sample s; /* s.stack points into reader memory */
     uint64_t seq;       /* writer's sample number, from 0 */
     uint64_t sp;        /* the recorded stack pointer (where s.stack starts), read by the
                            sample's register count whatever this build's registers are */
-    bool has_reads;     /* a MEMREADS record for this sample followed it */
+    uint32_t nregs;     /* registers the sample recorded */
+    uint64_t fregs[SS_SNAP_MAX_REGS]; /* a sample of another register set (nregs !=
+                                         SS_NREGS): its registers as recorded, the first
+                                         SS_SNAP_MAX_REGS (s.regs has this build's only) */
+    bool has_reads;                   /* a MEMREADS record for this sample followed it */
     uint32_t nreads;
     const struct ss_snap_read *reads;
     uint64_t kips[SS_KSTACK_MAX]; /* the reader's copy: s.kernel points there (ss_snap_next

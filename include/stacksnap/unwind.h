@@ -124,6 +124,17 @@ unsigned ss_stack_facts(const struct ss_stack *st);
 int ss_unwind_twice(struct ss_unwinder *u, const struct ss_sample *s, struct ss_stack *out,
                     void (*between)(void *ctx), void *ctx);
 
+/* Replay of a capture of another architecture (unwind/foreign.c): can
+ * this build walk the native frames of samples of arch (its name in the
+ * capture's header)? An x86-64 build walks aarch64 ones with libdw.
+ * ss_unwind_foreign walks s with its recorded registers (regs, nregs of
+ * them, in that architecture's order); s->regs are not looked at. Native
+ * frames only: Lua frames need the walker of that architecture's build.
+ * Returns as ss_unwind. */
+bool ss_unwind_foreign_arch(const char *arch);
+int ss_unwind_foreign(struct ss_unwinder *u, const struct ss_sample *s, const uint64_t *regs,
+                      unsigned nregs, struct ss_stack *out);
+
 /* Replay: register process pid from recorded mappings; resolve opens the file
  * behind a mapping (returns an fd or -errno). Replaces a known pid. */
 int ss_unwinder_add_process(struct ss_unwinder *u, uint32_t pid, const char *comm,

@@ -548,6 +548,14 @@ const struct ss_mapping *ss_proc_find(struct ss_proc *p, uint64_t addr)
     return ss_proc_find_cached(p, addr);
 }
 
+const uint8_t *ss_mapping_file_bytes(const struct ss_mapping *mp, uint64_t addr, size_t len)
+{
+    if (!mp->elf || addr < mp->d.start || addr > mp->d.end || len > mp->d.end - addr) return NULL;
+    uint64_t off = addr - mp->d.start + mp->d.offset; /* explicit maps are untrusted */
+    if (off < mp->d.offset || off > mp->elf->size || len > mp->elf->size - off) return NULL;
+    return mp->elf->image + off;
+}
+
 const struct ss_mapping *ss_proc_mappings(const struct ss_proc *p, size_t *n)
 {
     *n = p->n;

@@ -89,6 +89,10 @@ const struct ss_mapping *ss_proc_find_cached(struct ss_proc *p, uint64_t addr);
 bool ss_proc_anon_code(struct ss_proc *p, uint64_t ip);
 /* Is ip in a file the view maps (ss_proc_find)? */
 bool ss_proc_in_file(struct ss_proc *p, uint64_t ip);
+/* The bytes [addr, addr + len) of the file behind mapping mp as the file
+ * holds them (unrelocated, whatever the mapping's protection), or NULL when
+ * mp has no file or the range leaves the mapping or the file. */
+const uint8_t *ss_mapping_file_bytes(const struct ss_mapping *mp, uint64_t addr, size_t len);
 
 /* Live: re-read /proc/PID/maps now. -ESRCH when the process is gone. */
 int ss_proc_refresh(struct ss_proc *p, struct ss_err *err);

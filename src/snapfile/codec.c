@@ -271,6 +271,7 @@ int snap_dec_sample(struct snap_cur *c, uint32_t version, struct ss_snap_sample 
         s->stack_req = snap_le32(p + HEAD + SS_NREGS * 8);
         s->stack_len = snap_le32(p + HEAD + SS_NREGS * 8 + 4);
         x->sp = s->regs[SS_REG_SP];
+        x->nregs = SS_NREGS;
         c->off += FIXED;
     } else {
         x->seq = snap_get_u64(c);
@@ -285,9 +286,11 @@ int snap_dec_sample(struct snap_cur *c, uint32_t version, struct ss_snap_sample 
             return -EBADMSG;
         }
         int spi = sp_index(nregs);
+        x->nregs = nregs;
         for (uint32_t i = 0; i < nregs; i++) {
             uint64_t v = snap_get_u64(c);
             if (i < SS_NREGS) s->regs[i] = v;
+            if (nregs != SS_NREGS && i < SS_SNAP_MAX_REGS) x->fregs[i] = v;
             if ((int)i == spi) x->sp = v;
         }
         s->stack_req = snap_get_u32(c);

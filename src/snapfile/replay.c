@@ -56,7 +56,9 @@ struct ss_replay {
                       bundled debug files, the unwinder's debug_root */
     char **said;   /* files already named in a message (one message per file) */
     size_t nsaid;
-    bool nostack; /* a capture of stacks (--no-stack-bytes): nothing is unwound */
+    bool nostack;  /* a capture of stacks (--no-stack-bytes): nothing is unwound */
+    bool foreign;  /* samples of another architecture (ss_unwind_foreign) */
+    bool said_lua; /* ... and that their Lua frames are not walked */
 };
 
 int ss_replay_open(struct ss_replay **out, const char *path, const struct ss_replay_opts *o,
@@ -72,11 +74,13 @@ int ss_replay_open(struct ss_replay **out, const char *path, const struct ss_rep
         return rc;
     }
     /* samples hold registers and stack bytes of the recording's architecture:
-     * only a build of that architecture can unwind them (stack records,
+     * a build of that architecture unwinds them, an x86-64 build also
+     * arm64 ones (unwind/foreign.c: native frames) (stack records,
      * --no-stack-bytes, are unwound already) */
     const struct ss_snap_header *h = ss_snap_get_header(r->rd);
     const char *arch = ss_snap_arch(h);
-    if (h && !(h->flags & SS_SNAP_HDR_NOSTACK) && strcmp(arch, SS_ARCH) != 0) {
+    r->foreign = h && !(h->flags & SS_SNAP_HDR_NOSTACK) && strcmp(arch, SS_ARCH) != 0;
+    if (r->foreign && !ss_unwind_foreign_arch(arch)) {
         ss_err_set(err, -ENOEXEC,
                    "%s: a capture of %s samples: this stacksnap (%s) cannot unwind %s; replay it "
                    "with a stacksnap built for %s",
@@ -479,6 +483,15 @@ int ss_replay_run(struct ss_replay *r, ss_replay_stack_fn fn, ss_replay_msg_fn m
                 }
             break;
         case SS_SNAP_LJDET: /* live's result: not derived again (else it is, the same) */
+            if (r->foreign && !r->said_lua && rec.ljdet.info.is_luajit) {
+                const char *a = ss_snap_arch(h);
+                snprintf(line, sizeof(line),
+                         "a capture of %s samples with LuaJIT: this stacksnap (%s) walks their "
+                         "native frames, not their Lua frames (a stacksnap built for %s does)",
+                         a, SS_ARCH, a);
+                say(r, "%s%s", line, "");
+            }
+            r->said_lua |= r->foreign && rec.ljdet.info.is_luajit;
             if (rec.ljdet.detver == SS_LJ_DETECT_VERSION)
                 ss_lj_detcache_put(r->ljc, rec.ljdet.build_id, rec.ljdet.build_id_len,
                                    rec.ljdet.fsize, &rec.ljdet.info);
@@ -496,8 +509,11 @@ int ss_replay_run(struct ss_replay *r, ss_replay_stack_fn fn, ss_replay_msg_fn m
             ss_snap_replay_set(&r->target, &rec.sample);
             r->reads.pid = rec.sample.s.pid;
             ss_unwinder_set_target(r->u, rec.sample.s.pid, &ss_replay_reads_target, &r->reads);
-            int urc = r->target.mark ? ss_unwind_twice(r->u, &rec.sample.s, &st, rewalk, &r->target)
-                                     : ss_unwind(r->u, &rec.sample.s, &st);
+            int urc = r->foreign ? ss_unwind_foreign(r->u, &rec.sample.s, rec.sample.fregs,
+                                                     rec.sample.nregs, &st)
+                      : r->target.mark
+                          ? ss_unwind_twice(r->u, &rec.sample.s, &st, rewalk, &r->target)
+                          : ss_unwind(r->u, &rec.sample.s, &st);
             if (urc == 0 && fn) rc = fn(ctx, &st);
             ss_replay_reads_add(&r->reads, rec.sample.s.pid, &rec.sample);
             break;

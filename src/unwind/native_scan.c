@@ -34,6 +34,7 @@
 #include "elf/elf.h"
 #include "memory/memory.h"
 #include "process/process.h"
+#include "unwind/a64call.h"
 #include "unwind/native_int.h"
 
 #define SS_SCAN_BYTES 8192 /* of the snapshot above f's sp */
@@ -65,16 +66,13 @@ static bool cs_ready(struct ss_nproc *np)
  * mapped: read from the file image, not the target). */
 static const uint8_t *code_before(const struct ss_mapping *mp, uint64_t addr, size_t len)
 {
-    if (!mp->elf || addr < mp->d.start + len || addr > mp->d.end) return NULL;
-    uint64_t off = addr - len - mp->d.start + mp->d.offset;
-    if (off < mp->d.offset || off > mp->elf->size || len > mp->elf->size - off) return NULL;
-    return mp->elf->image + off;
+    return addr >= len ? ss_mapping_file_bytes(mp, addr - len, len) : NULL;
 }
 
 /* The call instructions that may end at ra (the bytes before ra decoded
  * at each length): CALL_IND an indirect one, CALL_DIR a direct one (e8
  * rel32 on x86-64, bl on arm64) with its target in *target. */
-enum { CALL_IND = 1, CALL_DIR = 2 };
+enum { CALL_IND = SS_A64_CALL_IND, CALL_DIR = SS_A64_CALL_DIR };
 #if defined(__x86_64__)
 static unsigned call_before(struct ss_nproc *np, const struct ss_mapping *mp, uint64_t ra,
                             uint64_t *target)
@@ -108,14 +106,7 @@ static unsigned call_before(struct ss_nproc *np, const struct ss_mapping *mp, ui
 {
     (void)np;
     const uint8_t *b = code_before(mp, ra, 4);
-    if (!b) return 0;
-    uint32_t i = b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
-    if ((i & 0xfc000000u) == 0x94000000u) {
-        int64_t imm = (int64_t)((uint64_t)(i & 0x03ffffffu) << 38) >> 36; /* imm26 * 4 */
-        *target = ra - 4 + (uint64_t)imm;
-        return CALL_DIR;
-    }
-    return (i & 0xfffffc1fu) == 0xd63f0000u || (i & 0xfefff800u) == 0xd63f0800u ? CALL_IND : 0;
+    return b ? ss_a64_call(b, ra, target) : 0;
 }
 #endif
 

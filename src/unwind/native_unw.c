@@ -103,10 +103,7 @@ static int get_dyn_info_list_addr(unw_addr_space_t as, unw_word_t *dil, void *ar
 static const void *raw_file_bytes(struct ss_nproc *np, uint64_t addr, size_t len)
 {
     const struct ss_mapping *mp = ss_proc_find_cached(np->proc, addr);
-    if (!mp || !mp->elf || addr + len > mp->d.end) return NULL;
-    uint64_t off = addr - mp->d.start + mp->d.offset; /* explicit maps are untrusted */
-    if (off < mp->d.offset || off > mp->elf->size || len > mp->elf->size - off) return NULL;
-    return mp->elf->image + off;
+    return mp ? ss_mapping_file_bytes(mp, addr, len) : NULL;
 }
 
 /* Code bytes of executable memory that is not file-backed (JIT code) are

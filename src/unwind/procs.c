@@ -55,6 +55,7 @@ static void uproc_free(struct ss_uproc *up)
 {
     if (up->np) add_proc_stats(&up->u->st, up); /* keep the counters of exited processes */
     if (up->luajit && up->luajit_free) up->luajit_free(up->luajit);
+    if (up->foreign && up->foreign_free) up->foreign_free(up->foreign);
     ss_nproc_free(up->np);
     ss_symcache_free(up->syms);
     ss_memo_free(up->memo);

@@ -32,6 +32,8 @@ struct ss_uproc {
     void *luajit;         /* per-process state of the LuaJIT walker (owned there) */
     struct ss_memo *memo; /* memo.h: earlier walks (replay), or NULL */
     void (*luajit_free)(void *);
+    void *foreign; /* foreign.c: libdw's state for a capture of another architecture */
+    void (*foreign_free)(void *);
     uint64_t used_ns; /* live: when a sample last used it */
     bool sideband;    /* the view came from the side band (the process was gone) */
     struct ss_uproc *next;
@@ -71,6 +73,12 @@ struct ss_unwinder {
  * rows are built once. files must outlive the unwinder and is not freed. */
 int ss_unwinder_new_files(struct ss_unwinder **out, const struct ss_unwinder_opts *o,
                           struct ss_elf_cache *files, struct ss_err *err);
+/* walk.c, for the walks of a sample (ss_unwind, foreign.c's): out started
+ * for s (counted), the process's command name in out, the n frames of
+ * u->out as out's with how the walk ended (counted). */
+void ss_unwind_start(struct ss_unwinder *u, const struct ss_sample *s, struct ss_stack *out);
+void ss_unwind_comm(struct ss_stack *out, const struct ss_uproc *up);
+void ss_unwind_finish(struct ss_unwinder *u, struct ss_stack *out, unsigned n, enum ss_trunc why);
 /* Make room for n output frames (u->out). */
 int ss_unwinder_reserve(struct ss_unwinder *u, size_t n);
 /* kernel.c: put the sample's kernel frames before the nn user frames in

@@ -33,7 +33,7 @@ static void count_facts(struct ss_unwinder *u, const struct ss_stack *out)
     u->st.nocfi_root += (f & SS_SF_NOCFI_ROOT) != 0;
 }
 
-static void start(struct ss_unwinder *u, const struct ss_sample *s, struct ss_stack *out)
+void ss_unwind_start(struct ss_unwinder *u, const struct ss_sample *s, struct ss_stack *out)
 {
     memset(out, 0, sizeof(*out));
     out->pid = s->pid;
@@ -45,7 +45,7 @@ static void start(struct ss_unwinder *u, const struct ss_sample *s, struct ss_st
     u->st.samples++;
 }
 
-static void set_comm(struct ss_stack *out, const struct ss_uproc *up)
+void ss_unwind_comm(struct ss_stack *out, const struct ss_uproc *up)
 {
     const char *comm = ss_proc_comm(up->proc); /* (snprintf cost 1 % of a LuaJIT replay) */
     size_t cl = strnlen(comm, sizeof(out->comm) - 1);
@@ -242,7 +242,7 @@ static unsigned user_frames(struct ss_unwinder *u, struct ss_uproc *up, const st
     return nn;
 }
 
-static void finish(struct ss_unwinder *u, struct ss_stack *out, unsigned n, enum ss_trunc why)
+void ss_unwind_finish(struct ss_unwinder *u, struct ss_stack *out, unsigned n, enum ss_trunc why)
 {
     out->frames = u->out;
     out->nframes = n;
@@ -253,7 +253,7 @@ static void finish(struct ss_unwinder *u, struct ss_stack *out, unsigned n, enum
 
 int ss_unwind(struct ss_unwinder *u, const struct ss_sample *s, struct ss_stack *out)
 {
-    start(u, s, out);
+    ss_unwind_start(u, s, out);
     struct ss_err err = {0};
     struct ss_uproc *up = ss_procs_get(u, s, &err);
     if (!up) {
@@ -261,7 +261,7 @@ int ss_unwind(struct ss_unwinder *u, const struct ss_sample *s, struct ss_stack 
         out->trunc = SS_TRUNC_ERROR;
         return err.code ? err.code : -ESRCH;
     }
-    set_comm(out, up);
+    ss_unwind_comm(out, up);
     struct ss_memo_walk w = {.state = {u->state[0], u->state[1]}, .log = &u->track};
     enum ss_trunc why = SS_TRUNC_NONE;
     unsigned nn = 0;
@@ -283,7 +283,7 @@ int ss_unwind(struct ss_unwinder *u, const struct ss_sample *s, struct ss_stack 
     }
     (void)ss_unwinder_reserve(u, (size_t)nn + SS_KSTACK_MAX); /* else no kernel frames */
     nn = ss_unwind_kernel(u, s, nn);
-    finish(u, out, nn, why);
+    ss_unwind_finish(u, out, nn, why);
     ss_memo_keep(up, s, &w, u->out, nn, (uint8_t)why);
     count_facts(u, out);
     return 0;

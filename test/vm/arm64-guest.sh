@@ -109,6 +109,30 @@ for mode in default compat; do
         echo "SSVM-DUMPHOST begin"; base64 /tmp/dh.snap; echo "SSVM-DUMPHOST end"
     fi
 done
+# ---- a64replay: stack-byte captures an x86-64 build replays (unwind/foreign.c) ----
+# with ssvm.dump: the native chain (no frame pointers), bundled (its files
+# for test/fixtures/make.sh's pruning), and luajit -joff, attached, short,
+# each with the live outputs of the same record (test/fixtures/arm64-native.*)
+if grep -q ssvm.dump /proc/cmdline; then
+    /bin/cli_native 30 >/tmp/x.out &
+    xpid=$!
+    i=0
+    while ! grep -q '^ready' /tmp/x.out && [ $i -lt 60 ]; do sleep 1; i=$((i + 1)); done
+    $ss record --bundle -F 49 -p $xpid -d 2 -o /tmp/native.snap -o /tmp/native.folded \
+        -o /tmp/native.txt >/dev/null 2>&1
+    kill $xpid
+    wait $xpid 2>/dev/null
+    (cd /lua && exec luajit -joff chain.lua 30 >/dev/null) &
+    xpid=$!
+    sleep 1
+    $ss record -F 49 -p $xpid -d 2 -o /tmp/luajit.snap -o /tmp/luajit.folded >/dev/null 2>&1
+    kill $xpid
+    wait $xpid 2>/dev/null
+    for f in native.snap native.folded native.txt luajit.snap luajit.folded; do
+        echo "SSVM-STACK $f begin"; base64 /tmp/$f; echo "SSVM-STACK $f end"
+    done
+fi
+# ---- end a64replay ----
 say end
 sync
 poweroff -f

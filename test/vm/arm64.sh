@@ -93,6 +93,14 @@ if [ -n "${SS_VM_DUMP:-}" ]; then # SS_VM_DUMP=1: the default program's captures
     sed -n '/^SSVM-DUMPLJF begin/,/^SSVM-DUMPLJF end/p' "$log.txt" | sed '1d;$d' | base64 -d >"$build/vm/arm64-luajit.folded"
     sed -n '/^SSVM-DUMPHOST begin/,/^SSVM-DUMPHOST end/p' "$log.txt" | sed '1d;$d' | base64 -d >"$build/vm/arm64-host.snap"
 fi
+# ---- a64replay: the stack-byte captures and their live outputs (arm64-guest.sh) ----
+if [ -n "${SS_VM_DUMP:-}" ]; then
+    for f in native.snap native.folded native.txt luajit.snap luajit.folded; do
+        sed -n "/^SSVM-STACK $f begin/,/^SSVM-STACK $f end/p" "$log.txt" | sed '1d;$d' |
+            base64 -d >"$build/vm/arm64-stack-$f"
+    done
+fi
+# ---- end a64replay ----
 if ! grep -aq '^SSVM end' "$log.txt"; then
     tail -n 40 "$log.txt"
     check boot "the guest did not finish" 0

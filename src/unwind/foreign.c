@@ -1,0 +1,448 @@
+/* unwind/foreign.c: the native frames of a capture of another
+ * architecture: an arm64 capture with stack bytes replayed by an x86-64
+ * build, whose libunwind knows x86-64 only (ss_unwind_foreign,
+ * include/stacksnap/unwind.h).
+ *
+ * elfutils' libdw walks the sample as it walks another architecture's core
+ * file: one Dwfl per process, its modules the process view's ELF files
+ * (reported from the images the view holds), attached with our own thread
+ * callbacks (memory_read: the sample's stack snapshot, else the mapped
+ * files' bytes; set_initial_registers: the captured x0-x30, sp, pc), its
+ * aarch64 backend picked from the modules' machine; dwfl_getthread_frames
+ * steps by each frame's CFI.
+ *
+ * The walk ends where the arm64 build's (unwind/native.c, native_scan.c)
+ * ends, so that both give the same frames: a frame without CFI ends it
+ * (libdw's frame-pointer guess is never taken), but for the leaf, which
+ * steps to x30 (its pointer-authentication code stripped) with its own sp
+ * when that is a return address after a call in file code; a return
+ * address of 0 is the root; the caller's sp must be above (or, after an
+ * interrupted frame, at) its callee's, its ip in executable memory. Lua frames are not walked here
+ * (the LuaJIT walker reads the build's own registers): a LuaJIT process keeps its native frames. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "stacksnap/unwind.h"
+
+#if defined(__x86_64__)
+#include <elfutils/libdwfl.h>
+#include <gelf.h>
+
+#include "elf/elf.h"
+#include "process/process.h"
+#include "symbolize/symbolize.h"
+#include "unwind/a64call.h"
+#include "unwind/procs.h"
+#include "unwind/unwinder.h"
+
+enum { A64_SP = 31, A64_PC = 32, A64_X30 = 30 };
+#define A64_VA_MASK ((1ull << 48) - 1) /* 48-bit user VA: the PAC bits above (native_scan.c) */
+
+struct fwalk {
+    struct ss_native_frame *nf; /* out: ip, sp, flags only */
+    unsigned n, max;
+    enum ss_trunc why;
+    bool nocfi;     /* the walk stopped at a frame without CFI */
+    bool restart;   /* the first frame is a return address given as pc - 1 */
+    unsigned trial; /* > 0: the index of that frame, whose walk is on trial */
+    bool refused;   /* the trial failed */
+};
+#define SCAN_TRIAL 16 /* native_scan.c's SS_SCAN_TRIAL */
+
+struct ss_fproc {
+    Dwfl *dwfl;
+    uint64_t gen;  /* the process view's generation the modules are of */
+    bool attached; /* dwfl_attach_state done (an arm64 module was there) */
+    struct ss_uproc *up;
+    uint32_t tid;
+    uint64_t regs[33]; /* the walk's first frame: x0-x30, sp, pc */
+    uint64_t valid;    /* bit i: regs[i] known */
+    struct fwalk *w;
+};
+
+static void fproc_free(void *p)
+{
+    struct ss_fproc *fp = p;
+    if (!fp) return;
+    if (fp->dwfl) dwfl_end(fp->dwfl);
+    free(fp);
+}
+
+static int find_elf(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
+                    char **file_name, Elf **elfp)
+{
+    (void)mod, (void)modname, (void)base, (void)file_name;
+    const struct ss_elf *e = *userdata;
+    *elfp = elf_memory((char *)e->image, e->size); /* read only: ELF_C_READ_MMAP */
+    return -1;
+}
+
+static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
+                          const char *file_name, const char *debuglink_file,
+                          GElf_Word debuglink_crc, char **debuginfo_file_name)
+{
+    (void)mod, (void)userdata, (void)modname, (void)base, (void)file_name;
+    (void)debuglink_file, (void)debuglink_crc, (void)debuginfo_file_name;
+    return -1; /* the file's own .eh_frame and .debug_frame, as the arm64 build */
+}
+
+static const Dwfl_Callbacks dwfl_cbs = {
+    .find_elf = find_elf,
+    .find_debuginfo = find_debuginfo,
+    .section_address = dwfl_offline_section_address,
+};
+
+/* The mapping's bytes of the file at addr (any protection), len of them. */
+static const void *file_bytes(struct ss_proc *proc, uint64_t addr, size_t len)
+{
+    const struct ss_mapping *mp = ss_proc_find_cached(proc, addr);
+    return mp ? ss_mapping_file_bytes(mp, addr, len) : NULL;
+}
+
+static bool memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void *arg)
+{
+    (void)dwfl;
+    struct ss_fproc *fp = arg;
+    const void *p = ss_mem_peek_snap(&fp->up->mem, addr, 8);
+    if (!p) p = file_bytes(fp->up->proc, addr, 8);
+    if (!p) return false;
+    memcpy(result, p, 8);
+    return true;
+}
+
+static pid_t next_thread(Dwfl *dwfl, void *arg, void **thread_argp)
+{
+    (void)dwfl;
+    struct ss_fproc *fp = arg;
+    if (*thread_argp) return 0;
+    *thread_argp = fp;
+    return (pid_t)fp->tid;
+}
+
+static bool get_thread(Dwfl *dwfl, pid_t tid, void *arg, void **thread_argp)
+{
+    (void)dwfl, (void)tid;
+    *thread_argp = arg;
+    return true;
+}
+
+static bool set_initial_registers(Dwfl_Thread *thread, void *arg)
+{
+    struct ss_fproc *fp = arg;
+    for (int i = 0; i < A64_PC; i++) /* each known one: x30 may be unknown */
+        if ((fp->valid & (1ull << i)) && !dwfl_thread_state_registers(thread, i, 1, &fp->regs[i]))
+            return false;
+    dwfl_thread_state_register_pc(thread, fp->regs[A64_PC]);
+    return true;
+}
+
+static void thread_detach(Dwfl_Thread *thread, void *arg)
+{
+    (void)thread, (void)arg;
+}
+
+static const Dwfl_Thread_Callbacks thread_cbs = {
+    .next_thread = next_thread,
+    .get_thread = get_thread,
+    .memory_read = memory_read,
+    .set_initial_registers = set_initial_registers,
+    .thread_detach = thread_detach,
+};
+
+/* Where the ELF's vaddr 0 is: the module's low address is its first
+ * PT_LOAD's aligned vaddr there (libdwfl's bias = low - that vaddr). */
+static bool first_load(const struct ss_elf *e, uint64_t *vaddr)
+{
+    size_t n;
+    if (!e->elf || elf_getphdrnum(e->elf, &n) != 0) return false;
+    for (size_t i = 0; i < n; i++) {
+        GElf_Phdr ph;
+        if (!gelf_getphdr(e->elf, (int)i, &ph) || ph.p_type != PT_LOAD) continue;
+        uint64_t al = ph.p_align > 1 ? ph.p_align : 1;
+        *vaddr = ph.p_vaddr & ~(al - 1);
+        return true;
+    }
+    return false;
+}
+
+/* A Dwfl for the process view as it is now: each ELF file it maps, once. */
+static int fproc_build(struct ss_fproc *fp, struct ss_uproc *up)
+{
+    if (fp->dwfl) dwfl_end(fp->dwfl);
+    fp->attached = false;
+    if (!(fp->dwfl = dwfl_begin(&dwfl_cbs))) return -ENOMEM;
+    size_t n;
+    const struct ss_mapping *m = ss_proc_mappings(up->proc, &n);
+    dwfl_report_begin(fp->dwfl);
+    for (size_t i = 0; i < n; i++) {
+        struct ss_elf *e = m[i].elf;
+        bool seen = false;
+        for (size_t j = 0; j < i && !seen; j++)
+            seen = m[j].elf == e;
+        uint64_t v, hi = 0;
+        if (!e || seen || e->e_type == ET_REL || !first_load(e, &v)) continue;
+        for (size_t j = i; j < n; j++)
+            if (m[j].elf == e && m[j].d.end > hi) hi = m[j].d.end;
+        uint64_t lo = (uint64_t)m[i].bias + v;
+        if (hi <= lo) continue;
+        Dwfl_Module *mod = dwfl_report_module(fp->dwfl, m[i].d.path, lo, hi);
+        void **ud = NULL;
+        if (mod && dwfl_module_info(mod, &ud, NULL, NULL, NULL, NULL, NULL, NULL) && ud) *ud = e;
+    }
+    dwfl_report_end(fp->dwfl, NULL, NULL);
+    fp->gen = ss_proc_generation(up->proc);
+    fp->attached = dwfl_attach_state(fp->dwfl, NULL, (pid_t)up->pid, &thread_cbs, fp);
+    return 0;
+}
+
+/* Has look (a frame's lookup address) a CFI row in its file? */
+static bool has_cfi(Dwfl *d, uint64_t look)
+{
+    Dwfl_Module *mod = dwfl_addrmodule(d, look);
+    if (!mod) return false;
+    for (int k = 0; k < 2; k++) {
+        Dwarf_Addr bias;
+        Dwarf_CFI *c = k ? dwfl_module_dwarf_cfi(mod, &bias) : dwfl_module_eh_cfi(mod, &bias);
+        Dwarf_Frame *fr = NULL;
+        if (c && dwarf_cfi_addrframe(c, look - bias, &fr) == 0) {
+            free(fr);
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Code at the file's ELF entry that no CFI covers: the root (native.c). */
+static bool at_entry(struct ss_proc *proc, uint64_t ip)
+{
+    const struct ss_mapping *mp = ss_proc_find_cached(proc, ip);
+    uint64_t v = mp && mp->elf ? ip - (uint64_t)mp->bias : 0;
+    return v && mp->elf->e_entry && v >= mp->elf->e_entry && v - mp->elf->e_entry < 64;
+}
+
+/* Could ra be a return address (native_scan.c's ret_addr, arm64): in an
+ * executable file mapping whose CFI covers ra - 1, right after a call: BL
+ * into an executable file mapping, or BLR/BLRA*. */
+static bool ret_addr(struct ss_fproc *fp, uint64_t ra)
+{
+    struct ss_proc *proc = fp->up->proc;
+    const struct ss_mapping *mp = ss_proc_find_cached(proc, ra);
+    if (ra < 4096 || !mp || !mp->elf || !(mp->d.prot & SS_MAP_X)) return false;
+    const uint8_t *p = file_bytes(proc, ra - 4, 4);
+    if (!p || !has_cfi(fp->dwfl, ra - 1)) return false;
+    uint64_t target = 0;
+    unsigned kind = ss_a64_call(p, ra, &target);
+    if (kind != SS_A64_CALL_DIR) return kind == SS_A64_CALL_IND;
+    const struct ss_mapping *t = ss_proc_find_cached(proc, target);
+    return t && t->elf && (t->d.prot & SS_MAP_X);
+}
+
+/* Is the frame just added at k, on the walk from the leaf's x30, one
+ * native_scan.c's trial takes: within its first SCAN_TRIAL steps every
+ * return address into file code with CFI follows a call; a zero return
+ * address after the first is a stale slot, not the root. */
+static bool trial_ok(struct ss_fproc *fp, const struct fwalk *w, unsigned k)
+{
+    unsigned i = k - w->trial;
+    if (!w->trial || k <= w->trial || i > SCAN_TRIAL) return true;
+    const struct ss_native_frame *f = &w->nf[k];
+    uint64_t ip = ss_nf_ip(f);
+    const struct ss_mapping *mp = ss_proc_find_cached(fp->up->proc, ip);
+    if (f->flags & SS_NF_EXACT) return true; /* under a signal frame */
+    return !(mp && mp->elf && (mp->d.prot & SS_MAP_X) && ip >= 4096 && has_cfi(fp->dwfl, ip - 1)) ||
+           ret_addr(fp, ip);
+}
+
+static int frame_cb(Dwfl_Frame *state, void *arg)
+{
+    struct ss_fproc *fp = arg;
+    struct fwalk *w = fp->w;
+    Dwarf_Addr pc;
+    bool act;
+    Dwarf_Word sp;
+    if (!dwfl_frame_pc(state, &pc, &act) || dwfl_frame_reg(state, A64_SP, &sp) != 0) {
+        w->why = SS_TRUNC_ERROR;
+        return DWARF_CB_ABORT;
+    }
+    bool first = w->restart; /* the leaf's caller by x30: pc is its return address - 1 */
+    if (first) {
+        pc += 1;
+        act = false;
+        w->restart = false;
+    }
+    if (w->n) {
+        const struct ss_native_frame *f = &w->nf[w->n - 1];
+        bool fexact = f->flags & SS_NF_EXACT;
+        if (pc == 0) {
+            w->refused = w->trial && w->n > w->trial && w->n - w->trial < SCAN_TRIAL;
+            w->why = SS_TRUNC_NONE;
+            return DWARF_CB_ABORT;
+        }
+        if ((pc == ss_nf_ip(f) && sp == ss_nf_sp(f)) ||
+            !(sp > ss_nf_sp(f) || (sp == ss_nf_sp(f) && fexact))) {
+            w->why = SS_TRUNC_LOOP;
+            return DWARF_CB_ABORT;
+        }
+        const struct ss_mapping *mp = ss_proc_find(fp->up->proc, pc);
+        if (!mp || !(mp->d.prot & SS_MAP_X)) {
+            w->why = SS_TRUNC_BADIP;
+            return DWARF_CB_ABORT;
+        }
+        if (w->n == w->max) {
+            w->why = SS_TRUNC_DEPTH;
+            return DWARF_CB_ABORT;
+        }
+    }
+    struct ss_native_frame *o = &w->nf[w->n++];
+    memset(o, 0, sizeof(*o));
+    o->regs.r[SS_DR_IP] = pc;
+    o->regs.r[SS_DR_SP] = sp;
+    o->regs.valid = SS_DBIT(SS_DR_IP) | SS_DBIT(SS_DR_SP);
+    o->flags = act ? SS_NF_EXACT : 0;
+    if (!trial_ok(fp, w, w->n - 1)) {
+        w->refused = true;
+        return DWARF_CB_ABORT;
+    }
+    if (!has_cfi(fp->dwfl, act ? pc : pc - 1)) {
+        w->nocfi = true;
+        w->why = at_entry(fp->up->proc, pc) ? SS_TRUNC_NONE : SS_TRUNC_NOINFO;
+        return DWARF_CB_ABORT;
+    }
+    return DWARF_CB_OK;
+}
+
+/* One walk from fp->regs into w; how it ended in w->why. */
+static void walk(struct ss_fproc *fp, struct fwalk *w)
+{
+    fp->w = w;
+    w->nocfi = false;
+    w->why = SS_TRUNC_NONE;
+    int r = dwfl_getthread_frames(fp->dwfl, (pid_t)fp->tid, frame_cb, fp);
+    if (r == -1) {
+        /* a read libdw could not make: the snapshot's end, as native.c says it */
+        uint64_t sp = w->n ? ss_nf_sp(&w->nf[w->n - 1]) : 0;
+        const struct ss_mem *m = &fp->up->mem;
+        w->why = sp >= m->snap_base ? SS_TRUNC_SNAPSHOT : SS_TRUNC_ERROR;
+    }
+}
+
+/* The native frames of s (arm64 registers regs) into nf, max of them. */
+static unsigned foreign_frames(struct ss_fproc *fp, const uint64_t *regs, unsigned nregs,
+                               struct ss_native_frame *nf, unsigned max, enum ss_trunc *why)
+{
+    memset(fp->regs, 0, sizeof(fp->regs));
+    fp->valid = 0;
+    for (unsigned i = 0; i <= A64_PC && i < nregs; i++) {
+        fp->regs[i] = regs[i];
+        fp->valid |= 1ull << i;
+    }
+    struct fwalk w = {.nf = nf, .max = max};
+    const struct ss_mapping *mp = ss_proc_find(fp->up->proc, fp->regs[A64_PC]);
+    if (!fp->attached || !mp || !(mp->d.prot & SS_MAP_X) || !max) {
+        /* the leaf alone: nothing to walk with, or not in code */
+        if (max) {
+            memset(&nf[0], 0, sizeof(nf[0]));
+            nf[0].regs.r[SS_DR_IP] = fp->regs[A64_PC];
+            nf[0].regs.r[SS_DR_SP] = fp->regs[A64_SP];
+            nf[0].flags = SS_NF_EXACT;
+        }
+        *why = fp->attached ? SS_TRUNC_BADIP : SS_TRUNC_NOINFO;
+        return max ? 1 : 0;
+    }
+    walk(fp, &w);
+    /* a leaf without CFI (the vDSO: no .eh_frame) returns to x30 with its sp */
+    if (w.nocfi && w.n == 1 && w.why == SS_TRUNC_NOINFO && (nf[0].flags & SS_NF_EXACT)) {
+        uint64_t ra = fp->regs[A64_X30] & A64_VA_MASK;
+        if (ret_addr(fp, ra) && max > 1) {
+            fp->regs[A64_PC] = ra - 1; /* looked up as a return address */
+            fp->valid &= ~(1ull << A64_X30);
+            w.restart = true;
+            w.trial = 1;
+            walk(fp, &w);
+            /* a walk that ends within the trial: at the root, the snapshot's
+             * end, or code without CFI after a step (native_scan.c) */
+            bool ended =
+                w.n - 1 <= SCAN_TRIAL && !(w.why == SS_TRUNC_NONE || w.why == SS_TRUNC_SNAPSHOT ||
+                                           (w.why == SS_TRUNC_NOINFO && w.n > 2));
+            if (w.refused || ended) {
+                w.n = 1;
+                w.why = SS_TRUNC_NOINFO;
+            }
+        }
+    }
+    *why = w.why;
+    return w.n;
+}
+
+bool ss_unwind_foreign_arch(const char *arch)
+{
+    return arch && !strcmp(arch, "aarch64");
+}
+
+int ss_unwind_foreign(struct ss_unwinder *u, const struct ss_sample *s, const uint64_t *regs,
+                      unsigned nregs, struct ss_stack *out)
+{
+    ss_unwind_start(u, s, out);
+    if (nregs <= A64_PC) {
+        u->st.errors++;
+        out->trunc = SS_TRUNC_ERROR;
+        return -EINVAL;
+    }
+    /* the view and memory reader as for a sample of this build: its sp and pc */
+    struct ss_sample hs = *s;
+    memset(hs.regs, 0, sizeof(hs.regs));
+    hs.regs[SS_REG_SP] = regs[A64_SP];
+    hs.regs[SS_REG_IP] = regs[A64_PC];
+    struct ss_err err = {0};
+    struct ss_uproc *up = ss_procs_get(u, &hs, &err);
+    if (!up) {
+        u->st.errors++;
+        out->trunc = SS_TRUNC_ERROR;
+        return err.code ? err.code : -ESRCH;
+    }
+    ss_unwind_comm(out, up);
+    struct ss_fproc *fp = up->foreign;
+    if (!fp) {
+        if (!(fp = calloc(1, sizeof(*fp)))) return -ENOMEM;
+        up->foreign = fp;
+        up->foreign_free = fproc_free;
+    }
+    fp->up = up;
+    fp->tid = s->tid ? s->tid : s->pid;
+    if ((!fp->dwfl || fp->gen != ss_proc_generation(up->proc)) && fproc_build(fp, up) < 0)
+        return -ENOMEM;
+    enum ss_trunc why = SS_TRUNC_NONE;
+    unsigned n = 0;
+    if (regs[A64_PC] || regs[A64_SP] || !s->nkernel) /* else compat: kernel alone */
+        n = foreign_frames(fp, regs, nregs, u->nf, u->o.max_frames, &why);
+    if (ss_unwinder_reserve(u, (size_t)n + SS_KSTACK_MAX) < 0) return -ENOMEM;
+    for (unsigned i = 0; i < n; i++) {
+        const struct ss_native_frame *f = &u->nf[i];
+        bool exact = f->flags & SS_NF_EXACT;
+        if (i && ss_nf_ip(f) == ss_nf_ip(&u->nf[i - 1]) &&
+            exact == ((u->nf[i - 1].flags & SS_NF_EXACT) != 0))
+            u->out[i] = u->out[i - 1];
+        else
+            ss_symbolize_native(up->syms, u->strs, up->proc, ss_nf_ip(f), exact, &u->out[i]);
+    }
+    ss_unwind_finish(u, out, ss_unwind_kernel(u, s, n), why);
+    return 0;
+}
+
+#else /* an arm64 build: no other architecture's captures */
+
+bool ss_unwind_foreign_arch(const char *arch)
+{
+    (void)arch;
+    return false;
+}
+
+int ss_unwind_foreign(struct ss_unwinder *u, const struct ss_sample *s, const uint64_t *regs,
+                      unsigned nregs, struct ss_stack *out)
+{
+    (void)u, (void)s, (void)regs, (void)nregs;
+    memset(out, 0, sizeof(*out));
+    return -ENOEXEC;
+}
+#endif
