@@ -232,8 +232,7 @@ struct ss_uproc *ss_procs_get(struct ss_unwinder *u, const struct ss_sample *s, 
          * one sample sees one version, the one the capture records */
         ss_perfmap_sync(up->pm, (pid_t)up->pid, now, SS_PERFMAP_GAP_NS);
     }
-    ss_mem_set_snapshot(&up->mem, s->regs[SS_REG_SP], s->stack, s->stack_len, s->holes);
-    ss_mem_set_windows(&up->mem, s->win, s->nwin);
+    ss_mem_set_sample(&up->mem, s);
     return up;
 }
 
