@@ -1,6 +1,7 @@
 /* unwind/luajit/frames.h: the LuaJIT walker: the walk of one thread's
- * frames (frames.c, its reads thread_read.c), their function and prototype headers (resolve.c), and
- * the walk of a sample in trace code (trace.c, exit.c, guards.c). */
+ * frames (frames.c, its reads thread_read.c), their function and prototype
+ * headers (resolve.c), and the walk of a sample in trace code (trace.c,
+ * exit.c, guards.c). */
 #ifndef SS_LJ_FRAMES_H
 #define SS_LJ_FRAMES_H
 

@@ -101,7 +101,7 @@ static bool cpcalls_over(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t fr
  * exactly that much; live: 112 bytes, enough for any) and, without the
  * sample's windows, a window of the stack below the sampled BASE into s (as
  * before the windows existed, so that older captures replay as recorded).
- * n: the batch's length; *gi, *li, *wi: the parts' places (-1: none). */
+ * n: the batch's length; gi, li, wi: the parts' places (gi, wi -1: none). */
 struct first_round {
     struct ss_iov iov[3];
     int n, gi, li, wi;
