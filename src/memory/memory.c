@@ -59,6 +59,12 @@ void ss_mem_set_windows(struct ss_mem *m, const struct ss_window *win, unsigned 
     }
 }
 
+void ss_mem_set_sample(struct ss_mem *m, const struct ss_sample *s)
+{
+    ss_mem_set_windows(m, s->win, s->nwin);
+    ss_mem_set_snapshot(m, s->regs[SS_REG_SP], s->stack, s->stack_len, s->holes);
+}
+
 static uint64_t from(uint64_t base, uint64_t len, uint64_t lo, uint64_t hi, uint64_t best)
 {
     if (!len || hi <= base || hi - base > len) return best;

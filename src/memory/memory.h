@@ -122,6 +122,9 @@ void ss_mem_init(struct ss_mem *m, struct ss_proc *proc, const struct ss_target_
 void ss_mem_set_snapshot(struct ss_mem *m, uint64_t sp, const uint8_t *bytes, size_t len,
                          uint32_t holes);
 void ss_mem_set_windows(struct ss_mem *m, const struct ss_window *win, unsigned nwin);
+/* Both for sample s (its windows, its stack snapshot at its sp): what a
+ * walk of s reads first. */
+void ss_mem_set_sample(struct ss_mem *m, const struct ss_sample *s);
 
 /* Pointer to len bytes at addr in the sample itself (its stack snapshot or
  * one of its windows), or NULL. */

@@ -203,38 +203,49 @@ static void retire(struct ss_unwinder *u, struct ss_uproc *up)
         }
 }
 
+/* A bundle for s's process at its first sample (gone: a side band view
+ * of it no longer covers the sample; it was retired): a live view (a
+ * forked parent's copy, or /proc), else its mappings from the side band's
+ * log (a process gone before its walk). */
+static struct ss_uproc *first_sample(struct ss_unwinder *u, const struct ss_sample *s, bool gone,
+                                     struct ss_err *err)
+{
+    struct ss_proc *view = NULL;
+    int r = gone ? -ESRCH : live_view(u, s->pid, &view, err);
+    if (r < 0 && err->code == -ESRCH &&
+        ss_sideband_view(u, s->pid, s->time_ns, s->regs[SS_REG_IP], &view) == 0)
+        gone = true, r = 0;
+    struct ss_uproc *up = r < 0 ? NULL : attach(u, s->pid, view, err);
+    if (!up) return NULL;
+    up->sideband = gone; /* freed by the exit marker, or unused for 10 s */
+    return u->last = up;
+}
+
+/* A live process's exec checked (without markers) and its perf map synced;
+ * its use time kept (collection). */
+static void ready(struct ss_unwinder *u, struct ss_uproc *up)
+{
+    if (up->sideband) up->used_ns = ss_procs_now_ns();
+    if (!ss_proc_is_live(up->proc)) return;
+    uint64_t now = ss_procs_now_ns();
+    up->used_ns = now;
+    if (!u->markers) ss_proc_check_exec(up->proc, now); /* else exec markers say so */
+    /* perf map: re-read (when a lookup missed) before the walk, so that
+     * one sample sees one version, the one the capture records */
+    ss_perfmap_sync(up->pm, (pid_t)up->pid, now, SS_PERFMAP_GAP_NS);
+}
+
 struct ss_uproc *ss_procs_get(struct ss_unwinder *u, const struct ss_sample *s, struct ss_err *err)
 {
     struct ss_uproc *up = lookup(u, s->pid);
     bool gone = up && up->sideband && !ss_proc_in_file(up->proc, s->regs[SS_REG_IP]);
     if (gone) {
         retire(u, up);
-        up = NULL;
         err->code = -ESRCH;
     }
-    if (!up) {
-        /* a new bundle: live, else from the side band's log (a process
-         * gone before its walk) */
-        struct ss_proc *view = NULL;
-        int r = gone ? -ESRCH : live_view(u, s->pid, &view, err);
-        if (r < 0 && err->code == -ESRCH &&
-            ss_sideband_view(u, s->pid, s->time_ns, s->regs[SS_REG_IP], &view) == 0)
-            gone = true, r = 0;
-        if (r < 0 || !(up = attach(u, s->pid, view, err))) return NULL;
-        up->sideband = gone; /* freed by the exit marker, or unused for 10 s */
-        u->last = up;
-    }
-    if (up->sideband) up->used_ns = ss_procs_now_ns();
-    if (ss_proc_is_live(up->proc)) {
-        uint64_t now = ss_procs_now_ns();
-        up->used_ns = now;
-        if (!u->markers) ss_proc_check_exec(up->proc, now); /* else exec markers say so */
-        /* perf map: re-read (when a lookup missed) before the walk, so that
-         * one sample sees one version, the one the capture records */
-        ss_perfmap_sync(up->pm, (pid_t)up->pid, now, SS_PERFMAP_GAP_NS);
-    }
-    ss_mem_set_snapshot(&up->mem, s->regs[SS_REG_SP], s->stack, s->stack_len, s->holes);
-    ss_mem_set_windows(&up->mem, s->win, s->nwin);
+    if ((!up || gone) && !(up = first_sample(u, s, gone, err))) return NULL;
+    ready(u, up);
+    ss_mem_set_sample(&up->mem, s);
     return up;
 }
 

@@ -317,8 +317,7 @@ int ss_unwind_twice(struct ss_unwinder *u, const struct ss_sample *s, struct ss_
     struct ss_uproc *up = ss_unwinder_proc(u, s->pid, true, NULL);
     if (up) {
         enum ss_trunc why = SS_TRUNC_NONE;
-        ss_mem_set_snapshot(&up->mem, s->regs[SS_REG_SP], s->stack, s->stack_len, s->holes);
-        ss_mem_set_windows(&up->mem, s->win, s->nwin);
+        ss_mem_set_sample(&up->mem, s);
         (void)user_walk(u, up, s, &why);
     }
     between(ctx);

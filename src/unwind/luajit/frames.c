@@ -9,151 +9,26 @@
  * the thread's chain (L->cframe, prev, ...); that splits the frames into
  * segments, one per VM entry (debug_framepc in lj_debug.c does the same).
  *
- * Reads, batched (view_read: where each comes from): (1) lua_State +
- * stack window, (2) function headers, (3) prototype headers (resolve.c). The A operand of each
- * return pc's CALL comes from a cache validated against the caller's prototype bytes after the
- * walk; a miss costs one extra read for that level. Everything is bounded (frames, bytes) and
- * validated (tags, ranges); a walk over garbage ends with an error or a truncated list, never a
- * crash. */
+ * A walk in phases (walk_once): (1) the lua_State's header and the stack
+ * below BASE (thread_read.c), (2) the frame chain over that copy, reading
+ * cframes as segments begin, (3) function and prototype headers (resolve.c),
+ * (4) each frame's pc, (5) the checks that the frames are the sampled
+ * thread's. The A operand of each return pc's CALL comes from a cache
+ * validated against the caller's prototype bytes after the walk; a miss
+ * costs one extra read for that level. Everything is bounded (frames, bytes)
+ * and validated (tags, ranges); a walk over garbage ends with an error or a
+ * truncated list, never a crash. */
 #include <errno.h>
-#include <stdlib.h>
 #include <string.h>
 
+#include "unwind/luajit/frames.h"
 #include "unwind/luajit/layout.h"
 #include "unwind/luajit/runtime.h"
-#include "unwind/luajit/frames.h"
-
-#define STACK_WINDOW 16384u
-#define STACK_MAX (256u * 1024u)
-
-struct stackbuf {
-    uint64_t lo, hi; /* [lo, hi) copied */
-    uint8_t *buf;
-    size_t cap; /* bytes at buf (the runtime's scratch, kept between walks) */
-    /* replay's memo (memory.h: ss_mem_track): [src_lo, src_hi) came from
-     * window src of the sample; the slots read from there are logged one by
-     * one, not the whole copy (the Lua values in it change all the time) */
-    struct ss_mem_track *track;
-    const struct ss_mem *m;
-    int src;
-    uint64_t src_lo, src_hi;
-    unsigned bad_L; /* walks whose lua_State could not be read (runtime.h) */
-};
-
-/* Where the walk's bytes come from (memory.h): the sample's copies and the
- * process's files, else the process (VIEW_ANY); the process itself
- * (VIEW_LIVE: what the thread holds now); the sample's copies alone
- * (VIEW_SAMPLE, to compare with a live read). */
-enum view_src { VIEW_ANY, VIEW_LIVE, VIEW_SAMPLE };
-
-/* len bytes at a from src: 0 or negative errno. The walk's reads of one
- * field or slot all come through here. */
-static int view_read(struct ss_mem *m, enum view_src src, uint64_t a, void *dst, size_t len)
-{
-    struct ss_iov v = {
-        .addr = a, .dst = dst, .len = len, .live = src == VIEW_LIVE, .sample = src == VIEW_SAMPLE};
-    int rc = ss_mem_readv(m, &v, 1);
-    return v.err ? v.err : rc;
-}
-
-void *ss_lj_scratch(uint8_t **buf, size_t *cap, size_t n)
-{
-    if (n <= *cap) return *buf;
-    uint8_t *b = realloc(*buf, n);
-    if (!b) return NULL;
-    *buf = b;
-    *cap = n;
-    return b;
-}
-
-/* Room for n bytes at s->buf; what it held is kept. */
-static uint8_t *sb_room(struct stackbuf *s, size_t n)
-{
-    return ss_lj_scratch(&s->buf, &s->cap, n);
-}
-
-static void sb_track(const struct stackbuf *s, uint64_t a)
-{
-    if (a >= s->src_lo && a + 8 <= s->src_hi)
-        ss_mem_track_win(s->track, (unsigned)s->src, a - s->m->cw[s->src].addr, 8);
-}
-
-static inline bool sb_u64(const struct stackbuf *s, uint64_t a, uint64_t *v)
-{
-    if (a < s->lo || a + 8 > s->hi) return false;
-    *v = lj_u64(s->buf + (a - s->lo));
-    if (s->track) sb_track(s, a);
-    return true;
-}
+#include "unwind/luajit/thread_read.h"
 
 static struct lj_insent *ins_slot(struct ss_lj_runtime *rt, uint64_t retpc)
 {
     return &rt->ins[(retpc >> 2) % LJ_INS_SLOTS];
-}
-
-/* One cframe of the chain: prev, nres, pc. */
-struct cfr {
-    uint64_t addr, prev, pc;
-    int32_t nres;
-    bool ok;
-};
-
-static void read_cframe(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t a, struct cfr *c)
-{
-    const struct lj_layout *lay = rt->lay;
-    uint8_t b[96];
-    /* the cframe up to its last field read (arm64's is 208 bytes; these
-     * sit in its first 48) */
-    uint32_t len = lay->cf_prev + 8;
-    if (lay->cf_nres + 4 > len) len = lay->cf_nres + 4;
-    if (lay->cf_pc + 8 > len) len = lay->cf_pc + 8;
-    memset(c, 0, sizeof(*c));
-    c->addr = a;
-    if (!a || (a & 7) || len > sizeof(b) || view_read(m, VIEW_ANY, a, b, len)) return;
-    c->prev = lj_u64(b + lay->cf_prev) & ~(uint64_t)3;
-    c->nres = (int32_t)lj_u32(b + lay->cf_nres);
-    c->pc = lj_ref(lay, b + lay->cf_pc);
-    c->ok = true;
-}
-
-/* Read [lo, hi) of the stack into s (bounded): all of it live when live,
- * else the part the sample copied (its window around BASE) from there, only
- * what lies below it live, the copy cut at the window when the older frames
- * below moved since the sample (memory.h: ss_mem_read_span). */
-static int read_stack(struct ss_mem *m, struct stackbuf *s, uint64_t lo, uint64_t hi, bool live)
-{
-    if (hi - lo > STACK_MAX) lo = hi - STACK_MAX;
-    uint8_t *b = sb_room(s, hi - lo + SS_MEM_SEAM);
-    if (!b) return -ENOMEM;
-    struct ss_mem_track *track = m->track;
-    uint64_t from;
-    int rc = ss_mem_read_span(m, &lo, hi, b, live, &s->src, &from);
-    /* the sample's part: logged slot by slot as sb_u64 reads it (memo) */
-    s->track = NULL;
-    if (s->src >= 0) {
-        s->track = track;
-        s->m = m;
-        s->src_lo = from;
-        s->src_hi = hi;
-    }
-    if (rc) return rc;
-    s->lo = lo;
-    s->hi = hi;
-    return 0;
-}
-
-/* Is cframe `to` reached from `from` through cframes that own no Lua frame
- * (nres < 0: lj_vm_cpcall's, e.g. the snapshot restore of a trace exit or
- * the trace compiler, entered again since the sample)? */
-static bool cpcalls_over(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t from, uint64_t to)
-{
-    for (int k = 0; k < 4 && from && from < to; k++) {
-        struct cfr c;
-        read_cframe(rt, m, from, &c);
-        if (!c.ok || c.nres >= 0) return false;
-        from = c.prev;
-    }
-    return from == to;
 }
 
 /* Make cf[seg] available (read lazily along the prev chain). */
@@ -163,7 +38,7 @@ static int next_cf(struct ss_lj_runtime *rt, struct ss_mem *m, struct cfr *cf, u
     if (seg >= LJ_MAX_SEGS) return -EINVAL;
     if (seg < *ncf) return 0;
     if (cf[seg - 1].ok && cf[seg - 1].prev)
-        read_cframe(rt, m, cf[seg - 1].prev, &cf[seg]);
+        ss_lj_read_cframe(rt, m, cf[seg - 1].prev, &cf[seg]);
     else
         memset(&cf[seg], 0, sizeof(cf[seg]));
     *ncf = seg + 1;
@@ -223,7 +98,7 @@ static int chain(struct ss_lj_runtime *rt, struct ss_mem *m, const struct stackb
             if (ie->retpc != retpc) {
                 uint32_t ins;
                 rt->st.rounds++;
-                if (view_read(m, VIEW_ANY, retpc - 4, &ins, 4)) return -EFAULT;
+                if (ss_lj_view_read(m, VIEW_ANY, retpc - 4, &ins, 4)) return -EFAULT;
                 ie->retpc = retpc;
                 ie->ins = ins;
             }
@@ -269,7 +144,8 @@ static bool live_is_sample(const struct ss_lj_runtime *rt, struct ss_mem *m,
     for (unsigned i = 0; i < w->n; i++)
         for (unsigned k = 0; k <= fr2; k++) {
             uint64_t a = w->f[i].frame - 8 * k, v, sv;
-            if (!view_read(m, VIEW_SAMPLE, a, &sv, 8) && sb_u64(s, a, &v) && sv != v) return false;
+            if (!ss_lj_view_read(m, VIEW_SAMPLE, a, &sv, 8) && sb_u64(s, a, &v) && sv != v)
+                return false;
         }
     return true;
 }
@@ -357,142 +233,13 @@ static int frame_pcs(struct ss_lj_runtime *rt, const struct lj_start *st, struct
     return 0;
 }
 
-/* The lua_State header and the stack below base: from the sample when it
- * carries the Lua state (windows), else (no windows: --no-lua-window, older
- * captures; or live: the GC moved between the sample and its walk) from the
- * live process, the header and a window below the sampled BASE in one batch
- * as before the windows existed, so that older captures replay as recorded. */
-static int walk_once(struct ss_lj_runtime *rt, struct ss_mem *m, const struct lj_start *st,
-                     struct lj_walk *w, struct stackbuf *s, bool live)
+/* Is the walk w the sampled thread's? Checks of what the frames must show
+ * against the sample's registers (st) and cframes (cf), after resolve.c
+ * named them: 0, or -ESTALE when the thread moved on since the sample. */
+static int fits_sample(struct ss_lj_runtime *rt, struct ss_mem *m, const struct lj_start *st,
+                       const struct cfr *cf, struct lj_walk *w)
 {
-    const struct lj_layout *lay;
-    uint8_t Lb[128];
-    bool sampled = m->nwin && !live;
-    uint64_t win_lo = 0, win_hi = 0;
-    struct ss_iov iov[3];
-    int n = 0, gi = -1;
-    uint8_t ep[88];
-    /* read from the live process: first the GC state, where the proof of
-     * the thread's objects starts (resolve.c), then the thread */
-    if (!sampled && rt->ngs && rt->lay) {
-        iov[n] = ss_lj_gc_iov(rt, rt->gs[0], ep);
-        if (iov[n].len) gi = n++;
-    }
-    const int li = n, wi = n + 1; /* the lua_State's header, the stack window */
-    /* from the sample: the header at its verified size (the window holds
-     * exactly that much); live: 112 bytes, enough for any */
-    size_t lsz = sampled && rt->lay && rt->lay->sizeof_L >= 64 && rt->lay->sizeof_L <= 112
-                     ? rt->lay->sizeof_L
-                     : 112;
-    memset(Lb, 0, sizeof(Lb));
-    iov[n++] = (struct ss_iov){.addr = st->L, .dst = Lb, .len = lsz, .live = live};
-    if (!sampled && st->top && st->base > STACK_WINDOW && !(st->base & 7)) {
-        win_lo = st->base - STACK_WINDOW;
-        /* the stack start seen last time for this thread bounds the window
-         * (validated below against the lua_State read in the same batch) */
-        const struct lj_lstack *ls = &rt->lstack[(st->L >> 4) % LJ_LSTACK_SLOTS];
-        if (ls->L == st->L && ls->stack < st->base && ls->stack > win_lo) win_lo = ls->stack;
-        win_hi = st->base + 16;
-        uint8_t *b = sb_room(s, win_hi - win_lo);
-        if (!b) return -ENOMEM;
-        iov[n++] = (struct ss_iov){.addr = win_lo, .dst = b, .len = win_hi - win_lo, .live = live};
-    }
-    rt->st.rounds++;
-    int rc = ss_mem_readv(m, iov, n);
-    if (rc || iov[li].err) {
-        s->bad_L += !rc;
-        return rc ? rc : iov[li].err;
-    }
-    /* global state and layout */
-    unsigned gct = rt->info.gc64 ? 9 : 5;
-    if (Lb[gct] != LJ_GCT_THREAD) return -EINVAL;
-    uint64_t G = rt->info.gc64 ? lj_u64(Lb + 16) : lj_u32(Lb + 8);
-    if (!ss_lj_check_G(rt, m, G)) return -ENOENT;
-    lay = rt->lay;
-    w->L = st->L;
-    w->G = G;
-    uint64_t stack = lj_ref(lay, Lb + lay->L_stack);
-    uint64_t ssize = lj_u32(Lb + lay->L_stacksize);
-    if (!stack || (stack & 7) || ssize < 8 || ssize > (1u << 20)) return -EINVAL;
-    uint64_t shi = stack + ssize * 8;
-    if (!sampled) rt->lstack[(st->L >> 4) % LJ_LSTACK_SLOTS] = (struct lj_lstack){st->L, stack};
-    /* the sampled VM entry is the thread's newest cframe, or (not the
-     * leaf) only protected C calls are newer */
-    uint64_t lcf = lj_u64(Lb + lay->L_cframe) & ~(uint64_t)3;
-    if ((st->top || st->newest) && lcf != st->cframe &&
-        (st->top || !cpcalls_over(rt, m, lcf, st->cframe)))
-        return -ESTALE;
-    uint64_t base = 0;
-    if ((st->top || st->use_base) && st->base > stack + 8 && st->base < shi && !(st->base & 7))
-        base = st->base;
-    else
-        base = lj_u64(Lb + lay->L_base);
-    if (base <= stack || base >= shi || (base & 7)) return -EINVAL;
-    if (live && m->nwin) { /* the sample's copy of the header, if it has one */
-        uint8_t sb[8], ss[8];
-        size_t rl = lay->gc64 ? 8 : 4;
-        int rb = view_read(m, VIEW_SAMPLE, st->L + lay->L_base, sb, rl);
-        int rs = view_read(m, VIEW_SAMPLE, st->L + lay->L_stack, ss, rl);
-        if ((!rb && !(st->top || st->use_base) && lj_ref(lay, sb) != base) ||
-            (!rs && lj_ref(lay, ss) != stack))
-            return -ESTALE;
-    }
-    if (sampled) {
-        /* [stack, base]: the sample's copy around BASE, the rest (deep
-         * stacks) read live (read_stack) */
-        ss_lj_need(rt, m, G, st->L, base - stack);
-        rt->st.rounds++;
-        if ((rc = read_stack(m, s, stack, base + 16, false))) return rc;
-    } else if (win_hi && !iov[wi].err && win_lo <= base && win_hi >= base) {
-        /* the window is used only if it holds base (a BASE register from a
-         * torn state may be anywhere: the extension below would span the
-         * distance, gigabytes); extend it downwards with one more read */
-        s->lo = win_lo;
-        s->hi = win_hi;
-        uint64_t lo = base - stack > STACK_MAX ? base - STACK_MAX : stack;
-        if (win_lo > stack && lo < win_lo) {
-            size_t old = win_hi - win_lo, add = win_lo - lo;
-            uint8_t *b = sb_room(s, old + add);
-            if (!b) return -ENOMEM;
-            memmove(b + add, b, old);
-            rt->st.rounds++;
-            rc = view_read(m, live ? VIEW_LIVE : VIEW_ANY, lo, b, add);
-            if (rc) return rc;
-            s->lo = lo;
-        }
-    } else {
-        rt->st.rounds++;
-        if ((rc = read_stack(m, s, stack, base + 8, live))) return rc;
-    }
-    /* cframe chain: the current one (others are read as frames use them) */
-    struct cfr cf[LJ_MAX_SEGS];
-    memset(cf, 0, sizeof(cf));
-    unsigned ncf = 1;
-    read_cframe(rt, m, lj_u64(Lb + lay->L_cframe) & ~(uint64_t)3, &cf[0]);
-    if ((rc = chain(rt, m, s, stack, base, st->L, cf, &ncf, w))) return rc;
-    if (live && m->nwin && !live_is_sample(rt, m, s, w)) return -ESTALE;
-    size_t elen = 0;
-    if (sampled)
-        elen = ss_lj_gc_sample(rt, m, G, ep);
-    else if (gi >= 0 && !iov[gi].err && G == rt->gs[0])
-        elen = iov[gi].len;
-    if ((rc = ss_lj_resolve(rt, m, w, ep, elen))) return rc;
-    /* Sampled in the VM between a frame's link and its function (call
-     * setup or return): PC is the caller's return pc. The caller is the
-     * frame that runs; the half-built or half-gone frame is dropped. */
-    if (st->top && w->n > 1 && w->f[0].ffid == 0 && (w->f[0].ftsz & 3) == LJ_FRAME_LUA &&
-        (lay->gc64 ? (uint64_t)w->f[0].ftsz : (uint32_t)w->f[0].ftsz) == st->pc &&
-        !pc_in(rt, &w->f[0], st->pc)) {
-        memmove(&w->f[0], &w->f[1], (w->n - 1) * sizeof(w->f[0]));
-        w->n--;
-    }
-    unsigned cut = 0;
-    if ((rc = frame_pcs(rt, st, cf, w, s, &cut))) return rc;
-    if (cut) { /* the innermost caller not at a call: what is above it goes */
-        memmove(&w->f[0], &w->f[cut], (w->n - cut) * sizeof(w->f[0]));
-        w->n -= cut;
-        w->unproven += cut;
-    }
+    const struct lj_layout *lay = rt->lay;
     /* Headers kept by content (resolve.c): a function freed after the
      * sample and its memory reused by a closure seen there before would
      * name the frame; the sample's pc (a link, the PC register, a cframe's
@@ -547,7 +294,7 @@ static int walk_once(struct ss_lj_runtime *rt, struct ss_mem *m, const struct lj
     if (st->resumed && w->n && w->f[0].ffid > 1 && w->f[0].ffid - 2u < *lay->nff &&
         !strcmp(lay->ff[w->f[0].ffid - 2], "coroutine.resume")) {
         uint64_t v = 0;
-        if (!view_read(m, VIEW_ANY, w->f[0].frame + 8, &v, 8) &&
+        if (!ss_lj_view_read(m, VIEW_ANY, w->f[0].frame + 8, &v, 8) &&
             (lay->gc64 ? v & LJ_GCVMASK : (uint32_t)v) != st->resumed)
             return -ESTALE;
     }
@@ -563,6 +310,47 @@ static int walk_once(struct ss_lj_runtime *rt, struct ss_mem *m, const struct lj
         st->kbase != lj_ref(lay, w->f[0].proto->sig + lay->pt_k))
         return -ESTALE;
     return 0;
+}
+
+/* One walk of the thread, in phases: the reads of its header and stack
+ * (thread_read.c), the frame chain over that copy, the functions and
+ * prototypes of its frames (resolve.c), their pcs, and the checks that
+ * it is the sampled thread. */
+static int walk_once(struct ss_lj_runtime *rt, struct ss_mem *m, const struct lj_start *st,
+                     struct lj_walk *w, struct stackbuf *s, bool live)
+{
+    struct lj_thread t;
+    int rc = ss_lj_read_thread(rt, m, st, s, live, &t);
+    if (rc) return rc;
+    const struct lj_layout *lay = rt->lay;
+    w->L = st->L;
+    w->G = t.G;
+    /* cframe chain: the current one (others are read as frames use them) */
+    struct cfr cf[LJ_MAX_SEGS];
+    memset(cf, 0, sizeof(cf));
+    unsigned ncf = 1;
+    ss_lj_read_cframe(rt, m, t.cframe, &cf[0]);
+    if ((rc = chain(rt, m, s, t.stack, t.base, st->L, cf, &ncf, w))) return rc;
+    if (live && m->nwin && !live_is_sample(rt, m, s, w)) return -ESTALE;
+    size_t elen = t.sampled ? ss_lj_gc_sample(rt, m, t.G, t.ep) : t.elen;
+    if ((rc = ss_lj_resolve(rt, m, w, t.ep, elen))) return rc;
+    /* Sampled in the VM between a frame's link and its function (call
+     * setup or return): PC is the caller's return pc. The caller is the
+     * frame that runs; the half-built or half-gone frame is dropped. */
+    if (st->top && w->n > 1 && w->f[0].ffid == 0 && (w->f[0].ftsz & 3) == LJ_FRAME_LUA &&
+        (lay->gc64 ? (uint64_t)w->f[0].ftsz : (uint32_t)w->f[0].ftsz) == st->pc &&
+        !pc_in(rt, &w->f[0], st->pc)) {
+        memmove(&w->f[0], &w->f[1], (w->n - 1) * sizeof(w->f[0]));
+        w->n--;
+    }
+    unsigned cut = 0;
+    if ((rc = frame_pcs(rt, st, cf, w, s, &cut))) return rc;
+    if (cut) { /* the innermost caller not at a call: what is above it goes */
+        memmove(&w->f[0], &w->f[cut], (w->n - cut) * sizeof(w->f[0]));
+        w->n -= cut;
+        w->unproven += cut;
+    }
+    return fits_sample(rt, m, st, cf, w);
 }
 
 int ss_lj_walk_thread(struct ss_lj_runtime *rt, struct ss_mem *m, const struct lj_start *st,

@@ -1,6 +1,7 @@
 /* unwind/luajit/frames.h: the LuaJIT walker: the walk of one thread's
- * frames (frames.c), their function and prototype headers (resolve.c), and
- * the walk of a sample in trace code (trace.c, exit.c, guards.c). */
+ * frames (frames.c, its reads thread_read.c), their function and prototype
+ * headers (resolve.c), and the walk of a sample in trace code (trace.c,
+ * exit.c, guards.c). */
 #ifndef SS_LJ_FRAMES_H
 #define SS_LJ_FRAMES_H
 
@@ -69,7 +70,7 @@ struct lj_start {
 int ss_lj_resolve(struct ss_lj_runtime *rt, struct ss_mem *m, struct lj_walk *w, const uint8_t *sep,
                   size_t elen);
 /* Room for n bytes of scratch at *buf (cap bytes now, grown and kept);
- * NULL on ENOMEM (frames.c). */
+ * NULL on ENOMEM (thread_read.c). */
 void *ss_lj_scratch(uint8_t **buf, size_t *cap, size_t n);
 
 /* Walk all frames of thread st->L. 0 or negative errno (-EINVAL: state
