@@ -38,19 +38,27 @@ share() {
 # replayed once more with STACKSNAP_PAC_MASK=0 (nothing stripped): what the
 # walk of the same samples gives without stripping.
 PACWHOLE='^cli_native_pac;_start;.*;main;cli_outer;(cli_mid;cli_leaf|cli_sort;.*;cli_cmp;cli_leaf)$'
-pac_case() { # MODE
-    local flag= rc secs t0 wpid i=0
+pac_case() { # MODE [ROOT]: ROOT, a root to run it in (/trixie: trixie's libc)
+    local flag= rc secs t0 wpid i=0 libc=bookworm
     [ "$1" = compat ] && flag=--compat
-    /bin/cli_native_pac 60 >/tmp/p.out &
+    if [ -n "${2:-}" ]; then
+        libc=${2#/}
+        chroot "$2" /bin/cli_native_pac 60 >/tmp/p.out &
+    else
+        /bin/cli_native_pac 60 >/tmp/p.out &
+    fi
     wpid=$!
-    while ! grep -q '^ready' /tmp/p.out && [ $i -lt 60 ]; do sleep 1; i=$((i + 1)); done
+    while ! grep -q '^ready' /tmp/p.out && kill -0 $wpid 2>/dev/null && [ $i -lt 60 ]; do
+        sleep 1
+        i=$((i + 1))
+    done
     t0=$(date +%s)
     $ss record $flag -F 199 -p $wpid -d 2 -o /tmp/p.folded -o /tmp/p.snap >/dev/null 2>/tmp/rec.err
     rc=$?
     secs=$(($(date +%s) - t0))
     tail -n 3 /tmp/rec.err | sed "s/^/SSVM-LOG record pac $1: /"
     say "pac_$1" "rc=$rc secs=$secs" "$(share /tmp/p.folded ';cli_leaf$' "$PACWHOLE")" \
-        "mask=$($ss info /tmp/p.snap 2>&1 | sed -n 's/^pac mask *//p')"
+        "mask=$($ss info /tmp/p.snap 2>&1 | sed -n 's/^pac mask *//p') libc=$libc"
     sort -k2 -nr -t' ' /tmp/p.folded 2>/dev/null | head -n 3 | sed "s/^/SSVM-LOG folded pac $1: /"
     $ss replay /tmp/p.snap -o /tmp/pr.folded >/dev/null 2>/tmp/rep.err
     rc=$?
@@ -113,9 +121,12 @@ kernel_case() {
     say kernel_replay "rc=$rc identical=$same"
 }
 # ssvm.short (a newer kernel, test/vm/arm64.sh SUITE...): after both
-# programs loaded, the PAC chain and luajit -joff's chain only
+# programs loaded, the PAC chain (on trixie's libc when the root has it) and
+# luajit -joff's chain only
 short_run() {
-    pac_case default
+    t_pac=$(cut -d' ' -f1 /proc/uptime)
+    if [ -x /trixie/bin/cli_native_pac ]; then pac_case default /trixie; else pac_case default; fi
+    t_lua=$(cut -d' ' -f1 /proc/uptime)
     (cd /lua && exec luajit -joff chain.lua 60 >/dev/null) &
     lpid=$!
     sleep 1
@@ -125,6 +136,7 @@ short_run() {
     wait $lpid 2>/dev/null
     say lua_joff_default "rc=$rc" \
         "$(share /tmp/l.folded ';lua_pcall;' '^luajit;_start;.*;main [(]chain[.]lua:[0-9]+[)];outer [(]chain[.]lua:12[)];mid [(]chain[.]lua:11[)];leaf [(]chain[.]lua:[0-9]+[)](;|$)')"
+    say uptime "$(cut -d' ' -f1 /proc/uptime) s (pac case from $t_pac, lua case from $t_lua)"
     say end
     sync
     poweroff -f

@@ -66,10 +66,21 @@ cp "$here/chain.lua" "$src/test/luajit/h.lua" "$src/test/cli/offcpu_sleep.lua" "
 mkdir -p "$root/lib"
 cp -L /lib/ld-linux-aarch64.so.1 "$root/lib/"
 cp "$cache/busybox" "$root/bin/busybox"
-for a in sh sleep kill base64 mount mkdir cat echo grep awk sed sort head tail tr date poweroff uname ls rm cmp sync dd; do
+for a in sh sleep kill base64 mount mkdir cat echo grep awk sed sort head tail tr date poweroff uname ls rm cmp sync dd chroot; do
     ln -sf busybox "$root/bin/$a"
 done
 install -m 755 "$here/arm64-guest.sh" "$root/init"
+if [ ${#suites[@]} -gt 0 ]; then
+    # the short runs' PAC case runs on trixie's own libc (built with branch
+    # protection: its frames sign their return addresses too), in /trixie
+    tx=$("$here/debs.sh" trixie arm64 libc6)
+    mkdir -p "$root/trixie/usr/lib/aarch64-linux-gnu" "$root/trixie/bin"
+    cp "$tx/usr/lib/aarch64-linux-gnu/libc.so.6" "$tx/usr/lib/aarch64-linux-gnu/ld-linux-aarch64.so.1" \
+        "$root/trixie/usr/lib/aarch64-linux-gnu/"
+    ln -s usr/lib "$root/trixie/lib"
+    ln -s aarch64-linux-gnu/ld-linux-aarch64.so.1 "$root/trixie/usr/lib/ld-linux-aarch64.so.1"
+    cp -L "$build/cli_native_pac" "$root/trixie/bin/"
+fi
 img=$build/vm/initramfs-arm64.cpio.gz
 log=$build/vm/arm64.log
 (cd "$root" && find . | cpio -o -H newc --quiet) | gzip -1 >"$img"
@@ -122,6 +133,7 @@ if [ ${#suites[@]} -gt 0 ]; then
         boot "$kernel" "$log" ssvm.short
         echo "== arm64 $suite: kernel $(val kernel), ${secs}s under emulation (console log: $log)"
         echo "   $(val cpu)"
+        echo "   guest uptime at the end: $(val uptime)"
         grep -a '^SSVM-LOG' "$log.txt" | head -n 60 || true
         grep -aq '^SSVM end' "$log.txt" || { tail -n 40 "$log.txt"; check "$suite boot" "the guest did not finish" 0; continue; }
         for m in default compat; do
