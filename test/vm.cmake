@@ -20,4 +20,9 @@ if(NOT SS_SANITIZE AND SS_ARM64_BUILD)
   add_test(NAME vm_arm64
     COMMAND ${CMAKE_SOURCE_DIR}/test/vm/arm64.sh ${CMAKE_SOURCE_DIR} ${SS_ARM64_BUILD})
   set_tests_properties(vm_arm64 PROPERTIES TIMEOUT 700 LABELS "vm;arm64" RESOURCE_LOCK vm)
+  # trixie's 6.12 and sid's arm64 kernels: a short run on each (both
+  # programs load, the PAC chain, luajit -joff's chain)
+  add_test(NAME vm_arm64_kernels
+    COMMAND ${CMAKE_SOURCE_DIR}/test/vm/arm64.sh ${CMAKE_SOURCE_DIR} ${SS_ARM64_BUILD} trixie sid)
+  set_tests_properties(vm_arm64_kernels PROPERTIES TIMEOUT 700 LABELS "vm;arm64" RESOURCE_LOCK vm)
 endif()

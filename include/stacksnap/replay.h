@@ -16,7 +16,9 @@ struct ss_replay_opts {
     const char *symfs;               /* extra root to look for ELF files (NULL = none) */
     unsigned max_frames;             /* 0 = unwinder default */
     enum ss_native_mode native_mode; /* see ss_unwinder_opts */
-    bool no_memo; /* walk every sample (ss_unwinder_opts.memo off): tests, benches */
+    bool no_memo;      /* walk every sample (ss_unwinder_opts.memo off): tests, benches */
+    bool pac_set;      /* strip pac_mask instead of the capture's mask (tests: 0, none) */
+    uint64_t pac_mask; /* see ss_unwinder_opts */
 };
 
 /* Called for every walked stack; a nonzero return stops the replay. */

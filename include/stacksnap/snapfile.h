@@ -76,6 +76,9 @@ struct ss_snap_header {
     char kernel_release[65]; /* uname -r */
     char tool_version[32];   /* stacksnap version that wrote the file */
     const char *command;     /* recorded command line, NULL/"" if none */
+    uint64_t pac_mask;       /* aarch64: the pointer-authentication bits of return
+                                addresses (util/pac.h), stripped by the walk; 0 none
+                                (x86_64, and captures made before the field) */
 };
 
 /* The architecture a capture's samples are of: its header's arch, "x86_64"

@@ -46,9 +46,11 @@ struct ss_unwinder_opts {
     bool lj_check_guards;            /* tests: ss_lj_runtime_check_guards on every LuaJIT runtime */
     struct ss_lj_detcache *lj_cache; /* LuaJIT detection results to share between
                                         unwinders (NULL: the unwinder keeps its own) */
-    bool memo; /* offline: a sample whose inputs (registers used, stack, window bytes
-                  looked at, target reads) equal an earlier one's, with the walker in
-                  the same state, gets that walk's frames without a walk */
+    bool memo;         /* offline: a sample whose inputs (registers used, stack, window bytes
+                          looked at, target reads) equal an earlier one's, with the walker in
+                          the same state, gets that walk's frames without a walk */
+    uint64_t pac_mask; /* aarch64: pointer-authentication bits stripped from return addresses
+                          (util/pac.h; a capture's header says the recording's); 0 none */
 };
 
 /* LuaJIT detection results by file (build-id, else device/inode/size/mtime):

@@ -13,6 +13,7 @@
 #include "agent/agent_int.h"
 #include "agent/webcfg.h"
 #include "snapfile/snapout.h"
+#include "util/pac.h"
 
 void ag_log(const struct ss_agent *a, const char *fmt, ...)
 {
@@ -164,7 +165,7 @@ int ss_agent_new(struct ss_agent **out, const struct ss_agent_opts *o, struct ss
     if (rc < 0) goto fail;
     if (a->capture_dir && (rc = ag_seg_new(&a->seg, a, err)) < 0) goto fail;
     if (!a->seg) {
-        struct ss_unwinder_opts uo = {0};
+        struct ss_unwinder_opts uo = {.pac_mask = ss_pac_mask()};
         if ((rc = ss_unwinder_new(&a->u, &uo, err)) < 0) goto fail;
     }
     if (a->push_url && (rc = ag_push_new(&a->push, a, err)) < 0) goto fail;

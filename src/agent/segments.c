@@ -16,6 +16,7 @@
 
 #include "agent/agent_int.h"
 #include "snapfile/snapout.h"
+#include "util/pac.h"
 
 struct ag_segments {
     struct ss_agent *a;
@@ -97,7 +98,7 @@ static void prune(struct ag_segments *g)
 int ag_seg_begin(struct ag_segments *g, struct ss_unwinder **u, struct ss_err *err)
 {
     struct ss_agent *a = g->a;
-    struct ss_unwinder_opts uo = {0};
+    struct ss_unwinder_opts uo = {.pac_mask = ss_pac_mask()}; /* the segment's header's too */
     time_t now = time(NULL);
     struct tm tm;
     gmtime_r(&now, &tm);

@@ -32,6 +32,8 @@ static void print_header(const struct ss_snap_header *h, const char *path)
            (h->flags & SS_SNAP_HDR_KERNEL) ? ", kernel frames" : "",
            (h->flags & SS_SNAP_HDR_OFFCPU) ? ", off-CPU (weighted by time)" : "");
     if (h->command && h->command[0]) printf("command      %s\n", h->command);
+    if (h->pac_mask) /* pointer authentication: the signature bits stripped from return addresses */
+        printf("pac mask     0x%016llx\n", (unsigned long long)h->pac_mask);
     if (h->flags & SS_SNAP_HDR_NOSTACK)
         printf("contents     unwound frames only (--no-stack-bytes): no target memory (no "
                "registers, stack bytes, memory windows or target-memory reads)\n");

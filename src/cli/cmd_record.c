@@ -385,7 +385,7 @@ static int setup(struct rec *r, pid_t *child, int *release_fd)
     if ((rc = ss_outputs_set_clock(&r->out, &r->clock))) return rc;
     for (int i = 0; i < c->nout; i++)
         if (c->out[i].fmt == SS_REPORT_SNAP && (rc = open_snap(r, c->out[i].path))) return rc;
-    struct ss_unwinder_opts uo = {0};
+    struct ss_unwinder_opts uo = {.pac_mask = r->clock.pac_mask};
     if (r->snap) ss_snapout_hook(r->snap, &uo);
     if (ss_unwinder_new(&r->u, &uo, &err) < 0) {
         fprintf(stderr, "stacksnap: %s\n", err.msg);

@@ -2,6 +2,7 @@
  * table) and `info` (what a capture holds). Bad input exits 2. */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
@@ -33,6 +34,13 @@ static int open_capture(const struct ss_cli *c, struct ss_replay **r)
 {
     struct ss_err err = {0};
     struct ss_replay_opts o = {.symfs = c->symfs};
+    /* STACKSNAP_PAC_MASK: strip another mask than the recording did (tests:
+     * 0 shows the same samples walked without stripping) */
+    const char *pac = getenv("STACKSNAP_PAC_MASK");
+    if (pac && *pac) {
+        o.pac_set = true;
+        o.pac_mask = strtoull(pac, NULL, 0);
+    }
     int rc = ss_replay_open(r, c->capture, &o, &err);
     if (rc < 0) {
         fprintf(stderr, "stacksnap: %s\n", err.msg[0] ? err.msg : strerror(-rc));

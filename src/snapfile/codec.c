@@ -128,6 +128,7 @@ void snap_enc_header(struct snap_buf *b, const struct ss_snap_header *h)
     snap_put_strn(b, h->kernel_release, sizeof(h->kernel_release) - 1);
     snap_put_strn(b, h->tool_version, sizeof(h->tool_version) - 1);
     snap_put_str(b, h->command);
+    snap_put_u64(b, h->pac_mask); /* appended: absent in older captures */
 }
 
 int snap_dec_header(struct snap_cur *c, struct ss_snap_header *h, const char **why)
@@ -143,6 +144,7 @@ int snap_dec_header(struct snap_cur *c, struct ss_snap_header *h, const char **w
     snap_get_str_into(c, h->kernel_release, sizeof(h->kernel_release));
     snap_get_str_into(c, h->tool_version, sizeof(h->tool_version));
     h->command = snap_get_str(c);
+    h->pac_mask = !c->bad && snap_left(c) >= 8 ? snap_get_u64(c) : 0;
     if (c->bad) {
         *why = "header record too short";
         return -EBADMSG;

@@ -436,6 +436,9 @@ int ss_replay_run(struct ss_replay *r, ss_replay_stack_fn fn, ss_replay_msg_fn m
         return -ENOMEM;
     }
     uo.lj_cache = r->ljc;
+    /* aarch64: strip the return addresses as the recording did */
+    uo.pac_mask = ss_snap_get_header(r->rd) ? ss_snap_get_header(r->rd)->pac_mask : 0;
+    if (r->o.pac_set) uo.pac_mask = r->o.pac_mask;
     /* debug files: the bundled ones for a bundled capture, else this machine's
      * /usr/lib/debug (as for the mapped files, replay of an unbundled capture
      * is meant for the machine that recorded it) */

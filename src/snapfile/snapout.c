@@ -74,6 +74,7 @@ int ss_snapout_open(struct ss_snapout **out, const struct ss_snapout_opts *o, st
         h.start_real_ns = o->clock->start_real_ns;
         h.start_mono_ns = o->clock->start_mono_ns;
         memcpy(h.hostname, o->clock->hostname, sizeof(h.hostname));
+        h.pac_mask = o->clock->pac_mask; /* the mask the live walk strips with */
     }
     snprintf(h.tool_version, sizeof(h.tool_version), "%s", SS_VERSION);
     h.stack_size = o->stack_size;

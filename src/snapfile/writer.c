@@ -14,6 +14,7 @@
 
 #include "snapfile/writer.h"
 #include "util/outfile.h"
+#include "util/pac.h"
 
 static uint64_t now_ns(clockid_t clk)
 {
@@ -44,6 +45,7 @@ void ss_snap_header_init(struct ss_snap_header *h)
     h->freq_hz = 99;
     h->start_real_ns = now_ns(CLOCK_REALTIME);
     h->start_mono_ns = now_ns(CLOCK_MONOTONIC);
+    h->pac_mask = ss_pac_mask();
 }
 
 /* ---- output ---- */

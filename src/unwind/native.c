@@ -62,6 +62,7 @@ void ss_nproc_free(struct ss_nproc *np)
     ss_unw_as_free(np);
     ss_nscan_free(np);
     ss_nmemo_free(np->nmemo);
+    free(np->pac_cfi);
     free(np->rc);
     free(np);
 }
@@ -69,6 +70,11 @@ void ss_nproc_free(struct ss_nproc *np)
 void ss_nproc_set_mode(struct ss_nproc *np, enum ss_native_mode mode)
 {
     np->mode = mode;
+}
+
+void ss_nproc_set_pac(struct ss_nproc *np, uint64_t mask)
+{
+    np->pac_mask = mask;
 }
 
 void ss_nproc_set_memo(struct ss_nproc *np, bool on)

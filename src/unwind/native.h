@@ -178,6 +178,9 @@ int ss_nproc_new(struct ss_nproc **out, struct ss_proc *proc, struct ss_mem *mem
                  struct ss_err *err);
 void ss_nproc_free(struct ss_nproc *np);
 void ss_nproc_set_mode(struct ss_nproc *np, enum ss_native_mode mode);
+/* aarch64: the pointer-authentication bits to strip from return addresses
+ * (util/pac.h; 0: none). */
+void ss_nproc_set_pac(struct ss_nproc *np, uint64_t mask);
 /* Answer walks above the leaf from earlier walks with the same inputs
  * (native_memo.c; rules mode only); off: walk every frame. */
 void ss_nproc_set_memo(struct ss_nproc *np, bool on);

@@ -45,6 +45,8 @@ struct ss_nproc {
     struct ss_mem *mem;
     unw_addr_space_t as;
     enum ss_native_mode mode;
+    uint64_t pac_mask; /* aarch64: signature bits of return addresses (ss_nproc_set_pac) */
+    uint8_t *pac_cfi;  /* native_pac.c: the last CFI programs given to libunwind fixed */
     uint64_t gen;
     struct ss_nstats st;
     /* rule cache, direct-mapped: 1 << rc_bits entries, from SS_RC_BITS_MIN
@@ -106,6 +108,13 @@ int ss_native_cfi_step(struct ss_nproc *np, struct ss_native_frame *f,
 int ss_nscan_step(struct ss_nproc *np, struct ss_native_frame *f, struct ss_native_frame *caller,
                   enum ss_trunc *why);
 void ss_nscan_free(struct ss_nproc *np);
+/* native_pac.c: after find_proc_info found pi (need_unwind_info; local: a
+ * .debug_frame FDE, in our memory), give libunwind its CFI programs with
+ * pointer authentication's negate_ra_state as nops (libunwind < 1.7, arm64;
+ * else nothing); ss_pac_cfi_peek: the 8 bytes at addr of those copies, NULL
+ * for any other address. */
+void ss_pac_cfi_fix(struct ss_nproc *np, unw_proc_info_t *pi, bool local);
+const void *ss_pac_cfi_peek(const struct ss_nproc *np, uint64_t addr);
 /* Why a memory fault at addr ended the walk. */
 enum ss_trunc ss_native_fault_reason(const struct ss_nproc *np, uint64_t addr);
 

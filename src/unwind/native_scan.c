@@ -36,6 +36,7 @@
 #include "process/process.h"
 #include "unwind/a64call.h"
 #include "unwind/native_int.h"
+#include "util/pac.h"
 
 #define SS_SCAN_BYTES 8192 /* of the snapshot above f's sp */
 #define SS_SCAN_TRIAL 16   /* CFI frames a candidate's walk must make (or end validly) */
@@ -282,8 +283,8 @@ static int scan_step(struct ss_nproc *np, struct ss_native_frame *f, struct ss_n
         struct ss_native_frame lr = {.regs = f->regs, .flags = SS_NF_NOCFI};
         /* a function built with pac-ret (the vDSO of kernels with pointer
          * authentication) signs x30 on entry: the signature is in the bits
-         * above the 48-bit user VA (Debian's kernels; 52-bit VA not yet) */
-        lr.regs.r[SS_DR_IP] = f->regs.r[SS_DR_X30] & ((1ull << 48) - 1);
+         * of the PAC mask (util/pac.h) */
+        lr.regs.r[SS_DR_IP] = ss_pac_strip(f->regs.r[SS_DR_X30], np->pac_mask);
         lr.regs.valid &= ~SS_DBIT(SS_DR_X30);
         if (ret_addr(np, ss_nf_ip(&lr), NULL, true) && trial(np, &lr)) {
             np->st.nocfi_fp++;

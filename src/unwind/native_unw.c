@@ -14,6 +14,7 @@
 #include "memory/memory.h"
 #include "process/process.h"
 #include "unwind/native_int.h"
+#include "util/pac.h"
 
 #if defined(__x86_64__)
 #define ss_unw_search_table _Ux86_64_dwarf_search_unwind_table
@@ -56,7 +57,10 @@ static int find_proc_info(unw_addr_space_t as, unw_word_t ip, unw_proc_info_t *p
         di.u.rti.table_len = e->fde_count * 8 / sizeof(unw_word_t);
         di.u.rti.table_data = hdr + 12;
         r = ss_unw_search_table(as, ip, &di, pi, need_unwind_info, arg);
-        if (r >= 0) return 0;
+        if (r >= 0) {
+            if (need_unwind_info) ss_pac_cfi_fix(u->np, pi, false);
+            return 0;
+        }
     }
     const struct ss_dframe *df = ss_elf_debug_frame(e);
     uint64_t vaddr = ip - mp->bias;
@@ -78,7 +82,10 @@ static int find_proc_info(unw_addr_space_t as, unw_word_t ip, unw_proc_info_t *p
         di.u.ti.table_len = sizeof(dfl) / sizeof(unw_word_t);
         di.u.ti.table_data = (unw_word_t *)&dfl;
         r = ss_unw_search_table(as, ip, &di, pi, need_unwind_info, arg);
-        if (r >= 0) return 0;
+        if (r >= 0) {
+            if (need_unwind_info) ss_pac_cfi_fix(u->np, pi, true);
+            return 0;
+        }
     }
     u->noinfo = true;
     return -UNW_ENOINFO;
@@ -123,7 +130,12 @@ static int access_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *valp, in
     struct ss_uctx *u = arg;
     if (write) return -UNW_EREADONLYREG;
     struct ss_mem *m = u->np->mem;
-    const void *p = ss_mem_peek_snap(m, addr, 8);
+    const void *p = ss_pac_cfi_peek(u->np, addr); /* CFI programs fixed for libunwind */
+    if (p) {
+        memcpy(valp, p, 8);
+        return 0;
+    }
+    p = ss_mem_peek_snap(m, addr, 8);
     if (p && m->track) ss_mem_track_snap(m->track, m, addr, 8);
     if (!p) p = ss_mem_peek(m, addr, 8);
     if (!p) p = raw_file_bytes(u->np, addr, 8);
@@ -245,8 +257,11 @@ void ss_unw_load_rows(struct ss_nproc *np, uint64_t look)
 }
 
 /* ---- libunwind steps ---- */
-static void read_regs(unw_cursor_t *c, struct ss_native_frame *out)
+static void read_regs(unw_cursor_t *c, struct ss_native_frame *out, uint64_t pac_mask)
 {
+#if defined(__x86_64__)
+    (void)pac_mask; /* no pointer authentication */
+#endif
     memset(out, 0, sizeof(*out));
     for (int i = 0; i < SS_DR_COUNT; i++) {
         unw_word_t v;
@@ -264,7 +279,9 @@ static void read_regs(unw_cursor_t *c, struct ss_native_frame *out)
 #if !defined(__x86_64__)
     unw_word_t ip;
     if (unw_get_reg(c, UNW_REG_IP, &ip) == 0) {
-        out->regs.r[SS_DR_IP] = ip;
+        /* a return address saved by code built with pac-ret is signed:
+         * without its signature (util/pac.h; native_pac.c) */
+        out->regs.r[SS_DR_IP] = ss_pac_strip(ip, pac_mask);
         out->regs.valid |= SS_DBIT(SS_DR_IP);
     }
 #endif
@@ -292,7 +309,7 @@ int ss_unw_step(struct ss_nproc *np, struct ss_native_frame *f, struct ss_native
         *why = r == 0 ? (u.noinfo ? SS_TRUNC_NOINFO : SS_TRUNC_NONE) : fail_reason(np, &u, r);
         return 0;
     }
-    read_regs(&c, caller);
+    read_regs(&c, caller, np->pac_mask);
     if (!(caller->regs.valid & (SS_DBIT(SS_DR_IP))) ||
         !(caller->regs.valid & (SS_DBIT(SS_DR_SP)))) {
         *why = fail_reason(np, &u, -UNW_EINVAL);
@@ -329,7 +346,7 @@ unsigned ss_unw_walk(struct ss_nproc *np, struct ss_native_frame *out, unsigned 
             return n;
         }
         struct ss_native_frame nf;
-        read_regs(&c, &nf);
+        read_regs(&c, &nf, np->pac_mask);
         nf.flags = SS_NF_UNW | (u.noinfo ? SS_NF_NOCFI : 0);
         if (u.noinfo) out[n - 1].flags |= SS_NF_JIT;
         if (unw_is_signal_frame(&c) > 0) {

@@ -98,6 +98,7 @@ static struct ss_uproc *attach(struct ss_unwinder *u, uint32_t pid, struct ss_pr
     ss_symcache_set_perfmap(up->syms, up->pm, live ? (pid_t)pid : 0);
     ss_symcache_set_files(up->syms, u->files);
     ss_nproc_set_mode(up->np, u->o.native_mode);
+    ss_nproc_set_pac(up->np, u->o.pac_mask);
     up->next = u->buckets[pid & 255];
     u->buckets[pid & 255] = up;
     up->serial = ++u->st.processes;

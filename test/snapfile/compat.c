@@ -195,6 +195,12 @@ Test(snapfile_compat, fixtures_read_without_damage)
         cr_assert_geq(l.st.records[SS_SNAP_SAMPLE], 10, "%s", path);
         th_list_free(&l);
         free(b);
+        /* written before the header's appended pac_mask: read as none */
+        struct ss_snap_reader *r;
+        struct ss_err err = {0};
+        cr_assert_eq(ss_snap_open(&r, path, &err), 0, "%s", err.msg);
+        cr_assert_eq(ss_snap_get_header(r)->pac_mask, 0, "%s", path);
+        ss_snap_close_reader(r);
     }
 }
 

@@ -91,6 +91,8 @@ Test(snapfile, every_record_type_round_trips)
     strcpy(h.tool_version, "0.1-test");
     h.command = "stacksnap record -F 997 --bundle -- ./workload";
     cr_assert_str_eq(h.arch, "x86_64");
+    cr_assert_eq(h.pac_mask, 0, "x86-64 has no pointer authentication");
+    h.pac_mask = 0x007f000000000000ull; /* an arm64 kernel's with 48-bit VA: kept as is */
 
     struct th_maps maps;
     th_self_maps(&maps);
@@ -216,6 +218,7 @@ Test(snapfile, every_record_type_round_trips)
             cr_assert_str_eq(rec.header.kernel_release, h.kernel_release);
             cr_assert_str_eq(rec.header.tool_version, "0.1-test");
             cr_assert_str_eq(rec.header.command, h.command);
+            cr_assert_eq(rec.header.pac_mask, h.pac_mask);
             break;
         case SS_SNAP_PROCESS:
             cr_assert_eq(rec.process.pid, p.pid);

@@ -4,7 +4,9 @@
 # records the running native workload (-O2, no frame pointers) with each, replays
 # the capture, then Debian's arm64 luajit on the Lua chain (-joff, and with
 # the JIT) and the C host of libluajit (lj_host, nested lua_pcall/lua_call),
-# prints "SSVM key value..." lines on the console, powers off.
+# then the PAC-signed native chain, --off-cpu and --kernel (or, with
+# ssvm.short on the kernel's command line, only the PAC and luajit -joff
+# chains), prints "SSVM key value..." lines on the console, powers off.
 export PATH=/bin
 mount -t proc proc /proc
 mount -t sysfs sys /sys
@@ -28,6 +30,118 @@ share() {
             if ($0 ~ l) { t += n; if ($0 ~ w) k += n } }
         END { printf "whole=%d total=%d", k, t }' "$1"
 }
+
+# ---- pointer authentication, off-CPU, kernel frames, short runs (issue 33) ----
+# The native chain of cli_native_pac (test/cli/native.c built with
+# -mbranch-protection=standard: cli_mid, cli_outer, cli_sort and main sign the
+# return addresses they save), recorded as the plain one; replayed; and
+# replayed once more with STACKSNAP_PAC_MASK=0 (nothing stripped): what the
+# walk of the same samples gives without stripping.
+PACWHOLE='^cli_native_pac;_start;.*;main;cli_outer;(cli_mid;cli_leaf|cli_sort;.*;cli_cmp;cli_leaf)$'
+pac_case() { # MODE [ROOT]: ROOT, a root to run it in (/trixie: trixie's libc)
+    local flag= rc secs t0 wpid i=0 libc=bookworm
+    [ "$1" = compat ] && flag=--compat
+    if [ -n "${2:-}" ]; then
+        libc=${2#/}
+        chroot "$2" /bin/cli_native_pac 60 >/tmp/p.out &
+    else
+        /bin/cli_native_pac 60 >/tmp/p.out &
+    fi
+    wpid=$!
+    while ! grep -q '^ready' /tmp/p.out && kill -0 $wpid 2>/dev/null && [ $i -lt 60 ]; do
+        sleep 1
+        i=$((i + 1))
+    done
+    t0=$(date +%s)
+    $ss record $flag -F 199 -p $wpid -d 2 -o /tmp/p.folded -o /tmp/p.snap >/dev/null 2>/tmp/rec.err
+    rc=$?
+    secs=$(($(date +%s) - t0))
+    tail -n 3 /tmp/rec.err | sed "s/^/SSVM-LOG record pac $1: /"
+    say "pac_$1" "rc=$rc secs=$secs" "$(share /tmp/p.folded ';cli_leaf$' "$PACWHOLE")" \
+        "mask=$($ss info /tmp/p.snap 2>&1 | sed -n 's/^pac mask *//p') libc=$libc"
+    sort -k2 -nr -t' ' /tmp/p.folded 2>/dev/null | head -n 3 | sed "s/^/SSVM-LOG folded pac $1: /"
+    $ss replay /tmp/p.snap -o /tmp/pr.folded >/dev/null 2>/tmp/rep.err
+    rc=$?
+    same=no
+    cmp -s /tmp/p.folded /tmp/pr.folded && same=yes
+    say "pac_replay_$1" "rc=$rc identical=$same"
+    kill $wpid
+    wait $wpid 2>/dev/null
+    if [ "$1" = default ]; then
+        STACKSNAP_PAC_MASK=0 $ss replay /tmp/p.snap -o /tmp/p0.folded >/dev/null 2>&1
+        rc=$?
+        say pac_nostrip "rc=$rc" "$(share /tmp/p0.folded ';cli_leaf$' "$PACWHOLE")"
+        sort -k2 -nr -t' ' /tmp/p0.folded 2>/dev/null | head -n 2 | sed "s/^/SSVM-LOG folded pac nostrip: /"
+    fi
+}
+# --off-cpu: luajit -joff offcpu_sleep.lua (a() 3 ms, b() 1 ms in usleep
+# per round, its own clock says how long): the time off the CPU against
+# the program's, the share of it in usleep's chain and in a's and b's
+offcpu_case() {
+    local rc truth
+    (cd /lua && $ss record --off-cpu -o /tmp/o.folded -- luajit -joff offcpu_sleep.lua usleep 150 \
+        >/dev/null 2>/tmp/off.err)
+    rc=$?
+    truth=$(grep -m1 '^truth ' /tmp/off.err)
+    say offcpu "rc=$rc" "$truth" "$(awk '{ n = $NF; t += n; if ($0 ~ /;usleep;/) u += n
+            if ($0 ~ /;a [(]offcpu_sleep[.]lua:[0-9]+[)];/) a += n
+            if ($0 ~ /;b [(]offcpu_sleep[.]lua:[0-9]+[)];/) b += n }
+        END { printf "us=%d usleep=%d a=%d b=%d", t, u, a, b }' /tmp/o.folded)"
+    sort -k2 -nr -t' ' /tmp/o.folded 2>/dev/null | head -n 3 | sed "s/^/SSVM-LOG folded offcpu: /"
+    grep -v '^truth ' /tmp/off.err | tail -n 3 | sed "s/^/SSVM-LOG offcpu: /"
+}
+# --kernel: busybox dd from /dev/zero to /dev/null (read/write system
+# calls): the samples with kernel frames, those through arm64's system call
+# entry (el0_svc) with the kernel frames leafward of the user ones,
+# read_zero named; replay identical
+kernel_case() {
+    local rc dpid
+    dd if=/dev/zero of=/dev/null bs=512 2>/dev/null &
+    dpid=$!
+    sleep 1
+    $ss record --kernel -F 199 -p $dpid -d 2 -o /tmp/k.folded -o /tmp/k.snap >/dev/null 2>/tmp/k.err
+    rc=$?
+    kill $dpid
+    wait $dpid 2>/dev/null
+    say kernel_frames "rc=$rc" "$(awk '{ n = $NF; $NF = ""; sub(/ $/, ""); t += n
+            m = split($0, f, ";"); first = 0; bad = 0
+            for (i = 1; i <= m; i++)
+                if (f[i] ~ /_\[k\]$/) { if (!first) first = i } else if (first) bad = 1
+            if (!first) next
+            k += n
+            if (!bad && $0 ~ /;el0_svc_\[k\]/) s += n
+            if ($0 ~ /;read_zero_\[k\]/) z += n }
+        END { printf "total=%d kern=%d syscall=%d read_zero=%d", t, k, s, z }' /tmp/k.folded)"
+    sort -k2 -nr -t' ' /tmp/k.folded 2>/dev/null | head -n 3 | sed "s/^/SSVM-LOG folded kernel: /"
+    tail -n 2 /tmp/k.err | sed "s/^/SSVM-LOG kernel: /"
+    $ss replay /tmp/k.snap -o /tmp/kr.folded >/dev/null 2>&1
+    rc=$?
+    same=no
+    cmp -s /tmp/k.folded /tmp/kr.folded && same=yes
+    say kernel_replay "rc=$rc identical=$same"
+}
+# ssvm.short (a newer kernel, test/vm/arm64.sh SUITE...): after both
+# programs loaded, the PAC chain (on trixie's libc when the root has it) and
+# luajit -joff's chain only
+short_run() {
+    t_pac=$(cut -d' ' -f1 /proc/uptime)
+    if [ -x /trixie/bin/cli_native_pac ]; then pac_case default /trixie; else pac_case default; fi
+    t_lua=$(cut -d' ' -f1 /proc/uptime)
+    (cd /lua && exec luajit -joff chain.lua 60 >/dev/null) &
+    lpid=$!
+    sleep 1
+    $ss record -F 199 -p $lpid -d 2 -o /tmp/l.folded >/dev/null 2>/tmp/rec.err
+    rc=$?
+    kill $lpid
+    wait $lpid 2>/dev/null
+    say lua_joff_default "rc=$rc" \
+        "$(share /tmp/l.folded ';lua_pcall;' '^luajit;_start;.*;main [(]chain[.]lua:[0-9]+[)];outer [(]chain[.]lua:12[)];mid [(]chain[.]lua:11[)];leaf [(]chain[.]lua:[0-9]+[)](;|$)')"
+    say uptime "$(cut -d' ' -f1 /proc/uptime) s (pac case from $t_pac, lua case from $t_lua)"
+    say end
+    sync
+    poweroff -f
+}
+grep -q ssvm.short /proc/cmdline && short_run
 for mode in default compat; do
     flag=; [ $mode = compat ] && flag=--compat
     # attached once the workload runs (-p): a recording from its exec on
@@ -133,6 +247,9 @@ if grep -q ssvm.dump /proc/cmdline; then
     done
 fi
 # ---- end a64replay ----
+pac_case default
+offcpu_case
+kernel_case
 say end
 sync
 poweroff -f

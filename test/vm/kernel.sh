@@ -19,35 +19,18 @@ cache=${SS_CACHE:-/var/cache/stacksnap}/kernels/$dir
 found=$(ls "$cache"/vmlinuz-* 2>/dev/null | head -n 1 || true)
 if [ -n "$found" ]; then echo "$found"; exit 0; fi
 
-mirror() { # the first Debian archive URI in apt's sources
-    { grep -hE '^URIs:' /etc/apt/sources.list.d/*.sources 2>/dev/null | awk '{print $2}'
-      grep -hE '^deb ' /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null |
-          sed -E 's/^deb (\[[^]]*\] )?//' | awk '{print $1}'; } |
-        grep -E '/debian/?$' | head -n 1 | sed 's,/$,,' || true
-}
+. "$(dirname "$0")/debian-index.sh"
 m=$(mirror)
 [ -n "$m" ] || { echo "kernel.sh: no Debian mirror in apt's sources" >&2; exit 1; }
 mkdir -p "${cache%/*}"
 tmp=$(mktemp -d "${cache%/*}/.$dir.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
-curl -fsS "$m/dists/$suite/main/binary-$arch/Packages.xz" | xz -dc >"$tmp/Packages"
+index "$suite" "$arch" "$tmp/Packages"
 # Newest flavourless image: Package/Version/Filename of each stanza.
-pick() { # name-regex -> "version filename" lines
-    awk -v RS= -v re="$1" '{
-        p = v = f = ""
-        n = split($0, l, "\n")
-        for (i = 1; i <= n; i++) {
-            if (l[i] ~ /^Package: /) p = substr(l[i], 10)
-            else if (l[i] ~ /^Version: /) v = substr(l[i], 10)
-            else if (l[i] ~ /^Filename: /) f = substr(l[i], 11)
-        }
-        if (p ~ re) print v, p, f
-    }' "$tmp/Packages"
-}
-line=$(pick "^linux-image-[0-9][^ ]*-$arch\$" | grep -Ev -- "-(cloud|rt|16k)-$arch" | sort -V | tail -n 1)
+line=$(pick "^linux-image-[0-9][^ ]*-$arch\$" "$tmp/Packages" | grep -Ev -- "-(cloud|rt|16k)-$arch" | sort -V | tail -n 1)
 [ -n "$line" ] || { echo "kernel.sh: no linux-image for $suite" >&2; exit 1; }
 read -r ver pkg file <<<"$line"
-bin=$(pick '^linux-binary-' | awk -v v="$ver" -v p="linux-binary-${pkg#linux-image-}" \
+bin=$(pick '^linux-binary-' "$tmp/Packages" | awk -v v="$ver" -v p="linux-binary-${pkg#linux-image-}" \
     '$1 == v && $2 == p {print $3}' | head -n 1)
 [ -n "$bin" ] && file=$bin
 echo "kernel.sh: $suite: fetching $pkg $ver" >&2
