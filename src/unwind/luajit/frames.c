@@ -460,6 +460,11 @@ static int walk_once(struct ss_lj_runtime *rt, struct ss_mem *m, const struct lj
         if ((!rb && !(st->top || st->use_base) && lj_ref(lay, sb) != base) ||
             (!rs && lj_ref(lay, ss) != stack))
             return -ESTALE;
+        /* without the sample's L->base, only the registers at the VM frame
+         * tie the live frames to the sample (the checks of the top frame
+         * below): no PC or KBASE, no proof */
+        if (rb && !st->top && !st->use_base && !(st->pc && (st->kbase || !LJ_FUNCC_KBASE)))
+            return -ESTALE;
     }
     if (sampled) {
         /* [stack, base]: the sample's copy around BASE, the rest (deep
