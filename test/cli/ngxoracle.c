@@ -301,7 +301,7 @@ static void control(const char *label, const struct orc_dist *doff, const char *
     static struct orc_row rows[ORC_KEYS];
     static const char *const m[][2] = {{";handle (", ";handlx ("}, {";hk_parse (", ";hk_pars_ ("}};
     for (unsigned k = 0; k < 2; k++) {
-        char *bad = mutated(on_text, ";ngx_http_lua_ffi_exec_regex;", m[k][0], m[k][1]);
+        char *bad = mutated(on_text, ";ngx_http_lua_ffi_exec_regex", m[k][0], m[k][1]);
         orc_parse(&dbad, bad);
         unsigned nr = orc_compare(doff, &dbad, 12, false, rows, ORC_KEYS);
         long long on = 0, wrong = 0, open = 0, right = 0;
