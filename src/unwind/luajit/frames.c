@@ -461,6 +461,13 @@ static int walk_once(struct ss_lj_runtime *rt, struct ss_mem *m, const struct lj
             (!rs && lj_ref(lay, ss) != stack))
             return -ESTALE;
     }
+    /* A VM frame that gave no PC or KBASE (its registers lost: a native
+     * chain the stack scan found over code without CFI) skips the checks of
+     * the top frame below, and a walk that read the thread from the process
+     * (no window of it in the sample) names its later state: nothing ties
+     * the frames to the sample. Seen in nginx: exec_regex's native chain
+     * under the top frame of a later ffi.meta.__index. */
+    if (!st->top && !st->use_base && !(st->pc && (st->kbase || !LJ_FUNCC_KBASE))) return -ESTALE;
     if (sampled) {
         /* [stack, base]: the sample's copy around BASE, the rest (deep
          * stacks) read live (read_stack) */
@@ -525,16 +532,6 @@ static int walk_once(struct ss_lj_runtime *rt, struct ss_mem *m, const struct lj
      * were where rl_torn found frames of other generations). */
     for (unsigned i = 0; w->by_content && i < w->n; i++)
         if (w->f[i].ffid == 0 && !w->f[i].pc) return -ESTALE;
-    /* A C or fast function on top under a VM frame that gave no PC or
-     * KBASE (registers lost: a native chain the stack scan found over code
-     * without CFI) cannot be checked, and a walk that read the thread from
-     * the process (no window of it in the sample) names its later state.
-     * Seen in nginx: exec_regex's native chain under the top frame of a
-     * later ffi.meta.__index. (A trace exit's VM frame has none either; its
-     * top frame is a Lua function's, checked by its pc.) */
-    if (!st->top && st->newest && !st->use_base && w->n && w->f[0].ffid != 0 &&
-        !(st->pc && (st->kbase || !LJ_FUNCC_KBASE)))
-        return -ESTALE;
     /* A C function or helper on top (not the sampled leaf): the PC register
      * recovered at the VM frame must fit the frame at L->base, else the
      * thread moved on since the sample (live reads are not atomic). */
