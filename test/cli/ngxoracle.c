@@ -403,8 +403,8 @@ static void oracle(const char *label, const char *root, bool ctr)
      * four more than trixie's: ffi.meta.__call was named __div). Another
      * builtin's frame there (ffi.meta.__index or __eq over __call's own C
      * function) was ~1 in 300 FFI samples: stale metamethod frames, which
-     * frames.c's checks no longer name (the last kind, 1 sample in ~5
-     * runs, traced in one capture); logged below */
+     * frames.c's KBASE check and the walk from RB no longer name; a rarer
+     * kind is left (~1 sample in 12 runs, not traced yet), logged below */
     cr_expect(off.ffi > 0 && off.ffi_named * 100 >= off.ffi * 97,
               "%s: %lld of %lld interpreter samples in FFI calls under ffi.meta.__call (%s)", label,
               off.ffi_named, off.ffi, off.ffi_other);
