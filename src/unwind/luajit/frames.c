@@ -460,14 +460,12 @@ static int walk_once(struct ss_lj_runtime *rt, struct ss_mem *m, const struct lj
         if ((!rb && !(st->top || st->use_base) && lj_ref(lay, sb) != base) ||
             (!rs && lj_ref(lay, ss) != stack))
             return -ESTALE;
+        /* without the sample's L->base, only the registers at the VM frame
+         * tie the live frames to the sample (the checks of the top frame
+         * below): no PC or KBASE, no proof */
+        if (rb && !st->top && !st->use_base && !(st->pc && (st->kbase || !LJ_FUNCC_KBASE)))
+            return -ESTALE;
     }
-    /* A VM frame that gave no PC or KBASE (its registers lost: a native
-     * chain the stack scan found over code without CFI) skips the checks of
-     * the top frame below, and a walk that read the thread from the process
-     * (no window of it in the sample) names its later state: nothing ties
-     * the frames to the sample. Seen in nginx: exec_regex's native chain
-     * under the top frame of a later ffi.meta.__index. */
-    if (!st->top && !st->use_base && !(st->pc && (st->kbase || !LJ_FUNCC_KBASE))) return -ESTALE;
     if (sampled) {
         /* [stack, base]: the sample's copy around BASE, the rest (deep
          * stacks) read live (read_stack) */
