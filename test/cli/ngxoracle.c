@@ -404,7 +404,7 @@ static void oracle(const char *label, const char *root, bool ctr)
      * builtin's frame there (ffi.meta.__index or __eq over __call's own C
      * function) was ~1 in 300 FFI samples: stale metamethod frames, which
      * frames.c's KBASE check and the walk from RB no longer name; a rarer
-     * kind is left (~1 sample in 12 runs, not traced yet), logged below */
+     * kind is left (~1 sample in 5 runs: docs/design.md), logged below */
     cr_expect(off.ffi > 0 && off.ffi_named * 100 >= off.ffi * 97,
               "%s: %lld of %lld interpreter samples in FFI calls under ffi.meta.__call (%s)", label,
               off.ffi_named, off.ffi, off.ffi_other);
