@@ -238,3 +238,83 @@ Test(jitoracle, the_interpreters_chain, .disabled = true)
     cr_expect_geq(v.same * 100, v.judged * 99, "%lld of %lld samples the interpreter's chain:\n%s",
                   v.same, v.judged, v.report);
 }
+
+/* A builtin frame right above its C function: the frame of a builtin called
+ * through BC_FUNCC (ffi.*, os.clock: LJLIB_CF) is right below the native
+ * frame of its lua_CFunction, which is named after the Lua frame's own
+ * GCfuncC.f (lj_cf_NAME) when they match. Another lj_cf_ name, or an
+ * unnamed luajit+0x... frame there, is a builtin that was not on the stack
+ * (on main, 9-69 of 20000 samples: a walk made again from live memory
+ * that took L->base, by then the frame of a newer ffi.meta.__index call).
+ * Returns the samples with such a frame; *own: those with a builtin right
+ * under its own lj_cf_ frame; the first bad line into bad. */
+static long long false_builtins(const char *folded, long long *own, char *bad, size_t cap)
+{
+    long long n_bad = 0;
+    *own = 0;
+    for (const char *l = folded; *l;) {
+        const char *e = strchr(l, '\n');
+        size_t len = e ? (size_t)(e - l) : strlen(l);
+        const char *sp = l + len;
+        while (sp > l && sp[-1] != ' ')
+            sp--;
+        long long c = atoll(sp);
+        bool wrong = false, mine = false;
+        for (const char *b = strstr(l, " ([builtin]:0);"); b && b < sp;
+             b = strstr(b + 1, " ([builtin]:0);")) {
+            const char *name = b;
+            while (name > l && name[-1] != ';')
+                name--;
+            const char *nx = b + 15, *ne = memchr(nx, ';', (size_t)(sp - nx));
+            if (!ne) ne = sp - 1;
+            size_t nl = (size_t)(ne - nx);
+            if (memchr(nx, '(', nl)) continue; /* a Lua frame above it */
+            char want[128] = "lj_cf_";
+            size_t k = 6;
+            for (const char *p = name; p < b && k + 1 < sizeof(want); p++)
+                want[k++] = *p == '.' ? '_' : *p;
+            want[k] = 0;
+            bool cf = !strncmp(name, "ffi.", 4) || !strncmp(name, "os.", 3);
+            if (nl == k && !strncmp(nx, want, k))
+                mine = true;
+            else if ((nl > 6 && !strncmp(nx, "lj_cf_", 6)) ||
+                     (cf && nl > 9 && !strncmp(nx, "luajit+0x", 9)))
+                wrong = true;
+        }
+        *own += mine ? c : 0;
+        n_bad += wrong ? c : 0;
+        if (wrong && !bad[0]) snprintf(bad, cap, "%.*s", (int)(len < 1500 ? len : 1500), l);
+        if (!e) break;
+        l = e + 1;
+    }
+    return n_bad;
+}
+
+Test(jitoracle, builtin_frames_of_their_own)
+{
+    char *dir = cli_tmpdir("ffib"), *folded = cli_path(dir, "b.folded");
+    char *lua = cli_src("test/cli/ffibuiltin.lua");
+    /* 9999 Hz: the recorder lags, and walks made again from live memory
+     * are what showed the false frames */
+    char *argv[] = {(char *)cli_ss(), "record", "-F", "9999", "-o", folded, "--",
+                    "luajit",         "-joff",  lua,  "2",    NULL};
+    struct cli_res res;
+    cr_assert_eq(cli_run(&res, 60, argv), 0);
+    cr_assert_eq(res.status, 0, "record: %s", res.err);
+    char *text = cli_load(folded, NULL);
+    cr_assert(text, "%s", folded);
+    static char bad[1600];
+    bad[0] = 0;
+    long long own = 0, wrong = false_builtins(text, &own, bad, sizeof(bad));
+    cr_log_info("builtins: %lld samples under their own C function, %lld under another's; %s", own,
+                wrong, res.err);
+    cr_expect_gt(own, 1000, "only %lld samples in a builtin's own C function", own);
+    cr_expect_eq(wrong, 0, "%lld samples show a builtin that was not on the stack, e.g.\n%s", wrong,
+                 bad);
+    cli_res_free(&res);
+    free(text);
+    free(lua);
+    free(folded);
+    cli_rmtree(dir);
+    free(dir);
+}

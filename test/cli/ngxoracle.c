@@ -272,6 +272,57 @@ static const char *const ffi_keys[] = {"ngx_http_lua_ffi_exec_regex",
                                        "cjson",
                                        NULL};
 
+/* A copy of folded text with from renamed to to (the same length) in the
+ * lines through C function in: a chain known wrong for the oracle to catch. */
+static char *mutated(const char *text, const char *in, const char *from, const char *to)
+{
+    char *t = strdup(text);
+    cr_assert(t && strlen(from) == strlen(to));
+    for (char *l = t; *l;) {
+        char *e = strchr(l, '\n');
+        if (e) *e = 0;
+        if (strstr(l, in))
+            for (char *p = strstr(l, from); p; p = strstr(p + 1, from))
+                memcpy(p, to, strlen(to));
+        if (!e) break;
+        *e = '\n';
+        l = e + 1;
+    }
+    return t;
+}
+
+/* The oracle catches frames known wrong: above ngx_http_lua_ffi_exec_regex,
+ * the handler renamed in every JIT sample must be wrong (the issue's case:
+ * all of them under a function that never calls it), never open; and
+ * hk_parse's alone (half of the function's calls) is reported. */
+static void control(const char *label, const struct orc_dist *doff, const char *on_text)
+{
+    static struct orc_dist dbad;
+    static struct orc_row rows[ORC_KEYS];
+    static const char *const m[][2] = {{";handle (", ";handlx ("}, {";hk_parse (", ";hk_pars_ ("}};
+    for (unsigned k = 0; k < 2; k++) {
+        char *bad = mutated(on_text, ";ngx_http_lua_ffi_exec_regex", m[k][0], m[k][1]);
+        orc_parse(&dbad, bad);
+        unsigned nr = orc_compare(doff, &dbad, 12, false, rows, ORC_KEYS);
+        long long on = 0, wrong = 0, open = 0, right = 0;
+        for (unsigned i = 0; i < nr; i++)
+            if (!strcmp(rows[i].name, "ngx_http_lua_ffi_exec_regex"))
+                on = rows[i].on, wrong = rows[i].wrong, open = rows[i].open, right = rows[i].same;
+        cr_log_info("%s: control, %s renamed above ngx_http_lua_ffi_exec_regex: %lld samples, "
+                    "%lld wrong, %lld open",
+                    label, m[k][0] + 1, on, wrong, open);
+        /* (open: chains of a share the interpreter's lost samples could
+         * hold; no renamed sample passes as the interpreter's chain; the
+         * samples that kept only main, a proven prefix, have no handler to
+         * rename) */
+        if (k == 0)
+            cr_expect(on > 0 && wrong * 2 >= on && right == 0,
+                      "%s: %s renamed in %lld JIT samples, the oracle found %lld wrong (%lld open)",
+                      label, m[k][0] + 1, on, wrong, open);
+        free(bad);
+    }
+}
+
 static void oracle(const char *label, const char *root, bool ctr)
 {
     if (access("/usr/bin/wrk", X_OK)) cr_skip_test("wrk not installed (scripts/dev installs it)");
@@ -299,23 +350,26 @@ static void oracle(const char *label, const char *root, bool ctr)
     orc_parse(&doff, off.folded);
     orc_parse(&don, on.folded);
     unsigned nr = orc_compare(&doff, &don, 12, false, rows, ORC_KEYS);
-    long long judged = 0, same = 0, pre = 0, none = 0, wrong = 0;
+    long long judged = 0, same = 0, pre = 0, none = 0, wrong = 0, open = 0;
     for (unsigned i = 0; i < nr; i++) {
         judged += rows[i].on;
         same += rows[i].same;
         pre += rows[i].pre;
         none += rows[i].none;
         wrong += rows[i].wrong;
+        open += rows[i].open;
     }
     static char table[16384];
     orc_table(rows, nr, table, sizeof(table));
     long long uoff = orc_unproven(off.err), uon = orc_unproven(on.err), j = judged ? judged : 1;
     cr_log_info("%s: %lld samples judged: %.2f%% the interpreter's chain, %.2f%% a proven prefix, "
-                "%.2f%% no Lua frame, %.2f%% wrong; Lua frames unproven: -joff %lld, jit %lld\n%s"
+                "%.2f%% no Lua frame, %.2f%% wrong, %.2f%% open (the interpreter's view "
+                "incomplete); Lua frames unproven: -joff %lld, jit %lld\n%s"
                 "fib: %lld samples, %lld whole, %lld [truncated], %lld other%s%s\n-joff: %sjit: %s",
                 label, judged, 100.0 * same / j, 100.0 * pre / j, 100.0 * none / j,
-                100.0 * wrong / j, uoff, uon, table, on.fib, on.fib_whole, on.fib_cut, on.fib_bad,
-                on.fib_example[0] ? "\n  e.g. " : "", on.fib_example, off.err, on.err);
+                100.0 * wrong / j, 100.0 * open / j, uoff, uon, table, on.fib, on.fib_whole,
+                on.fib_cut, on.fib_bad, on.fib_example[0] ? "\n  e.g. " : "", on.fib_example,
+                off.err, on.err);
     int kinds = 0;
     for (int k = 0; ffi_keys[k]; k++) {
         bool seen = false;
@@ -326,6 +380,12 @@ static void oracle(const char *label, const char *root, bool ctr)
     }
     cr_expect_geq(kinds, 3, "%s: %d of the C functions judged:\n%s", label, kinds, table);
     cr_expect_gt(judged, 300, "%s: %lld samples judged", label, judged);
+    /* open: JIT chains the interpreter's incomplete view could have missed
+     * (a run whose interpreter lost all of do_find's regex samples: 22% of
+     * the function's, 9% of all judged); most are judged */
+    cr_expect_leq(open * 4, judged, "%s: %lld of %lld samples open:\n%s", label, open, judged,
+                  table);
+    control(label, &doff, on.folded);
     /* never a frame that was not on the stack */
     cr_expect_eq(wrong, 0, "%s: %lld of %lld samples show frames the interpreter never has:\n%s",
                  label, wrong, judged, table);
@@ -340,9 +400,11 @@ static void oracle(const char *label, const char *root, bool ctr)
     cr_expect_leq(none * 100, judged * 25, "%s: %lld of %lld samples without Lua frames:\n%s",
                   label, none, judged, table);
     /* builtins named by this build's fast-function ids (sid's luajit2 has
-     * four more than trixie's: ffi.meta.__call was named __div) */
-    /* (1%% of Debian 12's, rarely, under another ffi.meta name: not
-     * traced to its cause yet) */
+     * four more than trixie's: ffi.meta.__call was named __div). Another
+     * builtin's frame there (ffi.meta.__index or __eq over __call's own C
+     * function) was ~1 in 300 FFI samples: stale metamethod frames, which
+     * frames.c's KBASE check and the walk from RB no longer name; a rarer
+     * kind is left (~1 sample in 5 runs: docs/design.md), logged below */
     cr_expect(off.ffi > 0 && off.ffi_named * 100 >= off.ffi * 97,
               "%s: %lld of %lld interpreter samples in FFI calls under ffi.meta.__call (%s)", label,
               off.ffi_named, off.ffi, off.ffi_other);

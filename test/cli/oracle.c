@@ -84,7 +84,7 @@ static void line(struct orc_dist *d, const char *s, const char *e)
              * builtin frame with the JIT on: part of the key (its own
              * calls of strlen are not the FFI's) */
             if (builtin && !inlined_builtin(f, len))
-                snprintf(key, sizeof(key), "builtin %.*s", (int)(len - 14), f);
+                snprintf(key, sizeof(key), "builtin %.*s;", (int)(len - 14), f);
             if (is_lua(f, len) && !builtin) {
                 const char *paren = memchr(f, '(', len), *colon = x - 1;
                 while (colon > paren && *colon != ':')
@@ -93,9 +93,11 @@ static void line(struct orc_dist *d, const char *s, const char *e)
                 snprintf(chain + cl, sizeof(chain) - cl, "%s%.*s)", cl ? ";" : "", (int)(colon - f),
                          f);
             }
-        } else if (!machinery(f, len) && !key[0]) {
-            /* the C function the Lua code called: the outermost one */
-            snprintf(key, sizeof(key), "%.*s", (int)len, f);
+        } else if (!machinery(f, len) && (!key[0] || key[strlen(key) - 1] == ';')) {
+            /* the C function the Lua code called: the outermost one (after
+             * a builtin's name: the one the builtin called) */
+            size_t kl = strlen(key);
+            snprintf(key + kl, sizeof(key) - kl, "%.*s", (int)len, f);
         }
         f = x + 1;
     }
@@ -106,6 +108,7 @@ static void line(struct orc_dist *d, const char *s, const char *e)
 void orc_parse(struct orc_dist *d, const char *text)
 {
     memset(d, 0, sizeof(*d));
+    d->text = text;
     for (const char *s = text; s && *s;) {
         const char *e = strchr(s, '\n');
         if (!e) break;
@@ -129,10 +132,62 @@ static bool prefix(const char *a, const char *b)
     return la < strlen(b) && !strncmp(a, b, la) && (la == 0 || b[la] == ';');
 }
 
+/* The interpreter's samples in C function name whose walks kept no Lua
+ * frame (folded lines without one that pass through the function). */
+static long long lost_in(const struct orc_dist *d, const char *name)
+{
+    long long n = 0;
+    size_t nl = strlen(name);
+    for (const char *s = d->text; s && *s;) {
+        const char *e = strchr(s, '\n');
+        if (!e) break;
+        const char *sp = e;
+        while (sp > s && sp[-1] != ' ')
+            sp--;
+        bool lua = false, in = false;
+        for (const char *f = s; f < sp;) {
+            const char *x = memchr(f, ';', (size_t)(sp - 1 - f));
+            if (!x) x = sp - 1;
+            size_t len = (size_t)(x - f);
+            lua |= is_lua(f, len) || (len == 9 && !strncmp(f, "lua_pcall", 9));
+            in |= f > s && len == nl && !strncmp(f, name, nl);
+            f = x + 1;
+        }
+        if (in && !lua) n += atoll(sp);
+        s = e + 1;
+    }
+    return n;
+}
+
+/* The interpreter's chains above C function name: its own key's and (not
+ * single) those of the keys of builtins that called it ("builtin X;name":
+ * traces compile string.sub, ffi.string, ... into their code, which then
+ * calls name itself). */
+static unsigned chains_of(const struct orc_dist *off, const struct orc_key *ko, bool single,
+                          unsigned best, const char **out, unsigned cap, long long *via)
+{
+    unsigned n = 0;
+    *via = 0;
+    for (unsigned m = 0; m < ko->nc && n < cap; m++)
+        if (single ? m == best : ko->c[m].chain[0] != 0) out[n++] = ko->c[m].chain;
+    if (single) return n;
+    size_t nl = strlen(ko->name);
+    for (unsigned i = 0; i < off->n; i++) {
+        const struct orc_key *kb = &off->k[i];
+        const char *semi = strncmp(kb->name, "builtin ", 8) ? NULL : strchr(kb->name, ';');
+        if (!semi || strlen(semi + 1) != nl || strcmp(semi + 1, ko->name)) continue;
+        *via += kb->total;
+        for (unsigned m = 0; m < kb->nc && n < cap; m++)
+            if (kb->c[m].chain[0]) out[n++] = kb->c[m].chain;
+    }
+    return n;
+}
+
 unsigned orc_compare(const struct orc_dist *off, const struct orc_dist *on, long long min,
                      bool single, struct orc_row *rows, unsigned cap)
 {
     unsigned nr = 0;
+    static const char *want[ORC_KEYS * ORC_CHAINS];
     for (unsigned i = 0; i < off->n && nr < cap; i++) {
         const struct orc_key *ko = &off->k[i];
         /* under a builtin traces do not compile, both runs walk the
@@ -165,21 +220,36 @@ unsigned orc_compare(const struct orc_dist *off, const struct orc_dist *on, long
         r->chains = nmain;
         r->on = kn->total;
         r->wrong = kn->other;
+        r->lost = lost_in(off, ko->name);
+        long long via = 0;
+        unsigned nw = chains_of(off, ko, single, best, want, ORC_KEYS * ORC_CHAINS, &via);
+        /* all of the interpreter's samples in the function */
+        long long all = ko->total + via + r->lost;
         for (unsigned c = 0; c < kn->nc; c++) {
             const char *ch = kn->c[c].chain;
             bool same = false, pre = false;
-            for (unsigned m = 0; m < ko->nc; m++) {
-                if (single ? m != best : !ko->c[m].chain[0]) continue;
-                same |= !strcmp(ch, ko->c[m].chain);
-                pre |= prefix(ch, ko->c[m].chain);
+            for (unsigned m = 0; m < nw; m++) {
+                same |= !strcmp(ch, want[m]);
+                pre |= prefix(ch, want[m]);
             }
+            /* a chain the interpreter never showed is wrong only where its
+             * view was complete enough to have shown it: at this chain's
+             * share of the JIT's samples, the interpreter's samples in the
+             * function would hold >= ORC_SEEN more of it than all of its
+             * samples that lost their Lua frames (had every lost one been
+             * this chain, ORC_SEEN would still be expected in view: P(none)
+             * < 1%); else it is open (the truth side cannot tell) */
+            double expect = (double)all * (double)kn->c[c].n / (double)kn->total;
             if (same)
                 r->same += kn->c[c].n;
             else if (!ch[0])
                 r->none += kn->c[c].n; /* no Lua frame at all (a cut walk) */
             else if (pre)
                 r->pre += kn->c[c].n;
-            else {
+            else if (expect - (double)r->lost < ORC_SEEN) {
+                r->open += kn->c[c].n;
+                if (!r->unseen[0]) snprintf(r->unseen, sizeof(r->unseen), "%s", ch);
+            } else {
                 r->wrong += kn->c[c].n;
                 if (!r->bad[0]) snprintf(r->bad, sizeof(r->bad), "%s", ch);
             }
@@ -196,12 +266,14 @@ void orc_table(const struct orc_row *rows, unsigned n, char *buf, size_t cap)
         const struct orc_row *r = &rows[i];
         double t = r->on ? (double)r->on : 1;
         l += (size_t)snprintf(buf + l, cap - l,
-                              "  %-40.40s -joff %5lld (%u chain%s %.1f%%)  jit %5lld: same %5.1f%% "
-                              "prefix %5.1f%% none %5.1f%% wrong %5.1f%%%s%s\n",
+                              "  %-40.40s -joff %5lld (%u chain%s %.1f%%; %lld lost)  jit %5lld: "
+                              "same %5.1f%% prefix %5.1f%% none %5.1f%% wrong %5.1f%% open "
+                              "%5.1f%%%s%s%s%s\n",
                               r->name, r->off, r->chains, r->chains == 1 ? "," : "s,",
-                              100.0 * r->off_main / r->off, r->on, 100.0 * r->same / t,
+                              100.0 * r->off_main / r->off, r->lost, r->on, 100.0 * r->same / t,
                               100.0 * r->pre / t, 100.0 * r->none / t, 100.0 * r->wrong / t,
-                              r->bad[0] ? "\n    wrong: " : "", r->bad);
+                              100.0 * r->open / t, r->bad[0] ? "\n    wrong: " : "", r->bad,
+                              r->unseen[0] ? "\n    open: " : "", r->unseen);
     }
     if (l >= cap) buf[cap - 1] = 0;
 }

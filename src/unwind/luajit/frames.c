@@ -25,6 +25,7 @@
 #include "unwind/luajit/layout.h"
 #include "unwind/luajit/runtime.h"
 #include "unwind/luajit/thread_read.h"
+#include "unwind/luajit/ljregs.h"
 
 static struct lj_insent *ins_slot(struct ss_lj_runtime *rt, uint64_t retpc)
 {
@@ -158,6 +159,25 @@ static bool pc_in(const struct ss_lj_runtime *rt, const struct lj_wframe *wf, ui
     return pc > bc && pc <= bc + (uint64_t)wf->proto->sizebc * 4 && !(pc & 3);
 }
 
+/* Was fast function t entered through BC_FUNCC (a library function of C,
+ * whose pc is the shared FUNCC instruction, where BC_FUNCC loads KBASE with
+ * its lua_CFunction) rather than an ASM fast function's own bytecode? 1 yes,
+ * 0 no (or the VM does not load KBASE so), -1 unreadable. */
+static int entered_by_funcc(struct ss_lj_runtime *rt, struct ss_mem *m, const struct lj_wframe *t)
+{
+    if (!LJ_FUNCC_KBASE || !t->fnpc || (t->fnpc & 3)) return 0;
+    struct lj_insent *ie = ins_slot(rt, t->fnpc + 4); /* (keyed by the pc after it) */
+    if (ie->retpc != t->fnpc + 4) {
+        uint32_t ins;
+        rt->st.rounds++;
+        if (ss_lj_view_read(m, VIEW_ANY, t->fnpc, &ins, 4)) return -1;
+        ie->retpc = t->fnpc + 4;
+        ie->ins = ins;
+    }
+    unsigned op = ie->ins & 0xff;
+    return op == LJ_BC_FUNCC || op == LJ_BC_FUNCCW;
+}
+
 /* Current pc of every frame and validation of the cached CALL operands. */
 static int frame_pcs(struct ss_lj_runtime *rt, const struct lj_start *st, struct cfr *cf,
                      struct lj_walk *w, const struct stackbuf *s, unsigned *cut)
@@ -276,8 +296,16 @@ static int fits_sample(struct ss_lj_runtime *rt, struct ss_mem *m, const struct 
          * loads KBASE with its lua_CFunction: that must match (a thread read
          * after it moved on from one stitched C call to the next, e.g.
          * cjson.encode to cjson.decode, has the same continuation link and
-         * so the same SAVE_PC). */
-        if (ok && t->ffid != 0 && st->kbase && (!stitched || t->ffid == 1)) {
+         * so the same SAVE_PC). A library function of C (LJLIB_CF: ffi.*,
+         * os.clock) runs through BC_FUNCC too, whatever its link: a
+         * metamethod's continuation frame (ffi.meta.__index) looks like a
+         * stitched exit, and the stale frame of one over a newer call of
+         * ffi.string had passed unchecked. */
+        int funcc = ok && t->ffid > 1 && st->kbase ? entered_by_funcc(rt, m, t) : 0;
+        if (funcc < 0) return -ESTALE;
+        if (funcc) {
+            ok = st->kbase == t->cf;
+        } else if (ok && t->ffid != 0 && st->kbase && (!stitched || t->ffid == 1)) {
             const struct lj_wframe *lf = NULL;
             for (unsigned k = 1; k < w->n && !lf; k++)
                 if (w->f[k].ffid == 0 && w->f[k].proto) lf = &w->f[k];

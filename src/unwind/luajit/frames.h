@@ -29,9 +29,14 @@ struct lj_wframe {
     struct lj_proto *proto;
 };
 
+/* LuaJIT 2.1's opcodes of the C function entries (lj_bc.h) */
+#define LJ_BC_FUNCC 95u
+#define LJ_BC_FUNCCW 96u
+
 /* Can a frame standing at instruction ins have a Lua frame above it, linked
  * to the next instruction (a frame link's return pc follows a call)?
  * CALLM, CALL, ITERC (lj_bc.h; the same numbers in every 2.1 tree). */
+
 static inline bool lj_bc_is_call(uint32_t ins)
 {
     unsigned op = ins & 0xff;

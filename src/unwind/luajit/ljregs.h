@@ -28,8 +28,10 @@
 #define LJ_DR_KBASE SS_DR_R15
 #define LJ_DR_DISPATCH SS_DR_R14
 #define LJ_DR_RB SS_DR_RBP
-#define LJ_TRACES 1 /* trace frames (mcode, exit handler, snapshots) */
+#define LJ_TRACES 1      /* trace frames (mcode, exit handler, snapshots) */
+#define LJ_FUNCC_KBASE 1 /* BC_FUNCC loads KBASE with the lua_CFunction it calls */
 #else
+#define LJ_FUNCC_KBASE 0 /* (vm_arm64.dasc's BC_FUNCC calls through CARG4) */
 #define LJ_TRACES 0
 #define LJ_REG_BASE SS_REG_X19
 #define LJ_REG_KBASE SS_REG_X20

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "unwind/luajit/thread_read.h"
+#include "unwind/luajit/ljregs.h"
 
 #define STACK_WINDOW 16384u
 #define STACK_MAX (256u * 1024u)
@@ -159,8 +160,12 @@ static int header(struct ss_lj_runtime *rt, struct ss_mem *m, const struct lj_st
     if ((st->top || st->newest) && t->cframe != st->cframe &&
         (st->top || !cpcalls_over(rt, m, t->cframe, st->cframe)))
         return -ESTALE;
+    /* a walk from RB takes no other base: L->base is the frame of the last
+     * C call, which may be newer than the sample (BC_FUNCC keeps L in RB) */
     if ((st->top || st->use_base) && st->base > t->stack + 8 && st->base < shi && !(st->base & 7))
         t->base = st->base;
+    else if (st->use_base)
+        return -EINVAL;
     else
         t->base = lj_u64(Lb + lay->L_base);
     if (t->base <= t->stack || t->base >= shi || (t->base & 7)) return -EINVAL;
@@ -171,6 +176,11 @@ static int header(struct ss_lj_runtime *rt, struct ss_mem *m, const struct lj_st
         int rs = ss_lj_view_read(m, VIEW_SAMPLE, st->L + lay->L_stack, ss, rl);
         if ((!rb && !(st->top || st->use_base) && lj_ref(lay, sb) != t->base) ||
             (!rs && lj_ref(lay, ss) != t->stack))
+            return -ESTALE;
+        /* without the sample's L->base, only the registers at the VM frame
+         * tie the live frames to the sample (the checks of the top frame
+         * in frames.c): no PC or KBASE, no proof */
+        if (rb && !st->top && !st->use_base && !(st->pc && (st->kbase || !LJ_FUNCC_KBASE)))
             return -ESTALE;
     }
     return 0;
