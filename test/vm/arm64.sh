@@ -7,8 +7,10 @@
 # by their ELF NEEDED entries) and a static arm64 busybox; let
 # test/vm/arm64-guest.sh record there and judge its "SSVM" lines. Exit 0 when
 # both BPF programs load and record the native chain whole, and the Lua
-# chains of Debian's arm64 luajit (-joff; test/luajit/fetch-arm64.sh) and of
-# the C host of its libluajit (lj_host) come out exact. Console log:
+# chains of Debian's arm64 luajit (-joff; test/luajit/fetch-arm64.sh), of its
+# JIT traces (chain.lua, and ffi.lua's strlen called from a trace: >= 90%
+# exact, no wrong frame) and of the C host of its libluajit (lj_host) come
+# out exact. Console log:
 # BUILD_ARM64/vm/arm64.log.
 set -euo pipefail
 src=${1:?usage: arm64.sh SRC BUILD_ARM64}

@@ -452,6 +452,7 @@ int ss_lj_trace_walk(struct ss_lj_runtime *rt, struct ss_mem *m, const struct ss
     unsigned slot = (unsigned)(L >> 4) % LJ_TBASE_SLOTS;
     uint64_t last = rt->tbase[slot].L == L ? rt->tbase[slot].base : 0;
     uint64_t bases[4] = {cur->base, cur->jit_base, cur->guess, last}, used = 0;
+    uint64_t calls = m->n_target_calls;
     int rc = -ESTALE;
     for (unsigned b = 0; b < 4 && rc; b++) {
         bool tried = false;
@@ -474,6 +475,22 @@ int ss_lj_trace_walk(struct ss_lj_runtime *rt, struct ss_mem *m, const struct ss
         w->n = 0;
         return -ESTALE;
     }
+#if !defined(__x86_64__)
+    /* callers read live (no window of the sample had them: a walk seconds
+     * late under emulation) are those of the sample only while the frame
+     * at BASE still runs a trace: G->jit_base, read now, must be it (once
+     * the trace exits, the interpreter reuses those slots: os.clock in the
+     * slot of a returned caller, seen in the arm64 VM). (x86-64 too, in
+     * principle: not measured there yet.) */
+    uint64_t jb = 0;
+    if (m->n_target_calls != calls &&
+        (ss_mem_read_target(m, cur->G + lay->G_jit_base, &jb, lay->gc64 ? 8 : 4) || jb != used)) {
+        w->n = 0;
+        return -ESTALE;
+    }
+#else
+    (void)calls;
+#endif
     rt->tbase[slot].L = L;
     rt->tbase[slot].base = used;
     w->unproven += cur->unproven;

@@ -399,10 +399,8 @@ void ss_lj_trace_load(struct ss_lj_runtime *rt, struct ss_mem *m, struct trace *
             ss_lj_post_call(rt, m, kb, nk, ib, nins, sb, map, snaps, i, fr, cs, ci, mc);
         if (ci) cs_free(ci, 1);
         cs_close(&cs);
-#if defined(__x86_64__) /* (arm64: no loop-copy calls matched yet) */
         t->ncalls = ss_lj_trace_loop_calls(lay, kb, nk, ib, nins, mc, t->mcode, t->szmcode, sb,
                                            snaps, t->nsnap, &t->calls);
-#endif
     }
     t->profiled = prof_checks(lay->gc64, mc, t->szmcode, snaps, t->nsnap);
     bad = false;
