@@ -46,11 +46,23 @@ lua_judge() {
             else w += n }
         END { printf "exact=%d prefix=%d none=%d wrong=%d total=%d", e, p, z, w, t }' "$f"
 }
-# LuaJIT's traces (JIT on): chain.lua's chain, and an FFI call into libc
-# from a trace (ffi.lua: strlen under measure, inlined into outer's loop),
+# lua_chain FILE SAMPLERE SRC: the most frequent chain of SRC's Lua frames
+# (names, outermost first) of the samples matching SAMPLERE
+lua_chain() {
+    awk -v s="$2" -v src=" ($3:" '{ n = $NF; $NF = ""; sub(/ $/, "")
+            if ($0 !~ s) next
+            k = split($0, fr, ";"); got = ""
+            for (i = 1; i <= k; i++)
+                if (index(fr[i], src)) { nm = fr[i]; sub(/ [(].*/, "", nm); got = got (got == "" ? "" : " ") nm }
+            c[got] += n }
+        END { for (g in c) if (c[g] > m) { m = c[g]; b = g }; print b }' "$1"
+}
+# LuaJIT's traces (JIT on): chain.lua's chain, an FFI call into libc from
+# a trace (ffi.lua: strlen under measure, inlined into outer's loop) and a
+# trace in a coroutine (coro.lua: judged against the -joff run's chain),
 # -joff first for the interpreter's chain
 jit_cases() { # mode flag
-    for c in chain:jit ffi:joff ffi:jit; do
+    for c in chain:jit ffi:joff ffi:jit coro:joff coro:jit; do
         w=${c%:*} jflag=-joff
         [ ${c#*:} = jit ] && jflag=
         (cd /lua && exec luajit $jflag $w.lua 60 >/dev/null) &
@@ -61,6 +73,10 @@ jit_cases() { # mode flag
         wait $lpid 2>/dev/null
         if [ $w = chain ]; then
             sel=';lua_pcall;' want='main outer mid leaf'
+        elif [ $w = coro ]; then
+            sel=';leaf [(]coro[.]lua:[0-9]+[)]' want=$cwant
+            [ ${c#*:} = joff ] && want=$(lua_chain /tmp/j.folded "$sel" coro.lua) cwant=$want
+            say "jit_coro_chain_${c#*:}_$1" "$want"
         else
             # strlen: glibc's IFUNC target, unnamed in the stripped libc
             sel=';lua_pcall;.*;libc[.]so[.]6[+]0x[0-9a-f]+$' want='main outer measure'
