@@ -61,14 +61,16 @@ lua_chain() {
 # a trace (ffi.lua: strlen under measure, inlined into outer's loop) and a
 # trace in a coroutine (coro.lua: judged against the -joff run's chain),
 # -joff first for the interpreter's chain
-jit_cases() { # mode flag
-    for c in chain:jit ffi:joff ffi:jit coro:joff coro:jit; do
+jit_cases() { # mode flag (the -joff runs in the default mode only)
+    cases="chain:jit ffi:joff ffi:jit coro:joff coro:jit"
+    [ $1 = default ] || cases="chain:jit ffi:jit coro:jit"
+    for c in $cases; do
         w=${c%:*} jflag=-joff
         [ ${c#*:} = jit ] && jflag=
         (cd /lua && exec luajit $jflag $w.lua 60 >/dev/null) &
         lpid=$!
         sleep 1
-        $ss record $2 -v -F 199 -p $lpid -d 3 -o /tmp/j.folded >/dev/null 2>/tmp/rec.err; rc=$?
+        $ss record $2 -v -F 199 -p $lpid -d 2 -o /tmp/j.folded >/dev/null 2>/tmp/rec.err; rc=$?
         kill $lpid
         wait $lpid 2>/dev/null
         if [ $w = chain ]; then
