@@ -21,8 +21,10 @@ void ss_err_set(struct ss_err *e, int code, const char *fmt, ...)
  * and as the capture header records it (snapfile.h: ss_snap_header.arch). */
 #if defined(__x86_64__)
 #define SS_ARCH "x86_64"
+#define SS_USER_VA_END (1ull << 47) /* user addresses are below (4-level paging) */
 #elif defined(__aarch64__)
 #define SS_ARCH "aarch64"
+#define SS_USER_VA_END (1ull << 48) /* 48-bit VA (Debian's kernels; PIEs at 0xaaaa...) */
 #else
 #error "stacksnap builds for x86-64 and arm64 (aarch64) only"
 #endif

@@ -541,7 +541,7 @@ const struct ss_mapping *ss_proc_find(struct ss_proc *p, uint64_t addr)
      * the process's (an anonymous JIT mapping where a file was mapped
      * before), as good as a miss */
     bool stale = m && !(m->d.prot & SS_MAP_X);
-    if ((m && !stale) || !p->live || p->gone || addr < 4096 || addr >= (1ull << 47)) return m;
+    if ((m && !stale) || !p->live || p->gone || addr < 4096 || addr >= SS_USER_VA_END) return m;
     uint64_t t = now_ns();
     if (t - p->last_refresh_ns < p->refresh_min_ms * 1000000ull || frozen(p, t)) return m;
     if (ss_proc_refresh(p, NULL) < 0) return NULL;

@@ -107,7 +107,13 @@ static uint64_t exit_frame(struct ss_luaproc *l, struct ss_uproc *up, struct ss_
     if (!ss_nf_reg(nf, SS_REG_SP, &rsp)) return 0;
     uint64_t cfa = leaf ? ss_lj_exit_leaf_cfa(rts, l->n, &up->mem, ip, rsp)
                         : ss_lj_exit_cfa(rts, l->n, &up->mem, ip, rsp);
-    if (cfa) nf->regs.valid &= ~(SS_DBIT(LJ_DR_PC) | SS_DBIT(LJ_DR_KBASE) | SS_DBIT(LJ_DR_RB));
+    /* arm64's VM FDE finds this VM frame by itself (x29 is the trace's),
+     * with the trace's registers: cleared whether or not the state checks */
+    bool clear = cfa != 0;
+#if defined(__aarch64__)
+    clear |= !leaf;
+#endif
+    if (clear) nf->regs.valid &= ~(SS_DBIT(LJ_DR_PC) | SS_DBIT(LJ_DR_KBASE) | SS_DBIT(LJ_DR_RB));
     return cfa;
 }
 
@@ -186,6 +192,33 @@ struct ss_luaproc *ss_lua_begin(struct ss_unwinder *u, struct ss_uproc *up, bool
     return l;
 }
 
+#if defined(__aarch64__)
+/* arm64: a leaf in a VM helper that trace code called with bl (lj_vm_modi,
+ * lj_vm_floor, ...: leaves that keep sp, x29 and x30), where the VM frame
+ * is not the interpreter's (ss_lj_leaf_cfa: sp is the trace's): the
+ * trace's frame is its caller at x30, when the instruction before x30 is a
+ * bl to at most 128 bytes below the leaf (not an x30 left over by trace
+ * code that branched back into the VM). */
+static uint64_t helper_caller(struct ss_uproc *up, struct ss_luaproc *l, struct ss_native_frame *nf,
+                              const struct ss_sample *s)
+{
+    uint64_t lr = s->regs[SS_REG_X30], ip = s->regs[SS_REG_IP];
+    uint32_t w = 0;
+    bool in_vm = false;
+    for (unsigned i = 0; i < l->n; i++)
+        in_vm |= ss_lj_in_vm(l->rts[i].rt, ip);
+    if (!in_vm || lr < 4096 || ss_mem_read(&up->mem, lr - 4, &w, 4) ||
+        (w & 0xfc000000u) != 0x94000000u)
+        return 0;
+    uint64_t t = lr - 4 + (uint64_t)((int64_t)((uint64_t)w << 38) >> 36); /* imm26 * 4 */
+    if (ip < t || ip - t >= 128) return 0;
+    struct ss_native_frame tmp = nf[0];
+    tmp.regs.r[SS_DR_IP] = lr;
+    tmp.flags = 0;
+    return trace_frame(up, l, &tmp, 0, false, s->time_ns);
+}
+#endif
+
 uint64_t ss_lua_vm_frame(struct ss_luaproc *l, struct ss_uproc *up, struct ss_native_frame *nf,
                          unsigned k, enum ss_lua_at at, const struct ss_sample *s)
 {
@@ -196,8 +229,13 @@ uint64_t ss_lua_vm_frame(struct ss_luaproc *l, struct ss_uproc *up, struct ss_na
     else if (at == SS_LUA_FRAME) {
         exact = (nf[k].flags & SS_NF_EXACT) != 0;
         if (!exact && (cfa = exit_frame(l, up, &nf[k], false))) return cfa;
-    } else if ((cfa = vm_leaf(l, up, nf, s->regs)) || !l->traces)
+    } else if ((cfa = vm_leaf(l, up, nf, s->regs)) || !l->traces) {
         return cfa;
+    }
+#if defined(__aarch64__)
+    else if ((cfa = helper_caller(up, l, nf, s)))
+        return cfa;
+#endif
     /* trace code (a leaf there too): no CFI there; the trace's stack
      * adjustment gives the VM frame */
     return trace_frame(up, l, nf, k, exact, s->time_ns);

@@ -2,11 +2,12 @@
 # test/vm/arm64-guest.sh: /init of the arm64 guest (test/vm/arm64.sh). Mounts
 # what stacksnap needs, loads both BPF programs (ring buffer and compat) and
 # records the running native workload (-O2, no frame pointers) with each, replays
-# the capture, then Debian's arm64 luajit on the Lua chain (-joff, and with
-# the JIT) and the C host of libluajit (lj_host, nested lua_pcall/lua_call),
-# then the PAC-signed native chain, --off-cpu and --kernel (or, with
-# ssvm.short on the kernel's command line, only the PAC and luajit -joff
-# chains), prints "SSVM key value..." lines on the console, powers off.
+# the capture, then Debian's arm64 luajit on the Lua chain (-joff), its
+# traces (jit_cases: the chain, an FFI call and a coroutine, JIT on) and the
+# C host of libluajit (lj_host, nested lua_pcall/lua_call), then the
+# PAC-signed native chain, --off-cpu and --kernel (or, with ssvm.short on the
+# kernel's command line, only the PAC and luajit -joff chains), prints
+# "SSVM key value..." lines on the console, powers off.
 export PATH=/bin
 mount -t proc proc /proc
 mount -t sysfs sys /sys
@@ -29,6 +30,75 @@ share() {
     awk -v l="$2" -v w="$3" '{ n = $NF; $NF = ""; sub(/ $/, "")
             if ($0 ~ l) { t += n; if ($0 ~ w) k += n } }
         END { printf "whole=%d total=%d", k, t }' "$1"
+}
+# lua_judge FILE SAMPLERE SRC NAME...: each sample matching SAMPLERE by the
+# names of its Lua frames from SRC, outermost first, against the chain
+# NAME...: "exact=E prefix=P none=N wrong=W total=T" (prefix: the chain's
+# first frames only; wrong: any other)
+lua_judge() {
+    f=$1 s=$2 src=$3
+    shift 3
+    awk -v s="$s" -v src=" ($src:" -v want="$*" '{ n = $NF; $NF = ""; sub(/ $/, "")
+            if ($0 !~ s) next
+            t += n; k = split($0, fr, ";"); got = ""
+            for (i = 1; i <= k; i++)
+                if (index(fr[i], src)) { nm = fr[i]; sub(/ [(].*/, "", nm); got = got (got == "" ? "" : " ") nm }
+            if (got == want) e += n
+            else if (got == "") z += n
+            else if (index(want " ", got " ") == 1) p += n
+            else w += n }
+        END { printf "exact=%d prefix=%d none=%d wrong=%d total=%d", e, p, z, w, t }' "$f"
+}
+# lua_chain FILE SAMPLERE SRC: the most frequent chain of SRC's Lua frames
+# (names, outermost first) of the samples matching SAMPLERE
+lua_chain() {
+    awk -v s="$2" -v src=" ($3:" '{ n = $NF; $NF = ""; sub(/ $/, "")
+            if ($0 !~ s) next
+            k = split($0, fr, ";"); got = ""
+            for (i = 1; i <= k; i++)
+                if (index(fr[i], src)) { nm = fr[i]; sub(/ [(].*/, "", nm); got = got (got == "" ? "" : " ") nm }
+            c[got] += n }
+        END { for (g in c) if (c[g] > m) { m = c[g]; b = g }; print b }' "$1"
+}
+# LuaJIT's traces (JIT on): chain.lua's chain, an FFI call into libc from
+# a trace (ffi.lua: strlen under measure, inlined into outer's loop) and a
+# trace in a coroutine (coro.lua: judged against the -joff run's chain),
+# -joff first for the interpreter's chain
+jit_cases() { # mode flag (the -joff runs in the default mode only)
+    cases="chain:jit ffi:joff ffi:jit coro:joff coro:jit"
+    [ $1 = default ] || cases="chain:jit ffi:jit coro:jit"
+    for c in $cases; do
+        w=${c%:*} jflag=-joff
+        [ ${c#*:} = jit ] && jflag=
+        (cd /lua && exec luajit $jflag $w.lua 60 >/dev/null) &
+        lpid=$!
+        sleep 1
+        $ss record $2 -v -F 199 -p $lpid -d 2 -o /tmp/j.folded >/dev/null 2>/tmp/rec.err; rc=$?
+        kill $lpid
+        wait $lpid 2>/dev/null
+        if [ $w = chain ]; then
+            sel=';lua_pcall;' want='main outer mid leaf'
+        elif [ $w = coro ]; then
+            sel=';leaf [(]coro[.]lua:[0-9]+[)]' want=$cwant
+            [ ${c#*:} = joff ] && want=$(lua_chain /tmp/j.folded "$sel" coro.lua) cwant=$want
+            say "jit_coro_chain_${c#*:}_$1" "$want"
+        else
+            # strlen: glibc's IFUNC target, unnamed in the stripped libc
+            sel=';lua_pcall;.*;libc[.]so[.]6[+]0x[0-9a-f]+$' want='main outer measure'
+        fi
+        say "jit_${w}_${c#*:}_$1" "rc=$rc" "$(lua_judge /tmp/j.folded "$sel" $w.lua $want)"
+        grep -i 'luajit\|trace' /tmp/rec.err | tail -n 3 | sed "s/^/SSVM-LOG $c $1: /"
+        awk '{ print $NF, $0 }' /tmp/j.folded | sort -nr | head -n 6 | sed "s/^/SSVM-LOG folded $c $1: /"
+        if [ $1 = default ] && [ $c = ffi:jit ] && grep -q ssvm.dump /proc/cmdline; then
+            (cd /lua && exec luajit $w.lua 30 >/dev/null) &
+            lpid=$!
+            sleep 1
+            $ss record -F 49 -p $lpid -d 2 -o /tmp/dj.snap >/dev/null 2>&1
+            kill $lpid
+            wait $lpid 2>/dev/null
+            echo "SSVM-DUMPJIT begin"; base64 /tmp/dj.snap; echo "SSVM-DUMPJIT end"
+        fi
+    done
 }
 
 # ---- pointer authentication, off-CPU, kernel frames, short runs (issue 33) ----
@@ -172,8 +242,8 @@ for mode in default compat; do
     # (attached, as the native workload: under emulation the recorder lags
     # seconds behind at its start, and a workload it started could be gone
     # before its first samples are walked)
-    for jit in joff jit; do
-        jflag=-joff; [ $jit = jit ] && jflag=
+    for jit in joff; do
+        jflag=-joff
         (cd /lua && exec luajit $jflag chain.lua 60 >/dev/null) &
         lpid=$!
         sleep 1
@@ -187,6 +257,7 @@ for mode in default compat; do
         grep ';lua_pcall;' /tmp/l.folded | grep -Ev ';main [(]chain[.]lua:[0-9]+[)];outer [(]chain[.]lua:12[)];mid [(]chain[.]lua:11[)];leaf [(]chain[.]lua:[0-9]+[)](;| )' |
             sort -k2 -nr -t' ' | head -n 4 | sed "s/^/SSVM-LOG not exact lua $jit $mode: /"
     done
+    jit_cases $mode "$flag"
     # the C host of libluajit: main > outer > pcall > viac > l_ccall (C) >
     # inner > leaf, and outer > spin > l_cspin (C) (test/luajit/h.lua)
     (cd /lua && exec /bin/lj_host h.lua) &

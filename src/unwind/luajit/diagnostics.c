@@ -28,17 +28,17 @@ size_t ss_lj_found_text(const struct ss_lj_elfinfo *in, char *buf, size_t cap)
                          in->derive_why[0] ? in->derive_why : "no reason recorded");
         return n < 0 ? 0 : (size_t)n < cap ? (size_t)n : cap ? cap - 1 : 0;
     }
-    /* arm64 (detect.c): CFA = x29 + 16, the cframe 208 bytes below; its
-     * exit handler is not looked for (no trace walker there) */
+    /* arm64 (detect.c): CFA = x29 + 16, the cframe 208 bytes below */
     bool a64 = in->vm_cfa_off == LJ_A64_CFRAME_SIZE;
     int n = snprintf(
         buf, cap,
         "%s%s, %s, %s, VM 0x%llx-0x%llx (%s%u, confirmed by%s%s%s); "
         "facts derived from the code: %s%s%s",
         in->version[0] ? in->version : "unknown version", kind, in->gc64 ? "GC64" : "non-GC64",
-        a64           ? "arm64, JIT traces not walked"
-        : in->exit_lo ? "JIT"
-                      : "no JIT",
+        a64 && in->exit_lo ? "arm64, JIT"
+        : a64              ? "arm64, no JIT"
+        : in->exit_lo      ? "JIT"
+                           : "no JIT",
         (unsigned long long)in->vm_lo, (unsigned long long)in->vm_hi,
         a64 ? "CFA x29+16, cframe CFA-" : "CFA rsp+", in->vm_cfa_off,
         in->checks & SS_LJ_CHECK_PCALL ? " lua_pcall" : "",

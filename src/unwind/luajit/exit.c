@@ -3,14 +3,40 @@
  * wrong CFA rule there); the handler's fixed stack layout and the ExitState
  * it builds give the trace's stack pointer, and the VM frame the trace ran
  * on is the first plausible cframe above it that the thread's live cframe
- * chain reaches. detect.c finds the handler by its byte pattern. x86-64's
- * only (LJ_TRACES): arm64's handler (derive_a64.c finds it) has another
- * ExitState. */
+ * chain reaches. detect.c finds x86-64's handler by its byte pattern,
+ * derive_a64.c arm64's by its code; arm64's ExitState also holds the
+ * trace's x29, the VM frame's own frame pointer. */
 #include "unwind/luajit/layout.h"
 #include "unwind/luajit/ljregs.h"
 #include "unwind/luajit/runtime.h"
 #include "unwind/luajit/frames.h"
 
+/* Is c a VM frame's cframe that the live cframe chain of its SAVE_L
+ * reaches (L's newest cframe, or an older one: lj_trace_exit runs the
+ * snapshot restore under lj_vm_cpcall, whose cframe links to c)? */
+static bool chain_reaches(const struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t c)
+{
+    const struct lj_layout *lay = rt->lay;
+    unsigned gct = rt->info.gc64 ? 9 : 5;
+    uint64_t L = 0;
+    if (!ss_lj_trace_plausible(rt, m, c + rt->info.vm_cfa_off) ||
+        ss_mem_read(m, c + lay->cf_L, &L, 8))
+        return false;
+    if (!lay->gc64) L = (uint32_t)L;
+    uint8_t lb[128];
+    if (lay->L_cframe + 8 > sizeof(lb) || ss_mem_read(m, L, lb, lay->L_cframe + 8) ||
+        lb[gct] != LJ_GCT_THREAD)
+        return false;
+    uint64_t cf = lj_u64(lb + lay->L_cframe) & ~(uint64_t)3;
+    for (int k = 0; k < 4 && cf && cf <= c; k++) {
+        if (cf == c) return true;
+        if (ss_mem_read(m, cf + lay->cf_prev, &cf, 8)) break;
+        cf &= ~(uint64_t)3;
+    }
+    return false;
+}
+
+#if defined(__x86_64__)
 /* ExitState (lj_target_x86.h): fpr[16] then gpr[16] in register order;
  * gpr[RID_RSP] holds the trace's rsp, which the handler's pushes (2 exit
  * number slots, 14 registers) and its 128 bytes for the FPRs put exactly
@@ -37,7 +63,7 @@ static uint64_t exit_leaf_t(const struct ss_lj_elfinfo *in, uint64_t at, uint64_
 static uint64_t exit_cfa(struct ss_lj_runtime *const *rts, uint32_t nrts, struct ss_mem *m,
                          uint64_t ip, uint64_t rsp, bool leaf)
 {
-    for (uint32_t i = 0; LJ_TRACES && i < nrts; i++) {
+    for (uint32_t i = 0; i < nrts; i++) {
         struct ss_lj_runtime *rt = rts[i];
         if (!rt || !rt->lay || rt->disabled || !rt->info.exit_ret) continue;
         uint64_t ret = rt->bias + rt->info.exit_ret, T = 0;
@@ -49,33 +75,47 @@ static uint64_t exit_cfa(struct ss_lj_runtime *const *rts, uint32_t nrts, struct
             (ss_mem_read(m, rsp + EXIT_GPR_RSP, &T, 8) || T != rsp + EXIT_FRAME))
             return 0;
         /* the VM frame the trace runs on: cframe = T + 16 + spadjust */
-        unsigned gct = rt->info.gc64 ? 9 : 5;
-        for (uint64_t c = T + lay->trace_sp_bias; c < T + lay->trace_sp_bias + EXIT_SCAN; c += 16) {
-            uint64_t cfa = c + rt->info.vm_cfa_off, L = 0;
-            if (!ss_lj_trace_plausible(rt, m, cfa) || ss_mem_read(m, c + lay->cf_L, &L, 8))
-                continue;
-            if (!lay->gc64) L = (uint32_t)L;
-            uint8_t lb[128];
-            if (lay->L_cframe + 8 > sizeof(lb) || ss_mem_read(m, L, lb, lay->L_cframe + 8) ||
-                lb[gct] != LJ_GCT_THREAD)
-                continue;
-            /* L's newest cframe, or an older one: lj_trace_exit runs the
-             * snapshot restore under lj_vm_cpcall, whose cframe links to c */
-            uint64_t cf = lj_u64(lb + lay->L_cframe) & ~(uint64_t)3;
-            for (int k = 0; k < 4 && cf && cf <= c; k++) {
-                if (cf == c) return cfa;
-                if (ss_mem_read(m, cf + lay->cf_prev, &cf, 8)) break;
-                cf &= ~(uint64_t)3;
-            }
-        }
+        for (uint64_t c = T + lay->trace_sp_bias; c < T + lay->trace_sp_bias + EXIT_SCAN; c += 16)
+            if (chain_reaches(rt, m, c)) return c + rt->info.vm_cfa_off;
         return 0;
     }
     return 0;
 }
+#else
+/* arm64 (vm_arm64.dasc vm_exit_handler, lj_target_arm64.h ExitState): the
+ * exit stub stores lr at the trace's sp and calls the handler, which
+ * lowers sp by 512 and saves fpr[32] then gpr[32] there: gpr[31] is the
+ * trace's sp (sp + 512), gpr[29] its x29, the VM frame's frame pointer
+ * (traces never write x29: CFA = x29 + 16). Only the handler's call of
+ * lj_trace_exit is known (a leaf in the handler itself keeps its native
+ * frames). */
+#define EXIT_FRAME 512
+#define EXIT_GPR(n) ((32u + (n)) * 8)
+
+static uint64_t exit_cfa(struct ss_lj_runtime *const *rts, uint32_t nrts, struct ss_mem *m,
+                         uint64_t ip, uint64_t sp, bool leaf)
+{
+    for (uint32_t i = 0; !leaf && i < nrts; i++) {
+        struct ss_lj_runtime *rt = rts[i];
+        if (!rt || !rt->lay || rt->disabled || !rt->info.exit_ret) continue;
+        if (ip != rt->bias + rt->info.exit_ret) continue;
+        uint64_t T = 0, fp = 0;
+        if (ss_mem_read(m, sp + EXIT_GPR(31), &T, 8) || T != sp + EXIT_FRAME ||
+            ss_mem_read(m, sp + EXIT_GPR(29), &fp, 8))
+            return 0;
+        uint64_t cfa = fp + LJ_A64_CFA_FP;
+        if (fp & 15 || cfa < T + rt->lay->trace_sp_bias + rt->info.vm_cfa_off ||
+            cfa - T > (1u << 20) || !chain_reaches(rt, m, cfa - rt->info.vm_cfa_off))
+            return 0;
+        return cfa;
+    }
+    return 0;
+}
+#endif
 
 bool ss_lj_exit_ret(struct ss_lj_runtime *const *rts, uint32_t nrts, uint64_t ip)
 {
-    for (uint32_t i = 0; LJ_TRACES && i < nrts; i++) {
+    for (uint32_t i = 0; i < nrts; i++) {
         const struct ss_lj_runtime *rt = rts[i];
         if (rt && rt->lay && !rt->disabled && rt->info.exit_ret &&
             ip == rt->bias + rt->info.exit_ret)

@@ -84,8 +84,8 @@ const struct lj_layout ss_lj_layouts[] = {
     /* Debian 12's arm64 luajit/libluajit-5.1-2: offsetof() on its tree
      * built with aarch64-linux-gnu-gcc. Only GG_State's tail differs from
      * x86-64 (jit_State is 24 bytes smaller: G2DISP 3944, J.trace 360) and
-     * the cframe (layout.h). Trace facts: the walker has no arm64 traces
-     * yet (ljregs.h LJ_TRACES). */
+     * the cframe (layout.h). GCtrace, SnapShot and the IR are x86-64's;
+     * vm_arm64.dasc BC_JLOOP: sub sp, sp, #16 (SPS_FIXED). */
     {.name = "debian-luajit-2.1.0-beta3-git20220320-arm64",
      SNAP_MCOFS,
      IR_CALLS_21,
@@ -96,6 +96,7 @@ const struct lj_layout ss_lj_layouts[] = {
      .cf_nres = LJ_A64_CF_NRES,
      .cf_size = LJ_A64_CFRAME_SIZE,
      IR_21,
+     .trace_sp_bias = 16,
      .hints_forbid = SS_LJ_HINT_EXDATA,
      .sizeof_L = 96,
      .G_vmstate = 184,

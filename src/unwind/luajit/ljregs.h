@@ -9,9 +9,10 @@
  * arm64 (vm_arm64.dasc): BASE x19, KBASE x20, PC x21, GL x22 (global_State
  * itself: no DISPATCH register, dispatch goes through GL), L x23. All five
  * are callee-saved, so BASE also stands in for x86-64's RB (the BASE of an
- * ASM fast function that called C keeps living in x19). Trace frames are
- * x86-64's only for now (LJ_TRACES): an arm64 sample in trace code keeps
- * its native frames. */
+ * ASM fast function that called C keeps living in x19). Traces keep GL in
+ * x22 (RID_GL, fixed) and BASE where the assembler chose (RID_* = xN:
+ * trace_load.c). Traces never write x29 (RSET_FIXED): it stays the VM
+ * frame's frame pointer in trace code, what it calls and the exit handler. */
 #ifndef SS_UNWIND_LUAJIT_LJREGS_H
 #define SS_UNWIND_LUAJIT_LJREGS_H
 
@@ -28,11 +29,11 @@
 #define LJ_DR_KBASE SS_DR_R15
 #define LJ_DR_DISPATCH SS_DR_R14
 #define LJ_DR_RB SS_DR_RBP
-#define LJ_TRACES 1      /* trace frames (mcode, exit handler, snapshots) */
+#define LJ_GL_IS_G 0     /* LJ_REG_DISPATCH holds G + G2DISP */
 #define LJ_FUNCC_KBASE 1 /* BC_FUNCC loads KBASE with the lua_CFunction it calls */
 #else
+#define LJ_GL_IS_G 1     /* LJ_REG_DISPATCH (x22) holds G itself, in traces too */
 #define LJ_FUNCC_KBASE 0 /* (vm_arm64.dasc's BC_FUNCC calls through CARG4) */
-#define LJ_TRACES 0
 #define LJ_REG_BASE SS_REG_X19
 #define LJ_REG_KBASE SS_REG_X20
 #define LJ_REG_PC SS_REG_X21

@@ -50,28 +50,34 @@ uint64_t ss_lj_trace_kaddr(const struct lj_layout *lay, const uint8_t *kb, uint3
     return 0;
 }
 
+#if defined(__x86_64__)
 static bool ffi_reg(unsigned r)
 {
     return r == X86_REG_RBX || r == X86_REG_RBP || r == X86_REG_R12 || r == X86_REG_R13 ||
            r == X86_REG_R14 || r == X86_REG_R15;
 }
 
-/* Match the CALLXS of IR [r0, r1) (xs[a, b)) to the calls in mcode [lo, hi). */
-static void match_range(csh cs, cs_insn *ci, const uint8_t *mc, uint64_t mcode, uint32_t lo,
-                        uint32_t hi, struct xcall *xs, uint32_t a, uint32_t b,
-                        const struct xcall *all, uint32_t nall)
+/* The calls of x86-64 mcode [lo, hi) that are FFI calls: end offsets and
+ * targets (0: a register's) in order; -1 on code LuaJIT's x86-64 backend
+ * does not emit there. */
+struct cscan {
+    int unused;
+};
+
+static int ffi_calls(csh cs, cs_insn *ci, const uint8_t *mc, uint64_t mcode, uint32_t lo,
+                     uint32_t hi, const struct xcall *all, uint32_t nall, uint32_t *end,
+                     uint64_t *tgt, struct cscan *st)
 {
-    uint32_t end[64], n = 0;
-    uint64_t tgt[64];
     const uint8_t *p = mc + lo;
     size_t len = hi - lo;
     uint64_t at = mcode + lo;
-    if (a == b || b - a > 64) return;
+    int n = 0;
+    (void)st;
     while (len && cs_disasm_iter(cs, &p, &len, &at, ci)) {
         if (ci->id != X86_INS_CALL) continue;
         const cs_x86_op *op = &ci->detail->x86.operands[0];
         uint64_t t = 0;
-        if (ci->detail->x86.op_count != 1) return;
+        if (ci->detail->x86.op_count != 1) return -1;
         if (op->type == X86_OP_REG && ffi_reg(op->reg)) {
             t = 0;
         } else if (op->type == X86_OP_IMM) {
@@ -83,16 +89,129 @@ static void match_range(csh cs, cs_insn *ci, const uint8_t *mc, uint64_t mcode, 
         } else if (op->type == X86_OP_REG && op->reg == X86_REG_RAX) {
             continue; /* emit_call's far form */
         } else {
-            return; /* not a call LuaJIT's x86-64 backend emits */
+            return -1; /* not a call LuaJIT's x86-64 backend emits */
         }
-        if (n == 64) return;
+        if (n == 64) return -1;
         tgt[n] = t;
         end[n++] = (uint32_t)(at - mcode);
     }
-    if (len || n != b - a) return;
-    for (uint32_t i = 0; i < n; i++)
+    return len ? -1 : n;
+}
+#define CS_CALLS_ARCH CS_ARCH_X86, CS_MODE_64
+#else
+/* arm64 (lj_emit_arm64.h emit_call, lj_asm_arm64.h asm_callx): every call,
+ * FFI or the assembler's own, is `bl target` within +-128 MiB, else `blr
+ * xN` with the target a constant loaded into xN (movz/movk), or (FFI,
+ * function not constant) any register. A call is an FFI call when its
+ * target is one of the trace's CALLXS targets, the assembler's own when it
+ * is another constant; a `blr` whose register holds no known constant
+ * fails the range (-1). The constants are followed through the whole code
+ * in order (st: the scan so far; ranges come in mcode order): trace code
+ * runs straight but for the loop's back edge, and a register the loop
+ * reads before writing holds at its head what the code before the loop
+ * left there (the allocator keeps loop-carried registers so: otherwise
+ * the second iteration would call elsewhere). */
+struct cscan {
+    uint32_t pos;   /* mcode offset scanned up to */
+    uint32_t known; /* bit n: val[n] is xn's constant */
+    uint64_t val[29];
+    bool bad; /* undecodable code: no more matches */
+};
+
+static unsigned xreg(unsigned r)
+{
+    if (r >= ARM64_REG_X0 && r <= ARM64_REG_X28) return r - ARM64_REG_X0;
+    if (r >= ARM64_REG_W0 && r <= ARM64_REG_W28) return r - ARM64_REG_W0;
+    return 32;
+}
+
+/* Follow one instruction's effect on the known constants. */
+static void track(csh cs, const cs_insn *ci, struct cscan *st)
+{
+    const cs_arm64 *a = &ci->detail->arm64;
+    const cs_arm64_op *o0 = a->op_count ? &a->operands[0] : NULL;
+    const cs_arm64_op *o1 = a->op_count == 2 ? &a->operands[1] : NULL;
+    unsigned d =
+        o0 && o0->type == ARM64_OP_REG && o0->reg >= ARM64_REG_X0 && o0->reg <= ARM64_REG_X28
+            ? o0->reg - ARM64_REG_X0
+            : 32;
+    bool imm = d < 32 && o1 && o1->type == ARM64_OP_IMM;
+    unsigned sh = o1 && o1->shift.type == ARM64_SFT_LSL ? o1->shift.value : 0;
+    bool was = d < 32 && (st->known >> d & 1);
+    cs_regs rr, rw;
+    uint8_t nr = 0, nw = 0;
+    if (cs_regs_access(cs, ci, rr, &nr, rw, &nw)) {
+        st->known = 0;
+        return;
+    }
+    for (uint8_t i = 0; i < nw; i++)
+        if (xreg(rw[i]) < 32) st->known &= ~(1u << xreg(rw[i]));
+    /* (capstone names a movz "mov" when it shows the value whole) */
+    if (imm && sh < 64 && (ci->id == ARM64_INS_MOVZ || ci->id == ARM64_INS_MOV)) {
+        st->val[d] = (uint64_t)o1->imm << sh;
+        st->known |= 1u << d;
+    } else if (imm && sh < 64 && ci->id == ARM64_INS_MOVK && was) {
+        st->val[d] = (st->val[d] & ~(0xffffull << sh)) | ((uint64_t)o1->imm & 0xffff) << sh;
+        st->known |= 1u << d;
+    }
+}
+
+static int ffi_calls(csh cs, cs_insn *ci, const uint8_t *mc, uint64_t mcode, uint32_t lo,
+                     uint32_t hi, const struct xcall *all, uint32_t nall, uint32_t *end,
+                     uint64_t *tgt, struct cscan *st)
+{
+    if (st->bad || st->pos > lo) return -1;
+    const uint8_t *p = mc + st->pos;
+    size_t len = hi - st->pos;
+    uint64_t at = mcode + st->pos;
+    int n = 0, rc = 0;
+    while (len && cs_disasm_iter(cs, &p, &len, &at, ci)) {
+        const cs_arm64_op *o0 = ci->detail->arm64.op_count ? &ci->detail->arm64.operands[0] : NULL;
+        bool mine = ci->address >= mcode + lo; /* (before lo: constants only) */
+        uint64_t t = 0;
+        if (ci->id == ARM64_INS_BL && o0 && o0->type == ARM64_OP_IMM) {
+            t = (uint64_t)o0->imm;
+        } else if (ci->id == ARM64_INS_BLR && o0 && o0->type == ARM64_OP_REG &&
+                   xreg(o0->reg) < 29 && (st->known >> xreg(o0->reg) & 1)) {
+            t = st->val[xreg(o0->reg)];
+        } else if (ci->id == ARM64_INS_BLR || ci->id == ARM64_INS_BL) {
+            rc = mine ? -1 : rc; /* a call whose target is not known */
+        } else {
+            track(cs, ci, st);
+            continue;
+        }
+        bool ffi = false;
+        for (uint32_t i = 0; t && i < nall && !ffi; i++)
+            ffi = all[i].target == t;
+        if (ffi && mine && n < 64) {
+            tgt[n] = t;
+            end[n++] = (uint32_t)(at - mcode);
+        } else if (ffi && mine) {
+            rc = -1;
+        }
+        st->known &= 1u << 19 | 1u << 20 | 1u << 21 | 1u << 22 | 1u << 23 | 1u << 24 | 1u << 25 |
+                     1u << 26 | 1u << 27 | 1u << 28; /* a call keeps x19..x28 only */
+    }
+    st->pos = (uint32_t)(at - mcode);
+    if (len) st->bad = true;
+    return len || rc ? -1 : n;
+}
+#define CS_CALLS_ARCH CS_ARCH_ARM64, CS_MODE_ARM
+#endif
+
+/* Match the CALLXS of IR [r0, r1) (xs[a, b)) to the calls in mcode [lo, hi). */
+static void match_range(csh cs, cs_insn *ci, const uint8_t *mc, uint64_t mcode, uint32_t lo,
+                        uint32_t hi, struct xcall *xs, uint32_t a, uint32_t b,
+                        const struct xcall *all, uint32_t nall, struct cscan *st)
+{
+    uint32_t end[64];
+    uint64_t tgt[64];
+    if (a == b || b - a > 64) return;
+    int n = ffi_calls(cs, ci, mc, mcode, lo, hi, all, nall, end, tgt, st);
+    if (n < 0 || (uint32_t)n != b - a) return;
+    for (int i = 0; i < n; i++)
         if (tgt[i] && tgt[i] != xs[a + i].target) return;
-    for (uint32_t i = 0; i < n; i++)
+    for (int i = 0; i < n; i++)
         xs[a + i].end = end[i];
 }
 
@@ -114,9 +233,10 @@ uint32_t ss_lj_trace_loop_calls(const struct lj_layout *lay, const uint8_t *kb, 
     struct tcall *tc = calloc(npre, sizeof(*tc));
     uint32_t nt = 0;
     csh cs;
-    if (!xs || !tc || cs_open(CS_ARCH_X86, CS_MODE_64, &cs) != CS_ERR_OK) goto out;
+    if (!xs || !tc || cs_open(CS_CALLS_ARCH, &cs) != CS_ERR_OK) goto out;
     cs_option(cs, CS_OPT_DETAIL, CS_OPT_ON);
     cs_insn *ci = cs_malloc(cs);
+    struct cscan st = {0};
     uint32_t n = 0;
     for (uint32_t r = REF_BIAS; r < nins; r++) {
         const uint8_t *q = ib + (size_t)(r - REF_BIAS) * 8;
@@ -143,7 +263,7 @@ uint32_t ss_lj_trace_loop_calls(const struct lj_layout *lay, const uint8_t *kb, 
         uint32_t b = a;
         while (b < nx && xs[b].ref < r1)
             b++;
-        if (lo < hi && hi <= szmcode) match_range(cs, ci, mc, mcode, lo, hi, xs, a, b, xs, nx);
+        if (lo < hi && hi <= szmcode) match_range(cs, ci, mc, mcode, lo, hi, xs, a, b, xs, nx, &st);
         a = b;
     }
     for (uint32_t k = 0; k < npre; k++)

@@ -244,7 +244,7 @@ int ss_lj_trace_validate(struct ss_lj_runtime *rt, struct ss_mem *m, int idx, ui
     }
     if ((lay->gc64 ? lj_u64(slot) : lj_u32(slot)) != t->T) goto out;
     if (!trust && (!ss_lj_trace_same_hdr(lay, hdr, t->hdr) || lj_u32(sn) != ts->mapofs ||
-                   (lay->snap_mcofs && u16at(sn + lay->snap_mcofs) != ts->mcofs) ||
+                   (lay->snap_mcofs && u16at(sn + lay->snap_mcofs) * MCODE_UNIT != ts->mcofs) ||
                    memcmp(map, t->map + ts->mapofs, (size_t)ts->maplen * 4)))
         goto out;
     cur->G = G;

@@ -25,6 +25,13 @@
 #define TC_REFRESH_NS 20000000ull /* sample time between two full refreshes */
 #define TC_MAXGUARDS 4096u
 #define TC_MAXINS 65536u /* IR instructions read for the RETF check (no-mcofs builds) */
+/* SnapShot.mcofs counts MCode units (lj_trace.c lj_trace_exit: "MCode
+ * units!"): bytes on x86-64, 4-byte instructions on arm64 */
+#if defined(__x86_64__)
+#define MCODE_UNIT 1u
+#else
+#define MCODE_UNIT 4u
+#endif
 
 struct tframe {
     uint64_t pc;   /* current pc, next-instruction convention (as frames.c) */

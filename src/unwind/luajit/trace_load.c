@@ -10,15 +10,24 @@
 
 #include "unwind/luajit/trace_int.h"
 
-/* x86 register numbers (RID_*) -> enum ss_reg (arm64: no trace walker yet,
- * none of them) */
+/* The trace's register numbers (RID_*) -> enum ss_reg, 0xff for none:
+ * x86-64's 16 GPRs (rsp never holds BASE); arm64's RID_X0..RID_X30 are xN
+ * (lj_target_arm64.h; 31 is sp, FPRs follow). */
 #if defined(__x86_64__)
-static const uint8_t x86_to_ss[16] = {
-    SS_REG_AX, SS_REG_CX, SS_REG_DX,  SS_REG_BX,  SS_REG_SP,  SS_REG_BP,  SS_REG_SI,  SS_REG_DI,
+static const uint8_t rid_to_ss[16] = {
+    SS_REG_AX, SS_REG_CX, SS_REG_DX,  SS_REG_BX,  0xff,       SS_REG_BP,  SS_REG_SI,  SS_REG_DI,
     SS_REG_R8, SS_REG_R9, SS_REG_R10, SS_REG_R11, SS_REG_R12, SS_REG_R13, SS_REG_R14, SS_REG_R15};
+static uint8_t rid_reg(uint8_t r)
+{
+    return r < 16 ? rid_to_ss[r] : 0xff;
+}
+#define CS_TRACE_ARCH CS_ARCH_X86, CS_MODE_64
 #else
-static const uint8_t x86_to_ss[16] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
-                                      0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+static uint8_t rid_reg(uint8_t r)
+{
+    return r <= 30 ? (uint8_t)(SS_REG_X0 + r) : 0xff;
+}
+#define CS_TRACE_ARCH CS_ARCH_ARM64, CS_MODE_ARM
 #endif
 
 /* ---- decoding (once per trace) ---- */
@@ -222,20 +231,35 @@ uint32_t ss_lj_callers_at_calls(struct ss_lj_runtime *rt, struct ss_mem *m, cons
  * for a pending profiler hook where the recorded code enters or leaves a
  * function (lj_record.c rec_profile_ins/ret, lj_asm_x86.h asm_prof: GC64
  * "test byte [DISPATCH+hookmask], HOOK_PROFILE; jnz exit", non-GC64 the
- * same on the absolute address of G->hookmask). Where the
- * loop optimisation dropped the snapshot that followed such a check (a
+ * same on the absolute address of G->hookmask; lj_asm_arm64.h asm_prof:
+ * "ldrb w30, [x22, #hookmask]; tst w30, #HOOK_PROFILE; b.ne exit"). Where
+ * the loop optimisation dropped the snapshot that followed such a check (a
  * return), the code after the check belongs to the next snapshot's frames.
  * Marks, per snapshot, the first check inside its code. */
+static bool prof_at(bool gc64, const uint8_t *mc, uint32_t sz, uint32_t o)
+{
+#if defined(__x86_64__)
+    /* test byte [r14+disp32], imm8 / test byte [disp32], imm8 */
+    static const uint8_t pat64[3] = {0x41, 0xf6, 0x86}, pat32[3] = {0xf6, 0x04, 0x25};
+    const uint8_t *pat = gc64 ? pat64 : pat32;
+    return o + 14 <= sz && !memcmp(mc + o, pat, 3) && mc[o + 7] == 0x80 && mc[o + 8] == 0x0f &&
+           mc[o + 9] == 0x85;
+#else
+    (void)gc64;
+    if ((o & 3) || o + 12 > sz) return false;
+    uint32_t a = lj_u32(mc + o), b = lj_u32(mc + o + 4), c = lj_u32(mc + o + 8);
+    return (a & 0xffc003ffu) == 0x394002deu && /* ldrb w30, [x22, #imm12] */
+           (b & 0xff8003ffu) == 0x720003dfu && /* ands wzr, w30, #imm (tst) */
+           (c & 0xff00001fu) == 0x54000001u;   /* b.ne */
+#endif
+}
+
 static bool prof_checks(bool gc64, const uint8_t *mc, uint32_t sz, struct tsnap *snaps,
                         uint32_t nsnap)
 {
     bool any = false;
-    /* test byte [r14+disp32], imm8 / test byte [disp32], imm8 */
-    static const uint8_t pat64[3] = {0x41, 0xf6, 0x86}, pat32[3] = {0xf6, 0x04, 0x25};
-    const uint8_t *pat = gc64 ? pat64 : pat32;
-    for (uint32_t o = 0; o + 14 <= sz; o++) {
-        if (memcmp(mc + o, pat, 3) || mc[o + 7] != 0x80 || mc[o + 8] != 0x0f || mc[o + 9] != 0x85)
-            continue;
+    for (uint32_t o = 0; o < sz; o++) {
+        if (!prof_at(gc64, mc, sz, o)) continue;
         uint32_t lo = 0, hi = nsnap; /* snapshot whose code holds o */
         while (lo < hi) {
             uint32_t mid = (lo + hi) / 2;
@@ -298,6 +322,11 @@ void ss_lj_trace_load(struct ss_lj_runtime *rt, struct ss_mem *m, struct trace *
     uint32_t *refs = NULL, *starts = NULL;
     bool bad = true;
     if (!sb || !kb || !map || !snaps || !fr || !ps || !mc) goto fail;
+#if !defined(__x86_64__)
+    /* guards.c reads x86-64's guards only: arm64 traces need mcofs */
+    if (!lay->snap_mcofs) goto done;
+    by_guards = false;
+#endif
     if (xcalls && (nins <= REF_BIAS || nins - REF_BIAS > TC_MAXINS)) xcalls = false;
     if (xcalls && !(ib = malloc((size_t)(nins - REF_BIAS) * 8))) goto fail;
     if (by_guards) {
@@ -337,7 +366,7 @@ void ss_lj_trace_load(struct ss_lj_runtime *rt, struct ss_mem *m, struct trace *
      * assembler resets it to RID_INIT when the trace modifies it (RETF) or
      * anything else writes it (lj_asm_x86.h asm_head_root_base). ->s: its
      * spill slot. */
-    t->base_reg = irb[6] < 16 && irb[6] != 4 ? x86_to_ss[irb[6]] : 0xff;
+    t->base_reg = rid_reg(irb[6]);
     t->base_spill = irb[7];
     if (!candidates(rt, m, t, &k, ps)) goto fail;
     uint32_t used = 0;
@@ -345,7 +374,7 @@ void ss_lj_trace_load(struct ss_lj_runtime *rt, struct ss_mem *m, struct trace *
         const uint8_t *sp = sb + (size_t)i * lay->snap_size;
         struct tsnap *ts = &snaps[i];
         ts->mapofs = lj_u32(sp);
-        ts->mcofs = lay->snap_mcofs ? u16at(sp + lay->snap_mcofs) : starts[i];
+        ts->mcofs = lay->snap_mcofs ? u16at(sp + lay->snap_mcofs) * MCODE_UNIT : starts[i];
         if (by_guards) ts->gofs = starts[i];
         uint32_t nent = sp[lay->snap_nent];
         uint32_t end = i + 1 < t->nsnap ? lj_u32(sp + lay->snap_size) : nsnapmap;
@@ -364,7 +393,7 @@ void ss_lj_trace_load(struct ss_lj_runtime *rt, struct ss_mem *m, struct trace *
         used += all;
     }
     csh cs;
-    if (xcalls && cs_open(CS_ARCH_X86, CS_MODE_64, &cs) == CS_ERR_OK) {
+    if (xcalls && cs_open(CS_TRACE_ARCH, &cs) == CS_ERR_OK) {
         cs_insn *ci = cs_malloc(cs);
         for (uint32_t i = 0; ci && i + 1 < t->nsnap; i++)
             ss_lj_post_call(rt, m, kb, nk, ib, nins, sb, map, snaps, i, fr, cs, ci, mc);

@@ -118,7 +118,11 @@ static uint32_t last_call(csh cs, cs_insn *ci, const uint8_t *mc, uint32_t lo, u
     uint64_t at = lo;
     uint32_t end = 0;
     while (len && cs_disasm_iter(cs, &b, &len, &at, ci))
+#if defined(__x86_64__)
         if (ci->id == X86_INS_CALL) end = (uint32_t)at;
+#else
+        if (ci->id == ARM64_INS_BL || ci->id == ARM64_INS_BLR) end = (uint32_t)at;
+#endif
     return len ? 0 : end;
 }
 
