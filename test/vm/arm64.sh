@@ -179,8 +179,8 @@ fi
 # the samples in chain.lua's code / in strlen called from ffi.lua's trace
 # mostly with the whole chain (the rest a proven prefix or native only)
 jit_checks() { # mode
-    local k line e t w bar keys="jit_chain_jit jit_ffi_jit jit_coro_jit"
-    [ $1 = default ] && keys="$keys jit_ffi_joff jit_coro_joff"
+    local k line e t w bar keys="jit_chain_jit"
+    [ $1 = default ] && keys="$keys jit_ffi_jit jit_coro_jit jit_ffi_joff jit_coro_joff"
     for k in $keys; do
         line=$(val "${k}_$1")
         e=$(field "$line" exact); t=$(field "$line" total); w=$(field "$line" wrong)
