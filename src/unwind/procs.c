@@ -59,6 +59,7 @@ static void uproc_free(struct ss_uproc *up)
     if (up->luajit && up->luajit_free) up->luajit_free(up->luajit);
     if (up->foreign && up->foreign_free) up->foreign_free(up->foreign);
     ss_nproc_free(up->np);
+    ss_mem_free(&up->mem);
     ss_symcache_free(up->syms);
     ss_memo_free(up->memo);
     ss_perfmap_free(up->pm);
