@@ -82,6 +82,7 @@ static void on_sample(void *ctx, const struct ss_sample *s)
     struct ss_stack st;
     ss_unwinder_stats(r->u, &a);
     double c0 = thread_ns();
+    ss_unwinder_intake(r->u, s);
     int rc = ss_unwind(r->u, s, &st);
     double c1 = thread_ns();
     double c2 = r->clock ? thread_ns() : c1;
@@ -101,6 +102,7 @@ static void on_sample(void *ctx, const struct ss_sample *s)
     if (mono() - r->t0 < r->warm_s) return;
     if (r->hot) { /* the same sample again at once: the CPU's caches warm */
         double h0 = thread_ns();
+        ss_unwinder_intake(r->u, s);
         ss_unwind(r->u, s, &st);
         r->hot_ns += thread_ns() - h0;
     }

@@ -141,6 +141,7 @@ static int unwind_all(struct store *st, int mode, double min_time, struct result
     long frames = 0, complete = 0;
     for (size_t i = 0; i < st->n; i++) { /* cold: opens files, loads rules */
         struct ss_stack out;
+        ss_unwinder_intake(u, &st->v[i].s);
         ss_unwind(u, &st->v[i].s, &out);
         frames += out.nframes;
         complete += out.trunc == SS_TRUNC_NONE && out.nframes == 40;
@@ -154,6 +155,7 @@ static int unwind_all(struct store *st, int mode, double min_time, struct result
     do {
         for (size_t i = 0; i < st->n; i++) {
             struct ss_stack out;
+            ss_unwinder_intake(u, &st->v[i].s);
             ss_unwind(u, &st->v[i].s, &out);
             frames += out.nframes;
         }

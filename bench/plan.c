@@ -30,6 +30,7 @@ static void on_sample(void *ctx, const struct ss_sample *s)
     while (i < *t->nr14 && t->r14[i] != v)
         i++;
     if (i == *t->nr14 && i < t->max) t->r14[(*t->nr14)++] = v;
+    ss_unwinder_intake(t->u, s);
     if (ss_unwind(t->u, s, &st) < 0) return;
     if (!ss_unwinder_take_plan(t->u, s->pid, t->plan)) return;
     struct ss_err err = {0};

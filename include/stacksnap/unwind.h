@@ -98,11 +98,20 @@ struct ss_unwinder_stats {
 int ss_unwinder_new(struct ss_unwinder **out, const struct ss_unwinder_opts *o, struct ss_err *err);
 void ss_unwinder_free(struct ss_unwinder *u);
 
-/* Unwind one sample. Returns 0 (out filled; out->trunc says how the walk
- * ended) or a negative errno when the process cannot be looked at at all
- * (-ESRCH: gone; out then has no frames). out->frames belong to u, read
- * only, valid until the next call on u (the memo's frames are handed out
- * as they are kept). */
+/* Take in sample s before its walk: its process's state made at the
+ * process's first sample (from /proc, a forked parent's view, or the side
+ * band's log for a process already gone), a live one's exec checked and
+ * perf map synced, its memory reader set on s's bytes. Returns 0, or the
+ * negative errno that ss_unwind of s will return (the process cannot be
+ * looked at; ss_unwind counts it). Call it for each sample just before
+ * ss_unwind (or ss_unwind_twice) of the same s. */
+int ss_unwinder_intake(struct ss_unwinder *u, const struct ss_sample *s);
+/* Unwind one sample, taken in just before (ss_unwinder_intake). Returns 0
+ * (out filled; out->trunc says how the walk ended) or a negative errno when
+ * the process cannot be looked at at all (-ESRCH: gone; -EINVAL: s was not
+ * taken in; out then has no frames). out->frames belong to u, read only,
+ * valid until the next call on u (the memo's frames are handed out as they
+ * are kept). */
 int ss_unwind(struct ss_unwinder *u, const struct ss_sample *s, struct ss_stack *out);
 /* Lua frames a walk of st left out because it could not prove them on the
  * stack (ss_frame.unproven summed; issue 32): counted, never shown. */
@@ -120,9 +129,10 @@ enum {
     SS_SF_NOCFI_ROOT = 1u << 4, /* ... and reached the root (not SS_SF_TRUNCATED) */
 };
 unsigned ss_stack_facts(const struct ss_stack *st);
-/* Replay of a sample the live walker walked twice (SS_READ_REWALK): a first
- * walk for its effect on the caches (no result, no statistics), then
- * between(ctx) (serve the second walk's reads), then ss_unwind. */
+/* Replay of a sample the live walker walked twice (SS_READ_REWALK), taken in
+ * as for ss_unwind: a first walk for its effect on the caches (no result,
+ * no statistics), then between(ctx) (serve the second walk's reads), then
+ * ss_unwind. */
 int ss_unwind_twice(struct ss_unwinder *u, const struct ss_sample *s, struct ss_stack *out,
                     void (*between)(void *ctx), void *ctx);
 
@@ -132,7 +142,8 @@ int ss_unwind_twice(struct ss_unwinder *u, const struct ss_sample *s, struct ss_
  * ss_unwind_foreign walks s with its recorded registers (regs, nregs of
  * them, in that architecture's order); s->regs are not looked at. Native
  * frames only: Lua frames need the walker of that architecture's build.
- * Returns as ss_unwind. */
+ * It takes s in itself (no ss_unwinder_intake: its registers are not
+ * s->regs). Returns as ss_unwind. */
 bool ss_unwind_foreign_arch(const char *arch);
 int ss_unwind_foreign(struct ss_unwinder *u, const struct ss_sample *s, const uint64_t *regs,
                       unsigned nregs, struct ss_stack *out);

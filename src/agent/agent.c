@@ -211,6 +211,7 @@ static void on_sample(void *ctx, const struct ss_sample *s)
 {
     struct ss_agent *a = ctx;
     struct ss_stack st;
+    ss_unwinder_intake(a->u, s);
     int rc = ss_unwind(a->u, s, &st);
     if (a->seg) ag_seg_sample(a->seg, a->u, s, rc == 0);
     if (rc < 0) { /* gone before we could look at it */

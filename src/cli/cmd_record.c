@@ -101,6 +101,7 @@ static void on_sample(void *ctx, const struct ss_sample *s)
 {
     struct rec *r = ctx;
     struct ss_stack st;
+    ss_unwinder_intake(r->u, s);
     int rc = ss_unwind(r->u, s, &st);
     if (rc < 0) { /* process gone before we could look at it */
         r->out.errors++;

@@ -1,6 +1,7 @@
 /* memory/memory.c: the layered reader of memory.h: stack snapshot, then the
- * file bytes of read-only file mappings (through process/), then the target
- * backend in one batch, with every target read passed to the record hook. */
+ * file bytes of read-only file mappings (a table taken from the process
+ * view, process/, when its mappings change), then the target backend in one
+ * batch, with every target read passed to the record hook. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,14 @@ void ss_mem_init(struct ss_mem *m, struct ss_proc *proc, const struct ss_target_
     m->proc = proc;
     m->target = target;
     m->target_ctx = target_ctx;
+}
+
+void ss_mem_free(struct ss_mem *m)
+{
+    free(m->spans);
+    m->spans = NULL;
+    m->nspans = m->spans_cap = 0;
+    m->spans_taken = false;
 }
 
 void ss_mem_set_snapshot(struct ss_mem *m, uint64_t sp, const uint8_t *bytes, size_t len,
@@ -171,27 +180,51 @@ int ss_mem_sample_win(const struct ss_mem *m, uint64_t addr, size_t len)
     return -1;
 }
 
+/* Layer 2's table anew from the view's mappings (generation gen); out of
+ * memory: empty (the target reads what it would have served). */
+static void take_spans(struct ss_mem *m, uint64_t gen)
+{
+    size_t n;
+    const struct ss_mapping *mp = ss_proc_mappings(m->proc, &n);
+    m->nspans = m->last = 0;
+    m->spans_gen = gen;
+    m->spans_taken = true;
+    for (size_t i = 0; i < n; i++) {
+        if (!mp[i].file_base) continue;
+        if (!grow((void **)&m->spans, &m->spans_cap, m->nspans + 1, sizeof(*m->spans))) {
+            m->nspans = 0;
+            return;
+        }
+        m->spans[m->nspans++] = (struct ss_mem_span){mp[i].file_lo, mp[i].file_hi, mp[i].file_base};
+    }
+}
+
+/* The span that holds addr, or NULL: the last hit, else by halves. */
+static const struct ss_mem_span *span_at(struct ss_mem *m, uint64_t addr)
+{
+    size_t lo = m->last < m->nspans ? m->last : 0, hi = m->nspans;
+    if (lo < hi && addr >= m->spans[lo].lo && addr < m->spans[lo].hi) return &m->spans[lo];
+    for (lo = 0; lo < hi;) { /* the first span that ends above addr */
+        size_t mid = lo + (hi - lo) / 2;
+        if (m->spans[mid].hi <= addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == m->nspans || addr < m->spans[lo].lo) return NULL;
+    m->last = lo;
+    return &m->spans[lo];
+}
+
 const void *ss_mem_peek(struct ss_mem *m, uint64_t addr, size_t len)
 {
     const void *p = ss_mem_peek_sample(m, addr, len);
     if (p) return p;
     if (!m->proc || addr + len < addr) return NULL;
     uint64_t gen = ss_proc_generation(m->proc);
-    if (addr >= m->last_lo && addr + len <= m->last_hi && m->last_gen == gen)
-        return m->last_ptr + (addr - m->last_lo);
-    if (addr >= m->none_lo && addr < m->none_hi && m->none_gen == gen) return NULL;
-    const struct ss_mapping *mp = ss_proc_find_cached(m->proc, addr);
-    if (mp && !mp->file_base) { /* no file mapping can hold addr: remember */
-        m->none_lo = mp->d.start;
-        m->none_hi = mp->d.end;
-        m->none_gen = gen;
-    }
-    if (!mp || !mp->file_base || addr < mp->file_lo || addr + len > mp->file_hi) return NULL;
-    m->last_lo = mp->file_lo;
-    m->last_hi = mp->file_hi;
-    m->last_ptr = mp->file_base;
-    m->last_gen = gen;
-    return mp->file_base + (addr - mp->file_lo);
+    if (!m->spans_taken || m->spans_gen != gen) take_spans(m, gen);
+    const struct ss_mem_span *s = span_at(m, addr);
+    return s && addr + len <= s->hi ? s->base + (addr - s->lo) : NULL;
 }
 
 static void log_read(struct ss_mem *m, const struct ss_iov *v)

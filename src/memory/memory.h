@@ -3,7 +3,8 @@
  * Layers, tried in order for each read:
  *   1. the sample's stack snapshot   [sp, sp + stack_len), then the memory
  *      windows copied with it (a read must fit in one of them)
- *   2. bytes of a file-backed, non-writable mapping (mmap'd file, O(1))
+ *   2. bytes of a file-backed, non-writable mapping (mmap'd file), from a
+ *      table of them taken from the process view when its mappings change
  *   3. the target: live = process_vm_readv (batched), replay = recorded reads
  * Every target read the live walker makes can be handed to a recorder hook so
  * that replay serves exactly the same bytes. */
@@ -102,18 +103,24 @@ struct ss_mem {
     /* counters */
     uint64_t n_target_calls, n_target_reads;
     struct ss_mem_track *track; /* NULL, or the log of the walk's inputs */
-    /* last-hit cache for ss_mem_peek on file mappings */
-    uint64_t last_lo, last_hi;
-    const uint8_t *last_ptr;
-    uint64_t last_gen; /* ss_proc_generation when the last hit was cached */
-    /* last miss: a mapping without file bytes (heap, stacks, anonymous), where
-     * layer 2 has nothing for any address */
-    uint64_t none_lo, none_hi, none_gen;
+    /* layer 2's table: the bytes of proc's read-only file mappings
+     * ([lo, hi) at base in the file's image), by address, as of the view's
+     * generation spans_gen: taken from the view when its mappings change,
+     * so that a read asks the view nothing; last: the last hit */
+    struct ss_mem_span {
+        uint64_t lo, hi;
+        const uint8_t *base;
+    } * spans;
+    size_t nspans, spans_cap, last;
+    uint64_t spans_gen;
+    bool spans_taken;
 };
 
-/* Set up a reader: proc (layer 2) and target (layer 3) may be NULL. */
+/* Set up a reader: proc (layer 2) and target (layer 3) may be NULL.
+ * ss_mem_free frees what it holds (layer 2's table). */
 void ss_mem_init(struct ss_mem *m, struct ss_proc *proc, const struct ss_target_ops *target,
                  void *target_ctx);
+void ss_mem_free(struct ss_mem *m);
 
 /* Reset layer 1 for a new sample: its stack snapshot and windows. */
 /* holes: ss_sample.holes, pages of the copy that are not stack bytes; with

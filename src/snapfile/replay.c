@@ -512,6 +512,7 @@ int ss_replay_run(struct ss_replay *r, ss_replay_stack_fn fn, ss_replay_msg_fn m
             ss_snap_replay_set(&r->target, &rec.sample);
             r->reads.pid = rec.sample.s.pid;
             ss_unwinder_set_target(r->u, rec.sample.s.pid, &ss_replay_reads_target, &r->reads);
+            if (!r->foreign) ss_unwinder_intake(r->u, &rec.sample.s); /* foreign: its own */
             int urc = r->foreign ? ss_unwind_foreign(r->u, &rec.sample.s, rec.sample.fregs,
                                                      rec.sample.nregs, &st)
                       : r->target.mark

@@ -6,13 +6,15 @@
  * A bundle is made at a process's first sample: from /proc, from its
  * parent's view for a child forked and not exec'd yet (a fork marker noted
  * it), or from the side band's log (sideband_view.c) for a process already
- * gone. Replay makes one per recorded process (ss_unwinder_add_process).
+ * gone, at the sample's intake (ss_unwinder_intake), which the sample loop
+ * calls before the walk. Replay makes one per recorded process
+ * (ss_unwinder_add_process).
  * Exit and exec markers free it, and so does collection (ss_unwinder_gc) once
  * the process is gone or, for a side band view, unused for 10 s. The walk
- * asks one question, ss_procs_get: the bundle ready for a sample. A side
- * band view that no longer covers the sample's ip is retired there (out of
- * the table at once, freed at the next collection), so that no teardown
- * runs on the sample's path. */
+ * asks one question, ss_procs_ready: the bundle the intake readied for the
+ * sample (one lookup). A side band view that no longer covers the sample's
+ * ip is retired at the intake (out of the table at once, freed at the next
+ * collection), so that no teardown runs on the sample's path. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,6 +59,7 @@ static void uproc_free(struct ss_uproc *up)
     if (up->luajit && up->luajit_free) up->luajit_free(up->luajit);
     if (up->foreign && up->foreign_free) up->foreign_free(up->foreign);
     ss_nproc_free(up->np);
+    ss_mem_free(&up->mem);
     ss_symcache_free(up->syms);
     ss_memo_free(up->memo);
     ss_perfmap_free(up->pm);
@@ -247,6 +250,29 @@ struct ss_uproc *ss_procs_get(struct ss_unwinder *u, const struct ss_sample *s, 
     if ((!up || gone) && !(up = first_sample(u, s, gone, err))) return NULL;
     ready(u, up);
     ss_mem_set_sample(&up->mem, s);
+    return up;
+}
+
+int ss_unwinder_intake(struct ss_unwinder *u, const struct ss_sample *s)
+{
+    struct ss_err err = {0};
+    int code = ss_procs_get(u, s, &err) ? 0 : err.code ? err.code : -ESRCH;
+    u->intake = (struct ss_intake){s, s->time_ns, s->pid, code};
+    return code;
+}
+
+struct ss_uproc *ss_procs_taken(struct ss_unwinder *u, const struct ss_sample *s, int *code)
+{
+    const struct ss_intake *in = &u->intake;
+    bool taken = in->s == s && in->pid == s->pid && in->time_ns == s->time_ns;
+    *code = !taken ? -EINVAL : in->code ? in->code : -ESRCH;
+    return taken && !in->code ? lookup(u, s->pid) : NULL;
+}
+
+struct ss_uproc *ss_procs_ready(struct ss_unwinder *u, const struct ss_sample *s, int *code)
+{
+    struct ss_uproc *up = ss_procs_taken(u, s, code);
+    u->intake.s = NULL; /* one walk a sample taken in */
     return up;
 }
 

@@ -39,6 +39,15 @@ struct ss_uproc {
     struct ss_uproc *next;
 };
 
+/* procs.c: the sample last taken in (ss_unwinder_intake), for its walk;
+ * code: the intake's error (0: its process is ready) */
+struct ss_intake {
+    const struct ss_sample *s; /* NULL: none, or walked */
+    uint64_t time_ns;
+    uint32_t pid;
+    int code;
+};
+
 struct ss_unwinder {
     struct ss_unwinder_opts o;
     struct ss_elf_cache *files;
@@ -60,6 +69,7 @@ struct ss_unwinder {
     struct ss_fork *forks;  /* procs.c: children forked, not sampled yet */
     struct ss_uproc *retired; /* procs.c: out of the table, freed by the next collection */
     struct ss_sblog *sb;      /* sideband_view.c: mappings the kernel's side band told, by pid */
+    struct ss_intake intake;  /* procs.c: the sample taken in for the next walk */
     /* memo.h (o.memo, offline): the log of the current walk's inputs, the
      * LuaJIT state before and after it (SS_LUA_STATE_WORDS each; NULL: no
      * memo), and no_memo while a sample walked twice is walked again */

@@ -1,11 +1,11 @@
 /* unwind/walk.c: the walk of one sample (ss_unwind, include/stacksnap/unwind.h),
- * in the order a sample goes: the process's bundle ready for it, asked of
- * procs.c; the answer of an earlier walk with the same inputs (replay's
- * memo, memo.h); else the user frames: the native walk of the snapshot
- * (native.h) with the LuaJIT adapter (lua.h) asked at the leaf and at
- * each frame in anonymous code, its Lua frames spliced in, all named (symbolize/), walked again on
- * the new view when the maps were re-read during the walk; the kernel frames (kernel.c); the walk
- * kept for the memo. */
+ * in the order a sample goes: the process's bundle the sample's intake
+ * readied (procs.c, ss_unwinder_intake: no process is made or freed here); the answer of an earlier
+ * walk with the same inputs (replay's memo, memo.h); else the user frames: the native walk of the
+ * snapshot (native.h) with the LuaJIT adapter (lua.h) asked at the leaf and at each frame in
+ * anonymous code, its Lua frames spliced in, all named (symbolize/), walked again on the new view
+ * when the maps were re-read during the walk; the kernel frames (kernel.c); the walk kept for the
+ * memo. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -254,12 +254,12 @@ void ss_unwind_finish(struct ss_unwinder *u, struct ss_stack *out, unsigned n, e
 int ss_unwind(struct ss_unwinder *u, const struct ss_sample *s, struct ss_stack *out)
 {
     ss_unwind_start(u, s, out);
-    struct ss_err err = {0};
-    struct ss_uproc *up = ss_procs_get(u, s, &err);
+    int code;
+    struct ss_uproc *up = ss_procs_ready(u, s, &code);
     if (!up) {
         u->st.errors++;
         out->trunc = SS_TRUNC_ERROR;
-        return err.code ? err.code : -ESRCH;
+        return code;
     }
     ss_unwind_comm(out, up);
     struct ss_memo_walk w = {.state = {u->state[0], u->state[1]}, .log = &u->track};
@@ -314,10 +314,10 @@ unsigned ss_stack_facts(const struct ss_stack *st)
 int ss_unwind_twice(struct ss_unwinder *u, const struct ss_sample *s, struct ss_stack *out,
                     void (*between)(void *ctx), void *ctx)
 {
-    struct ss_uproc *up = ss_unwinder_proc(u, s->pid, true, NULL);
+    int code;
+    struct ss_uproc *up = ss_procs_taken(u, s, &code); /* ss_unwind takes it */
     if (up) {
         enum ss_trunc why = SS_TRUNC_NONE;
-        ss_mem_set_sample(&up->mem, s);
         (void)user_walk(u, up, s, &why);
     }
     between(ctx);

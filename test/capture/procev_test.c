@@ -43,6 +43,7 @@ static void on_sample(void *ctx, const struct ss_sample *s)
     struct run *r = ctx;
     struct ss_stack st;
     if (s->pid != (uint32_t)r->child) return;
+    ss_unwinder_intake(r->u, s);
     int rc = ss_unwind(r->u, s, &st);
     r->n[r->phase]++;
     if (rc < 0) return;

@@ -172,6 +172,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             s.regs[SS_REG_BP] = sp + 0x40;
             s.stack_len = s.stack_req = SNAP_LEN;
             struct ss_stack st;
+            ss_unwinder_intake(u, &s);
             if (ss_unwind(u, &s, &st) == 0) check_stack(&st);
         }
     }

@@ -306,6 +306,7 @@ static void on_sample(void *ctx, const struct ss_sample *s)
     struct ss_stack st;
     struct ss_win_plan plan;
     g_ntc = 0; /* the trace calls of this sample's unwinding */
+    ss_unwinder_intake(run->u, s);
     ss_unwind(run->u, s, &st);
     if (ss_unwinder_take_plan(run->u, s->pid, &plan)) /* as record does */
         ss_capture_set_plan(run->cap, (pid_t)s->pid, &plan, NULL);

@@ -28,6 +28,7 @@ static void on_sample(void *p, const struct ss_sample *s)
     struct ss_stack st;
     r->samples++;
     double t0 = now_ns();
+    ss_unwinder_intake(r->u, s);
     int rc = ss_unwind(r->u, s, &st);
     r->unwind_ns += now_ns() - t0;
     if (rc < 0) {

@@ -230,6 +230,7 @@ static void run_host_in(const char *script, struct expect *exp, unsigned nexp, c
                   x->ok, x->n, x->bad, x->want);
     }
     ss_nproc_free(r.np);
+    ss_mem_free(&r.mem);
     ss_proc_free(proc);
     ss_elf_cache_free(ec);
     ss_lj_runtime_free(r.rt);

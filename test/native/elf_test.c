@@ -451,6 +451,7 @@ Test(memory, layers)
     cr_assert_eq(ss_mem_read(&m, 8, &v, 8), -EFAULT);
     cr_assert_eq(rc.n, 5);
     free((void *)(uintptr_t)heap);
+    ss_mem_free(&m);
     ss_proc_free(p);
 }
 
@@ -481,6 +482,7 @@ Test(memory, snapshot_holes)
     cr_expect(ss_mem_peek_snap(&m, sp + 3 * 4096 - 100, 8) != NULL); /* page 3 */
     uint64_t v;
     cr_expect_eq(ss_mem_read(&m, sp + 2 * 4096, &v, 8), -EFAULT); /* no target: no bytes */
+    ss_mem_free(&m);
     ss_mem_init(&m, NULL, NULL, NULL); /* no view: the first hole ends it */
     ss_mem_set_snapshot(&m, sp, snap, sizeof(snap), 1u << 2);
     cr_expect_eq(m.snap_len, 2 * 4096 - 100);

@@ -175,6 +175,7 @@ static void on_sample(void *ctx, const struct ss_sample *s)
     if ((pid_t)s->pid != r->pid) return;
     t->samples++;
     struct ss_stack st;
+    ss_unwinder_intake(r->u, s);
     if (ss_unwind(r->u, s, &st) < 0 || st.nframes == 0) return;
     t->trunc[st.trunc]++;
     if (r->o->each) r->o->each(r->o->each_ctx, s, &st);
@@ -203,7 +204,8 @@ static void on_sample(void *ctx, const struct ss_sample *s)
         copy.frames = saved;
         t->compared_replay++;
         struct ss_unwinder *ru = replay_unwinder(r);
-        if (!ru || ss_unwind(ru, s, &st2) < 0 || !same_stack(&copy, &st2)) {
+        if (!ru || ss_unwinder_intake(ru, s) < 0 || ss_unwind(ru, s, &st2) < 0 ||
+            !same_stack(&copy, &st2)) {
             t->mismatch_replay++;
             if (t->mismatch_replay <= 3 && ru) {
                 static char t2[65536];
@@ -220,6 +222,7 @@ static void on_sample(void *ctx, const struct ss_sample *s)
         copy.frames = saved;
         struct ss_stack st2;
         t->compared_modes++;
+        ss_unwinder_intake(r->ref, s);
         if (ss_unwind(r->ref, s, &st2) < 0 || !same_stack(&copy, &st2)) {
             t->mismatch_modes++;
             if (t->mismatch_modes <= 3) {

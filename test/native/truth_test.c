@@ -8,6 +8,7 @@
  * built from the process's maps text and files (the replay path) must give
  * the same frames. Also: the frame cap, a snapshot cut short, and garbage
  * stacks end walks cleanly with the right reason. */
+#include <errno.h>
 #include <criterion/criterion.h>
 #include <criterion/logging.h>
 #include <stdlib.h>
@@ -145,7 +146,7 @@ Test(truth, after_exec)
 /* ---- how walks end ---- */
 struct ends {
     struct ss_unwinder *capped, *plain;
-    long depth_ok, depth_bad, snap_ok, snap_bad, garbage, garbage_bounded;
+    long depth_ok, depth_bad, snap_ok, snap_bad, garbage, garbage_bounded, untaken_bad;
     unsigned seed;
 };
 
@@ -155,13 +156,18 @@ static void each(void *ctx, const struct ss_sample *s, const struct ss_stack *st
     if (!st->nframes || !st->frames[0].name || strcmp(st->frames[0].name, "nw_spin")) return;
     struct ss_stack out;
     /* frame cap */
+    ss_unwinder_intake(e->capped, s);
     if (ss_unwind(e->capped, s, &out) == 0 && out.nframes == 50 && out.trunc == SS_TRUNC_DEPTH)
         e->depth_ok++;
     else
         e->depth_bad++;
+    /* a sample not taken in (ss_unwinder_intake): refused, not walked */
+    if (ss_unwind(e->capped, s, &out) != -EINVAL || out.nframes || out.trunc != SS_TRUNC_ERROR)
+        e->untaken_bad++;
     /* a snapshot that ends inside the recursion */
     struct ss_sample cut = *s;
     cut.stack_len = 1024;
+    ss_unwinder_intake(e->plain, &cut);
     if (ss_unwind(e->plain, &cut, &out) == 0 && out.trunc == SS_TRUNC_SNAPSHOT &&
         out.nframes > 10 && out.nframes < 201)
         e->snap_ok++;
@@ -182,6 +188,7 @@ static void each(void *ctx, const struct ss_sample *s, const struct ss_stack *st
         }
         struct ss_sample g = *s;
         g.stack = junk;
+        ss_unwinder_intake(e->plain, &g);
         if (ss_unwind(e->plain, &g, &out) == 0 && out.nframes >= 1 && out.nframes <= 512)
             e->garbage_bounded++;
         e->garbage++;
@@ -217,6 +224,7 @@ Test(truth, walk_ends)
                 e.depth_ok, e.depth_bad, e.snap_ok, e.snap_bad, e.garbage_bounded, e.garbage);
     cr_expect_geq(e.depth_ok, 200);
     cr_expect_eq(e.depth_bad, 0);
+    cr_expect_eq(e.untaken_bad, 0, "a sample not taken in was walked");
     cr_expect_geq(e.snap_ok, 200);
     cr_expect_eq(e.snap_bad, 0);
     cr_expect_eq(e.garbage_bounded, e.garbage);

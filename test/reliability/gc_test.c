@@ -39,6 +39,7 @@ static void sample_of(struct ss_unwinder *u, pid_t pid)
     s.regs[SS_REG_SP] = 0x7ffd00000000ull;
     s.stack_len = s.stack_req = sizeof(stack);
     struct ss_stack st;
+    ss_unwinder_intake(u, &s);
     ss_unwind(u, &s, &st);
 }
 
