@@ -232,6 +232,13 @@ struct ss_lj_out {
  * it in natives[0].cfa. */
 uint64_t ss_lj_leaf_cfa(struct ss_lj_runtime *rt, struct ss_mem *mem, const uint64_t *regs);
 
+/* arm64: for a leaf in a VM helper that trace code called with bl (where
+ * ss_lj_leaf_cfa finds no interpreter frame: sp is the trace's), the return
+ * address into the trace (x30), whose frame is then the trace's; 0 when the
+ * instruction before x30 is no bl to at most 128 bytes below the leaf, and
+ * always on x86-64. */
+uint64_t ss_lj_helper_ret(struct ss_lj_runtime *rt, struct ss_mem *mem, const uint64_t *regs);
+
 /* A return address into vm_exit_handler right after its call to
  * lj_trace_exit (rsp: that call's CFA, where the handler's ExitState sits):
  * the CFA of the VM frame the exiting trace ran on, found above the trace's

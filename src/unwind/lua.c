@@ -118,18 +118,26 @@ static uint64_t exit_frame(struct ss_luaproc *l, struct ss_uproc *up, struct ss_
 }
 
 /* The VM frame under a leaf in a VM: in the trace exit handler the exiting
- * trace's, else the interpreter's (ss_lj_leaf_cfa); 0: the leaf is in no VM. */
+ * trace's, else the interpreter's (ss_lj_leaf_cfa), else (arm64) the trace
+ * that called the VM helper the leaf is in (ss_lj_helper_ret: the trace's
+ * frame is its caller at x30); 0: the leaf is in no VM. */
 static uint64_t vm_leaf(struct ss_luaproc *l, struct ss_uproc *up, struct ss_native_frame *nf,
-                        const uint64_t *regs)
+                        const struct ss_sample *s)
 {
     for (unsigned i = 0; i < l->n; i++) {
-        if (!ss_lj_in_vm(l->rts[i].rt, regs[SS_REG_IP])) continue;
+        if (!ss_lj_in_vm(l->rts[i].rt, s->regs[SS_REG_IP])) continue;
         uint64_t cfa = exit_frame(l, up, &nf[0], true);
         if (cfa) {
             l->exit_leaf = true;
             return cfa;
         }
-        return ss_lj_leaf_cfa(l->rts[i].rt, &up->mem, regs);
+        cfa = ss_lj_leaf_cfa(l->rts[i].rt, &up->mem, s->regs);
+        uint64_t lr = cfa || !l->traces ? 0 : ss_lj_helper_ret(l->rts[i].rt, &up->mem, s->regs);
+        if (!lr) return cfa;
+        struct ss_native_frame tmp = nf[0];
+        tmp.regs.r[SS_DR_IP] = lr;
+        tmp.flags = 0;
+        return trace_frame(up, l, &tmp, 0, false, s->time_ns);
     }
     return 0;
 }
@@ -192,33 +200,6 @@ struct ss_luaproc *ss_lua_begin(struct ss_unwinder *u, struct ss_uproc *up, bool
     return l;
 }
 
-#if defined(__aarch64__)
-/* arm64: a leaf in a VM helper that trace code called with bl (lj_vm_modi,
- * lj_vm_floor, ...: leaves that keep sp, x29 and x30), where the VM frame
- * is not the interpreter's (ss_lj_leaf_cfa: sp is the trace's): the
- * trace's frame is its caller at x30, when the instruction before x30 is a
- * bl to at most 128 bytes below the leaf (not an x30 left over by trace
- * code that branched back into the VM). */
-static uint64_t helper_caller(struct ss_uproc *up, struct ss_luaproc *l, struct ss_native_frame *nf,
-                              const struct ss_sample *s)
-{
-    uint64_t lr = s->regs[SS_REG_X30], ip = s->regs[SS_REG_IP];
-    uint32_t w = 0;
-    bool in_vm = false;
-    for (unsigned i = 0; i < l->n; i++)
-        in_vm |= ss_lj_in_vm(l->rts[i].rt, ip);
-    if (!in_vm || lr < 4096 || ss_mem_read(&up->mem, lr - 4, &w, 4) ||
-        (w & 0xfc000000u) != 0x94000000u)
-        return 0;
-    uint64_t t = lr - 4 + (uint64_t)((int64_t)((uint64_t)w << 38) >> 36); /* imm26 * 4 */
-    if (ip < t || ip - t >= 128) return 0;
-    struct ss_native_frame tmp = nf[0];
-    tmp.regs.r[SS_DR_IP] = lr;
-    tmp.flags = 0;
-    return trace_frame(up, l, &tmp, 0, false, s->time_ns);
-}
-#endif
-
 uint64_t ss_lua_vm_frame(struct ss_luaproc *l, struct ss_uproc *up, struct ss_native_frame *nf,
                          unsigned k, enum ss_lua_at at, const struct ss_sample *s)
 {
@@ -229,13 +210,9 @@ uint64_t ss_lua_vm_frame(struct ss_luaproc *l, struct ss_uproc *up, struct ss_na
     else if (at == SS_LUA_FRAME) {
         exact = (nf[k].flags & SS_NF_EXACT) != 0;
         if (!exact && (cfa = exit_frame(l, up, &nf[k], false))) return cfa;
-    } else if ((cfa = vm_leaf(l, up, nf, s->regs)) || !l->traces) {
+    } else if ((cfa = vm_leaf(l, up, nf, s)) || !l->traces) {
         return cfa;
     }
-#if defined(__aarch64__)
-    else if ((cfa = helper_caller(up, l, nf, s)))
-        return cfa;
-#endif
     /* trace code (a leaf there too): no CFI there; the trace's stack
      * adjustment gives the VM frame */
     return trace_frame(up, l, nf, k, exact, s->time_ns);

@@ -19,6 +19,7 @@
  * and validated (tags, ranges); a walk over garbage ends with an error or a
  * truncated list, never a crash. */
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "unwind/luajit/frames.h"
@@ -381,6 +382,20 @@ static int walk_once(struct ss_lj_runtime *rt, struct ss_mem *m, const struct lj
     return fits_sample(rt, m, st, cf, w);
 }
 
+/* A walk found no lua_State where one must be. While no layout has ever
+ * verified, 32 such failures turn Lua walking off with one diagnostic. */
+static void note_bad_state(struct ss_lj_runtime *rt, uint64_t L, unsigned type_byte)
+{
+    if (rt->lay || rt->disabled || ++rt->bad_states < 32) return;
+    rt->disabled = true;
+    snprintf(rt->diag, sizeof(rt->diag),
+             "pid %u: LuaJIT frames off: no known LuaJIT layout fits (%s%s): SAVE_L 0x%llx "
+             "has type byte %u, not a lua_State, in %u VM frames",
+             rt->pid, rt->info.version[0] ? rt->info.version : "unknown version",
+             rt->info.gc64 ? " GC64" : " non-GC64", (unsigned long long)L, type_byte,
+             rt->bad_states);
+}
+
 int ss_lj_walk_thread(struct ss_lj_runtime *rt, struct ss_mem *m, const struct lj_start *st,
                       struct lj_walk *w)
 {
@@ -416,7 +431,7 @@ int ss_lj_walk_thread(struct ss_lj_runtime *rt, struct ss_mem *m, const struct l
     rt->sbuf = s.buf;
     rt->sbuf_cap = s.cap;
     for (unsigned i = 0; i < s.bad_L; i++) /* once a walk, as they failed */
-        ss_lj_note_bad_state(rt, st->L, 0);
+        note_bad_state(rt, st->L, 0);
     if (rc) {
         w->n = 0;
         w->nsegs = 0;

@@ -191,6 +191,26 @@ uint64_t ss_lj_leaf_cfa(struct ss_lj_runtime *rt, struct ss_mem *mem, const uint
 #endif
 }
 
+uint64_t ss_lj_helper_ret(struct ss_lj_runtime *rt, struct ss_mem *mem, const uint64_t *regs)
+{
+#if defined(__aarch64__)
+    /* a leaf in a VM helper that trace code called with bl (lj_vm_modi,
+     * lj_vm_floor, ...: leaves that keep sp, x29 and x30): x30, when the
+     * instruction before it is a bl to at most 128 bytes below the leaf (not
+     * an x30 left over by trace code that branched back into the VM) */
+    uint64_t lr = regs[SS_REG_X30], ip = regs[SS_REG_IP];
+    uint32_t w = 0;
+    if (!ss_lj_in_vm(rt, ip) || lr < 4096 || ss_mem_read(mem, lr - 4, &w, 4) ||
+        (w & 0xfc000000u) != 0x94000000u)
+        return 0;
+    uint64_t t = lr - 4 + (uint64_t)((int64_t)((uint64_t)w << 38) >> 36); /* imm26 * 4 */
+    return ip >= t && ip - t < 128 ? lr : 0;
+#else
+    (void)rt, (void)mem, (void)regs; /* x86-64: ss_lj_leaf_cfa handles VM helpers */
+    return 0;
+#endif
+}
+
 const char *ss_lj_runtime_layout(const struct ss_lj_runtime *rt)
 {
     return rt->lay ? rt->lay->name : NULL;
@@ -261,18 +281,6 @@ bool ss_lj_check_G(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t G)
     else
         rt->gs[G % LJ_MAX_GS] = G;
     return true;
-}
-
-void ss_lj_note_bad_state(struct ss_lj_runtime *rt, uint64_t L, unsigned type_byte)
-{
-    if (rt->lay || rt->disabled || ++rt->bad_states < 32) return;
-    rt->disabled = true;
-    snprintf(rt->diag, sizeof(rt->diag),
-             "pid %u: LuaJIT frames off: no known LuaJIT layout fits (%s%s): SAVE_L 0x%llx "
-             "has type byte %u, not a lua_State, in %u VM frames",
-             rt->pid, rt->info.version[0] ? rt->info.version : "unknown version",
-             rt->info.gc64 ? " GC64" : " non-GC64", (unsigned long long)L, type_byte,
-             rt->bad_states);
 }
 
 /* ---- prototypes ---- */

@@ -138,9 +138,6 @@ struct ss_lj_runtime {
 const char *ss_lj_intern(struct ss_lj_runtime *rt, const char *s, size_t len);
 /* Make sure G is verified (layout chosen); false if Lua walking is off. */
 bool ss_lj_check_G(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t G);
-/* A walk found no lua_State where one must be. While no layout has ever
- * verified, 32 such failures turn Lua walking off with one diagnostic. */
-void ss_lj_note_bad_state(struct ss_lj_runtime *rt, uint64_t L, unsigned type_byte);
 /* Prototype data for pt (read or validated; hdr = current header bytes if
  * the caller already read them, else NULL). NULL when pt is not a valid
  * prototype. */
