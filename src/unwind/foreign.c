@@ -32,12 +32,14 @@
 #include "elf/elf.h"
 #include "process/process.h"
 #include "symbolize/symbolize.h"
+#include "util/pac.h"
 #include "unwind/a64call.h"
 #include "unwind/procs.h"
 #include "unwind/unwinder.h"
 
 enum { A64_SP = 31, A64_PC = 32, A64_X30 = 30 };
-#define A64_VA_MASK ((1ull << 48) - 1) /* 48-bit user VA: the PAC bits above (native_scan.c) */
+/* the PAC bits of a capture that does not say (recorded before pac_mask): above 48-bit user VA */
+#define A64_PAC_DEFAULT (~((1ull << 48) - 1))
 
 struct fwalk {
     struct ss_native_frame *nf; /* out: ip, sp, flags only */
@@ -58,6 +60,7 @@ struct ss_fproc {
     uint32_t tid;
     uint64_t regs[33]; /* the walk's first frame: x0-x30, sp, pc */
     uint64_t valid;    /* bit i: regs[i] known */
+    uint64_t pac;      /* the capture's PAC mask (util/pac.h), 0 if it has none */
     struct fwalk *w;
 };
 
@@ -353,7 +356,7 @@ static unsigned foreign_frames(struct ss_fproc *fp, const uint64_t *regs, unsign
     walk(fp, &w);
     /* a leaf without CFI (the vDSO: no .eh_frame) returns to x30 with its sp */
     if (w.nocfi && w.n == 1 && w.why == SS_TRUNC_NOINFO && (nf[0].flags & SS_NF_EXACT)) {
-        uint64_t ra = fp->regs[A64_X30] & A64_VA_MASK;
+        uint64_t ra = ss_pac_strip(fp->regs[A64_X30], fp->pac ? fp->pac : A64_PAC_DEFAULT);
         if (ret_addr(fp, ra) && max > 1) {
             fp->regs[A64_PC] = ra - 1; /* looked up as a return address */
             fp->valid &= ~(1ull << A64_X30);
@@ -410,6 +413,7 @@ int ss_unwind_foreign(struct ss_unwinder *u, const struct ss_sample *s, const ui
     }
     fp->up = up;
     fp->tid = s->tid ? s->tid : s->pid;
+    fp->pac = u->o.pac_mask;
     if ((!fp->dwfl || fp->gen != ss_proc_generation(up->proc)) && fproc_build(fp, up) < 0)
         return -ENOMEM;
     enum ss_trunc why = SS_TRUNC_NONE;
