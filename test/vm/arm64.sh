@@ -66,6 +66,26 @@ need "$root/bin/luajit"
 mkdir -p "$root/lua"
 cp "$here/chain.lua" "$here/ffi.lua" "$here/coro.lua" "$src/test/luajit/h.lua" \
     "$src/test/cli/offcpu_sleep.lua" "$root/lua/"
+# ---- a64tt: Tarantool's LuaJIT fork cross-built for arm64 (arm64-guest.sh tt_case) ----
+# the full run only: built once into the cache (build-ttlj-arm64.sh), copied
+# under a name of its own and stripped as Tarantool's binary is; no source
+# tarball (77): the case is skipped, loudly
+tt_skip=
+if [ ${#suites[@]} -eq 0 ]; then
+    tt_rc=0
+    ttdir=$("$src/test/luajit/build-ttlj-arm64.sh") || tt_rc=$?
+    if [ $tt_rc = 77 ]; then
+        tt_skip="no source of Tarantool's LuaJIT fork (build-ttlj-arm64.sh: set TTLJ_TARBALL)"
+    elif [ $tt_rc != 0 ]; then
+        echo "arm64.sh: building Tarantool's LuaJIT fork for arm64 failed ($tt_rc)" >&2
+        exit 1
+    else
+        aarch64-linux-gnu-strip -o "$root/bin/tnt" "$ttdir/luajit"
+        need "$root/bin/tnt"
+        cp "$src/test/luajit/w.lua" "$root/lua/"
+    fi
+fi
+# ---- end a64tt ----
 mkdir -p "$root/lib"
 cp -L /lib/ld-linux-aarch64.so.1 "$root/lib/"
 cp "$cache/busybox" "$root/bin/busybox"
@@ -266,5 +286,22 @@ ok=$(awk -v k="$(field "$line" kern)" -v s="$(field "$line" syscall)" \
 check kernel_frames "$line" "$ok"
 line=$(val kernel_replay); ok=0; [[ $line == "rc=0 identical=yes" ]] && ok=1
 check kernel_replay "$line" $ok
+# ---- a64tt: Tarantool's LuaJIT fork (arm64-guest.sh tt_case) ----
+# -joff and JIT on: >= 99% of the samples under lua_pcall with w.lua's whole
+# chain (test_ttfork.c's bar on x86-64), every one with Lua frames, none wrong
+if [ -n "$tt_skip" ]; then
+    echo "SKIP arm64 tt: $tt_skip"
+else
+    for k in tt_joff tt_jit; do
+        line=$(val "$k")
+        ok=$(awk -v e="$(field "$line" exact)" -v t="$(field "$line" total)" -v w="$(field "$line" wrong)" \
+            -v l="$(field "$line" lua_whole)" \
+            'BEGIN { print (t >= 40 && w == 0 && e >= 0.99 * t && l >= 0.99 * t) ? 1 : 0 }')
+        [[ $line == rc=0* ]] || ok=0
+        check "$k" "$line" "$ok"
+    done
+    echo "   tt case: guest uptime from/to $(val tt_uptime)"
+fi
+# ---- end a64tt ----
 [ $fails = 0 ] || { echo "arm64: $fails checks failed"; exit 1; }
 echo "arm64: all checks passed"

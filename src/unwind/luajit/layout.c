@@ -114,6 +114,43 @@ const struct lj_layout ss_lj_layouts[] = {
      .str_data = 24,
      .ff = ss_lj_ff_debian,
      .nff = &ss_lj_ff_debian_n},
+    /* Tarantool's LuaJIT fork b52fe979 on arm64 (GC64 always there):
+     * offsetof() on its tree built with aarch64-linux-gnu-gcc
+     * (test/luajit/build-ttlj-arm64.sh). Its x86-64 row but for the arm64
+     * cframe (208 bytes, no SAVE_VMSTATE slot) and GG_State's tail
+     * (jit_State 32 bytes smaller: G2DISP 4080, J.trace 360). The template
+     * of the facts its code does not show: without it the derived layout
+     * took Debian's row (G->mainthref 8 after vmstate, where the fork has
+     * it 104 before) and no layout fitted: no Lua frame at all. */
+    {.name = "tarantool-luajit-b52fe979-gc64-arm64",
+     SNAP_MCOFS,
+     IR_CALLS_TTFORK,
+     GC64_OBJECTS,
+     .cf_prev = LJ_A64_CF_PREV,
+     .cf_pc = LJ_A64_CF_PC,
+     .cf_L = LJ_A64_CF_L,
+     .cf_nres = LJ_A64_CF_NRES,
+     .cf_size = LJ_A64_CFRAME_SIZE,
+     IR_21,
+     .trace_sp_bias = 16,
+     .hints_req = SS_LJ_HINT_MISC,
+     .vmst_shift = 2,
+     .sizeof_L = 96,
+     .G_vmstate = 440,
+     .G_gc_total = 80,
+     .G_mainthref = 336,
+     .G_strempty = 304,
+     .G_cur_L = 480,
+     .G_jit_base = 496,
+     .G_size = 840,
+     .g2disp = 4080,
+     .g2j = 840,
+     .J_trace = 360,
+     .J_sizetrace = 372,
+     .str_len = 16,
+     .str_data = 24,
+     .ff = ss_lj_ff_ttfork,
+     .nff = &ss_lj_ff_ttfork_n},
 #else
     {.name = "openresty-luajit2-2.1-20230119",
      SNAP_MCOFS,
