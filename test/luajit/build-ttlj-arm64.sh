@@ -9,10 +9,13 @@
 # Tarantool's arm64 packages link in. The fork's CMake builds its host tools
 # (minilua, buildvm) with the target compiler, so this uses the fork's
 # Makefile.original, whose cross build takes HOST_CC for them and
-# CROSS=aarch64-linux-gnu- for the rest; its defaults match the CMake
-# build's layout (LUAJIT_SMART_STRINGS=1: global_State's bloom filters).
-# Rebuilt only when the binary is missing (~1.5 min on 2 cores). Exit 77:
-# no source tarball (nothing cached either).
+# CROSS=aarch64-linux-gnu- for the rest. XCFLAGS given on make's command
+# line replaces the Makefile's own, so it repeats the one the fork turns on
+# by default (as its CMake build does): LUAJIT_SMART_STRINGS=1, the bloom
+# filters at the start of global_State (without it every G offset moves by
+# 32 bytes). Rebuilt when the binary is missing or was built from another
+# source or flags (its SOURCE file; ~1.5 min on 2 cores). Exit 77: no
+# source tarball (nothing cached either).
 set -euo pipefail
 dest=$(mkdir -p "${1:-${SS_CACHE:-/var/cache/stacksnap}/luajit}" && cd "${1:-${SS_CACHE:-/var/cache/stacksnap}/luajit}" && pwd)
 here=$(cd "$(dirname "$0")" && pwd)
@@ -20,13 +23,16 @@ tarball=${TTLJ_TARBALL:-$here/../../../shared/tarantool-luajit/tarantool-luajit-
 tag=$(basename "$tarball" .tar.gz)
 tag=${tag#tarantool-luajit-}
 out=$dest/tt-$tag-arm64-gc64-jit
-if [ ! -x "$out/luajit" ]; then
+xcflags="-DLUAJIT_ENABLE_GC64 -DLUAJIT_SMART_STRINGS=1"
+recipe="$tag arm64 $xcflags (Makefile.original, CROSS=aarch64-linux-gnu-)"
+built() { [ -x "$out/luajit" ] && [ "$(cat "$out/SOURCE" 2>/dev/null)" = "$recipe" ]; }
+if ! built; then
     [ -f "$tarball" ] || { echo "build-ttlj-arm64: no source tarball $tarball (set TTLJ_TARBALL)" >&2; exit 77; }
     command -v aarch64-linux-gnu-gcc >/dev/null ||
         { echo "build-ttlj-arm64: aarch64-linux-gnu-gcc missing (scripts/dev cross arm64 installs it)" >&2; exit 1; }
     exec 9>"$dest/.tt-build.lock" # the x86-64 builds' lock: one build at a time
     flock 9
-    if [ ! -x "$out/luajit" ]; then
+    if ! built; then
         log=$dest/tt-build.log
         b=$dest/.tt-build-arm64
         rm -rf "$b" "$out.tmp"
@@ -38,15 +44,17 @@ if [ ! -x "$out/luajit" ]; then
         [ "$jobs" -gt 2 ] && jobs=2
         if ! make -C "$top/src" -f Makefile.original -j"$jobs" HOST_CC=gcc \
             CROSS=aarch64-linux-gnu- TARGET_SYS=Linux BUILDMODE=static CCDEBUG=-g \
-            XCFLAGS=-DLUAJIT_ENABLE_GC64 >>"$log" 2>&1; then
+            XCFLAGS="$xcflags" >>"$log" 2>&1; then
             echo "build-ttlj-arm64: the cross build failed (see $log)" >&2
             exit 1
         fi
         mkdir -p "$out.tmp"
         cp "$top/src/luajit" "$out.tmp/luajit"
-        echo "$tag arm64 -DLUAJIT_ENABLE_GC64 (Makefile.original, CROSS=aarch64-linux-gnu-)" >"$out.tmp/SOURCE"
-        rm -rf "$b"
+        echo "$recipe" >"$out.tmp/SOURCE"
+        rm -rf "$b" "$out.old"
+        [ -e "$out" ] && mv "$out" "$out.old"
         mv "$out.tmp" "$out"
+        rm -rf "$out.old"
         echo "build-ttlj-arm64: built in $(($(date +%s) - t0)) s" >>"$log"
     fi
 fi

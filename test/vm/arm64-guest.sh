@@ -326,29 +326,31 @@ fi
 # ---- a64tt: Tarantool's LuaJIT fork, cross-built for arm64 (issue 33) ----
 # /bin/tnt: the fork's luajit (GC64, JIT, stripped, a name of its own as in
 # Tarantool; test/luajit/build-ttlj-arm64.sh) on w.lua (main > a > b > c >
-# leaf, as test_ttfork.c on x86-64), -joff then JIT on: the samples under
-# lua_pcall judged by their w.lua frames, and the share with any Lua frame
-# (a layout that fits no row gives none, silently)
+# leaf, as test_ttfork.c on x86-64), -joff as tnt and JIT on as tntj (a
+# symlink: its own comm, the root of its folded lines), both recorded at
+# once: the samples under lua_pcall judged by their w.lua frames, and the
+# share with any Lua frame (a layout that fits no row gives none, silently)
 tt_case() {
-    local c jflag lpid rc t0
+    local c lpid jpid rc t0 ss=${1:-$ss} out=${2:-tt}
     [ -x /bin/tnt ] || return 0
     t0=$(cut -d' ' -f1 /proc/uptime)
-    for c in joff jit; do
-        jflag=-joff
-        [ $c = jit ] && jflag=
-        (cd /lua && exec /bin/tnt $jflag w.lua >/dev/null) &
-        lpid=$!
-        sleep 1
-        $ss record -v -F 199 -p $lpid -d 2 -o /tmp/t.folded >/dev/null 2>/tmp/rec.err
-        rc=$?
-        kill $lpid
-        wait $lpid 2>/dev/null
-        say "tt_$c" "rc=$rc" "$(lua_judge /tmp/t.folded ';lua_pcall;' w.lua main a b c leaf)" \
-            "lua_$(share /tmp/t.folded ';lua_pcall;' '[(]w[.]lua:[0-9]+[)]')"
-        grep -i 'luajit' /tmp/rec.err | tail -n 3 | sed "s/^/SSVM-LOG tt $c: /"
-        awk '{ print $NF, $0 }' /tmp/t.folded | sort -nr | head -n 3 | sed "s/^/SSVM-LOG folded tt $c: /"
+    (cd /lua && exec /bin/tnt -joff w.lua >/dev/null) &
+    lpid=$!
+    (cd /lua && exec /bin/tntj w.lua >/dev/null) &
+    jpid=$!
+    sleep 1
+    $ss record -v -F 199 -p $lpid,$jpid -d 2 -o /tmp/t.folded >/dev/null 2>/tmp/rec.err
+    rc=$?
+    kill $lpid $jpid
+    wait $lpid $jpid 2>/dev/null
+    for c in joff:tnt jit:tntj; do
+        grep "^${c#*:};" /tmp/t.folded >/tmp/t1.folded
+        say "${out}_${c%:*}" "rc=$rc" "$(lua_judge /tmp/t1.folded ';lua_pcall;' w.lua main a b c leaf)" \
+            "lua_$(share /tmp/t1.folded ';lua_pcall;' '[(]w[.]lua:[0-9]+[)]')"
+        awk '{ print $NF, $0 }' /tmp/t1.folded | sort -nr | head -n 3 | sed "s/^/SSVM-LOG folded $out ${c%:*}: /"
     done
-    say tt_uptime "$t0 $(cut -d' ' -f1 /proc/uptime)"
+    grep -i 'layout\|samples' /tmp/rec.err | tail -n 3 | sed "s/^/SSVM-LOG $out: /"
+    say "${out}_uptime" "$t0 $(cut -d' ' -f1 /proc/uptime)"
 }
 tt_case
 # ---- end a64tt ----

@@ -81,6 +81,7 @@ if [ ${#suites[@]} -eq 0 ]; then
         exit 1
     else
         aarch64-linux-gnu-strip -o "$root/bin/tnt" "$ttdir/luajit"
+        ln -sf tnt "$root/bin/tntj"
         need "$root/bin/tnt"
         cp "$src/test/luajit/w.lua" "$root/lua/"
     fi
