@@ -82,6 +82,7 @@ if [ ${#suites[@]} -eq 0 ]; then
     else
         aarch64-linux-gnu-strip -o "$root/bin/tnt" "$ttdir/luajit"
         ln -sf tnt "$root/bin/tntj"
+        ln -sf busybox "$root/bin/renice"
         need "$root/bin/tnt"
         cp "$src/test/luajit/w.lua" "$root/lua/"
     fi
