@@ -42,6 +42,14 @@ struct hrun {
     struct sym syms[64];
     unsigned nsyms;
     unsigned vm_failed;
+    /* the same samples spliced as if a stack scan below had lost PC and
+     * KBASE at every native frame (unwind/native.h: ss_nregs.lost):
+     * samples with a builtin on top, those that kept the frames below it
+     * with the builtin counted unproven; samples with a Lua frame on top,
+     * those spliced the same, those with a Lua frame not in the normal
+     * splice (a walk whose top frame's pc only PC proved fails instead) */
+    unsigned lost_builtin, lost_dropped, lost_lua, lost_same, lost_other;
+    char lost_bad[600];
     struct expect *exp;
     unsigned nexp;
 };
@@ -124,6 +132,63 @@ static void text(struct hrun *r, const struct ss_lj_out *out, uint32_t from,
     }
 }
 
+/* Splice the sample again with PC and KBASE lost to a stack scan below:
+ * a builtin on top (read from the process: nothing else ties it to the
+ * sample) is left out and counted, the frames below it kept; a Lua frame
+ * on top is kept as it was. */
+static void lost_regs(struct hrun *r, const struct ljt_sample *s, const struct ss_lj_native *nat,
+                      unsigned n, const struct ss_lj_out *out, uint32_t lt)
+{
+    if (lt >= out->n) return;
+    bool builtin = out->items[lt].lua.module && !strcmp(out->items[lt].lua.module, "[builtin]");
+    if (builtin && (lt + 1 >= out->n || out->items[lt + 1].native >= 0)) return; /* no Lua below */
+    struct ss_lj_native ln[128];
+    for (unsigned i = 0; i < n; i++) {
+        ln[i] = nat[i];
+        ln[i].have &= ~(SS_LJ_HAVE_RBX | SS_LJ_HAVE_R15);
+        ln[i].lost = SS_LJ_HAVE_RBX | SS_LJ_HAVE_R15;
+    }
+    struct ss_lj_item items[256];
+    struct ss_lj_out lo = {.items = items, .cap = 256};
+    if (ss_lj_splice(&r->rt, 1, &r->mem, s->regs, ln, n, &lo) || lo.n < lt) return;
+    uint32_t skip = builtin ? 1 : 0;
+    bool same = lo.n + skip == out->n;
+    for (uint32_t k = 0; same && k < lo.n; k++) {
+        const struct ss_lj_item *a = &lo.items[k], *b = &out->items[k < lt ? k : k + skip];
+        same = a->native == b->native && (a->native >= 0 || (a->lua.name && b->lua.name &&
+                                                             !strcmp(a->lua.name, b->lua.name) &&
+                                                             a->lua.line == b->lua.line));
+    }
+    if (builtin) {
+        r->lost_builtin++;
+        same = same && lo.items[lt].lua.unproven >= 1;
+        r->lost_dropped += same;
+    } else {
+        r->lost_lua++;
+        same = same && lo.items[lt].lua.unproven == out->items[lt].lua.unproven;
+        r->lost_same += same;
+        /* else each Lua frame it gives is one of the normal splice's */
+        uint32_t j = 0;
+        for (uint32_t k = 0; !same && k < lo.n; k++) {
+            const struct ss_lj_item *a = &lo.items[k];
+            if (a->native >= 0) continue;
+            while (j < out->n &&
+                   (out->items[j].native >= 0 || !a->lua.name || !out->items[j].lua.name ||
+                    strcmp(a->lua.name, out->items[j].lua.name) ||
+                    a->lua.line != out->items[j].lua.line))
+                j++;
+            if (j++ >= out->n) {
+                r->lost_other++;
+                break;
+            }
+        }
+        same = true; /* reported by the counts */
+    }
+    if (!same && !r->lost_bad[0])
+        snprintf(r->lost_bad, sizeof(r->lost_bad), "top %s: %u items, %u with lost registers",
+                 out->items[lt].lua.name, out->n, lo.n);
+}
+
 static void on_sample(void *ctx, const struct ljt_sample *s)
 {
     struct hrun *r = ctx;
@@ -138,6 +203,7 @@ static void on_sample(void *ctx, const struct ljt_sample *s)
     uint32_t lt = 0; /* top Lua item */
     while (lt < out.n && out.items[lt].native >= 0)
         lt++;
+    lost_regs(r, s, nat, n, &out, lt);
     for (unsigned e = 0; e < r->nexp; e++) {
         struct expect *x = &r->exp[e];
         uint32_t from;
@@ -221,6 +287,15 @@ static void run_host_in(const char *script, struct expect *exp, unsigned nexp, c
     } while ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < 2000);
     ljt_perf_close(perf);
     ljt_kill(outer);
+    cr_log_info("PC and KBASE lost: %u/%u builtins on top left out, counted; %u/%u Lua tops kept, "
+                "%u with other Lua frames",
+                r.lost_dropped, r.lost_builtin, r.lost_same, r.lost_lua, r.lost_other);
+    cr_expect(r.lost_lua >= 30, "only %u samples with a Lua frame on top", r.lost_lua);
+    cr_expect(r.lost_dropped == r.lost_builtin && r.lost_other == 0 &&
+                  r.lost_same * 100 >= r.lost_lua * 95,
+              "PC and KBASE lost: %u/%u builtins left out, %u/%u Lua tops kept, %u with other "
+              "Lua frames (%s)",
+              r.lost_dropped, r.lost_builtin, r.lost_same, r.lost_lua, r.lost_other, r.lost_bad);
     for (unsigned e = 0; e < nexp; e++) {
         struct expect *x = &exp[e];
         cr_log_info("%s: %u/%u exact (VM frames left native: %u)", x->key, x->ok, x->n,
