@@ -58,34 +58,6 @@ int cli_wait(pid_t pid, double timeout_s)
     return -1;
 }
 
-int cli_busy_start(pid_t *pid, unsigned n)
-{
-    for (unsigned i = 0; i < n; i++) {
-        pid[i] = fork();
-        if (pid[i] < 0) {
-            cli_busy_stop(pid, i);
-            return -1;
-        }
-        if (pid[i] == 0) {
-            volatile unsigned long x = 0;
-            time_t end = time(NULL) + 60;
-            while (time(NULL) < end)
-                for (unsigned k = 0; k < 1000000; k++)
-                    x++;
-            _exit(0);
-        }
-    }
-    return 0;
-}
-
-void cli_busy_stop(const pid_t *pid, unsigned n)
-{
-    for (unsigned i = 0; i < n; i++) {
-        kill(pid[i], SIGKILL);
-        waitpid(pid[i], NULL, 0);
-    }
-}
-
 static int tmpfile_fd(void)
 {
     char p[] = "/tmp/ss-cli-out-XXXXXX";

@@ -34,10 +34,6 @@ int cli_wait_line(int fd, double timeout_s, char *line, size_t len);
 /* waitpid with a timeout; SIGKILL (and reap) when it runs out. Returns the
  * status as cli_res.status does. */
 int cli_wait(pid_t pid, double timeout_s);
-/* Start n processes that spin (60 s at most) beside a target, for runs
- * under load: pids into pid; 0, or -1 when a fork failed (none left). */
-int cli_busy_start(pid_t *pid, unsigned n);
-void cli_busy_stop(const pid_t *pid, unsigned n);
 
 double cli_now(void);
 void cli_sleep(double s);

@@ -93,13 +93,13 @@ static void judge(struct verdict *v, unsigned busy)
 {
     pid_t bp[8];
     memset(v, 0, sizeof(*v));
-    cr_assert_eq(cli_busy_start(bp, busy), 0, "fork");
+    cr_assert_eq(orc_busy_start(bp, busy), 0, "fork");
     char *dir = cli_tmpdir("jitorc"), *eoff, *eon;
     /* the workload runs for CPU seconds (os.clock): under load 1 s of it
      * takes several of the wall clock */
     const char *secs = busy ? "1" : "3";
     char *off = record(dir, "off", false, secs, &eoff), *on = record(dir, "on", true, secs, &eon);
-    cli_busy_stop(bp, busy);
+    orc_busy_stop(bp, busy);
     static struct orc_dist doff, don;
     static struct orc_row rows[ORC_KEYS];
     orc_parse(&doff, off);

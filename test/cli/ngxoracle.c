@@ -11,7 +11,7 @@
  * fib(30) from a handler: its samples carry the whole chain down to the
  * chunk's main, and a chain cut short starts at a [truncated] root. In
  * Debian 12's case the JIT's server is recorded again beside 4 busy
- * processes (1.5 s at 4999 Hz), judged against the same interpreter's run.
+ * processes (2 s at 4999 Hz), judged against the same interpreter's run.
  * Debian 12's nginx (unpacked .debs, test/luajit/fetch-nginx.sh), Debian
  * 13's and sid's in a container (own mount + pid namespaces, chrooted into
  * a root of test/roots/mkroot.sh). */
@@ -165,7 +165,7 @@ static void fib_judge(struct run *r)
  * container chrooted there (else the unpacked packages, LD_LIBRARY_PATH).
  * busy: then record the same server again for BUSY_SECS beside that many
  * busy processes (r->folded_load; the startup and the traces shared). */
-#define BUSY_SECS "1.5"
+#define BUSY_SECS "2"
 static void serve(struct run *r, const char *root, bool ctr, bool jit, char *prefix,
                   const char *host_prefix, unsigned busy)
 {
@@ -249,9 +249,9 @@ static void serve(struct run *r, const char *root, bool ctr, bool jit, char *pre
         /* 4999 Hz: beside them nginx gets a few % of a CPU */
         char *largv[] = {(char *)cli_ss(), "record", "-p",  pid, "-F", "4999", "-d",
                          BUSY_SECS,        "-o",     lfold, NULL};
-        cr_assert_eq(cli_busy_start(bp, busy), 0, "fork");
+        cr_assert_eq(orc_busy_start(bp, busy), 0, "fork");
         lrc = cli_run(&lres, 60, largv);
-        cli_busy_stop(bp, busy);
+        orc_busy_stop(bp, busy);
     }
     kill(w1, SIGKILL);
     cli_wait(w1, 20);
