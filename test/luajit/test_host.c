@@ -50,6 +50,11 @@ struct hrun {
      * splice (a walk whose top frame's pc only PC proved fails instead) */
     unsigned lost_builtin, lost_dropped, lost_lua, lost_same, lost_other;
     char lost_bad[600];
+    /* the first sample with a builtin on top, spliced by fresh runtimes
+     * (their first walk verifies the layout): with its registers, and with
+     * a PC register 4 bytes off at its VM frames (-1: not done) */
+    pid_t pid;
+    int first_good, first_bad;
     struct expect *exp;
     unsigned nexp;
 };
@@ -189,6 +194,46 @@ static void lost_regs(struct hrun *r, const struct ljt_sample *s, const struct s
                  out->items[lt].lua.name, out->n, lo.n);
 }
 
+/* Does a fresh runtime's splice of the sample (natives nat, PC registers
+ * off by delta) give a Lua item named name? -1: it could not be made. */
+static int fresh_names(struct hrun *r, const struct ljt_sample *s, const struct ss_lj_native *nat,
+                       unsigned n, uint64_t delta, const char *name)
+{
+    struct ss_lj_runtime *rt;
+    struct ss_lj_elfinfo info;
+    if (ljt_runtime(r->pid, "libluajit-5.1.so", &rt, &info)) return -1;
+    struct ss_lj_native ln[128];
+    for (unsigned i = 0; i < n; i++) {
+        ln[i] = nat[i];
+        if (ln[i].have & SS_LJ_HAVE_RBX) ln[i].rbx += delta;
+    }
+    struct ss_lj_item items[256];
+    struct ss_lj_out lo = {.items = items, .cap = 256};
+    int named = 0;
+    if (ss_lj_splice(&rt, 1, &r->mem, s->regs, ln, n, &lo) == 0)
+        for (uint32_t k = 0; k < lo.n; k++)
+            named |= lo.items[k].native < 0 && lo.items[k].lua.name &&
+                     !strcmp(lo.items[k].lua.name, name);
+    ss_lj_runtime_free(rt);
+    return named;
+}
+
+/* A process's first walk checks the top frame against the VM frame's PC
+ * as any other does (splice.c: the registers are taken again once the walk
+ * verified the layout; before, the first walk had none and checked
+ * nothing): a builtin on top is named with the right PC, not with a wrong
+ * one. */
+static void first_walk(struct hrun *r, const struct ljt_sample *s, const struct ss_lj_native *nat,
+                       unsigned n, const struct ss_lj_out *out, uint32_t lt)
+{
+    if (r->first_good >= 0 || lt >= out->n || !out->items[lt].lua.module ||
+        strcmp(out->items[lt].lua.module, "[builtin]"))
+        return;
+    const char *name = out->items[lt].lua.name;
+    r->first_good = fresh_names(r, s, nat, n, 0, name);
+    r->first_bad = fresh_names(r, s, nat, n, 4, name);
+}
+
 static void on_sample(void *ctx, const struct ljt_sample *s)
 {
     struct hrun *r = ctx;
@@ -204,6 +249,7 @@ static void on_sample(void *ctx, const struct ljt_sample *s)
     while (lt < out.n && out.items[lt].native >= 0)
         lt++;
     lost_regs(r, s, nat, n, &out, lt);
+    first_walk(r, s, nat, n, &out, lt);
     for (unsigned e = 0; e < r->nexp; e++) {
         struct expect *x = &r->exp[e];
         uint32_t from;
@@ -257,7 +303,7 @@ static void run_host_in(const char *script, struct expect *exp, unsigned nexp, c
                      : (outer = ljt_spawn(argv, NULL));
     cr_assert(pid > 0, "cannot start %s", bin);
     usleep(300 * 1000);
-    struct hrun r = {.exp = exp, .nexp = nexp};
+    struct hrun r = {.exp = exp, .nexp = nexp, .pid = pid, .first_good = -1, .first_bad = -1};
     struct ss_lj_elfinfo info;
     struct ss_err err = {0};
     char path[512];
@@ -291,6 +337,14 @@ static void run_host_in(const char *script, struct expect *exp, unsigned nexp, c
                 "%u with other Lua frames",
                 r.lost_dropped, r.lost_builtin, r.lost_same, r.lost_lua, r.lost_other);
     cr_expect(r.lost_lua >= 30, "only %u samples with a Lua frame on top", r.lost_lua);
+    cr_log_info("a fresh runtime's first walk, builtin on top: named %d with its PC, %d with a "
+                "wrong one (-1: no such sample)",
+                r.first_good, r.first_bad);
+    if (r.first_good >= 0 || r.first_bad >= 0)
+        cr_expect(r.first_good == 1 && r.first_bad == 0,
+                  "a fresh runtime's first walk of a builtin on top: named %d with its PC, %d with "
+                  "a wrong one",
+                  r.first_good, r.first_bad);
     cr_expect(r.lost_dropped == r.lost_builtin && r.lost_other == 0 &&
                   r.lost_same * 100 >= r.lost_lua * 95,
               "PC and KBASE lost: %u/%u builtins left out, %u/%u Lua tops kept, %u with other "
