@@ -201,6 +201,9 @@ struct ss_lj_native {
     uint64_t rbx, r14, r15; /* PC, DISPATCH, KBASE inside the VM */
     uint64_t rbp;           /* RB: BASE, saved there by ASM fast functions calling C */
     uint32_t have;          /* SS_LJ_HAVE_* */
+    uint32_t lost;          /* SS_LJ_HAVE_* of registers a stack scan below left as the code
+                               without CFI had them (unwind/native.h: ss_nregs.lost): no
+                               proof of anything, unlike registers merely unknown */
     bool signal;            /* interrupted by a signal (ip is exact, not a return address) */
     uint32_t trace;         /* nonzero: ip is in JIT trace code, the token ss_lj_trace_cfa
                                returned for this frame (cfa is the VM frame's CFA) */

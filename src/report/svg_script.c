@@ -180,9 +180,13 @@ const char rp_svg_script[] =
     "    spans.push([ox(g), ow(g), count(g)]);\n"
     "  }\n"
     "  spans.sort(function(a, b) { return a[0] - b[0] || b[1] - a[1]; });\n"
-    "  var sum = 0, end = -1;\n"
+    /* a match inside one counted (a descendant) is not counted again; x and
+     * width are written to 0.01 px, so the next sibling's x may lie up to
+     * 0.015 px before the end of a counted match: inside means 0.05 px in
+     * (a frame drawn is >= SVG_MIN_WIDTH wide, twice that) */
+    "  var sum = 0, end = -1, eps = 0.05 * k;\n"
     "  for (var j = 0; j < spans.length; j++) {\n"
-    "    if (spans[j][0] + 0.0001 < end) continue;\n"
+    "    if (spans[j][0] + eps < end) continue;\n"
     "    sum += spans[j][2]; end = spans[j][0] + spans[j][1];\n"
     "  }\n"
     "  searchbtn.textContent = 'Reset Search';\n"

@@ -261,6 +261,9 @@ unsigned ss_lua_splice(struct ss_luaproc *l, struct ss_unwinder *u, struct ss_up
                 n->rbx = v;
                 n->have |= SS_LJ_HAVE_RBX;
             }
+            n->lost = (ss_nf_lost(&nf[i], LJ_REG_PC) ? SS_LJ_HAVE_RBX : 0) |
+                      (ss_nf_lost(&nf[i], LJ_REG_KBASE) ? SS_LJ_HAVE_R15 : 0) |
+                      (ss_nf_lost(&nf[i], LJ_REG_RB) ? SS_LJ_HAVE_RBP : 0);
             if (ss_nf_reg(&nf[i], LJ_REG_DISPATCH, &v)) {
                 n->r14 = v;
                 n->have |= SS_LJ_HAVE_R14;

@@ -197,7 +197,7 @@ static int apply_rule(struct ss_nproc *np, struct ss_native_frame *f, const stru
     if (np->mem->track) track_rule(np->mem, r, cfa); /* replay's memo (memo.c) */
     if (np->nlog.on) ss_nmemo_log_rule(np, r, cfa);  /* the memo of native walks */
     f->cfa = cfa;                                    /* known even when the reads below fail */
-    caller->regs = f->regs;
+    caller->regs = f->regs;                          /* "same value": lost ones stay lost */
     caller->regs.valid &= ~(uint64_t)r->undef;
     for (int s = 0; s < SS_NRS_COUNT; s++) {
         int16_t off = r->off[s];
@@ -218,9 +218,11 @@ static int apply_rule(struct ss_nproc *np, struct ss_native_frame *f, const stru
         }
         memcpy(&caller->regs.r[d], p, 8);
         caller->regs.valid |= SS_DBIT(d);
+        caller->regs.lost &= ~SS_DBIT(d); /* loaded from its save slot: proven */
     }
     caller->regs.r[SS_DR_SP] = cfa;
     caller->regs.valid |= SS_DBIT(SS_DR_SP);
+    caller->regs.lost &= caller->regs.valid & ~SS_DBIT(SS_DR_SP);
     caller->cfa = 0;
     caller->flags = SS_NF_RULE;
     f->cfa = cfa;

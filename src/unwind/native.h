@@ -76,10 +76,14 @@ enum ss_dreg {
 #endif
 #define SS_DBIT(d) (1ull << (d)) /* a register's bit in ss_nregs.valid */
 
-/* Registers of one frame; bit i of valid = r[i] known. */
+/* Registers of one frame; bit i of valid = r[i] known. Bit i of lost (a
+ * subset of valid): r[i] is the value code without CFI below left in the
+ * register (a stack scan stepped over it, native_scan.c), which that code
+ * may have changed; no CFI rule on the way up has loaded it from a save
+ * slot since, so it is not proven this frame's. */
 struct ss_nregs {
     uint64_t r[SS_DR_COUNT];
-    uint64_t valid;
+    uint64_t valid, lost;
 };
 
 enum {
@@ -96,7 +100,8 @@ enum {
     SS_NF_JIT = 1u << 6,       /* in code without CFI, stepped from by a validated
                                   frame-pointer chain or stack scan (native_scan.c) */
     SS_NF_SCAN = 1u << 7,      /* reached from its callee by a stack scan (not the frame
-                                  pointer): callee-saved registers are the callee's */
+                                  pointer): callee-saved registers are the callee's
+                                  (ss_nregs.lost) */
     SS_NF_STALE = 1u << 8,     /* the scan out of it refused candidates as stale
                                   (native_scan.c; SS_FF_STALE) */
     SS_NF_TRACE_CUT = 1u << 9, /* the walk ended at it: trace code the Lua walk could
@@ -143,15 +148,23 @@ static const uint8_t ss_perf_to_dwarf[SS_NREGS] = {
 #define SS_PERF_GP_MASK ((1ull << SS_REG_PSTATE) - 1)
 #endif
 
-/* Register by perf/ss.h numbering (SS_REG_BX...); false when unknown.
- * Inline: the LuaJIT splice asks for four per native frame. */
+/* Register by perf/ss.h numbering (SS_REG_BX...); false when unknown or
+ * lost to a stack scan (ss_nf_lost). Inline: the LuaJIT splice asks for
+ * four per native frame. */
 static inline bool ss_nf_reg(const struct ss_native_frame *f, enum ss_reg reg, uint64_t *val)
 {
     if ((unsigned)reg >= SS_NREGS || !(SS_PERF_GP_MASK & (1ull << reg))) return false;
     unsigned d = ss_perf_to_dwarf[reg];
-    if (!(f->regs.valid & SS_DBIT(d))) return false;
+    if (!(f->regs.valid & SS_DBIT(d)) || (f->regs.lost & SS_DBIT(d))) return false;
     *val = f->regs.r[d];
     return true;
+}
+/* Is the register (perf/ss.h numbering) the value of code without CFI
+ * below, not proven this frame's (ss_nregs.lost)? */
+static inline bool ss_nf_lost(const struct ss_native_frame *f, enum ss_reg reg)
+{
+    if ((unsigned)reg >= SS_NREGS || !(SS_PERF_GP_MASK & (1ull << reg))) return false;
+    return (f->regs.lost & SS_DBIT(ss_perf_to_dwarf[reg])) != 0;
 }
 /* The address whose CFI row describes f: ip, or ip - 1 for return addresses. */
 static inline uint64_t ss_nf_lookup_ip(const struct ss_native_frame *f)

@@ -119,6 +119,7 @@ unsigned ss_nmemo_find(struct ss_nproc *np, struct ss_native_frame *out, unsigne
         struct ss_native_frame *c = &out[i];
         c->regs = out[i - 1].regs;
         c->regs.valid = p->valid;
+        c->regs.lost &= p->valid & ~(p->load | SS_DBIT(SS_DR_SP)); /* as apply_rule */
         const uint64_t *a = e->loads + p->first;
         for (uint64_t l = p->load; l; l &= l - 1)
             c->regs.r[__builtin_ctzll(l)] = snap_u64(mem, *a++);

@@ -6,7 +6,8 @@
  * upwards (SS_SCAN_BYTES), each 8-byte slot taken as a return address, the
  * caller's sp just above it and its other registers those of f (the code
  * without CFI may have changed callee-saved ones: only the CFI of the frames
- * above tells); the first valid candidate is the caller. When the slot is
+ * above tells; they are marked lost, ss_nregs.lost, until a rule loads them
+ * from a save slot); the first valid candidate is the caller. When the slot is
  * the one a frame-pointer chain gives ([rbp + 8], rbp in the snapshot at or
  * above sp) the caller's rbp is [rbp]. The chain is not taken on its own
  * before the scan: code without a frame of its own (a PLT stub, sljit code)
@@ -309,7 +310,13 @@ static int scan_step(struct ss_nproc *np, struct ss_native_frame *f, struct ss_n
         c.regs = f->regs;
         c.regs.r[SS_DR_IP] = ra;
         c.regs.r[SS_DR_SP] = a + 8;
-        if (a == fp_slot) c.regs.r[SS_DR_FP] = nbp;
+        /* the other registers are what the code without CFI left (lost);
+         * a frame pointer's chain gives the caller's rbp */
+        c.regs.lost = f->regs.valid & ~(SS_DBIT(SS_DR_IP) | SS_DBIT(SS_DR_SP));
+        if (a == fp_slot) {
+            c.regs.r[SS_DR_FP] = nbp;
+            c.regs.lost &= ~SS_DBIT(SS_DR_FP);
+        }
         c.cfa = 0;
         c.flags = SS_NF_NOCFI | (a == fp_slot ? 0 : SS_NF_SCAN);
         if (valid(np, f, &c, a == fp_slot)) {

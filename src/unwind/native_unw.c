@@ -315,6 +315,19 @@ int ss_unw_step(struct ss_nproc *np, struct ss_native_frame *f, struct ss_native
         *why = fail_reason(np, &u, -UNW_EINVAL);
         return 0;
     }
+    /* lost registers (native.h): a register libunwind left as it was may
+     * still be the value of code without CFI below (one it reloaded with
+     * the same value is taken as lost too: no proof either way); over code
+     * without CFI (its frame-pointer guess) all but ip, sp and the frame
+     * pointer are that code's */
+    uint64_t same = 0;
+    for (unsigned d = 0; d < SS_DR_COUNT; d++)
+        if (caller->regs.r[d] == f->regs.r[d]) same |= SS_DBIT(d);
+    caller->regs.lost = f->regs.lost & same;
+    if (u.noinfo)
+        caller->regs.lost |=
+            caller->regs.valid & ~(SS_DBIT(SS_DR_IP) | SS_DBIT(SS_DR_SP) | SS_DBIT(SS_DR_FP));
+    caller->regs.lost &= caller->regs.valid & ~(SS_DBIT(SS_DR_IP) | SS_DBIT(SS_DR_SP));
     caller->flags = SS_NF_UNW | (u.noinfo ? SS_NF_NOCFI : 0);
     if (u.noinfo) f->flags |= SS_NF_JIT; /* named as native_scan.c's steps name it */
     if (unw_is_signal_frame(&c) > 0) {

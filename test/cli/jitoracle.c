@@ -17,12 +17,9 @@
  * them. */
 #include <criterion/criterion.h>
 #include <criterion/logging.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -90,44 +87,19 @@ struct verdict {
     char report[8192];
 };
 
-/* Start n busy processes (spinning for at most 60 s): pids into pid. */
-static void busy_start(pid_t *pid, unsigned n)
-{
-    for (unsigned i = 0; i < n; i++) {
-        pid[i] = fork();
-        cr_assert_geq(pid[i], 0, "fork");
-        if (pid[i] == 0) {
-            volatile unsigned long x = 0;
-            time_t end = time(NULL) + 60;
-            while (time(NULL) < end)
-                for (unsigned k = 0; k < 1000000; k++)
-                    x++;
-            _exit(0);
-        }
-    }
-}
-
-static void busy_stop(const pid_t *pid, unsigned n)
-{
-    for (unsigned i = 0; i < n; i++) {
-        kill(pid[i], SIGKILL);
-        waitpid(pid[i], NULL, 0);
-    }
-}
-
 /* Record both runs and compare them (the -joff run is the oracle), with
  * busy processes spinning beside them. */
 static void judge(struct verdict *v, unsigned busy)
 {
     pid_t bp[8];
     memset(v, 0, sizeof(*v));
-    busy_start(bp, busy);
+    cr_assert_eq(orc_busy_start(bp, busy), 0, "fork");
     char *dir = cli_tmpdir("jitorc"), *eoff, *eon;
     /* the workload runs for CPU seconds (os.clock): under load 1 s of it
      * takes several of the wall clock */
     const char *secs = busy ? "1" : "3";
     char *off = record(dir, "off", false, secs, &eoff), *on = record(dir, "on", true, secs, &eon);
-    busy_stop(bp, busy);
+    orc_busy_stop(bp, busy);
     static struct orc_dist doff, don;
     static struct orc_row rows[ORC_KEYS];
     orc_parse(&doff, off);

@@ -9,7 +9,9 @@
  * proven prefix of one (counted in record's "Lua frames unproven"), never a
  * frame the interpreter never had there. The JIT-on run also serves a naive
  * fib(30) from a handler: its samples carry the whole chain down to the
- * chunk's main, and a chain cut short starts at a [truncated] root.
+ * chunk's main, and a chain cut short starts at a [truncated] root. In
+ * Debian 12's case the JIT's server is recorded again beside 4 busy
+ * processes (2 s at 4999 Hz), judged against the same interpreter's run.
  * Debian 12's nginx (unpacked .debs, test/luajit/fetch-nginx.sh), Debian
  * 13's and sid's in a container (own mount + pid namespaces, chrooted into
  * a root of test/roots/mkroot.sh). */
@@ -55,6 +57,7 @@ static const char conf_fmt[] =
 
 struct run {
     char *folded, *err;
+    char *folded_load, *err_load; /* recorded again beside busy processes (or NULL) */
     /* interpreter samples in an FFI call, of them under ffi.meta.__call,
      * the first under another ffi.meta name */
     long long ffi, ffi_named;
@@ -159,9 +162,12 @@ static void fib_judge(struct run *r)
 }
 
 /* Serve and record once. root: as seen from here; ctr: nginx runs in a
- * container chrooted there (else the unpacked packages, LD_LIBRARY_PATH). */
+ * container chrooted there (else the unpacked packages, LD_LIBRARY_PATH).
+ * busy: then record the same server again for BUSY_SECS beside that many
+ * busy processes (r->folded_load; the startup and the traces shared). */
+#define BUSY_SECS "2"
 static void serve(struct run *r, const char *root, bool ctr, bool jit, char *prefix,
-                  const char *host_prefix)
+                  const char *host_prefix, unsigned busy)
 {
     char cmd[4000];
     snprintf(cmd, sizeof(cmd), "mkdir -p %s/conf %s/logs %s/tmp", host_prefix, host_prefix,
@@ -208,7 +214,10 @@ static void serve(struct run *r, const char *root, bool ctr, bool jit, char *pre
     snprintf(pid, sizeof(pid), "%d", (int)ngx);
     /* headers for ngx.req.get_headers to copy and $http_x_last to find */
     static char hdr[80][32];
-    char *wo[180] = {"wrk", "-t1", "-c1", jit ? "-d6s" : "-d8s", "--timeout", "5s"};
+    /* wrk runs until the recordings are done (stopped then): its -d only
+     * bounds it */
+    char wd[] = "-d40s";
+    char *wo[180] = {"wrk", "-t1", "-c1", wd, "--timeout", "5s"};
     unsigned n = 6;
     for (int i = 0; i < 80; i++) {
         snprintf(hdr[i], sizeof(hdr[i]), i == 79 ? "X-Last: %d" : "X-H%d: value-%d", i, i);
@@ -217,12 +226,12 @@ static void serve(struct run *r, const char *root, bool ctr, bool jit, char *pre
     }
     wo[n++] = uo;
     wo[n] = NULL;
-    char *wf[] = {"wrk", "-t1", "-c1", "-d6s", "--timeout", "5s", uf, NULL};
+    char *wf[] = {"wrk", "-t1", "-c1", wd, "--timeout", "5s", uf, NULL};
     pid_t w1 = cli_start(wo, NULL, "/dev/null");
     /* fib only with the JIT on (interpreted it would take most samples) */
     pid_t w2 = jit ? cli_start(wf, NULL, "/dev/null") : 0;
     cr_assert(w1 > 0 && w2 >= 0);
-    cli_sleep(1); /* traces recorded */
+    cli_sleep(jit ? 1 : 0.2); /* traces recorded (the interpreter has none) */
     char *dir = cli_tmpdir("ngxorec");
     char *live = cli_path(dir, "live.folded");
     /* the interpreter's run longer: it is slower, and its walks of C
@@ -232,10 +241,21 @@ static void serve(struct run *r, const char *root, bool ctr, bool jit, char *pre
     char *argv[] = {(char *)cli_ss(), "record", "-p", pid,  "-F", "999", "-d",
                     jit ? "3" : "5",  "-o",     live, "-o", snap, NULL};
     if (!getenv("SS_NGXO_KEEP")) argv[10] = NULL; /* the capture only to keep */
-    struct cli_res res;
-    int rc = cli_run(&res, 60, argv);
+    struct cli_res res, lres = {0};
+    int rc = cli_run(&res, 60, argv), lrc = 0;
+    char *lfold = cli_path(dir, "load.folded");
+    if (busy && rc == 0 && res.status == 0) {
+        pid_t bp[8];
+        /* 4999 Hz: beside them nginx gets a few % of a CPU */
+        char *largv[] = {(char *)cli_ss(), "record", "-p",  pid, "-F", "4999", "-d",
+                         BUSY_SECS,        "-o",     lfold, NULL};
+        cr_assert_eq(orc_busy_start(bp, busy), 0, "fork");
+        lrc = cli_run(&lres, 60, largv);
+        orc_busy_stop(bp, busy);
+    }
+    kill(w1, SIGKILL);
     cli_wait(w1, 20);
-    if (w2 > 0) cli_wait(w2, 20);
+    if (w2 > 0) kill(w2, SIGKILL), cli_wait(w2, 20);
     kill(ngx, SIGTERM); /* (in the container: its pid 1, so unshare ends too) */
     cli_wait(outer, 10);
     cr_assert_eq(rc, 0);
@@ -244,6 +264,15 @@ static void serve(struct run *r, const char *root, bool ctr, bool jit, char *pre
     cli_res_free(&res);
     r->folded = cli_load(live, NULL);
     cr_assert(r->folded, "%s", live);
+    if (busy) {
+        cr_assert_eq(lrc, 0);
+        cr_assert_eq(lres.status, 0, "record beside %u busy processes: %s", busy, lres.err);
+        r->err_load = strdup(lres.err);
+        r->folded_load = cli_load(lfold, NULL);
+        cr_assert(r->folded_load, "%s", lfold);
+        cli_res_free(&lres);
+    }
+    free(lfold);
     if (getenv("SS_NGXO_KEEP")) { /* for a look at the stacks */
         snprintf(cmd, sizeof(cmd),
                  "cp %s %s/ngxo-%s-%s.folded; cp %s %s/ngxo-%s-%s.conf; cp %s.snap "
@@ -323,7 +352,40 @@ static void control(const char *label, const struct orc_dist *doff, const char *
     }
 }
 
-static void oracle(const char *label, const char *root, bool ctr)
+/* The JIT run recorded again beside busy processes, judged against the
+ * same interpreter's run (issue 32: the differential holds under load):
+ * never a frame the interpreter never had there. */
+static void under_load(const char *label, const struct orc_dist *doff, const struct run *on,
+                       unsigned busy)
+{
+    static struct orc_dist dload;
+    static struct orc_row rows[ORC_KEYS];
+    static char table[16384];
+    orc_parse(&dload, on->folded_load);
+    unsigned nr = orc_compare(doff, &dload, 12, false, rows, ORC_KEYS);
+    long long judged = 0, same = 0, pre = 0, wrong = 0, open = 0;
+    for (unsigned i = 0; i < nr; i++) {
+        judged += rows[i].on;
+        same += rows[i].same;
+        pre += rows[i].pre;
+        wrong += rows[i].wrong;
+        open += rows[i].open;
+    }
+    orc_table(rows, nr, table, sizeof(table));
+    long long j = judged ? judged : 1;
+    cr_log_info("%s beside %u busy processes: %lld samples judged: %.2f%% the interpreter's "
+                "chain, %.2f%% a proven prefix, %.2f%% wrong, %.2f%% open\n%sjit: %s",
+                label, busy, judged, 100.0 * same / j, 100.0 * pre / j, 100.0 * wrong / j,
+                100.0 * open / j, table, on->err_load);
+    cr_expect_gt(judged, 40, "%s beside %u busy processes: %lld samples judged", label, busy,
+                 judged);
+    cr_expect_eq(wrong, 0,
+                 "%s beside %u busy processes: %lld of %lld samples show frames the interpreter "
+                 "never has:\n%s",
+                 label, busy, wrong, judged, table);
+}
+
+static void oracle(const char *label, const char *root, bool ctr, unsigned busy)
 {
     if (access("/usr/bin/wrk", X_OK)) cr_skip_test("wrk not installed (scripts/dev installs it)");
     static struct run off, on;
@@ -341,8 +403,8 @@ static void oracle(const char *label, const char *root, bool ctr)
         snprintf(prefix, sizeof(prefix), "%s", d);
         free(d);
     }
-    serve(&off, root, ctr, false, prefix, host_prefix);
-    serve(&on, root, ctr, true, prefix, host_prefix);
+    serve(&off, root, ctr, false, prefix, host_prefix, 0);
+    serve(&on, root, ctr, true, prefix, host_prefix, busy);
     snprintf(cmd, sizeof(cmd), "rm -rf %s", host_prefix);
     cr_expect_eq(system(cmd), 0);
     static struct orc_dist doff, don;
@@ -386,6 +448,7 @@ static void oracle(const char *label, const char *root, bool ctr)
     cr_expect_leq(open * 4, judged, "%s: %lld of %lld samples open:\n%s", label, open, judged,
                   table);
     control(label, &doff, on.folded);
+    if (busy) under_load(label, &doff, &on, busy);
     /* never a frame that was not on the stack */
     cr_expect_eq(wrong, 0, "%s: %lld of %lld samples show frames the interpreter never has:\n%s",
                  label, wrong, judged, table);
@@ -403,14 +466,12 @@ static void oracle(const char *label, const char *root, bool ctr)
      * four more than trixie's: ffi.meta.__call was named __div). Another
      * builtin's frame there (ffi.meta.__index or __eq over __call's own C
      * function) was ~1 in 300 FFI samples: stale metamethod frames, which
-     * frames.c's KBASE check and the walk from RB no longer name; a rarer
-     * kind is left (~1 sample in 5 runs: docs/design.md), logged below */
-    cr_expect(off.ffi > 0 && off.ffi_named * 100 >= off.ffi * 97,
+     * frames.c's KBASE check and the walk from RB no longer name; then ~1
+     * sample in 5 runs: the process's first walk, made before the layout
+     * that gives the VM frame's PC and KBASE was known (splice.c) */
+    cr_expect(off.ffi > 0 && off.ffi_named == off.ffi,
               "%s: %lld of %lld interpreter samples in FFI calls under ffi.meta.__call (%s)", label,
               off.ffi_named, off.ffi, off.ffi_other);
-    if (off.ffi_other[0])
-        cr_log_info("%s: %lld of %lld FFI samples under another ffi.meta name: %s", label,
-                    off.ffi - off.ffi_named, off.ffi, off.ffi_other);
     /* code without CFI stepped over by the scan: never onto stale return
      * addresses (a C frame of an earlier call between [jit] and the Lua
      * frames), and the summary counts at the root only those from _start */
@@ -437,6 +498,8 @@ static void oracle(const char *label, const char *root, bool ctr)
     free(off.err);
     free(on.folded);
     free(on.err);
+    free(on.folded_load);
+    free(on.err_load);
 }
 
 Test(ngxoracle, bookworm_nginx, .timeout = 120)
@@ -446,7 +509,8 @@ Test(ngxoracle, bookworm_nginx, .timeout = 120)
              SS_BINARY_DIR);
     cr_assert_eq(system(cmd), 0, "could not unpack nginx + lua module (%s)", cmd);
     snprintf(root, sizeof(root), "%s/ext/nginx", SS_BINARY_DIR);
-    oracle("nginx (Debian 12)", root, false);
+    /* and beside 4 busy processes (the other cases run on other builds) */
+    oracle("nginx (Debian 12)", root, false, 4);
 }
 
 /* A Debian root (test/roots/mkroot.sh, cached; made by a fixture first)
@@ -460,7 +524,7 @@ static void container(const char *label, const char *suite, const char *name)
     snprintf(cmd, sizeof(cmd), "%s/test/roots/mkroot.sh %s %s %s >/dev/null", SS_SOURCE_DIR, suite,
              LJT_TRIXIE_PKGS, name);
     cr_assert_eq(system(cmd), 0, "could not make the %s root (%s)", suite, cmd);
-    oracle(label, root, true);
+    oracle(label, root, true, 0);
 }
 
 Test(ngxoracle, trixie_nginx_container, .timeout = 300)

@@ -1,11 +1,15 @@
 /* test/cli/oracle.c: the differential oracle's folded-text parsing and
  * sample-by-sample verdicts (oracle.h), shared by jitoracle.c and
- * ngxoracle.c. */
+ * ngxoracle.c; the busy processes of their runs under load. */
 #include "oracle.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 static bool is_lua(const char *f, size_t len)
 {
@@ -276,4 +280,32 @@ void orc_table(const struct orc_row *rows, unsigned n, char *buf, size_t cap)
                               r->unseen[0] ? "\n    open: " : "", r->unseen);
     }
     if (l >= cap) buf[cap - 1] = 0;
+}
+
+int orc_busy_start(pid_t *pid, unsigned n)
+{
+    for (unsigned i = 0; i < n; i++) {
+        pid[i] = fork();
+        if (pid[i] < 0) {
+            orc_busy_stop(pid, i);
+            return -1;
+        }
+        if (pid[i] == 0) {
+            volatile unsigned long x = 0;
+            time_t end = time(NULL) + 60;
+            while (time(NULL) < end)
+                for (unsigned k = 0; k < 1000000; k++)
+                    x++;
+            _exit(0);
+        }
+    }
+    return 0;
+}
+
+void orc_busy_stop(const pid_t *pid, unsigned n)
+{
+    for (unsigned i = 0; i < n; i++) {
+        kill(pid[i], SIGKILL);
+        waitpid(pid[i], NULL, 0);
+    }
 }

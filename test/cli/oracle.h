@@ -27,6 +27,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 #define ORC_KEYS 64
 #define ORC_CHAINS 48
@@ -82,5 +83,11 @@ long long orc_unproven(const char *err);
 /* One line per row into buf (a table: interpreter samples, JIT samples,
  * shares same / prefix / none / wrong). */
 void orc_table(const struct orc_row *rows, unsigned n, char *buf, size_t cap);
+
+/* Runs under load (issue 32: the differential holds with busy processes
+ * beside the target): start n processes that spin (60 s at most), pids
+ * into pid; 0, or -1 when a fork failed (none left running). */
+int orc_busy_start(pid_t *pid, unsigned n);
+void orc_busy_stop(const pid_t *pid, unsigned n);
 
 #endif

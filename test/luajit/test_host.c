@@ -42,6 +42,19 @@ struct hrun {
     struct sym syms[64];
     unsigned nsyms;
     unsigned vm_failed;
+    /* the same samples spliced as if a stack scan below had lost PC and
+     * KBASE at every native frame (unwind/native.h: ss_nregs.lost):
+     * samples with a builtin on top, those that kept the frames below it
+     * with the builtin counted unproven; samples with a Lua frame on top,
+     * those spliced the same, those with a Lua frame not in the normal
+     * splice (a walk whose top frame's pc only PC proved fails instead) */
+    unsigned lost_builtin, lost_dropped, lost_lua, lost_same, lost_other;
+    char lost_bad[600];
+    /* the first sample with a builtin on top, spliced by fresh runtimes
+     * (their first walk verifies the layout): with its registers, and with
+     * a PC register 4 bytes off at its VM frames (-1: not done) */
+    pid_t pid;
+    int first_good, first_bad;
     struct expect *exp;
     unsigned nexp;
 };
@@ -124,6 +137,103 @@ static void text(struct hrun *r, const struct ss_lj_out *out, uint32_t from,
     }
 }
 
+/* Splice the sample again with PC and KBASE lost to a stack scan below:
+ * a builtin on top (read from the process: nothing else ties it to the
+ * sample) is left out and counted, the frames below it kept; a Lua frame
+ * on top is kept as it was. */
+static void lost_regs(struct hrun *r, const struct ljt_sample *s, const struct ss_lj_native *nat,
+                      unsigned n, const struct ss_lj_out *out, uint32_t lt)
+{
+    if (lt >= out->n) return;
+    bool builtin = out->items[lt].lua.module && !strcmp(out->items[lt].lua.module, "[builtin]");
+    if (builtin && (lt + 1 >= out->n || out->items[lt + 1].native >= 0)) return; /* no Lua below */
+    struct ss_lj_native ln[128];
+    for (unsigned i = 0; i < n; i++) {
+        ln[i] = nat[i];
+        ln[i].have &= ~(SS_LJ_HAVE_RBX | SS_LJ_HAVE_R15);
+        ln[i].lost = SS_LJ_HAVE_RBX | SS_LJ_HAVE_R15;
+    }
+    struct ss_lj_item items[256];
+    struct ss_lj_out lo = {.items = items, .cap = 256};
+    if (ss_lj_splice(&r->rt, 1, &r->mem, s->regs, ln, n, &lo) || lo.n < lt) return;
+    uint32_t skip = builtin ? 1 : 0;
+    bool same = lo.n + skip == out->n;
+    for (uint32_t k = 0; same && k < lo.n; k++) {
+        const struct ss_lj_item *a = &lo.items[k], *b = &out->items[k < lt ? k : k + skip];
+        same = a->native == b->native && (a->native >= 0 || (a->lua.name && b->lua.name &&
+                                                             !strcmp(a->lua.name, b->lua.name) &&
+                                                             a->lua.line == b->lua.line));
+    }
+    if (builtin) {
+        r->lost_builtin++;
+        same = same && lo.items[lt].lua.unproven >= 1;
+        r->lost_dropped += same;
+    } else {
+        r->lost_lua++;
+        same = same && lo.items[lt].lua.unproven == out->items[lt].lua.unproven;
+        r->lost_same += same;
+        /* else each Lua frame it gives is one of the normal splice's */
+        uint32_t j = 0;
+        for (uint32_t k = 0; !same && k < lo.n; k++) {
+            const struct ss_lj_item *a = &lo.items[k];
+            if (a->native >= 0) continue;
+            while (j < out->n &&
+                   (out->items[j].native >= 0 || !a->lua.name || !out->items[j].lua.name ||
+                    strcmp(a->lua.name, out->items[j].lua.name) ||
+                    a->lua.line != out->items[j].lua.line))
+                j++;
+            if (j++ >= out->n) {
+                r->lost_other++;
+                break;
+            }
+        }
+        same = true; /* reported by the counts */
+    }
+    if (!same && !r->lost_bad[0])
+        snprintf(r->lost_bad, sizeof(r->lost_bad), "top %s: %u items, %u with lost registers",
+                 out->items[lt].lua.name, out->n, lo.n);
+}
+
+/* Does a fresh runtime's splice of the sample (natives nat, PC registers
+ * off by delta) give a Lua item named name? -1: it could not be made. */
+static int fresh_names(struct hrun *r, const struct ljt_sample *s, const struct ss_lj_native *nat,
+                       unsigned n, uint64_t delta, const char *name)
+{
+    struct ss_lj_runtime *rt;
+    struct ss_lj_elfinfo info;
+    if (ljt_runtime(r->pid, "libluajit-5.1.so", &rt, &info)) return -1;
+    struct ss_lj_native ln[128];
+    for (unsigned i = 0; i < n; i++) {
+        ln[i] = nat[i];
+        if (ln[i].have & SS_LJ_HAVE_RBX) ln[i].rbx += delta;
+    }
+    struct ss_lj_item items[256];
+    struct ss_lj_out lo = {.items = items, .cap = 256};
+    int named = 0;
+    if (ss_lj_splice(&rt, 1, &r->mem, s->regs, ln, n, &lo) == 0)
+        for (uint32_t k = 0; k < lo.n; k++)
+            named |= lo.items[k].native < 0 && lo.items[k].lua.name &&
+                     !strcmp(lo.items[k].lua.name, name);
+    ss_lj_runtime_free(rt);
+    return named;
+}
+
+/* A process's first walk checks the top frame against the VM frame's PC
+ * as any other does (splice.c: the registers are taken again once the walk
+ * verified the layout; before, the first walk had none and checked
+ * nothing): a builtin on top is named with the right PC, not with a wrong
+ * one. */
+static void first_walk(struct hrun *r, const struct ljt_sample *s, const struct ss_lj_native *nat,
+                       unsigned n, const struct ss_lj_out *out, uint32_t lt)
+{
+    if (r->first_good >= 0 || lt >= out->n || !out->items[lt].lua.module ||
+        strcmp(out->items[lt].lua.module, "[builtin]"))
+        return;
+    const char *name = out->items[lt].lua.name;
+    r->first_good = fresh_names(r, s, nat, n, 0, name);
+    r->first_bad = fresh_names(r, s, nat, n, 4, name);
+}
+
 static void on_sample(void *ctx, const struct ljt_sample *s)
 {
     struct hrun *r = ctx;
@@ -138,6 +248,8 @@ static void on_sample(void *ctx, const struct ljt_sample *s)
     uint32_t lt = 0; /* top Lua item */
     while (lt < out.n && out.items[lt].native >= 0)
         lt++;
+    lost_regs(r, s, nat, n, &out, lt);
+    first_walk(r, s, nat, n, &out, lt);
     for (unsigned e = 0; e < r->nexp; e++) {
         struct expect *x = &r->exp[e];
         uint32_t from;
@@ -191,7 +303,7 @@ static void run_host_in(const char *script, struct expect *exp, unsigned nexp, c
                      : (outer = ljt_spawn(argv, NULL));
     cr_assert(pid > 0, "cannot start %s", bin);
     usleep(300 * 1000);
-    struct hrun r = {.exp = exp, .nexp = nexp};
+    struct hrun r = {.exp = exp, .nexp = nexp, .pid = pid, .first_good = -1, .first_bad = -1};
     struct ss_lj_elfinfo info;
     struct ss_err err = {0};
     char path[512];
@@ -221,6 +333,23 @@ static void run_host_in(const char *script, struct expect *exp, unsigned nexp, c
     } while ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < 2000);
     ljt_perf_close(perf);
     ljt_kill(outer);
+    cr_log_info("PC and KBASE lost: %u/%u builtins on top left out, counted; %u/%u Lua tops kept, "
+                "%u with other Lua frames",
+                r.lost_dropped, r.lost_builtin, r.lost_same, r.lost_lua, r.lost_other);
+    cr_expect(r.lost_lua >= 30, "only %u samples with a Lua frame on top", r.lost_lua);
+    cr_log_info("a fresh runtime's first walk, builtin on top: named %d with its PC, %d with a "
+                "wrong one (-1: no such sample)",
+                r.first_good, r.first_bad);
+    if (r.first_good >= 0 || r.first_bad >= 0)
+        cr_expect(r.first_good == 1 && r.first_bad == 0,
+                  "a fresh runtime's first walk of a builtin on top: named %d with its PC, %d with "
+                  "a wrong one",
+                  r.first_good, r.first_bad);
+    cr_expect(r.lost_dropped == r.lost_builtin && r.lost_other == 0 &&
+                  r.lost_same * 100 >= r.lost_lua * 95,
+              "PC and KBASE lost: %u/%u builtins left out, %u/%u Lua tops kept, %u with other "
+              "Lua frames (%s)",
+              r.lost_dropped, r.lost_builtin, r.lost_same, r.lost_lua, r.lost_other, r.lost_bad);
     for (unsigned e = 0; e < nexp; e++) {
         struct expect *x = &exp[e];
         cr_log_info("%s: %u/%u exact (VM frames left native: %u)", x->key, x->ok, x->n,

@@ -16,6 +16,7 @@
 
 #include "harness.h"
 #include "stacksnap/unwind.h"
+#include "unwind/native.h"
 #include "unwind/procs.h"
 #include "unwind/unwinder.h"
 
@@ -135,6 +136,77 @@ Test(truth, generated_code_without_cfi)
     /* one frame for the code without CFI (native_scan.c; DESIGN.md) */
     const char *pat[] = {"nw_spin;[jit] [anon];run_jit;" START};
     expect("jit", pat, 1, false);
+}
+
+/* Registers a stack scan leaves as the code without CFI had them are
+ * marked lost (unwind/native.h: ss_nregs.lost) at the frame it reaches
+ * (run_jit, over the generated code: its rbp from the frame pointer's
+ * chain), never gained by a CFI step above, and no frame of a walk without
+ * a scan has any. */
+struct lost {
+    struct ss_unwinder *u;
+    long scanned, marked, grew, clean, dirty, reloaded;
+};
+
+static void each_lost(void *ctx, const struct ss_sample *s, const struct ss_stack *st)
+{
+    (void)s;
+    struct lost *l = ctx;
+    const struct ss_native_frame *nf = l->u->nf;
+    const uint64_t callee = SS_DBIT(SS_DR_RBX) | SS_DBIT(SS_DR_R12) | SS_DBIT(SS_DR_R13) |
+                            SS_DBIT(SS_DR_R14) | SS_DBIT(SS_DR_R15);
+    uint32_t k = 0;
+    while (k < st->nframes && !(nf[k].flags & SS_NF_NOCFI))
+        k++;
+    if (k == st->nframes) {
+        bool any = false;
+        for (uint32_t i = 0; i < st->nframes; i++)
+            any |= nf[i].regs.lost != 0;
+        l->clean += !any;
+        l->dirty += any;
+        return;
+    }
+    l->scanned++;
+    uint64_t want = nf[k].regs.valid & callee;
+    l->marked += (nf[k].regs.lost & (callee | SS_DBIT(SS_DR_RBP))) == want;
+    bool grew = false, reloaded = false;
+    for (uint32_t i = k + 1; i < st->nframes; i++) {
+        grew |= (nf[i].regs.lost & ~nf[i - 1].regs.lost) != 0;
+        reloaded |= (nf[i - 1].regs.lost & ~nf[i].regs.lost & callee) != 0;
+    }
+    l->grew += grew;
+    l->reloaded += reloaded;
+}
+
+Test(truth, registers_lost_to_the_scan)
+{
+    struct lost l = {0};
+    struct ss_err err = {0};
+    cr_assert_eq(ss_unwinder_new(&l.u, NULL, &err), 0);
+    struct nw_proc p;
+    cr_assert_eq(nw_start(&p, bins[1], "jit"), 0);
+    struct nw_tally t = {0};
+    struct nw_opts o = {.leaf = "nw_spin",
+                        .seconds = 1,
+                        .min_leaf = 200,
+                        .max_seconds = 6,
+                        .freq = 999,
+                        .each = each_lost,
+                        .each_ctx = &l};
+    int rc = nw_sample(p.pid, &o, l.u, &t);
+    nw_stop(&p);
+    cr_assert_eq(rc, 0);
+    cr_log_info("over the generated code: %ld walks, %ld with rbx, r12-r15 lost there, %ld with "
+                "a lost one gained above, %ld with one reloaded above; %ld walks without a scan, "
+                "%ld with a lost register",
+                l.scanned, l.marked, l.grew, l.reloaded, l.clean, l.dirty);
+    cr_expect_geq(l.scanned, 200);
+    cr_expect_eq(l.marked, l.scanned);
+    cr_expect_eq(l.grew, 0);
+    cr_expect_gt(l.reloaded, 0, "no CFI rule above the scan loaded a lost register");
+    cr_expect_eq(l.dirty, 0);
+    nw_tally_free(&t);
+    ss_unwinder_free(l.u);
 }
 
 Test(truth, after_exec)

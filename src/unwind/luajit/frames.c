@@ -379,7 +379,25 @@ static int walk_once(struct ss_lj_runtime *rt, struct ss_mem *m, const struct lj
         w->n -= cut;
         w->unproven += cut;
     }
-    return fits_sample(rt, m, st, cf, w);
+    if ((rc = fits_sample(rt, m, st, cf, w))) return rc;
+    /* A builtin on top, read from the process (no copy of the thread in the
+     * sample ties L->base to it), is proven only by PC and KBASE at the VM
+     * frame (fits_sample). Where a stack scan below lost them (native_scan.c
+     * stepped over code without CFI, and no CFI rule loaded them since),
+     * nothing proves it: the builtins above the first Lua frame go, counted
+     * (else a later call's metamethod is named over the sampled C
+     * function). */
+    if (st->regs_lost && !st->top && st->newest && !t.sampled && w->n && w->f[0].ffid > 1) {
+        unsigned k = 0;
+        while (k < w->n && w->f[k].ffid > 1 && w->f[k].seg == w->f[0].seg)
+            k++;
+        /* no Lua frame of the segment left to stand for its VM frame */
+        if (k == w->n || w->f[k].ffid != 0 || w->f[k].seg != w->f[0].seg) return -ESTALE;
+        memmove(&w->f[0], &w->f[k], (w->n - k) * sizeof(w->f[0]));
+        w->n -= k;
+        w->unproven += k;
+    }
+    return 0;
 }
 
 /* A walk found no lua_State where one must be. While no layout has ever

@@ -66,6 +66,8 @@ struct lj_start {
     uint64_t rb;       /* rbp there: BASE of an ASM fast function that called C (0 unknown) */
     bool use_base;     /* not top, but walk from base (validated like any non-top start) */
     uint64_t resumed;  /* thread of the next newer VM entry on the sampled stack (0: none) */
+    bool regs_lost;    /* PC or KBASE at the VM frame were lost to a stack scan below it
+                          (pc, kbase 0): no proof of the top frame, not merely none */
 };
 
 /* The function and prototype headers of w's frames (resolve.c): ffid,

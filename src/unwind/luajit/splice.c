@@ -106,12 +106,14 @@ static bool owns_frames(struct ss_lj_runtime *rt, struct ss_mem *mem, uint64_t c
  * walking from VM frame natives[i]. A cpcall cframe owns no Lua frame and
  * its rbx is no Lua PC: the top frame is then the one of the next VM frame
  * down the native chain whose cframe owns frames, checked with its
- * registers. */
+ * registers. *lost: PC or KBASE there were lost to a stack scan below
+ * (ss_lj_native.lost; they are 0 then). */
 static void top_regs(struct ss_lj_runtime *rt, struct ss_mem *mem, const uint64_t *regs,
                      const struct ss_lj_native *natives, uint32_t n, uint32_t i, uint64_t *pc,
-                     uint64_t *kbase, uint64_t *rb)
+                     uint64_t *kbase, uint64_t *rb, bool *lost)
 {
     *pc = *kbase = *rb = 0;
+    *lost = false;
     if (!rt->lay) return;
     for (uint32_t j = i; j < n; j++) {
         const struct ss_lj_native *nf = &natives[j];
@@ -124,6 +126,7 @@ static void top_regs(struct ss_lj_runtime *rt, struct ss_mem *mem, const uint64_
             *kbase = regs[LJ_REG_KBASE];
             return;
         }
+        *lost = (nf->lost & (SS_LJ_HAVE_RBX | SS_LJ_HAVE_R15)) != 0;
         if (nf->have & SS_LJ_HAVE_RBX) *pc = nf->rbx;
         if (nf->have & SS_LJ_HAVE_R15) *kbase = nf->r15;
         if (nf->have & SS_LJ_HAVE_RBP) *rb = nf->rbp;
@@ -138,9 +141,10 @@ static int walk_vm(struct ss_lj_runtime *rt, struct ss_mem *mem, const uint64_t 
                    uint64_t cframe, uint64_t resumed, struct lj_walk *w)
 {
     const struct ss_lj_native *nf = &natives[i];
-    bool top = i == 0 && !nf->signal;
+    bool top = i == 0 && !nf->signal, had_lay = rt->lay != NULL;
     uint64_t pc = 0, kbase = 0, rb = 0;
-    if (!top) top_regs(rt, mem, regs, natives, n, i, &pc, &kbase, &rb);
+    bool lost = false;
+    if (!top) top_regs(rt, mem, regs, natives, n, i, &pc, &kbase, &rb, &lost);
     struct lj_start st = {
         .L = L,
         .cframe = cframe,
@@ -151,8 +155,20 @@ static int walk_vm(struct ss_lj_runtime *rt, struct ss_mem *mem, const uint64_t 
         .kbase = kbase,
         .rb = rb,
         .resumed = resumed,
+        .regs_lost = lost,
     };
-    return ss_lj_walk_thread(rt, mem, &st, w);
+    int rc = ss_lj_walk_thread(rt, mem, &st, w);
+    /* The process's first walk verified the layout (frames.c: the thread's
+     * G): the registers at the VM frame were not known before it (top_regs
+     * needs the cframe's layout), and a walk without them checks no top
+     * frame against the sample (a live stack of later calls, named over
+     * the sampled C function: ffi.meta.__index over lj_cf_ffi_meta___call).
+     * Walked again with them. */
+    if (!top && !had_lay && rt->lay) {
+        top_regs(rt, mem, regs, natives, n, i, &st.pc, &st.kbase, &st.rb, &st.regs_lost);
+        rc = ss_lj_walk_thread(rt, mem, &st, w);
+    }
+    return rc;
 }
 
 int ss_lj_splice(struct ss_lj_runtime *const *rts, uint32_t nrts, struct ss_mem *mem,
