@@ -10,7 +10,8 @@
 # chains of Debian's arm64 luajit (-joff; test/luajit/fetch-arm64.sh), of its
 # JIT traces (chain.lua, ffi.lua's strlen called from a trace, coro.lua's
 # coroutine: >= 90% exact, no wrong frame) and of the C host of its
-# libluajit (lj_host) come out exact, the native chain of code built with
+# libluajit (lj_host) and of an FFI callback (ffi_cb.lua) come out exact,
+# the native chain of code built with
 # pointer authentication (cli_native_pac) is exact and breaks without
 # stripping, --off-cpu and --kernel record what they should. With SUITEs
 # (trixie, sid): a short run on each of those kernels instead (both programs
@@ -65,7 +66,7 @@ cp "$lj/usr/bin/luajit" "$root/bin/luajit"
 need "$root/bin/luajit"
 mkdir -p "$root/lua"
 cp "$here/chain.lua" "$here/ffi.lua" "$here/coro.lua" "$src/test/luajit/h.lua" \
-    "$src/test/cli/offcpu_sleep.lua" "$root/lua/"
+    "$src/test/cli/offcpu_sleep.lua" "$src/test/luajit/ffi_cb.lua" "$root/lua/"
 mkdir -p "$root/lib"
 cp -L /lib/ld-linux-aarch64.so.1 "$root/lib/"
 cp "$cache/busybox" "$root/bin/busybox"
@@ -175,7 +176,8 @@ if ! grep -aq '^SSVM end' "$log.txt"; then
     exit 1
 fi
 # LuaJIT's traces (arm64-guest.sh jit_cases; -joff in the default mode
-# only, whose chain judges both modes): no wrong Lua frame ever, and
+# only, whose chain judges both modes): no wrong Lua frame ever (a chain
+# cut at a [truncated] frame, a VM entry below it not walked, is not), and
 # the samples in chain.lua's code / in strlen called from ffi.lua's trace
 # mostly with the whole chain (the rest a proven prefix or native only)
 jit_checks() { # mode
@@ -240,6 +242,17 @@ for m in default compat; do
     done
     jit_checks "$m"
 done
+# ---- ffi_cb: C -> Lua through an FFI callback (arm64-guest.sh ffi_cb_case) ----
+# every sample in slow with the Lua frames main > sortit > anonymous > slow
+# (0 wrong), 95% with the C frames between (ffi.meta.__call's C function,
+# qsort) too
+line=$(val ffi_cb_default)
+ok=$(awk -v e="$(field "$line" exact)" -v t="$(field "$line" total)" -v w="$(field "$line" wrong)" \
+    -v nw="$(field "$line" native_whole)" \
+    'BEGIN { print (t >= 30 && w == 0 && e / t >= 0.95 && nw / t >= 0.95) ? 1 : 0 }')
+[[ $line == rc=0* ]] || ok=0
+check ffi_cb_default "$line" "$ok"
+# ---- end ffi_cb ----
 check_pac default
 # --off-cpu: the time off the CPU between what the program asked to sleep
 # (150 rounds of 3 + 1 ms) and what its own clock measured around the calls
