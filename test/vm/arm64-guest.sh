@@ -307,7 +307,9 @@ done
 # test/luajit/ffi_cb.lua (interpreted: jit.off()): main > sortit >
 # ffi.meta.__call > lj_vm_ffi_call > libc's qsort > the callback
 # (lj_vm_ffi_callback, lj_ccallback_enter's cframe) > anonymous > slow: the
-# Lua frames on both sides of the C frames, and those C frames between
+# Lua frames on both sides of the C frames, and those C frames between;
+# lua_whole: the samples under lua_pcall with Lua frames (in qsort between
+# callbacks, the FFI call's frames: lj_vm_ffi_call, as in jit_ffi_joff)
 ffi_cb_case() {
     local rc lpid
     (cd /lua && exec luajit ffi_cb.lua >/dev/null) &
@@ -319,8 +321,11 @@ ffi_cb_case() {
     wait $lpid 2>/dev/null
     F='[(]ffi_cb[.]lua:'
     say ffi_cb_default "rc=$rc" "$(lua_judge /tmp/fc.folded ";slow ${F}4[)]\$" ffi_cb.lua main sortit anonymous slow)" \
-        "native_$(share /tmp/fc.folded ";slow ${F}4[)]\$" ";main ${F}18[)];sortit ${F}14[)];ffi[.]meta[.]__call [(][[]builtin[]]:0[)];lj_cf_ffi_meta___call;.*;qsort(_r)?;.*;anonymous ${F}7[)];slow ${F}4[)]\$")"
+        "native_$(share /tmp/fc.folded ";slow ${F}4[)]\$" ";main ${F}18[)];sortit ${F}14[)];ffi[.]meta[.]__call [(][[]builtin[]]:0[)];lj_cf_ffi_meta___call(;[^;[][^;]*)*;qsort(_r)?(;[^;[][^;]*)*;anonymous ${F}7[)];slow ${F}4[)]\$")" \
+        "lua_$(share /tmp/fc.folded ';lua_pcall;' "$F")"
     awk '{ print $NF, $0 }' /tmp/fc.folded | sort -nr | head -n 3 | sed "s/^/SSVM-LOG folded ffi_cb: /"
+    grep ';lua_pcall;' /tmp/fc.folded | grep -v "$F" | awk '{ print $NF, $0 }' | sort -nr | head -n 3 |
+        sed "s/^/SSVM-LOG no Lua frame ffi_cb: /"
     tail -n 2 /tmp/fc.err | sed "s/^/SSVM-LOG ffi_cb: /"
 }
 ffi_cb_case
