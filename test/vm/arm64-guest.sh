@@ -4,7 +4,8 @@
 # records the running native workload (-O2, no frame pointers) with each, replays
 # the capture, then Debian's arm64 luajit on the Lua chain (-joff), its
 # traces (jit_cases: the chain, an FFI call and a coroutine, JIT on) and the
-# C host of libluajit (lj_host, nested lua_pcall/lua_call), then the
+# C host of libluajit (lj_host, nested lua_pcall/lua_call), an FFI
+# callback (ffi_cb.lua: C -> Lua under libc's qsort), then the
 # PAC-signed native chain, --off-cpu and --kernel (or, with ssvm.short on the
 # kernel's command line, only the PAC and luajit -joff chains), prints
 # "SSVM key value..." lines on the console, powers off.
@@ -33,8 +34,10 @@ share() {
 }
 # lua_judge FILE SAMPLERE SRC NAME...: each sample matching SAMPLERE by the
 # names of its Lua frames from SRC, outermost first, against the chain
-# NAME...: "exact=E prefix=P none=N wrong=W total=T" (prefix: the chain's
-# first frames only; wrong: any other)
+# NAME...: "exact=E prefix=P cut=C none=N wrong=W total=T" (prefix: the
+# chain's first frames only; cut: its last frames only, under a
+# [truncated] frame (a VM entry below them not walked, splice.c); wrong:
+# any other)
 lua_judge() {
     f=$1 s=$2 src=$3
     shift 3
@@ -46,8 +49,9 @@ lua_judge() {
             if (got == want) e += n
             else if (got == "") z += n
             else if (index(want " ", got " ") == 1) p += n
+            else if (index($0, ";[truncated];") && substr(" " want, length(want) - length(got) + 1) == " " got) c += n
             else w += n }
-        END { printf "exact=%d prefix=%d none=%d wrong=%d total=%d", e, p, z, w, t }' "$f"
+        END { printf "exact=%d prefix=%d cut=%d none=%d wrong=%d total=%d", e, p, c, z, w, t }' "$f"
 }
 # lua_chain FILE SAMPLERE SRC: the most frequent chain of SRC's Lua frames
 # (names, outermost first) of the samples matching SAMPLERE
@@ -299,6 +303,33 @@ for mode in default compat; do
         echo "SSVM-DUMPHOST begin"; base64 /tmp/dh.snap; echo "SSVM-DUMPHOST end"
     fi
 done
+# ---- ffi_cb: C -> Lua through an FFI callback (issue 33) ----
+# test/luajit/ffi_cb.lua (interpreted: jit.off()): main > sortit >
+# ffi.meta.__call > lj_vm_ffi_call > libc's qsort > the callback
+# (lj_vm_ffi_callback, lj_ccallback_enter's cframe) > anonymous > slow: the
+# Lua frames on both sides of the C frames, and those C frames between;
+# lua_whole: the samples under lua_pcall with Lua frames (in qsort between
+# callbacks, the FFI call's frames: lj_vm_ffi_call, as in jit_ffi_joff)
+ffi_cb_case() {
+    local rc lpid
+    (cd /lua && exec luajit ffi_cb.lua >/dev/null) &
+    lpid=$!
+    sleep 1
+    $ss record -F 199 -p $lpid -d 2 -o /tmp/fc.folded >/dev/null 2>/tmp/fc.err
+    rc=$?
+    kill $lpid
+    wait $lpid 2>/dev/null
+    F='[(]ffi_cb[.]lua:'
+    say ffi_cb_default "rc=$rc" "$(lua_judge /tmp/fc.folded ";slow ${F}4[)]\$" ffi_cb.lua main sortit anonymous slow)" \
+        "native_$(share /tmp/fc.folded ";slow ${F}4[)]\$" ";main ${F}18[)];sortit ${F}14[)];ffi[.]meta[.]__call [(][[]builtin[]]:0[)];lj_cf_ffi_meta___call(;[^;[][^;]*)*;qsort(_r)?(;[^;[][^;]*)*;anonymous ${F}7[)];slow ${F}4[)]\$")" \
+        "lua_$(share /tmp/fc.folded ';lua_pcall;' "$F")"
+    awk '{ print $NF, $0 }' /tmp/fc.folded | sort -nr | head -n 3 | sed "s/^/SSVM-LOG folded ffi_cb: /"
+    grep ';lua_pcall;' /tmp/fc.folded | grep -v "$F" | awk '{ print $NF, $0 }' | sort -nr | head -n 3 |
+        sed "s/^/SSVM-LOG no Lua frame ffi_cb: /"
+    tail -n 2 /tmp/fc.err | sed "s/^/SSVM-LOG ffi_cb: /"
+}
+ffi_cb_case
+# ---- end ffi_cb ----
 # ---- a64replay: stack-byte captures an x86-64 build replays (unwind/foreign.c) ----
 # with ssvm.dump: the native chain (no frame pointers), bundled (its files
 # for test/fixtures/make.sh's pruning), and luajit -joff, attached, short,

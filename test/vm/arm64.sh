@@ -10,7 +10,8 @@
 # chains of Debian's arm64 luajit (-joff; test/luajit/fetch-arm64.sh), of its
 # JIT traces (chain.lua, ffi.lua's strlen called from a trace, coro.lua's
 # coroutine: >= 90% exact, no wrong frame) and of the C host of its
-# libluajit (lj_host) come out exact, the native chain of code built with
+# libluajit (lj_host) and of an FFI callback (ffi_cb.lua) come out exact,
+# the native chain of code built with
 # pointer authentication (cli_native_pac) is exact and breaks without
 # stripping, --off-cpu and --kernel record what they should. With SUITEs
 # (trixie, sid): a short run on each of those kernels instead (both programs
@@ -65,7 +66,7 @@ cp "$lj/usr/bin/luajit" "$root/bin/luajit"
 need "$root/bin/luajit"
 mkdir -p "$root/lua"
 cp "$here/chain.lua" "$here/ffi.lua" "$here/coro.lua" "$src/test/luajit/h.lua" \
-    "$src/test/cli/offcpu_sleep.lua" "$root/lua/"
+    "$src/test/cli/offcpu_sleep.lua" "$src/test/luajit/ffi_cb.lua" "$root/lua/"
 # ---- a64tt: Tarantool's LuaJIT fork cross-built for arm64 (arm64-guest.sh tt_case) ----
 # the full run only: built once into the cache (build-ttlj-arm64.sh), copied
 # under a name of its own and stripped as Tarantool's binary is; no source
@@ -197,7 +198,8 @@ if ! grep -aq '^SSVM end' "$log.txt"; then
     exit 1
 fi
 # LuaJIT's traces (arm64-guest.sh jit_cases; -joff in the default mode
-# only, whose chain judges both modes): no wrong Lua frame ever, and
+# only, whose chain judges both modes): no wrong Lua frame ever (a chain
+# cut at a [truncated] frame, a VM entry below it not walked, is not), and
 # the samples in chain.lua's code / in strlen called from ffi.lua's trace
 # mostly with the whole chain (the rest a proven prefix or native only)
 jit_checks() { # mode
@@ -262,6 +264,19 @@ for m in default compat; do
     done
     jit_checks "$m"
 done
+# ---- ffi_cb: C -> Lua through an FFI callback (arm64-guest.sh ffi_cb_case) ----
+# every sample in slow with the Lua frames main > sortit > anonymous > slow
+# (0 wrong), 95% with the C frames between (ffi.meta.__call's C function,
+# qsort) too; 85% of all the samples under lua_pcall with Lua frames (in
+# qsort's own code the interpreter's FFI call, as jit_ffi_joff's: 93-96%)
+line=$(val ffi_cb_default)
+ok=$(awk -v e="$(field "$line" exact)" -v t="$(field "$line" total)" -v w="$(field "$line" wrong)" \
+    -v nw="$(field "$line" native_whole)" -v lw="$(field "$line" lua_whole)" \
+    -v lt="$(tr ' ' '\n' <<<"$line" | grep '^total=' | tail -n 1 | cut -d= -f2)" \
+    'BEGIN { print (t >= 30 && w == 0 && e / t >= 0.95 && nw / t >= 0.95 && lt > 0 && lw / lt >= 0.85) ? 1 : 0 }')
+[[ $line == rc=0* ]] || ok=0
+check ffi_cb_default "$line" "$ok"
+# ---- end ffi_cb ----
 check_pac default
 # --off-cpu: the time off the CPU between what the program asked to sleep
 # (150 rounds of 3 + 1 ms) and what its own clock measured around the calls

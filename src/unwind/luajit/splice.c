@@ -8,7 +8,8 @@
  * C functions called from Lua (ffid 1) are left out of the Lua segment:
  * their native frames already sit above the VM frame. A VM frame whose
  * state cannot be walked or matched stays a native frame (counted in
- * out->vm_failed), so a sample never gets garbage Lua frames. */
+ * out->vm_failed), so a sample never gets garbage Lua frames; under the
+ * Lua frames of a newer entry it is a cut, marked [truncated]. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,7 @@
 
 struct thr {
     uint64_t L;
+    uint64_t cframe; /* the VM entry's the walk started from (0: none yet) */
     int rc;
     struct lj_walk *w;
 };
@@ -44,6 +46,20 @@ static int push(struct ss_lj_out *out, int32_t native, const struct ss_frame *fr
         it->lua = *fr;
     else
         memset(&it->lua, 0, sizeof(it->lua));
+    return 0;
+}
+
+/* A [truncated] frame: the chain is cut there, one frame counted as left
+ * out (issue 32: a cut chain says it is cut). */
+static int push_cut(struct ss_lj_out *out)
+{
+    if (out->n >= out->cap) return -ENOSPC;
+    struct ss_lj_item *it = &out->items[out->n++];
+    memset(it, 0, sizeof(*it));
+    it->native = -1;
+    it->lua.kind = SS_FRAME_PSEUDO;
+    it->lua.name = "[truncated]";
+    it->lua.unproven = 1;
     return 0;
 }
 
@@ -71,15 +87,7 @@ static int emit_segment(struct ss_lj_runtime *rt, struct ss_mem *m, const struct
     /* a walk cut short (frame cap, stack unreadable below) in this segment:
      * its chain does not reach the segment's root, and says so (issue 32):
      * a [truncated] root, counted as one frame left out */
-    if (w->truncated && w->n && w->f[w->n - 1].seg == seg) {
-        if (out->n >= out->cap) return -ENOSPC;
-        struct ss_lj_item *it = &out->items[out->n++];
-        memset(it, 0, sizeof(*it));
-        it->native = -1;
-        it->lua.kind = SS_FRAME_PSEUDO;
-        it->lua.name = "[truncated]";
-        it->lua.unproven = 1;
-    }
+    if (w->truncated && w->n && w->f[w->n - 1].seg == seg) return push_cut(out);
     return 0;
 }
 
@@ -206,17 +214,28 @@ int ss_lj_splice(struct ss_lj_runtime *const *rts, uint32_t nrts, struct ss_mem 
             struct thr *t = NULL;
             for (unsigned k = 0; k < nth; k++)
                 if (th[k].L == L) t = &th[k];
+            uint64_t resumed = 0;
             if (!t && nth < MAX_THREADS) {
+                resumed = nth ? th[nth - 1].L : 0;
                 t = &th[nth++];
                 t->L = L;
+                t->cframe = 0;
                 if (!rt->walks[nth - 1]) rt->walks[nth - 1] = malloc(sizeof(*t->w));
                 t->w = rt->walks[nth - 1];
                 t->rc = -ENOMEM;
-                if (t->w && ts)
+            }
+            /* L walked from a newer VM entry of its own, and failed: that
+             * entry's cframe may not be linked as L's (an FFI callback's
+             * entry before lj_ccallback_enter sets L->cframe, its exit after
+             * lj_ccallback_leave restored it; no Lua frame runs there).
+             * Walked again from this entry, as L's newest: thread_read.c
+             * checks that L->cframe is this one's. */
+            if (t && t->w && (!t->cframe || (t->rc && t->cframe != cframe))) {
+                t->cframe = cframe;
+                if (ts)
                     t->rc = ss_lj_trace_walk(rt, mem, ts, L, cframe, t->w);
-                else if (t->w)
-                    t->rc = walk_vm(rt, mem, regs, natives, n, i, L, cframe,
-                                    nth > 1 ? th[nth - 2].L : 0, t->w);
+                else
+                    t->rc = walk_vm(rt, mem, regs, natives, n, i, L, cframe, resumed, t->w);
                 if (t->rc == 0 && torn(t->w)) t->rc = -ESTALE;
             }
             /* The newest VM entry that owns Lua frames: protected C calls
@@ -237,6 +256,14 @@ int ss_lj_splice(struct ss_lj_runtime *const *rts, uint32_t nrts, struct ss_mem 
         }
         if (!done) {
             out->vm_failed++;
+            /* Lua frames of newer VM entries are out already, leafward of
+             * this one: the frames that made their calls (a coroutine's
+             * resumer, a C function's Lua callers) are this entry's, not
+             * walked. They must not hang under this VM frame as if it
+             * called them (issue 32; seen in the arm64 VM: a coroutine's
+             * frames right under the main thread's wrap_aux, the resumer's
+             * read after it moved on): the chain is cut between them. */
+            if (out->lua_frames && (rc = push_cut(out))) break;
             rc = push(out, (int32_t)i, NULL);
         }
     }
