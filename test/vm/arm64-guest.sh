@@ -6,7 +6,8 @@
 # traces (jit_cases: the chain, an FFI call and a coroutine, JIT on) and the
 # C host of libluajit (lj_host, nested lua_pcall/lua_call), an FFI
 # callback (ffi_cb.lua: C -> Lua under libc's qsort), then the
-# PAC-signed native chain, --off-cpu and --kernel (or, with ssvm.short on the
+# PAC-signed native chain, nginx + the lua module under a request loop
+# (ngx_case), --off-cpu and --kernel (or, with ssvm.short on the
 # kernel's command line, only the PAC and luajit -joff chains), prints
 # "SSVM key value..." lines on the console, powers off.
 export PATH=/bin
@@ -253,7 +254,7 @@ for mode in default compat; do
         (cd /lua && exec luajit $jflag chain.lua 60 >/dev/null) &
         lpid=$!
         sleep 1
-        $ss record $flag -v -F 199 -p $lpid -d 3 -o /tmp/l.folded >/dev/null 2>/tmp/rec.err; rc=$?
+        $ss record $flag -v -F 199 -p $lpid -d 2 -o /tmp/l.folded >/dev/null 2>/tmp/rec.err; rc=$?
         kill $lpid
         wait $lpid 2>/dev/null
         say "lua_${jit}_$mode" "rc=$rc" \
@@ -388,9 +389,89 @@ tt_case() {
 }
 tt_case
 # ---- end a64tt ----
+# ---- a64ngx: nginx + the lua module under a request loop ----
+# Debian 12's arm64 nginx, a master and one worker (/lua/nginx-arm64.conf,
+# the packages in /ngx: OpenResty's luajit2, lua-resty-core), under two
+# busybox wget loops: /j's chunk (main) calls the module ngxcase.lua's
+# handle > work > enc, whose loop (a trace) calls the lua module's
+# ngx_http_lua_ffi_encode_base64 through the FFI; /i the module's own copy
+# with the JIT off (the interpreter's chain: the truth). One record of the
+# worker (-p) for both; each sample in that C function is judged by the
+# names of its Lua frames of the location's chunk (content_by_lua(
+# nginx.conf:LINE)) and of the module: exact, a prefix, none, or wrong (any
+# other chain, frames of both chunks, or module frames without a chunk:
+# "mixed"), and "rooted" when the chain sits right on
+# ngx_http_lua_run_thread (the C that resumed the request's coroutine).
+# "traces=N": jit.util's count in the worker, from /j.
+ngx_case() {
+    local rc t0 t1 mpid wpid i=0 jl il tr pj pi
+    t0=$(cut -d' ' -f1 /proc/uptime)
+    ifconfig lo 127.0.0.1 up
+    mkdir -p /tmp/ngx/conf /tmp/ngx/logs /tmp/ngx/tmp
+    cp /lua/nginx-arm64.conf /tmp/ngx/conf/nginx.conf
+    LD_LIBRARY_PATH=/ngx/lib /ngx/usr/sbin/nginx -p /tmp/ngx -c conf/nginx.conf \
+        -e /tmp/ngx/logs/error.log >/tmp/ngx/out 2>&1 &
+    mpid=$!
+    while ! wget -q -O /dev/null http://127.0.0.1:8080/ping 2>/dev/null && kill -0 $mpid 2>/dev/null &&
+        [ $i -lt 150 ]; do
+        sleep 0.2
+        i=$((i + 1))
+    done
+    wpid=$(awk -v m=$mpid '$4 == m { print $1 }' /proc/[0-9]*/stat 2>/dev/null | head -n 1)
+    t1=$(cut -d' ' -f1 /proc/uptime)
+    # a request before the record: its answer counts the traces it compiled
+    tr=$(wget -q -O - http://127.0.0.1:8080/j | sed -n 's/.*traces=//p')
+    (while :; do wget -q -O /dev/null http://127.0.0.1:8080/j; done) &
+    pj=$!
+    (while :; do wget -q -O /dev/null http://127.0.0.1:8080/i; done) &
+    pi=$!
+    $ss record -v -F 49 -p "${wpid:-0}" -d 2 -o /tmp/ngx.folded >/dev/null 2>/tmp/rec.err
+    rc=$?
+    kill $pj $pi
+    wait $pj $pi 2>/dev/null
+    kill $mpid
+    wait $mpid 2>/dev/null
+    jl=$(grep -n 'ngx_case: jit' /tmp/ngx/conf/nginx.conf | cut -d: -f1)
+    il=$(grep -n 'ngx_case: interpreter' /tmp/ngx/conf/nginx.conf | cut -d: -f1)
+    awk -v j="content_by_lua(nginx.conf:$jl)" -v i="content_by_lua(nginx.conf:$il)" \
+        -v want="main handle work enc" -v rc=$rc -v tr="${tr:-none}" -v w="${wpid:-none}" '
+        function judge(k, line, ch) {
+            tot[k] += n
+            if (got == want) { e[k] += n; if (index(line, ";ngx_http_lua_run_thread;main (" ch ":")) r[k] += n }
+            else if (index(want " ", got " ") == 1) p[k] += n
+            else bad[k] += n
+        }
+        { n = $NF; $NF = ""; sub(/ $/, ""); t += n
+            if ($0 !~ /;ngx_http_lua_ffi_encode_base64(;|$)/) next
+            c += n; m = split($0, fr, ";"); got = ""; fj = fi = 0
+            for (x = 1; x <= m; x++) { # the frames of the chunks and of the module
+                nm = fr[x]; sub(/ [(].*/, "", nm)
+                if (index(fr[x], " (" j ":")) fj++
+                else if (index(fr[x], " (" i ":")) fi++
+                else if (fr[x] !~ /ngxcase[.]lua:[0-9]+[)]$/) continue
+                got = got (got == "" ? "" : " ") nm
+            }
+            if (fj && fi) mixed += n
+            else if (fj) judge("jit", $0, j)
+            else if (fi) judge("joff", $0, i)
+            else if (got != "") mixed += n # module frames without a chunk
+            else none += n }
+        END {
+            printf "SSVM ngx_c rc=%d samples=%d c=%d none=%d mixed=%d worker=%s traces=%s\n", rc, t, c, none, mixed, w, tr
+            for (k in tot)
+                printf "SSVM ngx_%s exact=%d prefix=%d wrong=%d total=%d rooted=%d\n", k, e[k], p[k], bad[k], tot[k], r[k]
+        }' /tmp/ngx.folded
+    grep -i 'luajit\|samples' /tmp/rec.err | tail -n 3 | sed "s/^/SSVM-LOG ngx: /"
+    tail -n 3 /tmp/ngx/logs/error.log /tmp/ngx/out 2>/dev/null | sed "s/^/SSVM-LOG ngx error.log: /"
+    awk '{ print $NF, $0 }' /tmp/ngx.folded | sort -nr | head -n 6 | sed "s/^/SSVM-LOG folded ngx: /"
+    say ngx_uptime "start=$t0 ready=$t1 end=$(cut -d' ' -f1 /proc/uptime)"
+}
+ngx_case
+# ---- end a64ngx ----
 pac_case default
 offcpu_case
 kernel_case
+say uptime "$(cut -d' ' -f1 /proc/uptime) s"
 say end
 sync
 poweroff -f
