@@ -15,6 +15,7 @@
 #include "elf/elf.h"
 #include "process/process.h"
 #include "unwind/luajit/detcache.h"
+#include "unwind/luajit/runtime.h"
 #include "unwind/procs.h"
 
 struct verdict {
@@ -168,8 +169,10 @@ static void scan(struct ss_unwinder *u, struct ss_uproc *up, struct ss_luaproc *
                 memmove(&d->park[j], &d->park[j + 1], (d->npark - j - 1) * sizeof(d->park[0]));
                 d->npark--;
             }
-        if (!r.rt && ss_lj_runtime_new(&r.rt, &v->info, (uint64_t)r.bias, up->pid, NULL) == 0)
+        if (!r.rt && ss_lj_runtime_new(&r.rt, &v->info, (uint64_t)r.bias, up->pid, NULL) == 0) {
             ss_lj_runtime_check_guards(r.rt, u->o.lj_check_guards);
+            ss_lj_fwd_setup(r.rt, u->ljc, r.elf);
+        }
         if (!r.rt) continue;
         keep[nk++] = r;
     }

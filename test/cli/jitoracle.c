@@ -231,7 +231,7 @@ Test(jitoracle, under_load)
  * the snapshot before, with the callees (closures' upvalues, the IR's
  * function guards), branches and operand types (metamethods) proven.
  * docs/design.md, "What LuaJIT's data proves at a call out of a trace". */
-Test(jitoracle, the_interpreters_chain, .disabled = true)
+Test(jitoracle, the_interpreters_chain)
 {
     static struct verdict v;
     judge(&v, 0);
