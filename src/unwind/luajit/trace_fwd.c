@@ -231,14 +231,15 @@ static struct fact upvalue(struct fw *w, uint64_t fn, uint32_t uv)
     return no;
 }
 
-/* Does HLOAD ref load a non-nil value with constant key key (HREFK of the
- * table's node, or HREF) from the env of closure fn, or (fn 0) from any
- * table, whose ref goes to *tab? */
-static bool load_of(const struct fw *w, uint32_t ref, uint64_t key, uint64_t fn, uint32_t *tab)
+/* Does HLOAD ref load a value of type irt (not nil: no __index) with
+ * constant key key (HREFK of the table's node, or HREF) from the env of
+ * closure fn, or (fn 0) from any table, whose ref goes to *tab? */
+static bool load_of(const struct fw *w, uint32_t ref, uint64_t key, unsigned irt, uint64_t fn,
+                    uint32_t *tab)
 {
     if (ref < REF_BIAS || ref >= w->c) return false;
     const uint8_t *h = irq(w, ref), *x;
-    if (h[5] != IR_HLOAD || (h[4] & 0x1f) <= IRT_TRUE) return false; /* a non-nil value */
+    if (h[5] != IR_HLOAD || (h[4] & 0x1f) != irt) return false;
     uint32_t xr = (uint32_t)(h[0] | h[1] << 8), t;
     if (xr < REF_BIAS || xr >= ref) return false;
     x = irq(w, xr);
@@ -275,8 +276,8 @@ static uint64_t guarded(const struct fw *w, uint64_t fn, uint64_t k1, uint64_t k
         uint32_t h2 = (uint32_t)(q[0] | q[1] << 8);
         uint64_t f = kgc(w, (uint32_t)(q[2] | q[3] << 8), IRT_FUNC);
         uint32_t t = 0;
-        if (!f || h2 < REF_BIAS || h2 >= r || !load_of(w, h2, k2, 0, &t) ||
-            !load_of(w, t, k1, fn, &t))
+        if (!f || h2 < REF_BIAS || h2 >= r || !load_of(w, h2, k2, IRT_FUNC, 0, &t) ||
+            !load_of(w, t, k1, IRT_TAB, fn, &t))
             continue;
         if (got && got != f) return 0;
         got = f;
@@ -521,31 +522,6 @@ static bool fixed_up(const struct wf *f)
     return false;
 }
 
-/* The calls of x86-64 mcode [lo, hi) to fn: ends into end (at most 8);
- * -1 when a call's target is not known (emit_call's far `call rax`). */
-static int calls_to(csh cs, cs_insn *ci, const uint8_t *mc, uint32_t lo, uint32_t hi,
-                    uint64_t mcode, uint64_t fn, uint32_t *end)
-{
-#if defined(__x86_64__)
-    const uint8_t *p = mc + lo;
-    size_t len = hi - lo;
-    uint64_t at = mcode + lo;
-    int n = 0;
-    while (len && cs_disasm_iter(cs, &p, &len, &at, ci)) {
-        if (ci->id != X86_INS_CALL) continue;
-        const cs_x86_op *op = &ci->detail->x86.operands[0];
-        if (ci->detail->x86.op_count != 1) return -1;
-        if (op->type == X86_OP_REG && op->reg != X86_REG_RAX) continue; /* an FFI call */
-        if (op->type != X86_OP_IMM) return -1;
-        if ((uint64_t)op->imm == fn && n < 8) end[n++] = (uint32_t)(at - mcode);
-    }
-    return len ? -1 : n;
-#else
-    (void)cs, (void)ci, (void)mc, (void)lo, (void)hi, (void)mcode, (void)fn, (void)end;
-    return -1; /* arm64: far calls are blr through constants (not followed here) */
-#endif
-}
-
 void ss_lj_fwd_calls(struct ss_lj_runtime *rt, struct ss_mem *m, struct trace *t, const uint8_t *kb,
                      uint32_t nk, const uint8_t *ib, uint32_t nins, const uint8_t *sb,
                      const uint32_t *map, const struct tsnap *snaps, const struct tframe *fr,
@@ -571,8 +547,8 @@ void ss_lj_fwd_calls(struct ss_lj_runtime *rt, struct ss_mem *m, struct trace *t
             continue;
         for (unsigned h = 0; h < NH; h++) {
             uint32_t end[8], c = 0, nc = 0;
-            int ne = rt->fwd_fn[h] ? calls_to(cs, ci, mc, s->mcofs, snaps[i + 1].mcofs, t->mcode,
-                                              rt->fwd_fn[h], end)
+            int ne = rt->fwd_fn[h] ? ss_lj_mcode_calls_to(cs, ci, mc, s->mcofs, snaps[i + 1].mcofs,
+                                                          t->mcode, rt->fwd_fn[h], end)
                                    : 0;
             for (uint32_t r = r0; r < r1; r++) {
                 const uint8_t *q = ib + (size_t)(r - REF_BIAS) * 8;

@@ -122,6 +122,12 @@ uint32_t ss_lj_trace_loop_calls(const struct lj_layout *lay, const uint8_t *kb, 
                                 uint32_t szmcode, const uint8_t *sb, const struct tsnap *snaps,
                                 uint32_t nsnap, struct tcall **out);
 
+/* The direct calls to fn in x86-64 mcode [lo, hi) of a trace at mcode:
+ * offsets just past the first 8 into end, how many; -1 when a call's
+ * target is not known (emit_call's far `call rax`) or on arm64 (trace_calls.c). */
+int ss_lj_mcode_calls_to(csh cs, cs_insn *ci, const uint8_t *mc, uint32_t lo, uint32_t hi,
+                         uint64_t mcode, uint64_t fn, uint32_t *end);
+
 /* Of the frames fr[0, n) of one snapshot, outermost first: how many inner
  * frames lie above the innermost caller not standing at a call (trace_load.c). */
 uint32_t ss_lj_callers_at_calls(struct ss_lj_runtime *rt, struct ss_mem *m, const struct tframe *fr,
