@@ -11,11 +11,12 @@
  *    that IR was recorded while the recorder ran the bytecode from snapshot
  *    i's pc up to snapshot i+1's: a path that starts at snapshot i's pc in
  *    its frames;
- *  - a CALLL is never folded away or CSE'd (LJFOLD(CALLL any any): emit),
- *    and assembles to one call of lj_ir_callinfo[op2].func, or to none when
- *    its result is unused; nothing else calls these two helpers. So when
- *    the range's mcode holds as many calls of the helper as its IR holds
- *    CALLLs of it, the first call is the first CALLL's;
+ *  - a CALLL is never folded away or CSE'd (LJFOLD(CALLL any any): emit);
+ *    these two are guards (CCI_T, "may throw": never DCE'd or skipped by
+ *    the assembler) and assemble to one call of lj_ir_callinfo[op2].func;
+ *    nothing else calls them. So when the range's mcode holds as many calls
+ *    of the helper as its IR holds guarded CALLLs of it, the first call is
+ *    the first CALLL's;
  *  - a CALLL of lj_buf_putstr_rep comes from recording a call of string.rep
  *    (not folded when the count or the string is no IR constant:
  *    bufput_kfold_rep) or from a buffer put of its result (bufput_bufstr,
@@ -552,7 +553,9 @@ void ss_lj_fwd_calls(struct ss_lj_runtime *rt, struct ss_mem *m, struct trace *t
                                    : 0;
             for (uint32_t r = r0; r < r1; r++) {
                 const uint8_t *q = ib + (size_t)(r - REF_BIAS) * 8;
-                if (q[5] == IR_CALLL && u16at(q + 2) == rt->fwd_id[h] && !nc++) c = r;
+                if (q[5] != IR_CALLL || u16at(q + 2) != rt->fwd_id[h]) continue;
+                if (!(q[4] & 0x80)) nc = 99; /* (IRT_GUARD: CCI_T) */
+                if (!nc++) c = r;
             }
             if (ne <= 0 || (uint32_t)ne != nc) continue;
             /* the base: where the last RETF before the range left it, and
