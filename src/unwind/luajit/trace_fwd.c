@@ -26,7 +26,8 @@
  * cannot branch, call or invoke a metamethod in ways it cannot see: moves
  * and constants, arithmetic on slots proven numbers, LEN of strings,
  * immutable upvalues of a known closure (the value the recorder
- * specialised to), GGET k1 + TGETS k2 chains that end in a call whose
+ * specialised to), base-frame slots whose function the trace guards
+ * (EQ(SLOAD #s, constant)), GGET k1 + TGETS k2 chains that end in a call whose
  * callee the trace's IR guards (EQ of HLOAD(HREF[K](..env.., k1))[k2]
  * against a function constant: both loads non-nil, so no __index), calls of
  * proven Lua closures (frames pushed) and returns to frames it knows. It
@@ -34,7 +35,8 @@
  * range is that call's, so the sampled call is made in the replay's frames
  * with the caller standing at that CALL. Anything else (a branch, CAT, an
  * unproven operand or callee, a return below the trace's base frame, a
- * snapshot whose pc a comparison or loop fixed up) leaves today's proven
+ * snapshot but the first whose pc a comparison or loop may have fixed up to
+ * the branch not taken) leaves today's proven
  * prefix. Types come from the snapshot's IR refs, or, for the base frame's
  * slots it does not list, from the trace's SLOADs of them since the last
  * RETF (a slot the path reads is live, so not purged from the snapshot if
@@ -57,55 +59,20 @@ void ss_lj_fwd_setup(struct ss_lj_runtime *rt, void *detcache, const struct ss_e
         rt->fwd_fn[h] = fn[h] ? fn[h] + rt->bias : 0;
 }
 
-/* lj_ir.h IRDEF / IRTDEF / IRFLDEF of the 2.1 trees with CALLXS = 99 */
-enum {
-    IR_EQ = 8,
-    IR_RETF = 11,
-    IR_KGC = 24,
-    IR_KSLOT = 30,
-    IR_HREFK = 57,
-    IR_HREF = 58,
-    IR_NEWREF = 59,
-    IR_HLOAD = 67,
-    IR_FLOAD = 69,
-    IR_SLOAD = 71,
-    IR_ASTORE = 74,
-    IR_XSTORE = 78,
-    IR_CALLL = 97,
-    IR_CALLS = 98,
-    IR_CALLXS = 99,
-    IRFL_FUNC_ENV = 1
-};
-enum { IRT_FALSE = 1, IRT_TRUE = 2, IRT_STR = 4, IRT_FUNC = 8, IRT_TAB = 11, IRT_NUM = 14 };
-enum { IRT_I8 = 15, IRT_U32 = 20 };
-/* lj_bc.h BCDEF (every tree here) */
-enum {
-    BC_MOV = 18,
-    BC_NOT = 19,
-    BC_UNM = 20,
-    BC_LEN = 21,
-    BC_ADDVN = 22,
-    BC_MODNV = 31,
-    BC_ADDVV = 32,
-    BC_POW = 37,
-    BC_KSTR = 39,
-    BC_KCDATA = 40,
-    BC_KSHORT = 41,
-    BC_KNUM = 42,
-    BC_KPRI = 43,
-    BC_KNIL = 44,
-    BC_UGET = 45,
-    BC_GGET = 54,
-    BC_TGETS = 57,
-    BC_CALLM = 65,
-    BC_CALL = 66,
-    BC_RET = 74,
-    BC_RET0 = 75,
-    BC_RET1 = 76,
-    BC_JMP = 88,
-    BC_FUNCF = 89,
-    BC_JFUNCF = 91
-};
+/* lj_ir.h IRDEF / IRTDEF / IRFLDEF of the 2.1 trees with CALLXS = 99;
+ * lj_bc.h BCDEF (every tree here) */
+// clang-format off
+enum { IR_EQ = 8, IR_RETF = 11, IR_KGC = 24, IR_KSLOT = 30, IR_HREFK = 57, IR_HREF = 58,
+       IR_NEWREF = 59, IR_HLOAD = 67, IR_FLOAD = 69, IR_SLOAD = 71, IR_ASTORE = 74,
+       IR_XSTORE = 78, IR_CALLL = 97, IR_CALLS = 98, IR_CALLXS = 99, IRFL_FUNC_ENV = 1 };
+enum { IRT_FALSE = 1, IRT_TRUE = 2, IRT_STR = 4, IRT_FUNC = 8, IRT_TAB = 11, IRT_NUM = 14,
+       IRT_I8 = 15, IRT_U32 = 20 };
+enum { BC_MOV = 18, BC_NOT = 19, BC_UNM = 20, BC_LEN = 21, BC_ADDVN = 22, BC_MODNV = 31,
+       BC_ADDVV = 32, BC_POW = 37, BC_KSTR = 39, BC_KCDATA = 40, BC_KSHORT = 41, BC_KNUM = 42,
+       BC_KPRI = 43, BC_KNIL = 44, BC_UGET = 45, BC_GGET = 54, BC_TGETS = 57, BC_CALLM = 65,
+       BC_CALL = 66, BC_RET = 74, BC_RET0 = 75, BC_RET1 = 76, BC_JMP = 88, BC_FUNCF = 89,
+       BC_JFUNCF = 91 };
+// clang-format on
 #define NSLOT 512u
 #define TAG_FUNC 0x1fff7ull
 #define TAG_TAB 0x1fff4ull
@@ -174,12 +141,31 @@ static struct fact of_ref(const struct fw *w, uint32_t ref)
     return of_type(irt, true);
 }
 
+/* The function the trace guards base slot s to hold since the base last
+ * moved: EQ(SLOAD #s, constant) before the call (one, never two), 0 none. */
+static uint64_t slot_fn(const struct fw *w, uint32_t s)
+{
+    uint64_t got = 0;
+    for (uint32_t r = w->lastretf + 1; r < w->c; r++) {
+        const uint8_t *q = irq(w, r);
+        uint32_t o1 = (uint32_t)(q[0] | q[1] << 8);
+        if (q[5] != IR_EQ || (q[4] & 0x1f) != IRT_FUNC || o1 <= w->lastretf || o1 >= r ||
+            irq(w, o1)[5] != IR_SLOAD || (uint32_t)(irq(w, o1)[0] | irq(w, o1)[1] << 8) != s)
+            continue;
+        uint64_t f = kgc(w, (uint32_t)(q[2] | q[3] << 8), IRT_FUNC);
+        if (!f || (got && got != f)) return 0;
+        got = f;
+    }
+    return got;
+}
+
 static struct fact get(struct fw *w, uint32_t s)
 {
     if (s >= NSLOT) return (struct fact){.k = F_UNK};
     if (w->f[s].k != F_LAZY) return w->f[s];
     /* a base-frame slot the trace had not written: what its SLOADs since
-     * the base last moved loaded (each the same type) */
+     * the base last moved loaded (each the same type), a function as
+     * guarded */
     int irt = -1;
     for (uint32_t r = w->lastretf + 1; r < w->c; r++) {
         const uint8_t *q = irq(w, r);
@@ -188,6 +174,7 @@ static struct fact get(struct fw *w, uint32_t s)
         if (irt != 0xff) irt = q[4] & 0x1f;
     }
     w->f[s] = irt >= 0 && irt != 0xff ? of_type((unsigned)irt, false) : (struct fact){.k = F_UNK};
+    if (irt == IRT_FUNC && (w->f[s].v = slot_fn(w, s))) w->f[s].k = F_FN;
     return w->f[s];
 }
 
@@ -496,20 +483,14 @@ static bool start(struct fw *w, const uint8_t *sb, const uint32_t *map, const st
                 f->fn = kgc(w, mp[e] & 0xffff, IRT_FUNC);
     }
     /* the base frame's closure, else: the trace guards slot 0's function */
-    for (uint32_t r = w->lastretf + 1; !w->fr[0].fn && r < w->c; r++) {
-        const uint8_t *q = irq(w, r), *l;
-        uint32_t o1 = (uint32_t)(q[0] | q[1] << 8);
-        if (q[5] != IR_EQ || (q[4] & 0x1f) != IRT_FUNC || o1 < REF_BIAS || o1 >= r) continue;
-        l = irq(w, o1);
-        if (l[5] == IR_SLOAD && l[0] == 0 && l[1] == 0 && o1 > w->lastretf)
-            w->fr[0].fn = kgc(w, (uint32_t)(q[2] | q[3] << 8), IRT_FUNC);
-    }
+    if (!w->fr[0].fn) w->fr[0].fn = slot_fn(w, 0);
     return true;
 }
 
 /* Was snapshot pc x of f's prototype made by a branch (a comparison's or
  * a loop's fixed-up exit, lj_record.c rec_comp_fixup/rec_for_loop)? Its
- * instruction before a jump, loop or comparison, or x a jump target. */
+ * instruction before a jump, loop or comparison, or x a jump target. (Not
+ * snapshot 0: where recording started, never merged, lj_snap_add.) */
 static bool fixed_up(const struct wf *f)
 {
     uint32_t x = f->idx;
@@ -569,7 +550,8 @@ void ss_lj_fwd_calls(struct ss_lj_runtime *rt, struct ss_mem *m, struct trace *t
                                  o == IR_CALLXS || (o >= IR_ASTORE && o <= IR_XSTORE));
             }
             int st = 0;
-            if (ok && start(w, sb, map, s, i, fr + s->first) && !fixed_up(&w->fr[w->nf - 1]))
+            if (ok && start(w, sb, map, s, i, fr + s->first) &&
+                (!i || !fixed_up(&w->fr[w->nf - 1])))
                 for (unsigned k = 0; k < 512 && (st = step(w, h)) == 1; k++)
                     ;
             if (st == 2 && emits(w, h) && t->nfwd < 256) {
