@@ -23,6 +23,7 @@ struct verdict {
     uint64_t dev, ino, size;
     bool is_luajit;
     struct ss_lj_elfinfo info;
+    struct ss_lj_fwd fwd; /* helpers trace_fwd.c places (file vaddrs) */
 };
 
 /* Replay replaces a process's bundle at every recorded mapping change, where
@@ -119,6 +120,7 @@ static const struct verdict *detect(struct ss_unwinder *u, const struct ss_elf *
     set_id(v, e);
     v->is_luajit =
         ss_lj_detcache_get(u->ljc, e, &v->info) == 0 && v->info.is_luajit && v->info.vm_found;
+    if (v->is_luajit) ss_lj_fwd_find(u->ljc, e, &v->fwd);
     return v;
 }
 
@@ -171,7 +173,7 @@ static void scan(struct ss_unwinder *u, struct ss_uproc *up, struct ss_luaproc *
             }
         if (!r.rt && ss_lj_runtime_new(&r.rt, &v->info, (uint64_t)r.bias, up->pid, NULL) == 0) {
             ss_lj_runtime_check_guards(r.rt, u->o.lj_check_guards);
-            ss_lj_fwd_setup(r.rt, u->ljc, r.elf);
+            ss_lj_fwd_setup(r.rt, &v->fwd);
         }
         if (!r.rt) continue;
         keep[nk++] = r;

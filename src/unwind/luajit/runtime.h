@@ -139,9 +139,16 @@ struct ss_lj_runtime {
     size_t sbuf_cap, hbuf_cap;
 };
 
+/* The helpers trace_fwd.c places in a file: IRCALLDEF index and ELF vaddr
+ * (0: not found), found once per file (ss_lj_fwd_find) and given to each
+ * runtime of it (ss_lj_fwd_setup: rt->fwd_*). */
+struct ss_lj_fwd {
+    uint16_t id[2];
+    uint64_t fn[2];
+};
 struct ss_elf;
-/* Find the fwd_* helpers in e, the module rt runs from (trace_fwd.c). */
-void ss_lj_fwd_setup(struct ss_lj_runtime *rt, void *detcache, const struct ss_elf *e);
+void ss_lj_fwd_find(void *detcache, const struct ss_elf *e, struct ss_lj_fwd *out);
+void ss_lj_fwd_setup(struct ss_lj_runtime *rt, const struct ss_lj_fwd *f);
 
 /* Intern a string (len bytes, need not be NUL-terminated); NULL on ENOMEM. */
 const char *ss_lj_intern(struct ss_lj_runtime *rt, const char *s, size_t len);

@@ -51,12 +51,17 @@ enum { H_REP, H_TAB, NH };
 static const char *const hname[NH] = {"lj_buf_putstr_rep", "lj_buf_puttab"};
 static const char *const hff[NH] = {"string.rep", "table.concat"};
 
-void ss_lj_fwd_setup(struct ss_lj_runtime *rt, void *detcache, const struct ss_elf *e)
+void ss_lj_fwd_find(void *detcache, const struct ss_elf *e, struct ss_lj_fwd *out)
 {
-    uint64_t fn[NH];
-    ss_lj_ircall_fns(detcache, e, hname, NH, rt->fwd_id, fn);
-    for (unsigned h = 0; h < NH; h++)
-        rt->fwd_fn[h] = fn[h] ? fn[h] + rt->bias : 0;
+    ss_lj_ircall_fns(detcache, e, hname, NH, out->id, out->fn);
+}
+
+void ss_lj_fwd_setup(struct ss_lj_runtime *rt, const struct ss_lj_fwd *f)
+{
+    for (unsigned h = 0; h < NH; h++) {
+        rt->fwd_id[h] = f->id[h];
+        rt->fwd_fn[h] = f->fn[h] ? f->fn[h] + rt->bias : 0;
+    }
 }
 
 /* lj_ir.h IRDEF / IRTDEF / IRFLDEF of the 2.1 trees with CALLXS = 99;
