@@ -87,6 +87,7 @@ struct verdict {
     long long xjudged, xsame; /* strlen: the FFI call whose next snapshot is its own */
     long long ljudged, lsame; /* strnlen: the same call made in a loop's copy */
     long long cjudged, csame; /* memchr, memcmp: compared right after the call */
+    long long rjudged, rsame; /* string.rep, table.concat: CALLL helpers (trace_fwd.c) */
     char report[8192];
 };
 
@@ -149,6 +150,8 @@ static void judge(struct verdict *v, unsigned busy)
         if (strstr(r->name, "strnlen")) v->ljudged += r->on, v->lsame += r->same;
         memcmp_seen |= strstr(r->name, "memcmp") && !strstr(r->name, "lj_str_new");
         memchr_seen |= strstr(r->name, "memchr") != NULL;
+        if (strstr(r->name, "lj_buf_putstr_rep") || strstr(r->name, "lj_buf_puttab"))
+            v->rjudged += r->on, v->rsame += r->same;
         if ((strstr(r->name, "memcmp") && !strstr(r->name, "lj_str_new")) ||
             strstr(r->name, "memchr"))
             v->cjudged += r->on, v->csame += r->same;
@@ -211,6 +214,13 @@ static void sound(unsigned busy, unsigned exact)
      * scan > find (without it 0%: a proven prefix) */
     cr_expect_geq(v.csame * 100, v.cjudged * 95, "memchr/memcmp: %lld of %lld samples exact:\n%s",
                   v.csame, v.cjudged, v.report);
+    /* string.rep/table.concat's helpers (CALLL, no snapshot after them):
+     * the forward replay from the snapshot before proves round > rep and
+     * round > concat (trace_fwd.c; without it 0%: a proven prefix) */
+    cr_expect_gt(v.rjudged, 20, "string.rep/table.concat not judged:\n%s", v.report);
+    cr_expect_geq(v.rsame * 100, v.rjudged * 95,
+                  "string.rep/table.concat: %lld of %lld samples exact:\n%s", v.rsame, v.rjudged,
+                  v.report);
 }
 
 /* The same with 4 busy processes beside the target (issue 32: the
