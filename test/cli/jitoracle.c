@@ -241,6 +241,60 @@ Test(jitoracle, the_interpreters_chain)
     sound(0, 99);
 }
 
+/* The forward replay's refusals (trace_fwd.c): string.rep reached through
+ * a metamethod, a table of functions, tail calls and a branch, and twice in
+ * a row in a function the loop calls. Above lj_buf_putstr_rep every chain
+ * with the JIT on must be one the interpreter shows there or a prefix of
+ * one (never a frame that was not on the stack), and some must go past
+ * main (the replay proves `twice`). */
+Test(jitoracle, fwd_never_a_frame_not_on_the_stack)
+{
+    char *dir = cli_tmpdir("fwdref"), *lua = cli_src("test/cli/fwdrefuse.lua");
+    static struct orc_dist d[2];
+    char *text[2];
+    for (int jit = 0; jit < 2; jit++) {
+        char *folded = cli_path(dir, jit ? "on.folded" : "off.folded");
+        char *argv[] = {(char *)cli_ss(),       "record", "-F", "999", "-o", folded, "--", "luajit",
+                        jit ? "-jon" : "-joff", lua,      "2",  NULL};
+        struct cli_res res;
+        cr_assert_eq(cli_run(&res, 60, argv), 0);
+        cr_assert_eq(res.status, 0, "record: %s", res.err);
+        cli_res_free(&res);
+        cr_assert((text[jit] = cli_load(folded, NULL)), "%s", folded);
+        orc_parse(&d[jit], text[jit]);
+        free(folded);
+    }
+    const struct orc_key *k[2] = {NULL, NULL};
+    for (int jit = 0; jit < 2; jit++)
+        for (unsigned i = 0; i < d[jit].n; i++)
+            if (!strcmp(d[jit].k[i].name, "lj_buf_putstr_rep")) k[jit] = &d[jit].k[i];
+    cr_assert(k[0] && k[1], "lj_buf_putstr_rep not seen in both runs");
+    long long bad = 0, past = 0, all = 0;
+    for (unsigned c = 0; c < k[1]->nc; c++) {
+        const char *ch = k[1]->c[c].chain;
+        bool ok = false;
+        for (unsigned o = 0; o < k[0]->nc && !ok; o++) {
+            const char *w = k[0]->c[o].chain;
+            size_t l = strlen(ch);
+            ok = !strncmp(ch, w, l) && (w[l] == 0 || w[l] == ';' || !l);
+        }
+        if (!ok) cr_log_error("not the interpreter's, nor a prefix: %s", ch);
+        bad += ok ? 0 : k[1]->c[c].n;
+        past += strchr(ch, ';') ? k[1]->c[c].n : 0;
+        all += k[1]->c[c].n;
+    }
+    cr_log_info("fwdrefuse: %lld samples above lj_buf_putstr_rep with the JIT on, %lld past "
+                "main, %lld wrong",
+                all, past, bad);
+    cr_expect_eq(bad, 0, "%lld samples show a frame that was not on the stack", bad);
+    cr_expect_gt(past, 0, "no chain past main: the replay proved nothing");
+    free(text[0]);
+    free(text[1]);
+    free(lua);
+    cli_rmtree(dir);
+    free(dir);
+}
+
 /* A builtin frame right above its C function: the frame of a builtin called
  * through BC_FUNCC (ffi.*, os.clock: LJLIB_CF) is right below the native
  * frame of its lua_CFunction, which is named after the Lua frame's own
