@@ -151,6 +151,9 @@ struct ss_lj_stats {
     /* calls with side effects (FFI) in loaded traces whose frames are
      * proven exact (the snapshot after them), and trace samples at one */
     uint64_t trace_xcalls, trace_xcall_samples;
+    /* helper calls (string.rep, table.concat) whose frames the forward
+     * replay from the snapshot before proves, and trace samples at one */
+    uint64_t trace_fwd_calls, trace_fwd_samples;
     uint64_t g_rejects; /* global_State candidates that did not verify */
     /* with ss_lj_runtime_check_guards: trace samples where the snapshot the
      * guards place (builds without mcofs) was also checked against mcofs,

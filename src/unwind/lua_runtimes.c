@@ -15,6 +15,7 @@
 #include "elf/elf.h"
 #include "process/process.h"
 #include "unwind/luajit/detcache.h"
+#include "unwind/luajit/runtime.h"
 #include "unwind/procs.h"
 
 struct verdict {
@@ -22,6 +23,7 @@ struct verdict {
     uint64_t dev, ino, size;
     bool is_luajit;
     struct ss_lj_elfinfo info;
+    struct ss_lj_fwd fwd; /* helpers trace_fwd.c places (file vaddrs) */
 };
 
 /* Replay replaces a process's bundle at every recorded mapping change, where
@@ -118,6 +120,7 @@ static const struct verdict *detect(struct ss_unwinder *u, const struct ss_elf *
     set_id(v, e);
     v->is_luajit =
         ss_lj_detcache_get(u->ljc, e, &v->info) == 0 && v->info.is_luajit && v->info.vm_found;
+    if (v->is_luajit) ss_lj_fwd_find(u->ljc, e, &v->fwd);
     return v;
 }
 
@@ -168,8 +171,10 @@ static void scan(struct ss_unwinder *u, struct ss_uproc *up, struct ss_luaproc *
                 memmove(&d->park[j], &d->park[j + 1], (d->npark - j - 1) * sizeof(d->park[0]));
                 d->npark--;
             }
-        if (!r.rt && ss_lj_runtime_new(&r.rt, &v->info, (uint64_t)r.bias, up->pid, NULL) == 0)
+        if (!r.rt && ss_lj_runtime_new(&r.rt, &v->info, (uint64_t)r.bias, up->pid, NULL) == 0) {
             ss_lj_runtime_check_guards(r.rt, u->o.lj_check_guards);
+            ss_lj_fwd_setup(r.rt, &v->fwd);
+        }
         if (!r.rt) continue;
         keep[nk++] = r;
     }

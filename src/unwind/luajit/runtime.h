@@ -113,6 +113,11 @@ struct ss_lj_runtime {
     struct lj_lstack lstack[LJ_LSTACK_SLOTS];
     struct lj_fnpt *fnpt; /* LJ_FNPT_SLOTS */
     struct lj_tcache *tc; /* known traces (trace.c), NULL until the first trace sample */
+    /* the IR-call helpers whose calls from trace code trace_fwd.c places
+     * (lj_buf_putstr_rep, lj_buf_puttab): IRCALLDEF index and address, fn 0
+     * not known (ss_lj_fwd_setup) */
+    uint16_t fwd_id[2];
+    uint64_t fwd_fn[2];
     struct {
         uint64_t L, base; /* BASE of the last good trace walk of L (trace.c) */
     } tbase[LJ_TBASE_SLOTS];
@@ -133,6 +138,17 @@ struct ss_lj_runtime {
     uint8_t *sbuf, *hbuf;
     size_t sbuf_cap, hbuf_cap;
 };
+
+/* The helpers trace_fwd.c places in a file: IRCALLDEF index and ELF vaddr
+ * (0: not found), found once per file (ss_lj_fwd_find) and given to each
+ * runtime of it (ss_lj_fwd_setup: rt->fwd_*). */
+struct ss_lj_fwd {
+    uint16_t id[2];
+    uint64_t fn[2];
+};
+struct ss_elf;
+void ss_lj_fwd_find(void *detcache, const struct ss_elf *e, struct ss_lj_fwd *out);
+void ss_lj_fwd_setup(struct ss_lj_runtime *rt, const struct ss_lj_fwd *f);
 
 /* Intern a string (len bytes, need not be NUL-terminated); NULL on ENOMEM. */
 const char *ss_lj_intern(struct ss_lj_runtime *rt, const char *s, size_t len);

@@ -55,6 +55,8 @@ static void trace_clear(struct trace *t)
     free(t->map);
     free(t->fr);
     free(t->calls);
+    free(t->fwd);
+    free(t->fwdfr);
     memset(t, 0, sizeof(*t));
 }
 

@@ -26,7 +26,8 @@
  * offset just past it and the offset just past the original. A sample in
  * the callee (return address the copy's) is taken as one at the original's
  * (trace_check.c), whose frames are exact where the snapshot after it is
- * its own (trace_load.c post_call), else the proven ones as everywhere. */
+ * its own (trace_load.c post_call), else the proven ones as everywhere.
+ * Also: the direct calls of one helper in a snapshot's code (trace_fwd.c). */
 #include <capstone/capstone.h>
 #include <stdlib.h>
 
@@ -280,4 +281,29 @@ out:
     }
     *out = tc; /* in mcode order: the copy's calls are */
     return nt;
+}
+
+int ss_lj_mcode_calls_to(csh cs, cs_insn *ci, const uint8_t *mc, uint32_t lo, uint32_t hi,
+                         uint64_t mcode, uint64_t fn, uint32_t *end)
+{
+#if defined(__x86_64__)
+    const uint8_t *p = mc + lo;
+    size_t len = hi - lo;
+    uint64_t at = mcode + lo;
+    int n = 0;
+    while (len && cs_disasm_iter(cs, &p, &len, &at, ci)) {
+        if (ci->id != X86_INS_CALL) continue;
+        const cs_x86_op *op = &ci->detail->x86.operands[0];
+        if (ci->detail->x86.op_count != 1) return -1;
+        if (op->type == X86_OP_REG && op->reg != X86_REG_RAX) continue; /* an FFI call */
+        if (op->type != X86_OP_IMM) return -1;
+        if ((uint64_t)op->imm != fn) continue;
+        if (n < 8) end[n] = (uint32_t)(at - mcode);
+        n++;
+    }
+    return len ? -1 : n;
+#else
+    (void)cs, (void)ci, (void)mc, (void)lo, (void)hi, (void)mcode, (void)fn, (void)end;
+    return -1; /* arm64: far calls are blr through constants (not followed here) */
+#endif
 }

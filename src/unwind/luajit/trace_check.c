@@ -152,16 +152,21 @@ int ss_lj_trace_validate(struct ss_lj_runtime *rt, struct ss_mem *m, int idx, ui
      * - 1 (a sample in the callee), or trace code after it up to that
      * snapshot's code */
     uint64_t ofs = look - t->mcode;
-    bool xcall = si >= 0 && (uint32_t)si + 1 < t->nsnap && t->snaps[si].xret &&
+    /* a helper call whose frames the forward replay proves (trace_fwd.c) */
+    const struct tfwd *fw = NULL;
+    for (uint32_t k = 0; si >= 0 && k < t->nfwd && !fw; k++)
+        if (t->fwd[k].si == (uint32_t)si && t->fwd[k].end == ofs + 1) fw = &t->fwd[k];
+    bool xcall = !fw && si >= 0 && (uint32_t)si + 1 < t->nsnap && t->snaps[si].xret &&
                  ofs + 1 >= t->snaps[si].xret && ofs < t->snaps[si + 1].mcofs;
     if (xcall) si++;
-    if (!xcall && si >= 0 && t->snaps[si].prof && look - t->mcode >= t->snaps[si].prof &&
+    if (!xcall && !fw && si >= 0 && t->snaps[si].prof && look - t->mcode >= t->snaps[si].prof &&
         (uint32_t)si + 1 < t->nsnap)
         si++; /* past a profiler check: see prof_checks */
     if (si < 0 || !t->snaps[si].n) return -ENOENT;
     const struct tsnap *ts = &t->snaps[si];
     /* frames [0, keep) of ts */
-    const uint32_t keep = xcall ? ts->n + ts->nret : proven(t, si, look - t->mcode);
+    const uint32_t keep = fw ? fw->n : xcall ? ts->n + ts->nret : proven(t, si, look - t->mcode);
+    const struct tframe *tf = fw ? t->fwdfr + fw->first : t->fr + ts->first;
     uint64_t G = t->G, jt = G + (uint64_t)(int64_t)lay->g2j + lay->J_trace;
     unsigned rs = lay->gc64 ? 8 : 4;
     if (tc->arr_G != G) tc->arr_G = G, tc->arr = 0;
@@ -208,7 +213,7 @@ int ss_lj_trace_validate(struct ss_lj_runtime *rt, struct ss_mem *m, int idx, ui
     memset(cur->proto, 0, keep * sizeof(cur->proto[0]));
     int cn[TC_MAXFR];
     for (uint32_t i = 1; i < keep; i++) { /* inlined frames' prototypes, names */
-        uint64_t pt = t->fr[ts->first + i].pt;
+        uint64_t pt = tf[i].pt;
         cn[i] = -1;
         if (trust && (cur->proto[i] = ss_lj_proto_trusted(rt, pt))) continue;
         iov[nv++] = (struct ss_iov){.addr = pt, .dst = ph[i], .len = lay->pt_size};
@@ -257,17 +262,18 @@ int ss_lj_trace_validate(struct ss_lj_runtime *rt, struct ss_mem *m, int idx, ui
     cur->base_spill = t->base_spill;
     cur->traceno = t->traceno;
     cur->nframes = keep;
-    cur->unproven = xcall ? 0 : ts->n - keep + ts->ncut;
+    cur->unproven = xcall || fw ? 0 : ts->n - keep + ts->ncut;
     rt->st.trace_xcall_samples += xcall;
+    rt->st.trace_fwd_samples += fw != NULL;
     bool hit[TC_MAXFR] = {false};
     for (uint32_t i = 0; i < keep; i++) {
-        const struct tframe *f = &t->fr[ts->first + i];
+        const struct tframe *f = &tf[i];
         /* at a proven call the frame making it stands at that CALL (the
          * snapshot's pc is the bytecode after it, or after the comparison
          * that follows it: xpc): the interpreter's pc */
-        cur->pc[i] = !xcall || i + 1 < keep ? f->pc
-                     : t->snaps[si - 1].xpc ? t->snaps[si - 1].xpc
-                                            : f->pc - 4;
+        cur->pc[i] = fw || !xcall || i + 1 < keep ? f->pc
+                     : t->snaps[si - 1].xpc       ? t->snaps[si - 1].xpc
+                                                  : f->pc - 4;
         cur->link[i] = f->link;
         cur->pt[i] = f->pt;
         if (!i || cur->proto[i]) continue;

@@ -63,6 +63,12 @@ struct tcall {
     uint32_t end, alias;
 };
 
+/* a helper call out of snapshot si's code placed by the forward replay
+ * (trace_fwd.c): mcode offset just past it, its frames fwdfr[first, +n) */
+struct tfwd {
+    uint32_t si, end, first, n;
+};
+
 struct trace {
     uint64_t G, T, mcode;
     uint32_t szmcode, traceno, spadjust;
@@ -79,6 +85,9 @@ struct trace {
     struct tframe *fr;
     struct tcall *calls; /* the loop copy's matched FFI calls, in mcode order */
     uint32_t ncalls;
+    struct tfwd *fwd; /* placed helper calls (trace_fwd.c) */
+    struct tframe *fwdfr;
+    uint32_t nfwd;
 };
 
 struct lj_tcache {
@@ -113,6 +122,12 @@ uint32_t ss_lj_trace_loop_calls(const struct lj_layout *lay, const uint8_t *kb, 
                                 uint32_t szmcode, const uint8_t *sb, const struct tsnap *snaps,
                                 uint32_t nsnap, struct tcall **out);
 
+/* The direct calls to fn in x86-64 mcode [lo, hi) of a trace at mcode:
+ * offsets just past the first 8 into end, how many; -1 when a call's
+ * target is not known (emit_call's far `call rax`) or on arm64 (trace_calls.c). */
+int ss_lj_mcode_calls_to(csh cs, cs_insn *ci, const uint8_t *mc, uint32_t lo, uint32_t hi,
+                         uint64_t mcode, uint64_t fn, uint32_t *end);
+
 /* Of the frames fr[0, n) of one snapshot, outermost first: how many inner
  * frames lie above the innermost caller not standing at a call (trace_load.c). */
 uint32_t ss_lj_callers_at_calls(struct ss_lj_runtime *rt, struct ss_mem *m, const struct tframe *fr,
@@ -129,6 +144,14 @@ void ss_lj_post_call(struct ss_lj_runtime *rt, struct ss_mem *m, const uint8_t *
                      const uint8_t *ib, uint32_t nins, const uint8_t *sb, const uint32_t *map,
                      struct tsnap *snaps, uint32_t i, const struct tframe *fr, csh cs, cs_insn *ci,
                      const uint8_t *mc);
+
+/* t->fwd: the helper calls in t's code whose frames the forward replay of
+ * the bytecode from the snapshot before proves (trace_fwd.c); arguments as
+ * ss_lj_post_call's, snaps/fr decoded, nsnap of them. */
+void ss_lj_fwd_calls(struct ss_lj_runtime *rt, struct ss_mem *m, struct trace *t, const uint8_t *kb,
+                     uint32_t nk, const uint8_t *ib, uint32_t nins, const uint8_t *sb,
+                     const uint32_t *map, const struct tsnap *snaps, const struct tframe *fr,
+                     csh cs, cs_insn *ci, const uint8_t *mc);
 
 /* Decode t's snapshots, map and frames (once per trace; t->bad on failure). */
 void ss_lj_trace_load(struct ss_lj_runtime *rt, struct ss_mem *m, struct trace *t);

@@ -394,9 +394,11 @@ void ss_lj_trace_load(struct ss_lj_runtime *rt, struct ss_mem *m, struct trace *
     }
     csh cs;
     if (xcalls && cs_open(CS_TRACE_ARCH, &cs) == CS_ERR_OK) {
+        cs_option(cs, CS_OPT_DETAIL, CS_OPT_ON); /* call operands (trace_fwd.c) */
         cs_insn *ci = cs_malloc(cs);
         for (uint32_t i = 0; ci && i + 1 < t->nsnap; i++)
             ss_lj_post_call(rt, m, kb, nk, ib, nins, sb, map, snaps, i, fr, cs, ci, mc);
+        if (ci) ss_lj_fwd_calls(rt, m, t, kb, nk, ib, nins, sb, map, snaps, fr, cs, ci, mc);
         if (ci) cs_free(ci, 1);
         cs_close(&cs);
         t->ncalls = ss_lj_trace_loop_calls(lay, kb, nk, ib, nins, mc, t->mcode, t->szmcode, sb,

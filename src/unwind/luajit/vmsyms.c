@@ -75,8 +75,8 @@ static bool callinfo_at(Elf *e, const uint8_t *p, const struct ss_lj_ircall *ir,
     return false;
 }
 
-static void ircalls(Elf *e, const struct ss_lj_ircall *ir, unsigned n, uint64_t vm_lo,
-                    uint64_t vm_hi, ss_elf_synth_add fn, void *ctx)
+/* The file bytes of lj_ir_callinfo of list ir (n entries), NULL when absent. */
+static const uint8_t *callinfo(Elf *e, const struct ss_lj_ircall *ir, unsigned n)
 {
     Elf_Scn *scn = NULL;
     while ((scn = elf_nextscn(e, scn))) {
@@ -88,15 +88,20 @@ static void ircalls(Elf *e, const struct ss_lj_ircall *ir, unsigned n, uint64_t 
         if (!d || !d->d_buf || d->d_size < 16 * (size_t)(n + 1)) continue;
         const uint8_t *b = d->d_buf;
         uint8_t first = ir[0].nargs;
-        for (size_t o = (8 - (sh.sh_addr & 7)) & 7; o + 16 * (size_t)(n + 1) <= d->d_size; o += 8) {
-            if (b[o + 8] != first || !callinfo_at(e, b + o, ir, n)) continue;
-            for (unsigned i = 0; i < n; i++) {
-                uint64_t f;
-                memcpy(&f, b + o + 16 * i, 8);
-                if (f && (f < vm_lo || f >= vm_hi)) fn(ctx, f, 0, ir[i].name);
-            }
-            return;
-        }
+        for (size_t o = (8 - (sh.sh_addr & 7)) & 7; o + 16 * (size_t)(n + 1) <= d->d_size; o += 8)
+            if (b[o + 8] == first && callinfo_at(e, b + o, ir, n)) return b + o;
+    }
+    return NULL;
+}
+
+static void ircalls(Elf *e, const struct ss_lj_ircall *ir, unsigned n, uint64_t vm_lo,
+                    uint64_t vm_hi, ss_elf_synth_add fn, void *ctx)
+{
+    const uint8_t *b = callinfo(e, ir, n);
+    for (unsigned i = 0; b && i < n; i++) {
+        uint64_t f;
+        memcpy(&f, b + 16 * i, 8);
+        if (f && (f < vm_lo || f >= vm_hi)) fn(ctx, f, 0, ir[i].name);
     }
 }
 
@@ -161,4 +166,34 @@ void ss_lj_internal_syms(void *detcache, struct ss_elf *ef, ss_elf_synth_add fn,
         done[nd++] = o->ircall;
         ircalls(e, o->ircall, o->nircall, lo, hi, fn, ctx);
     }
+}
+
+void ss_lj_ircall_fns(void *detcache, const struct ss_elf *ef, const char *const *want,
+                      unsigned nwant, uint16_t *id, uint64_t *fn)
+{
+    struct ss_lj_elfinfo info;
+    memset(fn, 0, nwant * sizeof(*fn));
+    if (ss_lj_detcache_get(detcache, ef, &info) != 0 || !info.is_luajit || !info.vm_found) return;
+    Elf *e = ef->elf;
+    const struct ss_lj_vmbuild *b = match_build(e);
+    if (b && !same_code(e, b, &info)) b = NULL;
+    /* the matched build's list, else the one list whose table the file holds */
+    const struct ss_lj_ircall *list = NULL;
+    const uint8_t *t = NULL;
+    unsigned n = 0;
+    for (unsigned i = 0; i < ss_lj_nvmbuilds; i++) {
+        const struct ss_lj_vmbuild *o = b ? b : &ss_lj_vmbuilds[i];
+        const uint8_t *at =
+            o->ircall && o->ircall != list ? callinfo(e, o->ircall, o->nircall) : NULL;
+        if (at && t) return; /* two lists fit: neither is proven */
+        if (at) t = at, list = o->ircall, n = o->nircall;
+        if (b) break;
+    }
+    for (unsigned w = 0; t && w < nwant; w++)
+        for (unsigned i = 0; i < n; i++) {
+            if (strcmp(list[i].name, want[w])) continue;
+            id[w] = (uint16_t)i;
+            memcpy(&fn[w], t + 16 * i, 8);
+            break;
+        }
 }

@@ -46,4 +46,10 @@ extern const unsigned ss_lj_nvmbuilds;
  * FDE either (symbolize/). Nothing for files without LuaJIT. */
 void ss_lj_internal_syms(void *detcache, struct ss_elf *e, ss_elf_synth_add fn, void *ctx);
 
+/* The IRCALLDEF index (id) and function (ELF vaddr, fn; 0 when not found)
+ * of each name in want, from e's lj_ir_callinfo (as above): what IR
+ * CALL* op2 = id calls. */
+void ss_lj_ircall_fns(void *detcache, const struct ss_elf *e, const char *const *want,
+                      unsigned nwant, uint16_t *id, uint64_t *fn);
+
 #endif

@@ -1,0 +1,586 @@
+/* unwind/luajit/trace_fwd.c: the frames at a call of an IR-call helper out
+ * of trace code that no snapshot after it shows (issue 32): string.rep's
+ * lj_buf_putstr_rep and table.concat's lj_buf_puttab (lj_ffrecord.c
+ * recff_string_rep/recff_table_concat: CALLL, no side effect, so no
+ * snapshot after them), placed by a forward replay of the bytecode from
+ * the snapshot before.
+ *
+ * What the recorder guarantees (LuaJIT 2.1, lj_record.c, lj_snap.c,
+ * lj_opt_fold.c, lj_asm.c; checked in Debian 12's and 13's trees):
+ *  - snapshot i's code is that of IR [ref_i, ref_i+1) (trace_post.c), and
+ *    that IR was recorded while the recorder ran the bytecode from snapshot
+ *    i's pc up to snapshot i+1's: a path that starts at snapshot i's pc in
+ *    its frames;
+ *  - a CALLL is never folded away or CSE'd (LJFOLD(CALLL any any): emit);
+ *    these two are guards (CCI_T, "may throw": never DCE'd or skipped by
+ *    the assembler) and assemble to one call of lj_ir_callinfo[op2].func;
+ *    nothing else calls them. So when the range's mcode holds as many calls
+ *    of the helper as its IR holds guarded CALLLs of it, the first call is
+ *    the first CALLL's;
+ *  - a CALLL of lj_buf_putstr_rep comes from recording a call of string.rep
+ *    (not folded when the count or the string is no IR constant:
+ *    bufput_kfold_rep) or from a buffer put of its result (bufput_bufstr,
+ *    CAT or string.format); one of lj_buf_puttab only from recording
+ *    table.concat with a table (always emitted).
+ * The replay walks the path from snapshot i's pc over bytecodes that
+ * cannot branch, call or invoke a metamethod in ways it cannot see: moves
+ * and constants, arithmetic on slots proven numbers, LEN of strings,
+ * immutable upvalues of a known closure (the value the recorder
+ * specialised to), base-frame slots whose function the trace guards
+ * (EQ(SLOAD #s, constant)), GGET k1 + TGETS k2 chains that end in a call whose
+ * callee the trace's IR guards (EQ of HLOAD(HREF[K](..env.., k1))[k2]
+ * against a function constant: both loads non-nil, so no __index), calls of
+ * proven Lua closures (frames pushed) and returns to frames it knows. It
+ * stops at the first call of the helper's builtin: the first CALLL of the
+ * range is that call's, so the sampled call is made in the replay's frames
+ * with the caller standing at that CALL. Anything else (a branch, CAT, an
+ * unproven operand or callee, a return below the trace's base frame, a
+ * snapshot but the first whose pc a comparison or loop may have fixed up to
+ * the branch not taken) leaves today's proven
+ * prefix. Types come from the snapshot's IR refs, or, for the base frame's
+ * slots it does not list, from the trace's SLOADs of them since the last
+ * RETF (a slot the path reads is live, so not purged from the snapshot if
+ * the trace wrote it). x86-64 GC64 builds whose IR numbering is 2.1's. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "unwind/luajit/trace_int.h"
+#include "unwind/luajit/vmsyms.h"
+
+enum { H_REP, H_TAB, NH };
+static const char *const hname[NH] = {"lj_buf_putstr_rep", "lj_buf_puttab"};
+static const char *const hff[NH] = {"string.rep", "table.concat"};
+
+void ss_lj_fwd_find(void *detcache, const struct ss_elf *e, struct ss_lj_fwd *out)
+{
+    ss_lj_ircall_fns(detcache, e, hname, NH, out->id, out->fn);
+}
+
+void ss_lj_fwd_setup(struct ss_lj_runtime *rt, const struct ss_lj_fwd *f)
+{
+    for (unsigned h = 0; h < NH; h++) {
+        rt->fwd_id[h] = f->id[h];
+        rt->fwd_fn[h] = f->fn[h] ? f->fn[h] + rt->bias : 0;
+    }
+}
+
+/* lj_ir.h IRDEF / IRTDEF / IRFLDEF of the 2.1 trees with CALLXS = 99;
+ * lj_bc.h BCDEF (every tree here) */
+// clang-format off
+enum { IR_EQ = 8, IR_RETF = 11, IR_KGC = 24, IR_KSLOT = 30, IR_HREFK = 57, IR_HREF = 58,
+       IR_NEWREF = 59, IR_HLOAD = 67, IR_FLOAD = 69, IR_SLOAD = 71, IR_ASTORE = 74,
+       IR_XSTORE = 78, IR_CALLL = 97, IR_CALLS = 98, IR_CALLXS = 99, IRFL_FUNC_ENV = 1 };
+enum { IRT_FALSE = 1, IRT_TRUE = 2, IRT_STR = 4, IRT_FUNC = 8, IRT_TAB = 11, IRT_NUM = 14,
+       IRT_I8 = 15, IRT_U32 = 20 };
+enum { BC_MOV = 18, BC_NOT = 19, BC_UNM = 20, BC_LEN = 21, BC_ADDVN = 22, BC_MODNV = 31,
+       BC_ADDVV = 32, BC_POW = 37, BC_KSTR = 39, BC_KCDATA = 40, BC_KSHORT = 41, BC_KNUM = 42,
+       BC_KPRI = 43, BC_KNIL = 44, BC_UGET = 45, BC_GGET = 54, BC_TGETS = 57, BC_CALLM = 65,
+       BC_CALL = 66, BC_RET = 74, BC_RET0 = 75, BC_RET1 = 76, BC_JMP = 88, BC_FUNCF = 89,
+       BC_JFUNCF = 91 };
+// clang-format on
+#define NSLOT 512u
+#define TAG_FUNC 0x1fff7ull
+#define TAG_TAB 0x1fff4ull
+#define TAG_STR 0x1fffbull
+
+/* what a slot holds at recording time */
+enum { F_UNK, F_LAZY, F_NUM, F_NUMV, F_KSTR, F_STR, F_STRV, F_TAB, F_FN, F_PRI, F_G1, F_G2 };
+/* (F_NUMV, F_STRV: no IR constant; F_FN: v the closure; F_G1/F_G2: the
+ * value of GGET k1 / its TGETS k2 in closure v's environment) */
+struct fact {
+    uint8_t k;
+    uint64_t v, k1, k2;
+};
+
+struct wf {
+    uint64_t pt, fn, link; /* prototype, closure (0 not known), frame link */
+    uint32_t base, idx;    /* slot 0 (snapshot numbering), current instruction */
+    uint32_t *bc, sizebc;
+    uint64_t *kgc; /* kgc[i]: the constant ~i */
+    uint32_t sizekgc;
+    uint8_t nparams;
+};
+
+struct fw {
+    struct ss_lj_runtime *rt;
+    struct ss_mem *m;
+    const uint8_t *kb, *ib;
+    uint32_t nk, nins, r0, c, lastretf;
+    struct fact f[NSLOT];
+    struct wf fr[TC_MAXFR];
+    uint32_t nf, pending;
+};
+
+static const uint8_t *irq(const struct fw *w, uint32_t ref)
+{
+    return ref >= REF_BIAS ? w->ib + (size_t)(ref - REF_BIAS) * 8
+                           : w->kb + (size_t)(ref - w->nk) * 8;
+}
+
+/* the value of KGC constant ref of type irt, 0 none */
+static uint64_t kgc(const struct fw *w, uint32_t ref, unsigned irt)
+{
+    if (ref < w->nk || ref + 1 >= REF_BIAS) return 0;
+    const uint8_t *q = irq(w, ref);
+    return q[5] == IR_KGC && (q[4] & 0x1f) == irt ? lj_u64(irq(w, ref + 1)) : 0;
+}
+
+static struct fact of_type(unsigned irt, bool k)
+{
+    struct fact f = {.k = F_UNK};
+    if (irt == IRT_NUM || (irt >= IRT_I8 && irt <= IRT_U32)) f.k = k ? F_NUM : F_NUMV;
+    if (irt == IRT_STR) f.k = k ? F_KSTR : F_STRV;
+    if (irt == IRT_TAB) f.k = F_TAB;
+    if (irt <= IRT_TRUE) f.k = F_PRI;
+    return f;
+}
+
+/* the fact of snapshot ref ref */
+static struct fact of_ref(const struct fw *w, uint32_t ref)
+{
+    if (ref < w->nk || ref >= w->nins) return (struct fact){.k = F_UNK};
+    const uint8_t *q = irq(w, ref);
+    unsigned irt = q[4] & 0x1f;
+    if (ref >= REF_BIAS) return of_type(irt, false);
+    if (q[5] == IR_KGC && irt == IRT_FUNC) return (struct fact){.k = F_FN, .v = kgc(w, ref, irt)};
+    return of_type(irt, true);
+}
+
+/* The function the trace guards base slot s to hold since the base last
+ * moved: EQ(SLOAD #s, constant) before the call (one, never two), 0 none. */
+static uint64_t slot_fn(const struct fw *w, uint32_t s)
+{
+    uint64_t got = 0;
+    for (uint32_t r = w->lastretf + 1; r < w->c; r++) {
+        const uint8_t *q = irq(w, r);
+        uint32_t o1 = (uint32_t)(q[0] | q[1] << 8);
+        if (q[5] != IR_EQ || (q[4] & 0x1f) != IRT_FUNC || o1 <= w->lastretf || o1 >= r ||
+            irq(w, o1)[5] != IR_SLOAD || (uint32_t)(irq(w, o1)[0] | irq(w, o1)[1] << 8) != s)
+            continue;
+        uint64_t f = kgc(w, (uint32_t)(q[2] | q[3] << 8), IRT_FUNC);
+        if (!f || (got && got != f)) return 0;
+        got = f;
+    }
+    return got;
+}
+
+static struct fact get(struct fw *w, uint32_t s)
+{
+    if (s >= NSLOT) return (struct fact){.k = F_UNK};
+    if (w->f[s].k != F_LAZY) return w->f[s];
+    /* a base-frame slot the trace had not written: what its SLOADs since
+     * the base last moved loaded (each the same type), a function as
+     * guarded */
+    int irt = -1;
+    for (uint32_t r = w->lastretf + 1; r < w->c; r++) {
+        const uint8_t *q = irq(w, r);
+        if (q[5] != IR_SLOAD || (uint32_t)(q[0] | q[1] << 8) != s) continue;
+        if (irt >= 0 && irt != (q[4] & 0x1f)) irt = 0xff;
+        if (irt != 0xff) irt = q[4] & 0x1f;
+    }
+    w->f[s] = irt >= 0 && irt != 0xff ? of_type((unsigned)irt, false) : (struct fact){.k = F_UNK};
+    if (irt == IRT_FUNC && (w->f[s].v = slot_fn(w, s))) w->f[s].k = F_FN;
+    return w->f[s];
+}
+
+/* Set slot s; a pending table load there may not be dropped. */
+static bool set(struct fw *w, uint32_t s, struct fact f)
+{
+    if (s >= NSLOT || w->f[s].k == F_G1 || w->f[s].k == F_G2) return false;
+    w->f[s] = f;
+    return true;
+}
+
+static bool isnum(struct fact f)
+{
+    return f.k == F_NUM || f.k == F_NUMV;
+}
+
+/* closure fn's header into fb (fn_size bytes): a function */
+static bool closure(struct fw *w, uint64_t fn, uint8_t *fb)
+{
+    const struct lj_layout *lay = w->rt->lay;
+    return fn && lay->fn_size <= 64 && !ss_mem_read(w->m, fn, fb, lay->fn_size) &&
+           fb[lay->gct] == LJ_GCT_FUNC;
+}
+
+/* Immutable upvalue uv of Lua closure fn: its value never changed, so it
+ * is the one the recorder specialised to (lj_record.c rec_upvalue). */
+static struct fact upvalue(struct fw *w, uint64_t fn, uint32_t uv)
+{
+    const struct lj_layout *lay = w->rt->lay;
+    struct fact no = {.k = F_UNK};
+    uint8_t fb[64], uvb[64];
+    uint64_t uva = 0, tv = 0;
+    if (!closure(w, fn, fb) || fb[lay->fn_ffid] != 0 || uv >= fb[lay->fn_ffid + 1] ||
+        ss_mem_read(w->m, fn + lay->fn_uvptr + (uint64_t)uv * 8, &uva, 8) ||
+        lay->uv_v + 8 > sizeof(uvb) || ss_mem_read(w->m, uva, uvb, lay->uv_v + 8) ||
+        uvb[lay->gct] != LJ_GCT_UPVAL || !uvb[lay->gct + 2] /* immutable */ ||
+        ss_mem_read(w->m, lj_u64(uvb + lay->uv_v), &tv, 8))
+        return no;
+    if (tv >> 47 == TAG_FUNC) return (struct fact){.k = F_FN, .v = tv & LJ_GCVMASK};
+    if (tv >> 47 == TAG_TAB) return (struct fact){.k = F_TAB};
+    if (tv >> 47 == TAG_STR) return (struct fact){.k = F_KSTR};
+    return no;
+}
+
+/* Does HLOAD ref load a value of type irt (not nil: no __index) with
+ * constant key key (HREFK of the table's node, or HREF) from the env of
+ * closure fn, or (fn 0) from any table, whose ref goes to *tab? */
+static bool load_of(const struct fw *w, uint32_t ref, uint64_t key, unsigned irt, uint64_t fn,
+                    uint32_t *tab)
+{
+    if (ref < REF_BIAS || ref >= w->c) return false;
+    const uint8_t *h = irq(w, ref), *x;
+    if (h[5] != IR_HLOAD || (h[4] & 0x1f) != irt) return false;
+    uint32_t xr = (uint32_t)(h[0] | h[1] << 8), t;
+    if (xr < REF_BIAS || xr >= ref) return false;
+    x = irq(w, xr);
+    uint32_t o1 = (uint32_t)(x[0] | x[1] << 8), o2 = (uint32_t)(x[2] | x[3] << 8);
+    if (x[5] == IR_HREFK) {
+        const uint8_t *ks = o2 >= w->nk && o2 < REF_BIAS ? irq(w, o2) : NULL;
+        if (!ks || ks[5] != IR_KSLOT || kgc(w, (uint32_t)(ks[0] | ks[1] << 8), IRT_STR) != key)
+            return false;
+        if (o1 < REF_BIAS || o1 >= xr || irq(w, o1)[5] != IR_FLOAD) return false; /* the node */
+        t = (uint32_t)(irq(w, o1)[0] | irq(w, o1)[1] << 8);
+    } else if (x[5] == IR_HREF) {
+        if (kgc(w, o2, IRT_STR) != key) return false;
+        t = o1;
+    } else {
+        return false;
+    }
+    if (!fn) {
+        *tab = t;
+        return true;
+    }
+    const uint8_t *e = t >= REF_BIAS && t < ref ? irq(w, t) : NULL;
+    return e && e[5] == IR_FLOAD && e[2] == IRFL_FUNC_ENV && e[3] == 0 &&
+           kgc(w, (uint32_t)(e[0] | e[1] << 8), IRT_FUNC) == fn;
+}
+
+/* The function the range's IR guards env(fn)[k1][k2] to be, before the
+ * call c (one, never two), 0 none. */
+static uint64_t guarded(const struct fw *w, uint64_t fn, uint64_t k1, uint64_t k2)
+{
+    uint64_t got = 0;
+    for (uint32_t r = w->r0; r < w->c; r++) {
+        const uint8_t *q = irq(w, r);
+        if (q[5] != IR_EQ || (q[4] & 0x1f) != IRT_FUNC) continue;
+        uint32_t h2 = (uint32_t)(q[0] | q[1] << 8);
+        uint64_t f = kgc(w, (uint32_t)(q[2] | q[3] << 8), IRT_FUNC);
+        uint32_t t = 0;
+        if (!f || h2 < REF_BIAS || h2 >= r || !load_of(w, h2, k2, IRT_FUNC, 0, &t) ||
+            !load_of(w, t, k1, IRT_TAB, fn, &t))
+            continue;
+        if (got && got != f) return 0;
+        got = f;
+    }
+    return got;
+}
+
+static void wf_free(struct wf *f)
+{
+    free(f->bc);
+    free(f->kgc);
+    f->bc = NULL, f->kgc = NULL;
+}
+
+/* Copy prototype f->pt's bytecode and GC constants. */
+static bool wf_load(struct fw *w, struct wf *f)
+{
+    const struct lj_layout *lay = w->rt->lay;
+    const struct lj_proto *p = ss_lj_proto(w->rt, w->m, f->pt, NULL);
+    if (!p || !p->sizebc || p->sizebc > 65536 || p->sizekgc > 65536 ||
+        lay->pt_size + (size_t)p->sizebc * 4 > p->sizept)
+        return false;
+    uint64_t k = lj_u64(p->blob + lay->pt_k);
+    if (k < f->pt + lay->pt_size + (uint64_t)p->sizekgc * 8 || k > f->pt + p->sizept) return false;
+    f->sizebc = p->sizebc, f->sizekgc = p->sizekgc;
+    f->nparams = p->blob[lay->pt_sizebc - 2];
+    f->bc = malloc((size_t)p->sizebc * 4);
+    f->kgc = malloc((size_t)p->sizekgc * 8 + 8);
+    if (!f->bc || !f->kgc) return false;
+    for (uint32_t i = 0; i < p->sizebc; i++)
+        f->bc[i] = lj_u32(p->blob + lay->pt_size + (size_t)i * 4);
+    for (uint32_t i = 0; i < p->sizekgc; i++)
+        f->kgc[i] = lj_u64(p->blob + (k - (uint64_t)(i + 1) * 8 - f->pt));
+    return true;
+}
+
+/* The name of builtin F, NULL for a Lua closure or unknown. */
+static const char *ffname(struct fw *w, uint64_t fn, bool *lua)
+{
+    const struct lj_layout *lay = w->rt->lay;
+    uint8_t fb[64];
+    *lua = false;
+    if (!closure(w, fn, fb)) return NULL;
+    unsigned id = fb[lay->fn_ffid];
+    *lua = id == 0;
+    return id > 1 && id - 2u < *lay->nff ? lay->ff[id - 2] : NULL;
+}
+
+/* Push the frame of Lua closure fn called by the top frame's CALL at A. */
+static bool push(struct fw *w, uint64_t fn, uint32_t a, uint32_t nargs)
+{
+    const struct lj_layout *lay = w->rt->lay;
+    struct wf *c = &w->fr[w->nf - 1];
+    uint8_t fb[64];
+    if (w->nf == TC_MAXFR || !closure(w, fn, fb) || fb[lay->fn_ffid] != 0) return false;
+    struct wf *f = &w->fr[w->nf];
+    *f = (struct wf){.pt = lj_u64(fb + lay->fn_pc) - lay->pt_size, .fn = fn};
+    f->link = c->pt + lay->pt_size + (uint64_t)(c->idx + 1) * 4;
+    f->base = c->base + a + 2, f->idx = 1;
+    w->nf++;
+    if (!wf_load(w, f)) return false;
+    unsigned op0 = f->bc[0] & 0xff;
+    if (op0 < BC_FUNCF || op0 > BC_JFUNCF || f->base + 256 > NSLOT) return false; /* no varargs */
+    for (uint32_t s = f->base; s < f->base + 256; s++) /* (a dropped pending load fails) */
+        if (s >= f->base + nargs &&
+            !set(w, s, (struct fact){.k = s < f->base + f->nparams ? F_PRI : F_UNK}))
+            return false;
+    return true;
+}
+
+/* Return from the top frame with n values from slot a up. */
+static bool ret(struct fw *w, uint32_t a, uint32_t n)
+{
+    if (w->nf < 2 || n > 8) return false;
+    struct fact v[8];
+    struct wf *f = &w->fr[w->nf - 1], *c = &w->fr[w->nf - 2];
+    for (uint32_t i = 0; i < n; i++)
+        v[i] = get(w, f->base + a + i);
+    wf_free(f);
+    w->nf--;
+    uint32_t ins = c->idx < c->sizebc ? c->bc[c->idx] : 0, ca = (ins >> 8) & 0xff, nres = ins >> 24;
+    if (((ins & 0xff) != BC_CALL && (ins & 0xff) != BC_CALLM) || !nres) return false;
+    for (uint32_t s = c->base + ca; s < NSLOT; s++) { /* the callee's slots are dead */
+        uint32_t i = s - c->base - ca;
+        if (w->f[s].k == F_G1 || w->f[s].k == F_G2) return false;
+        w->f[s] = i < nres - 1 ? (i < n ? v[i] : (struct fact){.k = F_PRI}) : (struct fact){0};
+    }
+    c->idx++;
+    return true;
+}
+
+/* One instruction of the top frame: 1 done, 0 not provable, 2 the call of
+ * helper h's builtin reached. */
+static int step(struct fw *w, unsigned h)
+{
+    struct wf *f = &w->fr[w->nf - 1];
+    if (f->idx >= f->sizebc) return 0;
+    uint32_t ins = f->bc[f->idx], op = ins & 0xff, a = (ins >> 8) & 0xff, b = ins >> 24;
+    uint32_t c = (ins >> 16) & 0xff, d = ins >> 16, A = f->base + a;
+    struct fact x = {.k = F_UNK};
+    if (op == BC_MOV) {
+        x = get(w, f->base + d);
+        if (x.k == F_G1 || x.k == F_G2) return 0;
+    } else if (op == BC_NOT || op == BC_KPRI) {
+        x.k = F_PRI;
+    } else if (op == BC_UNM || op == BC_LEN) {
+        x = get(w, f->base + d);
+        if (op == BC_UNM ? !isnum(x) : x.k != F_KSTR && x.k != F_STR && x.k != F_STRV) return 0;
+        x.k = x.k == F_NUMV || x.k == F_STRV ? F_NUMV : F_NUM;
+    } else if (op >= BC_ADDVN && op <= BC_MODNV) { /* B op number constant */
+        x = get(w, f->base + b);
+        if (!isnum(x)) return 0;
+    } else if (op >= BC_ADDVV && op <= BC_POW) {
+        if (!isnum(get(w, f->base + b)) || !isnum(get(w, f->base + c))) return 0;
+        x.k = F_NUM;
+    } else if (op == BC_KSTR) {
+        x.k = F_KSTR;
+    } else if (op == BC_KSHORT || op == BC_KNUM) {
+        x.k = F_NUM;
+    } else if (op == BC_KCDATA) {
+        x.k = F_UNK;
+    } else if (op == BC_KNIL) {
+        for (uint32_t s = A; s <= f->base + d; s++)
+            if (!set(w, s, (struct fact){.k = F_PRI})) return 0;
+        f->idx++;
+        return 1;
+    } else if (op == BC_UGET) {
+        if (!f->fn || (x = upvalue(w, f->fn, d)).k == F_UNK) return 0;
+    } else if (op == BC_GGET) {
+        if (!f->fn || d >= f->sizekgc) return 0;
+        x = (struct fact){.k = F_G1, .v = f->fn, .k1 = f->kgc[d]};
+        w->pending++;
+    } else if (op == BC_TGETS) {
+        struct fact t = get(w, f->base + b);
+        if (t.k != F_G1 || c >= f->sizekgc) return 0;
+        x = (struct fact){.k = F_G2, .v = t.v, .k1 = t.k1, .k2 = f->kgc[c]};
+        w->f[f->base + b].k = F_UNK; /* the chain goes on in A */
+    } else if (op == BC_CALL) {
+        struct fact fn = get(w, A);
+        if (fn.k == F_G2) {
+            fn = (struct fact){.k = F_FN, .v = guarded(w, fn.v, fn.k1, fn.k2)};
+            w->f[A].k = F_UNK;
+            w->pending--;
+        }
+        bool lua;
+        const char *name = fn.k == F_FN ? ffname(w, fn.v, &lua) : NULL;
+        if (fn.k == F_FN && lua) return push(w, fn.v, a, c ? c - 1 : 0) ? 1 : 0;
+        if (!name || !c) return 0;
+        if (!strcmp(name, hff[h])) return 2;
+        if (strcmp(name, hff[!h]) || !b || b > 2)
+            return 0; /* the other helper's builtin: no call */
+        x.k = F_STR;
+        if (b < 2) x.k = F_UNK;
+    } else if (op == BC_RET0 || op == BC_RET1 || op == BC_RET) {
+        return ret(w, a, op == BC_RET0 ? 0 : op == BC_RET1 ? 1 : (d ? d - 1 : 99)) ? 1 : 0;
+    } else if (op == BC_JMP) {
+        f->idx = f->idx + 1 + d - 0x8000;
+        return 1;
+    } else {
+        return 0;
+    }
+    if (!set(w, A, x)) return 0;
+    f->idx++;
+    return 1;
+}
+
+/* Does the call the walk reached make helper h's CALLLs? (above) */
+static bool emits(struct fw *w, unsigned h)
+{
+    const struct wf *f = &w->fr[w->nf - 1];
+    uint32_t ins = f->bc[f->idx], A = f->base + ((ins >> 8) & 0xff),
+             nargs = ((ins >> 16) & 0xff) - 1;
+    struct fact s = get(w, A + 2), n = get(w, A + 3);
+    bool str = s.k == F_KSTR || s.k == F_STR || s.k == F_STRV || isnum(s);
+    if (w->pending) return false;
+    bool sep = n.k == F_KSTR || n.k == F_STR || n.k == F_STRV || isnum(n);
+    if (h == H_REP) return nargs == 2 && str && isnum(n) && (n.k == F_NUMV || s.k == F_STRV);
+    return s.k == F_TAB && (nargs == 1 || (nargs == 2 && sep));
+}
+
+/* Frames, slots and closures of snapshot si (of n frames fr) into w. */
+static bool start(struct fw *w, const uint8_t *sb, const uint32_t *map, const struct tsnap *s,
+                  uint32_t si, const struct tframe *fr)
+{
+    const struct lj_layout *lay = w->rt->lay;
+    uint32_t nent = sb[(size_t)si * lay->snap_size + lay->snap_nent], ls[TC_MAXFR], nl = 0;
+    const uint32_t *mp = map + s->mapofs;
+    if (s->maplen < nent + 2 || s->n > TC_MAXFR) return false;
+    for (uint32_t e = 0; e < nent; e++)
+        if ((mp[e] & SNAP_FRAME) && (mp[e] >> 24) >= 2) {
+            if (nl == TC_MAXFR) return false;
+            ls[nl++] = mp[e] >> 24;
+        }
+    if (nl + 1 != s->n || (nl ? ls[nl - 1] + 1 : 2) != (mp[nent] & 0xff) + 2) return false;
+    for (uint32_t sl = 0; sl < NSLOT; sl++) /* the base frame's slots: its own */
+        w->f[sl].k = sl >= 2 && (!nl || sl + 1 < ls[0]) ? F_LAZY : F_UNK;
+    for (uint32_t e = 0; e < nent; e++)
+        if (!(mp[e] & (SNAP_FRAME | SNAP_CONT))) w->f[mp[e] >> 24] = of_ref(w, mp[e] & 0xffff);
+    for (uint32_t j = 0; j < s->n; j++) {
+        struct wf *f = &w->fr[j];
+        uint32_t base = j ? ls[j - 1] + 1 : 2;
+        *f = (struct wf){.pt = fr[j].pt, .link = fr[j].link, .base = base};
+        w->nf = j + 1;
+        if (!f->pt || (j && (fr[j].link & 3)) || !wf_load(w, f)) return false;
+        uint64_t bc = f->pt + lay->pt_size;
+        if (fr[j].pc < bc + 4 || fr[j].pc > bc + (uint64_t)f->sizebc * 4) return false;
+        f->idx = (uint32_t)((fr[j].pc - bc) / 4) - 1; /* caller frames: their CALL */
+        if (j + 1 < s->n) {
+            unsigned op = f->bc[f->idx] & 0xff;
+            if (op != BC_CALL && op != BC_CALLM) return false;
+        }
+        /* the closure: the snapshot's constant in the function slot */
+        for (uint32_t e = 0; e < nent; e++)
+            if ((mp[e] >> 24) == base - 2 && !(mp[e] & (SNAP_FRAME | SNAP_CONT)))
+                f->fn = kgc(w, mp[e] & 0xffff, IRT_FUNC);
+    }
+    /* the base frame's closure, else: the trace guards slot 0's function */
+    if (!w->fr[0].fn) w->fr[0].fn = slot_fn(w, 0);
+    return true;
+}
+
+/* Was snapshot pc x of f's prototype made by a branch (a comparison's or
+ * a loop's fixed-up exit, lj_record.c rec_comp_fixup/rec_for_loop)? Its
+ * instruction before a jump, loop or comparison, or x a jump target. (Not
+ * snapshot 0: where recording started, never merged, lj_snap_add.) */
+static bool fixed_up(const struct wf *f)
+{
+    uint32_t x = f->idx;
+    unsigned prev = x ? f->bc[x - 1] & 0xff : 0;
+    if (!x || prev <= 17 || (prev >= 69 && prev <= 88)) return true;
+    for (uint32_t i = 0; i < f->sizebc; i++) {
+        unsigned op = f->bc[i] & 0xff;
+        bool jmp = op == 50 || op == 72 || (op >= 77 && op <= 88);
+        if (jmp && (int64_t)i + 1 + (int64_t)(f->bc[i] >> 16) - 0x8000 == (int64_t)x) return true;
+    }
+    return false;
+}
+
+void ss_lj_fwd_calls(struct ss_lj_runtime *rt, struct ss_mem *m, struct trace *t, const uint8_t *kb,
+                     uint32_t nk, const uint8_t *ib, uint32_t nins, const uint8_t *sb,
+                     const uint32_t *map, const struct tsnap *snaps, const struct tframe *fr,
+                     csh cs, cs_insn *ci, const uint8_t *mc)
+{
+    const struct lj_layout *lay = rt->lay;
+    if (lay->ir_callxs != IR_CALLXS || lay->ir_kgc != IR_KGC || !lay->gc64 || !lay->ff ||
+        (!rt->fwd_fn[H_REP] && !rt->fwd_fn[H_TAB]))
+        return;
+    struct fw *w = calloc(1, sizeof(*w));
+    uint32_t loop = nins, cap = 0;
+    if (!w) return;
+    *w = (struct fw){.rt = rt, .m = m, .kb = kb, .ib = ib, .nk = nk, .nins = nins};
+    for (uint32_t r = REF_BIAS; r < nins && loop == nins; r++)
+        if (ib[(size_t)(r - REF_BIAS) * 8 + 5] == lay->ir_loop) loop = r;
+    for (uint32_t i = 0; i + 1 < t->nsnap; i++) {
+        const struct tsnap *s = &snaps[i];
+        uint32_t r0 = u16at(sb + (size_t)i * lay->snap_size + lay->snap_ref);
+        uint32_t r1 = u16at(sb + (size_t)(i + 1) * lay->snap_size + lay->snap_ref);
+        /* (the loop's copy keeps only some snapshots: left out) */
+        if (r0 < REF_BIAS || r1 <= r0 || r1 > loop || !s->n || s->ncut || s->nret ||
+            snaps[i + 1].mcofs <= s->mcofs)
+            continue;
+        for (unsigned h = 0; h < NH; h++) {
+            uint32_t end[8], c = 0, nc = 0;
+            int ne = rt->fwd_fn[h] ? ss_lj_mcode_calls_to(cs, ci, mc, s->mcofs, snaps[i + 1].mcofs,
+                                                          t->mcode, rt->fwd_fn[h], end)
+                                   : 0;
+            for (uint32_t r = r0; r < r1; r++) {
+                const uint8_t *q = ib + (size_t)(r - REF_BIAS) * 8;
+                if (q[5] != IR_CALLL || u16at(q + 2) != rt->fwd_id[h]) continue;
+                if (!(q[4] & 0x80)) nc = 99; /* (IRT_GUARD: CCI_T) */
+                if (!nc++) c = r;
+            }
+            if (ne <= 0 || (uint32_t)ne != nc) continue;
+            /* the base: where the last RETF before the range left it, and
+             * no store, side effect or RETF before the call in the range */
+            w->r0 = r0, w->c = c, w->lastretf = REF_BIAS, w->pending = 0;
+            bool ok = true;
+            for (uint32_t r = REF_BIAS; r < c && ok; r++) {
+                uint8_t o = ib[(size_t)(r - REF_BIAS) * 8 + 5];
+                if (o == IR_RETF && r < r0) w->lastretf = r;
+                ok = r < r0 || !(o == IR_RETF || o == IR_NEWREF || o == IR_CALLS ||
+                                 o == IR_CALLXS || (o >= IR_ASTORE && o <= IR_XSTORE));
+            }
+            int st = 0;
+            if (ok && start(w, sb, map, s, i, fr + s->first) &&
+                (!i || !fixed_up(&w->fr[w->nf - 1])))
+                for (unsigned k = 0; k < 512 && (st = step(w, h)) == 1; k++)
+                    ;
+            if (st == 2 && emits(w, h) && t->nfwd < 256) {
+                struct tframe *nf = realloc(t->fwdfr, (size_t)(cap + w->nf) * sizeof(*nf));
+                struct tfwd *nw = nf ? realloc(t->fwd, (t->nfwd + 1) * sizeof(*nw)) : NULL;
+                if (nf) t->fwdfr = nf;
+                if (nw) {
+                    t->fwd = nw;
+                    t->fwd[t->nfwd++] =
+                        (struct tfwd){.si = i, .end = end[0], .first = cap, .n = w->nf};
+                    for (uint32_t j = 0; j < w->nf; j++) {
+                        const struct wf *f = &w->fr[j];
+                        t->fwdfr[cap++] =
+                            (struct tframe){.pc = f->pt + lay->pt_size + (uint64_t)(f->idx + 1) * 4,
+                                            .link = f->link,
+                                            .pt = f->pt};
+                    }
+                    rt->st.trace_fwd_calls++;
+                }
+            }
+            for (uint32_t j = 0; j < TC_MAXFR; j++)
+                wf_free(&w->fr[j]);
+            w->nf = 0;
+        }
+    }
+    free(w);
+}

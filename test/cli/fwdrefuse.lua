@@ -1,0 +1,27 @@
+-- test/cli/fwdrefuse.lua: string.rep reached where the forward replay of
+-- trace_fwd.c must refuse (a metamethod, a callee through a table, tail
+-- calls, a branch) or prove the frames (two string.rep in a row in a local
+-- function the loop calls). jitoracle.c fwd_never_a_frame_not_on_the_stack:
+-- every chain above lj_buf_putstr_rep with the JIT on must be one the
+-- interpreter shows there, or a prefix of one. arg[1]: seconds (CPU).
+local mt = { __add = function(a, b) return #string.rep("ab", 600 + b % 3) end }
+local obj = setmetatable({}, mt)
+local function viamm(i) return obj + i end -- string.rep inside __add
+local function ra(i) return #string.rep("cd", 700 + i % 5) end
+local function rb(i) return #string.rep("ef", 800 + i % 5) end
+local fns = { ra, rb }
+local function viatab(i) return fns[i % 2 + 1](i) end -- a tail call through TGETV
+local function viabranch(i)
+  if i % 3 == 0 then local r = ra(i); return r end -- a comparison, then a call
+  local r = rb(i); return r
+end
+local function twice(i) return #string.rep("gh", 500 + i % 7) + ra(i) end
+local t0, acc, i = os.clock(), 0, 0
+while os.clock() - t0 < tonumber(arg[1] or "2") do
+  for _ = 1, 50 do
+    i = i + 1
+    acc = acc + twice(i) + viabranch(i)
+    if i % 4 == 0 then acc = acc + viamm(i) + viatab(i) end
+  end
+end
+io.stderr:write(string.format("acc %d\n", acc % 7))
