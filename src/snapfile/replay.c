@@ -75,7 +75,7 @@ int ss_replay_open(struct ss_replay **out, const char *path, const struct ss_rep
     }
     /* samples hold registers and stack bytes of the recording's architecture:
      * a build of that architecture unwinds them, an x86-64 build also
-     * arm64 ones (unwind/foreign.c: native frames) (stack records,
+     * arm64 ones (unwind/foreign.c: native and LuaJIT interpreter frames) (stack records,
      * --no-stack-bytes, are unwound already) */
     const struct ss_snap_header *h = ss_snap_get_header(r->rd);
     const char *arch = ss_snap_arch(h);
@@ -490,7 +490,8 @@ int ss_replay_run(struct ss_replay *r, ss_replay_stack_fn fn, ss_replay_msg_fn m
                 const char *a = ss_snap_arch(h);
                 snprintf(line, sizeof(line),
                          "a capture of %s samples with LuaJIT: this stacksnap (%s) walks their "
-                         "native frames, not their Lua frames (a stacksnap built for %s does)",
+                         "native and interpreter frames, not their JIT trace frames (a stacksnap "
+                         "built for %s does)",
                          a, SS_ARCH, a);
                 say(r, "%s%s", line, "");
             }

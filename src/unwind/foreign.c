@@ -17,12 +17,20 @@
  * steps to x30 (its pointer-authentication code stripped) with its own sp
  * when that is a return address after a call in file code; a return
  * address of 0 is the root; the caller's sp must be above (or, after an
- * interrupted frame, at) its callee's, its ip in executable memory. Lua frames are not walked here
- * (the LuaJIT walker reads the build's own registers): a LuaJIT process keeps its native frames. */
+ * interrupted frame, at) its callee's, its ip in executable memory.
+ *
+ * LuaJIT's interpreter frames are walked as the arm64 build walks them
+ * (walk.c, lua.c), with the arm64 VM's runtime (its architecture taken from
+ * the ELF: registers, cframe, layouts derived from its code): a leaf in the
+ * VM starts at the VM frame's caller, read from the cframe (x19-x28, fp,
+ * lr at the CFA); each frame keeps the VM's registers x19-x22 as libdw
+ * recovered them, and the Lua frames are spliced in with the sample's
+ * arm64 registers (lua.h: ss_lua_splice_with). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "stacksnap/ss_lj_luajit.h"
 #include "stacksnap/unwind.h"
 
 #if defined(__x86_64__)
@@ -34,15 +42,25 @@
 #include "symbolize/symbolize.h"
 #include "util/pac.h"
 #include "unwind/a64call.h"
+#include "unwind/lua.h"
+#include "unwind/luajit/layout.h"
 #include "unwind/procs.h"
 #include "unwind/unwinder.h"
 
-enum { A64_SP = 31, A64_PC = 32, A64_X30 = 30 };
+enum { A64_SP = 31, A64_PC = 32, A64_X30 = 30, A64_X29 = 29, A64_X19 = 19 };
+enum { VM_REGS = 4 }; /* x19 (BASE, RB), x20 (KBASE), x21 (PC), x22 (GL) */
 /* the PAC bits of a capture that does not say (recorded before pac_mask): above 48-bit user VA */
 #define A64_PAC_DEFAULT (~((1ull << 48) - 1))
 
+/* The VM's registers at one native frame, as recovered there. */
+struct vmregs {
+    uint64_t r[VM_REGS]; /* x19 .. x22 */
+    uint8_t valid;       /* bit i: r[i] known */
+};
+
 struct fwalk {
-    struct ss_native_frame *nf; /* out: ip, sp, flags only */
+    struct ss_native_frame *nf; /* out: ip, sp, flags (cfa: ss_unwind_foreign) */
+    struct vmregs *vr;          /* out: per frame, the VM's registers */
     unsigned n, max;
     enum ss_trunc why;
     bool nocfi;     /* the walk stopped at a frame without CFI */
@@ -62,6 +80,8 @@ struct ss_fproc {
     uint64_t valid;    /* bit i: regs[i] known */
     uint64_t pac;      /* the capture's PAC mask (util/pac.h), 0 if it has none */
     struct fwalk *w;
+    struct vmregs *vr; /* per native frame of the sample */
+    unsigned vrcap;
 };
 
 static void fproc_free(void *p)
@@ -69,6 +89,7 @@ static void fproc_free(void *p)
     struct ss_fproc *fp = p;
     if (!fp) return;
     if (fp->dwfl) dwfl_end(fp->dwfl);
+    free(fp->vr);
     free(fp);
 }
 
@@ -303,6 +324,15 @@ static int frame_cb(Dwfl_Frame *state, void *arg)
     o->regs.r[SS_DR_SP] = sp;
     o->regs.valid = SS_DBIT(SS_DR_IP) | SS_DBIT(SS_DR_SP);
     o->flags = act ? SS_NF_EXACT : 0;
+    struct vmregs *v = &w->vr[w->n - 1];
+    v->valid = 0;
+    for (int i = 0; i < VM_REGS; i++) {
+        Dwarf_Word x;
+        if (dwfl_frame_reg(state, (unsigned)(A64_X19 + i), &x) == 0) {
+            v->r[i] = x;
+            v->valid |= (uint8_t)(1u << i);
+        }
+    }
     if (!trial_ok(fp, w, w->n - 1)) {
         w->refused = true;
         return DWARF_CB_ABORT;
@@ -330,9 +360,53 @@ static void walk(struct ss_fproc *fp, struct fwalk *w)
     }
 }
 
-/* The native frames of s (arm64 registers regs) into nf, max of them. */
+/* The walk's first frame: the leaf, exact, its registers the sample's. */
+static void leaf_frame(struct ss_fproc *fp, struct fwalk *w)
+{
+    memset(&w->nf[0], 0, sizeof(w->nf[0]));
+    w->nf[0].regs.r[SS_DR_IP] = fp->regs[A64_PC];
+    w->nf[0].regs.r[SS_DR_SP] = fp->regs[A64_SP];
+    w->nf[0].regs.valid = SS_DBIT(SS_DR_IP) | SS_DBIT(SS_DR_SP);
+    w->nf[0].flags = SS_NF_EXACT;
+    w->vr[0].valid = (1u << VM_REGS) - 1;
+    for (int i = 0; i < VM_REGS; i++)
+        w->vr[0].r[i] = fp->regs[A64_X19 + i];
+    w->n = 1;
+}
+
+/* A leaf in the interpreter, its VM frame's CFA at cfa: the VM frame's
+ * caller from the cframe (as lua.c's ss_lua_vm_caller: x28 .. x19, then
+ * fp, lr below the CFA; the VM does not sign lr), walked on from there as a
+ * return address. false: the cframe is unreadable (walked as a plain leaf). */
+static bool vm_walk(struct ss_fproc *fp, struct fwalk *w, uint64_t cfa)
+{
+    uint64_t x[12];
+    if (!w->max || ss_mem_read(&fp->up->mem, cfa - LJ_A64_CFA_X19 - 9 * 8, x, sizeof(x)) < 0)
+        return false;
+    leaf_frame(fp, w);
+    w->nf[0].cfa = cfa;
+    if (w->max < 2) {
+        w->why = SS_TRUNC_DEPTH;
+        return true;
+    }
+    memset(fp->regs, 0, sizeof(fp->regs));
+    fp->valid = 0;
+    for (unsigned i = 0; i < 10; i++)
+        fp->regs[A64_X19 + i] = x[9 - i];
+    fp->regs[A64_X29] = x[10];
+    fp->regs[A64_SP] = cfa;
+    fp->regs[A64_PC] = x[11] - 1; /* looked up as a return address */
+    fp->valid = (0x3ffull << A64_X19) | (1ull << A64_X29) | (1ull << A64_SP);
+    w->restart = true;
+    walk(fp, w);
+    return true;
+}
+
+/* The native frames of s (arm64 registers regs) into nf, max of them;
+ * vmcfa: the leaf's VM frame's CFA (0: none). */
 static unsigned foreign_frames(struct ss_fproc *fp, const uint64_t *regs, unsigned nregs,
-                               struct ss_native_frame *nf, unsigned max, enum ss_trunc *why)
+                               struct ss_native_frame *nf, unsigned max, uint64_t vmcfa,
+                               enum ss_trunc *why)
 {
     memset(fp->regs, 0, sizeof(fp->regs));
     fp->valid = 0;
@@ -340,18 +414,17 @@ static unsigned foreign_frames(struct ss_fproc *fp, const uint64_t *regs, unsign
         fp->regs[i] = regs[i];
         fp->valid |= 1ull << i;
     }
-    struct fwalk w = {.nf = nf, .max = max};
+    struct fwalk w = {.nf = nf, .vr = fp->vr, .max = max};
     const struct ss_mapping *mp = ss_proc_find(fp->up->proc, fp->regs[A64_PC]);
     if (!fp->attached || !mp || !(mp->d.prot & SS_MAP_X) || !max) {
         /* the leaf alone: nothing to walk with, or not in code */
-        if (max) {
-            memset(&nf[0], 0, sizeof(nf[0]));
-            nf[0].regs.r[SS_DR_IP] = fp->regs[A64_PC];
-            nf[0].regs.r[SS_DR_SP] = fp->regs[A64_SP];
-            nf[0].flags = SS_NF_EXACT;
-        }
+        if (max) leaf_frame(fp, &w);
         *why = fp->attached ? SS_TRUNC_BADIP : SS_TRUNC_NOINFO;
         return max ? 1 : 0;
+    }
+    if (vmcfa && vm_walk(fp, &w, vmcfa)) {
+        *why = w.why;
+        return w.n;
     }
     walk(fp, &w);
     /* a leaf without CFI (the vDSO: no .eh_frame) returns to x30 with its sp */
@@ -376,6 +449,30 @@ static unsigned foreign_frames(struct ss_fproc *fp, const uint64_t *regs, unsign
     }
     *why = w.why;
     return w.n;
+}
+
+struct fill_ctx {
+    const struct ss_native_frame *nf;
+    const struct vmregs *vr;
+};
+
+/* Native frame i for the Lua splice: the VM's registers by role (lua.c's
+ * fill_native for this build's walk). */
+static void fill_a64(void *ctx, unsigned i, struct ss_lj_native *n)
+{
+    const struct fill_ctx *c = ctx;
+    const struct vmregs *v = &c->vr[i];
+    n->ip = ss_nf_ip(&c->nf[i]);
+    n->cfa = c->nf[i].cfa;
+    n->signal = i > 0 && (c->nf[i].flags & SS_NF_EXACT);
+    static const uint8_t bit[VM_REGS] = {SS_LJ_HAVE_RBP, SS_LJ_HAVE_R15, SS_LJ_HAVE_RBX,
+                                         SS_LJ_HAVE_R14};
+    uint64_t *dst[VM_REGS] = {&n->rbp, &n->r15, &n->rbx, &n->r14}; /* x19 .. x22 */
+    for (int k = 0; k < VM_REGS; k++)
+        if (v->valid >> k & 1) {
+            *dst[k] = v->r[k];
+            n->have |= bit[k];
+        }
 }
 
 bool ss_unwind_foreign_arch(const char *arch)
@@ -411,6 +508,13 @@ int ss_unwind_foreign(struct ss_unwinder *u, const struct ss_sample *s, const ui
         up->foreign = fp;
         up->foreign_free = fproc_free;
     }
+    unsigned max = u->o.max_frames;
+    if (fp->vrcap < max) {
+        struct vmregs *nv = realloc(fp->vr, max * sizeof(*nv));
+        if (!nv) return -ENOMEM;
+        fp->vr = nv;
+        fp->vrcap = max;
+    }
     fp->up = up;
     fp->tid = s->tid ? s->tid : s->pid;
     fp->pac = u->o.pac_mask;
@@ -418,18 +522,18 @@ int ss_unwind_foreign(struct ss_unwinder *u, const struct ss_sample *s, const ui
         return -ENOMEM;
     enum ss_trunc why = SS_TRUNC_NONE;
     unsigned n = 0;
-    if (regs[A64_PC] || regs[A64_SP] || !s->nkernel) /* else compat: kernel alone */
-        n = foreign_frames(fp, regs, nregs, u->nf, u->o.max_frames, &why);
-    if (ss_unwinder_reserve(u, (size_t)n + SS_KSTACK_MAX) < 0) return -ENOMEM;
-    for (unsigned i = 0; i < n; i++) {
-        const struct ss_native_frame *f = &u->nf[i];
-        bool exact = f->flags & SS_NF_EXACT;
-        if (i && ss_nf_ip(f) == ss_nf_ip(&u->nf[i - 1]) &&
-            exact == ((u->nf[i - 1].flags & SS_NF_EXACT) != 0))
-            u->out[i] = u->out[i - 1];
-        else
-            ss_symbolize_native(up->syms, u->strs, up->proc, ss_nf_ip(f), exact, &u->out[i]);
+    bool hold;
+    struct ss_luaproc *l = ss_lua_begin(u, up, &hold);
+    if (regs[A64_PC] || regs[A64_SP] || !s->nkernel) { /* else compat: kernel alone */
+        uint64_t vmcfa = l ? ss_lua_vm_leaf_regs(l, up, regs[A64_PC], regs) : 0;
+        n = foreign_frames(fp, regs, nregs, u->nf, max, vmcfa, &why);
+        for (unsigned i = 0; i + 1 < n; i++) /* a CFA is its caller's sp */
+            if (!u->nf[i].cfa) u->nf[i].cfa = ss_nf_sp(&u->nf[i + 1]);
+        struct fill_ctx c = {u->nf, fp->vr};
+        if (l) n = ss_lua_splice_with(l, u, up, regs, n, fill_a64, &c);
     }
+    if (ss_unwinder_reserve(u, (size_t)n + SS_KSTACK_MAX) < 0) return -ENOMEM;
+    ss_unwind_name(u, up, l, n);
     ss_unwind_finish(u, out, ss_unwind_kernel(u, s, n), why);
     return 0;
 }

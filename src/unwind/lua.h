@@ -53,6 +53,19 @@ bool ss_lua_vm_caller(struct ss_uproc *up, uint64_t cfa, struct ss_native_frame 
  * the native ones and the Lua ones (nn: native alone). */
 unsigned ss_lua_splice(struct ss_luaproc *l, struct ss_unwinder *u, struct ss_uproc *up,
                        const struct ss_sample *s, unsigned nn);
+/* The same for a walk whose registers are not this build's (foreign.c: an
+ * arm64 capture on x86-64): regs, the sample's in its architecture's
+ * numbering; fill(ctx, i, n) describes native frame i (ip, cfa, signal and
+ * the VM's registers there, have bits), zeroed before. */
+struct ss_lj_native;
+typedef void (*ss_lua_fill_fn)(void *ctx, unsigned i, struct ss_lj_native *n);
+unsigned ss_lua_splice_with(struct ss_luaproc *l, struct ss_unwinder *u, struct ss_uproc *up,
+                            const uint64_t *regs, unsigned nn, ss_lua_fill_fn fill, void *ctx);
+/* The CFA of the interpreter's VM frame at a leaf at ip in a VM, from the
+ * sample's registers regs in its architecture's numbering (foreign.c);
+ * 0: the leaf is in no VM, or not in the interpreter's frame. */
+uint64_t ss_lua_vm_leaf_regs(struct ss_luaproc *l, struct ss_uproc *up, uint64_t ip,
+                             const uint64_t *regs);
 /* Output frame i: the native frame's index, or -1 and *own the Lua one. */
 int32_t ss_lua_item(const struct ss_luaproc *l, unsigned i, const struct ss_frame **own);
 /* Output frame out[i] (of n), a native one named: name it more closely by
