@@ -48,14 +48,15 @@
 #include "unwind/unwinder.h"
 
 enum { A64_SP = 31, A64_PC = 32, A64_X30 = 30, A64_X29 = 29, A64_X19 = 19 };
-enum { VM_REGS = 4 }; /* x19 (BASE, RB), x20 (KBASE), x21 (PC), x22 (GL) */
+/* x19 (BASE, RB), x20 (KBASE), x21 (PC), x22 (GL), x23-x28, x29 (trace code's VM frame) */
+enum { VM_REGS = 11 };
 /* the PAC bits of a capture that does not say (recorded before pac_mask): above 48-bit user VA */
 #define A64_PAC_DEFAULT (~((1ull << 48) - 1))
 
 /* The VM's registers at one native frame, as recovered there. */
 struct vmregs {
-    uint64_t r[VM_REGS]; /* x19 .. x22 */
-    uint8_t valid;       /* bit i: r[i] known */
+    uint64_t r[VM_REGS]; /* x19 .. x29 */
+    uint16_t valid;      /* bit i: r[i] known */
 };
 
 struct fwalk {
@@ -82,6 +83,7 @@ struct ss_fproc {
     struct fwalk *w;
     struct vmregs *vr; /* per native frame of the sample */
     unsigned vrcap;
+    struct ss_luaproc *l; /* the sample's LuaJIT walk, or NULL */
 };
 
 static void fproc_free(void *p)
@@ -330,7 +332,7 @@ static int frame_cb(Dwfl_Frame *state, void *arg)
         Dwarf_Word x;
         if (dwfl_frame_reg(state, (unsigned)(A64_X19 + i), &x) == 0) {
             v->r[i] = x;
-            v->valid |= (uint8_t)(1u << i);
+            v->valid |= (uint16_t)(1u << i);
         }
     }
     if (!trial_ok(fp, w, w->n - 1)) {
@@ -374,23 +376,14 @@ static void leaf_frame(struct ss_fproc *fp, struct fwalk *w)
     w->n = 1;
 }
 
-/* A leaf in the interpreter, its VM frame's CFA at cfa: the VM frame's
- * caller from the cframe (as lua.c's ss_lua_vm_caller: x28 .. x19, then
- * fp, lr below the CFA; the VM does not sign lr), walked on from there as a
- * return address. false: the cframe is unreadable (walked as a plain leaf). */
-static bool vm_walk(struct ss_fproc *fp, struct fwalk *w, uint64_t cfa)
+/* The walk on from the caller of the VM frame whose CFA is cfa, as lua.c's
+ * ss_lua_vm_caller reads it (x28 .. x19, then fp, lr below the CFA; the VM
+ * does not sign lr), as a return address. false: the cframe is unreadable. */
+static bool caller_walk(struct ss_fproc *fp, struct fwalk *w, uint64_t cfa)
 {
     uint64_t x[12];
-    if (!w->max || ss_mem_read(&fp->up->mem, cfa - LJ_A64_CFA_X19 - 9 * 8, x, sizeof(x)) < 0)
-        return false;
-    leaf_frame(fp, w);
-    w->nf[0].cfa = cfa;
-    if (w->max < 2) {
-        w->why = SS_TRUNC_DEPTH;
-        return true;
-    }
+    if (ss_mem_read(&fp->up->mem, cfa - LJ_A64_CFA_X19 - 9 * 8, x, sizeof(x)) < 0) return false;
     memset(fp->regs, 0, sizeof(fp->regs));
-    fp->valid = 0;
     for (unsigned i = 0; i < 10; i++)
         fp->regs[A64_X19 + i] = x[9 - i];
     fp->regs[A64_X29] = x[10];
@@ -402,11 +395,44 @@ static bool vm_walk(struct ss_fproc *fp, struct fwalk *w, uint64_t cfa)
     return true;
 }
 
-/* The native frames of s (arm64 registers regs) into nf, max of them;
- * vmcfa: the leaf's VM frame's CFA (0: none). */
+/* Frames the walk stopped at in code without CFI, each a return address
+ * into trace code whose VM frame the Lua walk names (walk.c's held walk):
+ * on from that VM frame's caller; one it cannot claim in trace code ends
+ * the walk there (cut). */
+static void trace_frames(struct ss_fproc *fp, struct fwalk *w, struct ss_luaproc *l,
+                         uint64_t time_ns)
+{
+    while (w->nocfi && w->n >= 2 && w->n < w->max) {
+        unsigned k = w->n - 1;
+        struct ss_native_frame *f = &w->nf[k];
+        if (f->flags & SS_NF_EXACT) return;
+        uint64_t r[A64_PC + 1] = {0}, known = 1ull << A64_SP | 1ull << A64_PC;
+        r[A64_SP] = ss_nf_sp(f);
+        r[A64_PC] = ss_nf_ip(f);
+        for (int i = 0; i < VM_REGS; i++)
+            if (w->vr[k].valid >> i & 1) {
+                r[A64_X19 + i] = w->vr[k].r[i];
+                known |= 1ull << (A64_X19 + i);
+            }
+        uint64_t cfa = ss_lua_trace_regs(l, fp->up, k, ss_nf_ip(f), false, r, known, time_ns);
+        if (!cfa) {
+            if (ss_lua_in_trace_at(l, fp->up, ss_nf_ip(f) - 1)) f->flags |= SS_NF_TRACE_CUT;
+            return;
+        }
+        f->cfa = cfa;
+        w->why = SS_TRUNC_NONE;
+        if (!caller_walk(fp, w, cfa)) {
+            w->why = SS_TRUNC_SNAPSHOT;
+            return;
+        }
+    }
+}
+
+/* The native frames of s (arm64 registers regs, taken at time_ns) into nf,
+ * max of them, with the VM frames the LuaJIT walk l (NULL: none) names. */
 static unsigned foreign_frames(struct ss_fproc *fp, const uint64_t *regs, unsigned nregs,
-                               struct ss_native_frame *nf, unsigned max, uint64_t vmcfa,
-                               enum ss_trunc *why)
+                               struct ss_native_frame *nf, unsigned max, struct ss_luaproc *l,
+                               uint64_t time_ns, enum ss_trunc *why)
 {
     memset(fp->regs, 0, sizeof(fp->regs));
     fp->valid = 0;
@@ -416,15 +442,34 @@ static unsigned foreign_frames(struct ss_fproc *fp, const uint64_t *regs, unsign
     }
     struct fwalk w = {.nf = nf, .vr = fp->vr, .max = max};
     const struct ss_mapping *mp = ss_proc_find(fp->up->proc, fp->regs[A64_PC]);
+    uint64_t pc = fp->regs[A64_PC], all = (1ull << (A64_PC + 1)) - 1;
+    uint64_t vmcfa = l && max ? ss_lua_vm_leaf_regs(l, fp->up, pc, fp->regs, all, time_ns) : 0;
+    if (vmcfa && max >= 2) { /* the leaf's VM frame: on from its caller */
+        leaf_frame(fp, &w);
+        nf[0].cfa = vmcfa;
+        if (caller_walk(fp, &w, vmcfa)) {
+            trace_frames(fp, &w, l, time_ns);
+            *why = w.why;
+            return w.n;
+        }
+        nf[0].cfa = 0; /* its caller unreadable: a plain leaf (walk.c) */
+        w.n = 0;
+        memcpy(fp->regs, regs, (A64_PC + 1) * sizeof(*regs));
+        fp->valid = all;
+    }
+    if (l && vmcfa) ss_lua_native_leaf(l);
+    if (max && l && ss_lua_in_trace_at(l, fp->up, pc)) {
+        /* trace code the Lua walk could not claim: cut there (walk.c) */
+        leaf_frame(fp, &w);
+        nf[0].flags |= SS_NF_TRACE_CUT;
+        *why = SS_TRUNC_NOINFO;
+        return 1;
+    }
     if (!fp->attached || !mp || !(mp->d.prot & SS_MAP_X) || !max) {
         /* the leaf alone: nothing to walk with, or not in code */
         if (max) leaf_frame(fp, &w);
         *why = fp->attached ? SS_TRUNC_BADIP : SS_TRUNC_NOINFO;
         return max ? 1 : 0;
-    }
-    if (vmcfa && vm_walk(fp, &w, vmcfa)) {
-        *why = w.why;
-        return w.n;
     }
     walk(fp, &w);
     /* a leaf without CFI (the vDSO: no .eh_frame) returns to x30 with its sp */
@@ -447,37 +492,29 @@ static unsigned foreign_frames(struct ss_fproc *fp, const uint64_t *regs, unsign
             }
         }
     }
+    if (l) trace_frames(fp, &w, l, time_ns);
     *why = w.why;
     return w.n;
 }
-
-struct fill_ctx {
-    const struct ss_native_frame *nf;
-    const struct vmregs *vr;
-};
 
 /* Native frame i for the Lua splice: the VM's registers by role (lua.c's
  * fill_native for this build's walk). */
 static void fill_a64(void *ctx, unsigned i, struct ss_lj_native *n)
 {
-    const struct fill_ctx *c = ctx;
-    const struct vmregs *v = &c->vr[i];
-    n->ip = ss_nf_ip(&c->nf[i]);
-    n->cfa = c->nf[i].cfa;
-    n->signal = i > 0 && (c->nf[i].flags & SS_NF_EXACT);
-    static const uint8_t bit[VM_REGS] = {SS_LJ_HAVE_RBP, SS_LJ_HAVE_R15, SS_LJ_HAVE_RBX,
-                                         SS_LJ_HAVE_R14};
-    uint64_t *dst[VM_REGS] = {&n->rbp, &n->r15, &n->rbx, &n->r14}; /* x19 .. x22 */
-    for (int k = 0; k < VM_REGS; k++)
+    const struct ss_fproc *fp = ctx;
+    const struct ss_native_frame *f = &fp->up->u->nf[i];
+    const struct vmregs *v = &fp->vr[i];
+    n->ip = ss_nf_ip(f);
+    n->cfa = f->cfa;
+    n->signal = i > 0 && (f->flags & SS_NF_EXACT);
+    n->trace = ss_lua_token(fp->l, i);
+    static const uint8_t bit[4] = {SS_LJ_HAVE_RBP, SS_LJ_HAVE_R15, SS_LJ_HAVE_RBX, SS_LJ_HAVE_R14};
+    uint64_t *dst[4] = {&n->rbp, &n->r15, &n->rbx, &n->r14}; /* x19 .. x22 */
+    for (int k = 0; k < 4; k++)
         if (v->valid >> k & 1) {
             *dst[k] = v->r[k];
             n->have |= bit[k];
         }
-}
-
-bool ss_unwind_foreign_arch(const char *arch)
-{
-    return arch && !strcmp(arch, "aarch64");
 }
 
 int ss_unwind_foreign(struct ss_unwinder *u, const struct ss_sample *s, const uint64_t *regs,
@@ -523,14 +560,12 @@ int ss_unwind_foreign(struct ss_unwinder *u, const struct ss_sample *s, const ui
     enum ss_trunc why = SS_TRUNC_NONE;
     unsigned n = 0;
     bool hold;
-    struct ss_luaproc *l = ss_lua_begin(u, up, &hold);
+    struct ss_luaproc *l = fp->l = ss_lua_begin(u, up, &hold);
     if (regs[A64_PC] || regs[A64_SP] || !s->nkernel) { /* else compat: kernel alone */
-        uint64_t vmcfa = l ? ss_lua_vm_leaf_regs(l, up, regs[A64_PC], regs) : 0;
-        n = foreign_frames(fp, regs, nregs, u->nf, max, vmcfa, &why);
+        n = foreign_frames(fp, regs, nregs, u->nf, max, l, s->time_ns, &why);
         for (unsigned i = 0; i + 1 < n; i++) /* a CFA is its caller's sp */
             if (!u->nf[i].cfa) u->nf[i].cfa = ss_nf_sp(&u->nf[i + 1]);
-        struct fill_ctx c = {u->nf, fp->vr};
-        if (l) n = ss_lua_splice_with(l, u, up, regs, n, fill_a64, &c);
+        if (l) n = ss_lua_splice_with(l, u, up, regs, n, fill_a64, fp);
     }
     if (ss_unwinder_reserve(u, (size_t)n + SS_KSTACK_MAX) < 0) return -ENOMEM;
     ss_unwind_name(u, up, l, n);
@@ -540,12 +575,6 @@ int ss_unwind_foreign(struct ss_unwinder *u, const struct ss_sample *s, const ui
 
 #else /* an arm64 build: no other architecture's captures */
 
-bool ss_unwind_foreign_arch(const char *arch)
-{
-    (void)arch;
-    return false;
-}
-
 int ss_unwind_foreign(struct ss_unwinder *u, const struct ss_sample *s, const uint64_t *regs,
                       unsigned nregs, struct ss_stack *out)
 {
@@ -554,3 +583,8 @@ int ss_unwind_foreign(struct ss_unwinder *u, const struct ss_sample *s, const ui
     return -ENOEXEC;
 }
 #endif
+
+bool ss_unwind_foreign_arch(const char *arch)
+{
+    return arch && !strcmp(arch, "aarch64") && strcmp(SS_ARCH, "aarch64");
+}

@@ -238,12 +238,42 @@ void ss_lua_native_leaf(struct ss_luaproc *l)
     l->exit_leaf = false;
 }
 
-uint64_t ss_lua_vm_leaf_regs(struct ss_luaproc *l, struct ss_uproc *up, uint64_t ip,
-                             const uint64_t *regs)
+uint64_t ss_lua_trace_regs(struct ss_luaproc *l, struct ss_uproc *up, unsigned k, uint64_t ip,
+                           bool exact, const uint64_t *regs, uint64_t known, uint64_t time_ns)
 {
+    if (!l->n || !l->traces || k >= l->tcap || !ss_proc_anon_code(up->proc, ip)) return 0;
+    struct ss_lj_runtime *rts[SS_LUA_MAX_RTS];
     for (unsigned i = 0; i < l->n; i++)
-        if (ss_lj_in_vm(l->rts[i].rt, ip)) return ss_lj_leaf_cfa(l->rts[i].rt, &up->mem, regs);
-    return 0;
+        rts[i] = l->rts[i].rt;
+    if (k >= l->tdirty) l->tdirty = k + 1;
+    return ss_lj_trace_cfa(rts, l->n, &up->mem, ip, exact, regs, known, time_ns, &l->tokens[k]);
+}
+
+uint64_t ss_lua_vm_leaf_regs(struct ss_luaproc *l, struct ss_uproc *up, uint64_t ip,
+                             const uint64_t *regs, uint64_t known, uint64_t time_ns)
+{
+    for (unsigned i = 0; i < l->n; i++) {
+        struct ss_lj_runtime *rt = l->rts[i].rt;
+        if (!ss_lj_in_vm(rt, ip)) continue;
+        uint64_t cfa = ss_lj_leaf_cfa(rt, &up->mem, regs);
+        uint64_t lr = cfa || !l->traces ? 0 : ss_lj_helper_ret(rt, &up->mem, regs);
+        return lr ? ss_lua_trace_regs(l, up, 0, lr, false, regs, known, time_ns) : cfa;
+    }
+    return ss_lua_trace_regs(l, up, 0, ip, true, regs, known, time_ns);
+}
+
+bool ss_lua_in_trace_at(const struct ss_luaproc *l, struct ss_uproc *up, uint64_t look)
+{
+    struct ss_native_frame f;
+    memset(&f, 0, sizeof(f));
+    f.regs.r[SS_DR_IP] = look;
+    f.flags = SS_NF_EXACT; /* (its lookup address: look itself) */
+    return ss_lua_in_trace(l, up, &f);
+}
+
+uint32_t ss_lua_token(const struct ss_luaproc *l, unsigned k)
+{
+    return l->tcap > k ? l->tokens[k] : 0;
 }
 
 struct native_fill {

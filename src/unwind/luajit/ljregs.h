@@ -37,6 +37,7 @@ struct lj_arch {
     bool gl_is_g;        /* disp holds G itself (arm64), not G + G2DISP */
     bool funcc_kbase;    /* BC_FUNCC loads KBASE with the lua_CFunction it calls */
     uint32_t mcode_unit; /* SnapShot.mcofs units: bytes, 4-byte instructions */
+    uint64_t va_end;     /* user addresses are below (ss.h's SS_USER_VA_END of that build) */
 };
 extern const struct lj_arch ss_lj_arch_x64, ss_lj_arch_a64;
 

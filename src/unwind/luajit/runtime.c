@@ -34,7 +34,8 @@ const struct lj_arch ss_lj_arch_x64 = {.base = 3,
                                        .fp = 6,
                                        .lr = 0xff,
                                        .funcc_kbase = true,
-                                       .mcode_unit = 1};
+                                       .mcode_unit = 1,
+                                       .va_end = 1ull << 47};
 const struct lj_arch ss_lj_arch_a64 = {.a64 = true,
                                        .base = 19,
                                        .pc = 21,
@@ -46,15 +47,18 @@ const struct lj_arch ss_lj_arch_a64 = {.a64 = true,
                                        .fp = 29,
                                        .lr = 30,
                                        .gl_is_g = true,
-                                       .mcode_unit = 4};
+                                       .mcode_unit = 4,
+                                       .va_end = 1ull << 48};
 #if defined(__x86_64__)
 _Static_assert(SS_REG_DX == 3 && SS_REG_BX == 1 && SS_REG_R15 == 23 && SS_REG_R14 == 22 &&
-                   SS_REG_BP == 6 && SS_REG_SP == 7 && SS_REG_IP == 8,
-               "ss_lj_arch_x64 numbers this build's registers");
+                   SS_REG_BP == 6 && SS_REG_SP == 7 && SS_REG_IP == 8 &&
+                   SS_USER_VA_END == 1ull << 47,
+               "ss_lj_arch_x64 numbers this build's registers, its user addresses");
 #define LJ_ARCH_HOST ss_lj_arch_x64
 #else
-_Static_assert(SS_REG_X19 == 19 && SS_REG_X29 == 29 && SS_REG_SP == 31 && SS_REG_IP == 32,
-               "ss_lj_arch_a64 numbers this build's registers");
+_Static_assert(SS_REG_X19 == 19 && SS_REG_X29 == 29 && SS_REG_SP == 31 && SS_REG_IP == 32 &&
+                   SS_USER_VA_END == 1ull << 48,
+               "ss_lj_arch_a64 numbers this build's registers, its user addresses");
 #define LJ_ARCH_HOST ss_lj_arch_a64
 #endif
 #define STR_ARENA 65536

@@ -273,7 +273,7 @@ static unsigned gstates(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t r14
         const uint64_t cfa = c + rt->info.vm_cfa_off;
         if (ss_mem_read(m, cfa - 8, &ret, 8) || ss_mem_read(m, c + cfl, &L, 8)) break;
         if (!rt->info.gc64) L = (uint32_t)L;
-        if (ret < 4096 || ret >= SS_USER_VA_END || ss_lj_in_vm(rt, ret) || L < 4096 || (L & 7) ||
+        if (ret < 4096 || ret >= rt->arch->va_end || ss_lj_in_vm(rt, ret) || L < 4096 || (L & 7) ||
             ret + (64u << 20) < rt->vm_lo || ret > rt->vm_hi + (64u << 20))
             continue; /* (no underflow: a non-PIE VM sits below 64 MiB) */
         tries++;
@@ -333,7 +333,7 @@ static int plausible(const struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t 
     uint64_t cframe = cfa - rt->info.vm_cfa_off;
     if (ss_mem_read(m, cfa - 8, &ret, 8) || ss_mem_read(m, cframe + lay->cf_L, &L, 8)) return 0;
     if (!lay->gc64) L = (uint32_t)L;
-    if (ret <= 4096 || ret >= SS_USER_VA_END || L <= 4096 || (L & 7)) return 0;
+    if (ret <= 4096 || ret >= rt->arch->va_end || L <= 4096 || (L & 7)) return 0;
     return ss_lj_in_vm(rt, ret) ? 2 : 1;
 }
 
