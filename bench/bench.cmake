@@ -21,6 +21,10 @@ add_executable(bench_driver ${BN_DIR}/driver.c ${BN_DIR}/bpfrun.c ${BN_DIR}/trut
 target_link_libraries(bench_driver PRIVATE stacksnap)
 set_target_properties(bench_driver PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR})
 add_dependencies(bench_driver bench_native bench_native_fp stacksnap_cli)
+# bench/arm64's cost program (built here too, so that it keeps building)
+add_executable(bench_vmcost ${BN_DIR}/vmcost.c ${BN_DIR}/bpfrun.c)
+target_link_libraries(bench_vmcost PRIVATE stacksnap)
+set_target_properties(bench_vmcost PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR})
 
 # bench/run --quick --check: every table produced, every figure present.
 # Never asserts on times; normal build only (a sanitized profiler's figures

@@ -7,7 +7,9 @@
  * at the same frequency, so run_time_ns/run_cnt is exactly the cost of one
  * sample of that task for every program (the profiler itself opens one event
  * per CPU and filters by tgid; the filtered runs are not part of a sample's
- * cost). Records are drained by the caller's callback. */
+ * cost). Records are drained by the caller's callback. The LuaJIT walker
+ * reads x86-64's registers: a build for another architecture (bench_vmcost
+ * in the arm64 VM) has no bench_lua object, and BN_PROG_LUA fails there. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,7 +24,13 @@
 #include "bench.h"
 #include "bench_fp.skel.h"
 #include "capture/capture_int.h" /* ss_capture_pt_reg, ss_capture_win_ip */
+#if __has_include("bench_lua.skel.h")
 #include "bench_lua.skel.h"
+#define BN_HAVE_LUA 1
+#else
+#define BN_HAVE_LUA 0
+struct bench_lua_bpf;
+#endif
 #include "snapshot.skel.h"
 
 #define RING_BYTES (8u << 20)
@@ -106,6 +114,7 @@ int bn_bpf_open(struct bn_bpf **out, enum bn_prog kind, unsigned stack_size, boo
         b->counters_fd = bpf_map__fd(b->fp->maps.counters);
         break;
     case BN_PROG_LUA:
+#if BN_HAVE_LUA
         b->lua = bench_lua_bpf__open();
         if (!b->lua) goto open_failed;
         b->lua->rodata->wake_bytes = RING_BYTES / 4;
@@ -116,6 +125,10 @@ int bn_bpf_open(struct bn_bpf **out, enum bn_prog kind, unsigned stack_size, boo
         b->pids_fd = bpf_map__fd(b->lua->maps.pids);
         b->counters_fd = bpf_map__fd(b->lua->maps.counters);
         b->cfg_fd = bpf_map__fd(b->lua->maps.cfg);
+#else
+        errno = EOPNOTSUPP;
+        goto open_failed;
+#endif
         break;
     }
     libbpf_set_print(old);
@@ -286,6 +299,8 @@ void bn_bpf_close(struct bn_bpf *b)
     ring_buffer__free(b->rb);
     snapshot_bpf__destroy(b->snap);
     bench_fp_bpf__destroy(b->fp);
+#if BN_HAVE_LUA
     bench_lua_bpf__destroy(b->lua);
+#endif
     free(b);
 }

@@ -126,6 +126,10 @@ int ss_lj_runtime_new(struct ss_lj_runtime **out, const struct ss_lj_elfinfo *in
 void ss_lj_runtime_free(struct ss_lj_runtime *rt);
 /* Detection result this runtime was made from. */
 const struct ss_lj_elfinfo *ss_lj_runtime_info(const struct ss_lj_runtime *rt);
+/* The VM's architecture (its ELF's machine), this build's until set: its
+ * registers (sample register numbers of that architecture, perf's order),
+ * cframe and trace code; an arm64 capture replayed by an x86-64 build. */
+void ss_lj_runtime_set_arch(struct ss_lj_runtime *rt, bool a64);
 /* Is ip inside this runtime's VM code? */
 bool ss_lj_in_vm(const struct ss_lj_runtime *rt, uint64_t ip);
 /* Name of the verified layout descriptor, or NULL while none is chosen. */
@@ -242,7 +246,8 @@ uint64_t ss_lj_leaf_cfa(struct ss_lj_runtime *rt, struct ss_mem *mem, const uint
  * ss_lj_leaf_cfa finds no interpreter frame: sp is the trace's), the return
  * address into the trace (x30), whose frame is then the trace's; 0 when the
  * instruction before x30 is no bl to at most 128 bytes below the leaf, and
- * always on x86-64. */
+ * always for an x86-64 VM. regs: the sample's, in the VM's architecture's
+ * numbering (ss_lj_runtime_set_arch), as for ss_lj_leaf_cfa. */
 uint64_t ss_lj_helper_ret(struct ss_lj_runtime *rt, struct ss_mem *mem, const uint64_t *regs);
 
 /* A return address into vm_exit_handler right after its call to

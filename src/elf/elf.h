@@ -44,7 +44,8 @@ struct ss_elf {
     size_t size;
     void *elf; /* Elf * (libelf) */
     uint16_t e_type;
-    uint64_t e_entry; /* ELF header's entry point (vaddr), 0 = none */
+    uint16_t e_machine; /* EM_X86_64, EM_AARCH64 */
+    uint64_t e_entry;   /* ELF header's entry point (vaddr), 0 = none */
 
     struct ss_elf_seg load[SS_ELF_MAX_LOAD];
     unsigned nload;

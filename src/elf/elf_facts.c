@@ -118,6 +118,7 @@ int ss_elf_parse(struct ss_elf *e, struct ss_err *err)
         return -EINVAL;
     }
     e->e_type = eh.e_type;
+    e->e_machine = eh.e_machine;
     e->e_entry = eh.e_entry;
     size_t nph = 0;
     if (elf_getphdrnum(elf, &nph) != 0) nph = 0;

@@ -56,9 +56,8 @@ struct ss_replay {
                       bundled debug files, the unwinder's debug_root */
     char **said;   /* files already named in a message (one message per file) */
     size_t nsaid;
-    bool nostack;  /* a capture of stacks (--no-stack-bytes): nothing is unwound */
-    bool foreign;  /* samples of another architecture (ss_unwind_foreign) */
-    bool said_lua; /* ... and that their Lua frames are not walked */
+    bool nostack; /* a capture of stacks (--no-stack-bytes): nothing is unwound */
+    bool foreign; /* samples of another architecture (ss_unwind_foreign) */
 };
 
 int ss_replay_open(struct ss_replay **out, const char *path, const struct ss_replay_opts *o,
@@ -75,7 +74,7 @@ int ss_replay_open(struct ss_replay **out, const char *path, const struct ss_rep
     }
     /* samples hold registers and stack bytes of the recording's architecture:
      * a build of that architecture unwinds them, an x86-64 build also
-     * arm64 ones (unwind/foreign.c: native frames) (stack records,
+     * arm64 ones (unwind/foreign.c: native and LuaJIT frames) (stack records,
      * --no-stack-bytes, are unwound already) */
     const struct ss_snap_header *h = ss_snap_get_header(r->rd);
     const char *arch = ss_snap_arch(h);
@@ -486,15 +485,6 @@ int ss_replay_run(struct ss_replay *r, ss_replay_stack_fn fn, ss_replay_msg_fn m
                 }
             break;
         case SS_SNAP_LJDET: /* live's result: not derived again (else it is, the same) */
-            if (r->foreign && !r->said_lua && rec.ljdet.info.is_luajit) {
-                const char *a = ss_snap_arch(h);
-                snprintf(line, sizeof(line),
-                         "a capture of %s samples with LuaJIT: this stacksnap (%s) walks their "
-                         "native frames, not their Lua frames (a stacksnap built for %s does)",
-                         a, SS_ARCH, a);
-                say(r, "%s%s", line, "");
-            }
-            r->said_lua |= r->foreign && rec.ljdet.info.is_luajit;
             if (rec.ljdet.detver == SS_LJ_DETECT_VERSION)
                 ss_lj_detcache_put(r->ljc, rec.ljdet.build_id, rec.ljdet.build_id_len,
                                    rec.ljdet.fsize, &rec.ljdet.info);

@@ -17,12 +17,20 @@
  * steps to x30 (its pointer-authentication code stripped) with its own sp
  * when that is a return address after a call in file code; a return
  * address of 0 is the root; the caller's sp must be above (or, after an
- * interrupted frame, at) its callee's, its ip in executable memory. Lua frames are not walked here
- * (the LuaJIT walker reads the build's own registers): a LuaJIT process keeps its native frames. */
+ * interrupted frame, at) its callee's, its ip in executable memory.
+ *
+ * LuaJIT's interpreter frames are walked as the arm64 build walks them
+ * (walk.c, lua.c), with the arm64 VM's runtime (its architecture taken from
+ * the ELF: registers, cframe, layouts derived from its code): a leaf in the
+ * VM starts at the VM frame's caller, read from the cframe (x19-x28, fp,
+ * lr at the CFA); each frame keeps the VM's registers x19-x22 as libdw
+ * recovered them, and the Lua frames are spliced in with the sample's
+ * arm64 registers (lua.h: ss_lua_splice_with). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "stacksnap/ss_lj_luajit.h"
 #include "stacksnap/unwind.h"
 
 #if defined(__x86_64__)
@@ -34,15 +42,26 @@
 #include "symbolize/symbolize.h"
 #include "util/pac.h"
 #include "unwind/a64call.h"
+#include "unwind/lua.h"
+#include "unwind/luajit/layout.h"
 #include "unwind/procs.h"
 #include "unwind/unwinder.h"
 
-enum { A64_SP = 31, A64_PC = 32, A64_X30 = 30 };
+enum { A64_SP = 31, A64_PC = 32, A64_X30 = 30, A64_X29 = 29, A64_X19 = 19 };
+/* x19 (BASE, RB), x20 (KBASE), x21 (PC), x22 (GL), x23-x28, x29 (trace code's VM frame) */
+enum { VM_REGS = 11 };
 /* the PAC bits of a capture that does not say (recorded before pac_mask): above 48-bit user VA */
 #define A64_PAC_DEFAULT (~((1ull << 48) - 1))
 
+/* The VM's registers at one native frame, as recovered there. */
+struct vmregs {
+    uint64_t r[VM_REGS]; /* x19 .. x29 */
+    uint16_t valid;      /* bit i: r[i] known */
+};
+
 struct fwalk {
-    struct ss_native_frame *nf; /* out: ip, sp, flags only */
+    struct ss_native_frame *nf; /* out: ip, sp, flags (cfa: ss_unwind_foreign) */
+    struct vmregs *vr;          /* out: per frame, the VM's registers */
     unsigned n, max;
     enum ss_trunc why;
     bool nocfi;     /* the walk stopped at a frame without CFI */
@@ -62,6 +81,9 @@ struct ss_fproc {
     uint64_t valid;    /* bit i: regs[i] known */
     uint64_t pac;      /* the capture's PAC mask (util/pac.h), 0 if it has none */
     struct fwalk *w;
+    struct vmregs *vr; /* per native frame of the sample */
+    unsigned vrcap;
+    struct ss_luaproc *l; /* the sample's LuaJIT walk, or NULL */
 };
 
 static void fproc_free(void *p)
@@ -69,6 +91,7 @@ static void fproc_free(void *p)
     struct ss_fproc *fp = p;
     if (!fp) return;
     if (fp->dwfl) dwfl_end(fp->dwfl);
+    free(fp->vr);
     free(fp);
 }
 
@@ -303,6 +326,15 @@ static int frame_cb(Dwfl_Frame *state, void *arg)
     o->regs.r[SS_DR_SP] = sp;
     o->regs.valid = SS_DBIT(SS_DR_IP) | SS_DBIT(SS_DR_SP);
     o->flags = act ? SS_NF_EXACT : 0;
+    struct vmregs *v = &w->vr[w->n - 1];
+    v->valid = 0;
+    for (int i = 0; i < VM_REGS; i++) {
+        Dwarf_Word x;
+        if (dwfl_frame_reg(state, (unsigned)(A64_X19 + i), &x) == 0) {
+            v->r[i] = x;
+            v->valid |= (uint16_t)(1u << i);
+        }
+    }
     if (!trial_ok(fp, w, w->n - 1)) {
         w->refused = true;
         return DWARF_CB_ABORT;
@@ -330,9 +362,77 @@ static void walk(struct ss_fproc *fp, struct fwalk *w)
     }
 }
 
-/* The native frames of s (arm64 registers regs) into nf, max of them. */
+/* The walk's first frame: the leaf, exact, its registers the sample's. */
+static void leaf_frame(struct ss_fproc *fp, struct fwalk *w)
+{
+    memset(&w->nf[0], 0, sizeof(w->nf[0]));
+    w->nf[0].regs.r[SS_DR_IP] = fp->regs[A64_PC];
+    w->nf[0].regs.r[SS_DR_SP] = fp->regs[A64_SP];
+    w->nf[0].regs.valid = SS_DBIT(SS_DR_IP) | SS_DBIT(SS_DR_SP);
+    w->nf[0].flags = SS_NF_EXACT;
+    w->vr[0].valid = (1u << VM_REGS) - 1;
+    for (int i = 0; i < VM_REGS; i++)
+        w->vr[0].r[i] = fp->regs[A64_X19 + i];
+    w->n = 1;
+}
+
+/* The walk on from the caller of the VM frame whose CFA is cfa, as lua.c's
+ * ss_lua_vm_caller reads it (x28 .. x19, then fp, lr below the CFA; the VM
+ * does not sign lr), as a return address. false: the cframe is unreadable. */
+static bool caller_walk(struct ss_fproc *fp, struct fwalk *w, uint64_t cfa)
+{
+    uint64_t x[12];
+    if (ss_mem_read(&fp->up->mem, cfa - LJ_A64_CFA_X19 - 9 * 8, x, sizeof(x)) < 0) return false;
+    memset(fp->regs, 0, sizeof(fp->regs));
+    for (unsigned i = 0; i < 10; i++)
+        fp->regs[A64_X19 + i] = x[9 - i];
+    fp->regs[A64_X29] = x[10];
+    fp->regs[A64_SP] = cfa;
+    fp->regs[A64_PC] = x[11] - 1; /* looked up as a return address */
+    fp->valid = (0x3ffull << A64_X19) | (1ull << A64_X29) | (1ull << A64_SP);
+    w->restart = true;
+    walk(fp, w);
+    return true;
+}
+
+/* Frames the walk stopped at in code without CFI, each a return address
+ * into trace code whose VM frame the Lua walk names (walk.c's held walk):
+ * on from that VM frame's caller; one it cannot claim in trace code ends
+ * the walk there (cut). */
+static void trace_frames(struct ss_fproc *fp, struct fwalk *w, struct ss_luaproc *l,
+                         uint64_t time_ns)
+{
+    while (w->nocfi && w->n >= 2 && w->n < w->max) {
+        unsigned k = w->n - 1;
+        struct ss_native_frame *f = &w->nf[k];
+        if (f->flags & SS_NF_EXACT) return;
+        uint64_t r[A64_PC + 1] = {0}, known = 1ull << A64_SP | 1ull << A64_PC;
+        r[A64_SP] = ss_nf_sp(f);
+        r[A64_PC] = ss_nf_ip(f);
+        for (int i = 0; i < VM_REGS; i++)
+            if (w->vr[k].valid >> i & 1) {
+                r[A64_X19 + i] = w->vr[k].r[i];
+                known |= 1ull << (A64_X19 + i);
+            }
+        uint64_t cfa = ss_lua_trace_regs(l, fp->up, k, ss_nf_ip(f), false, r, known, time_ns);
+        if (!cfa) {
+            if (ss_lua_in_trace_at(l, fp->up, ss_nf_ip(f) - 1)) f->flags |= SS_NF_TRACE_CUT;
+            return;
+        }
+        f->cfa = cfa;
+        w->why = SS_TRUNC_NONE;
+        if (!caller_walk(fp, w, cfa)) {
+            w->why = SS_TRUNC_SNAPSHOT;
+            return;
+        }
+    }
+}
+
+/* The native frames of s (arm64 registers regs, taken at time_ns) into nf,
+ * max of them, with the VM frames the LuaJIT walk l (NULL: none) names. */
 static unsigned foreign_frames(struct ss_fproc *fp, const uint64_t *regs, unsigned nregs,
-                               struct ss_native_frame *nf, unsigned max, enum ss_trunc *why)
+                               struct ss_native_frame *nf, unsigned max, struct ss_luaproc *l,
+                               uint64_t time_ns, enum ss_trunc *why)
 {
     memset(fp->regs, 0, sizeof(fp->regs));
     fp->valid = 0;
@@ -340,16 +440,34 @@ static unsigned foreign_frames(struct ss_fproc *fp, const uint64_t *regs, unsign
         fp->regs[i] = regs[i];
         fp->valid |= 1ull << i;
     }
-    struct fwalk w = {.nf = nf, .max = max};
+    struct fwalk w = {.nf = nf, .vr = fp->vr, .max = max};
     const struct ss_mapping *mp = ss_proc_find(fp->up->proc, fp->regs[A64_PC]);
+    uint64_t pc = fp->regs[A64_PC], all = (1ull << (A64_PC + 1)) - 1;
+    uint64_t vmcfa = l && max ? ss_lua_vm_leaf_regs(l, fp->up, pc, fp->regs, all, time_ns) : 0;
+    if (vmcfa && max >= 2) { /* the leaf's VM frame: on from its caller */
+        leaf_frame(fp, &w);
+        nf[0].cfa = vmcfa;
+        if (caller_walk(fp, &w, vmcfa)) {
+            trace_frames(fp, &w, l, time_ns);
+            *why = w.why;
+            return w.n;
+        }
+        nf[0].cfa = 0; /* its caller unreadable: a plain leaf (walk.c) */
+        w.n = 0;
+        memcpy(fp->regs, regs, (A64_PC + 1) * sizeof(*regs));
+        fp->valid = all;
+    }
+    if (l && vmcfa) ss_lua_native_leaf(l);
+    if (max && l && ss_lua_in_trace_at(l, fp->up, pc)) {
+        /* trace code the Lua walk could not claim: cut there (walk.c) */
+        leaf_frame(fp, &w);
+        nf[0].flags |= SS_NF_TRACE_CUT;
+        *why = SS_TRUNC_NOINFO;
+        return 1;
+    }
     if (!fp->attached || !mp || !(mp->d.prot & SS_MAP_X) || !max) {
         /* the leaf alone: nothing to walk with, or not in code */
-        if (max) {
-            memset(&nf[0], 0, sizeof(nf[0]));
-            nf[0].regs.r[SS_DR_IP] = fp->regs[A64_PC];
-            nf[0].regs.r[SS_DR_SP] = fp->regs[A64_SP];
-            nf[0].flags = SS_NF_EXACT;
-        }
+        if (max) leaf_frame(fp, &w);
         *why = fp->attached ? SS_TRUNC_BADIP : SS_TRUNC_NOINFO;
         return max ? 1 : 0;
     }
@@ -374,13 +492,29 @@ static unsigned foreign_frames(struct ss_fproc *fp, const uint64_t *regs, unsign
             }
         }
     }
+    if (l) trace_frames(fp, &w, l, time_ns);
     *why = w.why;
     return w.n;
 }
 
-bool ss_unwind_foreign_arch(const char *arch)
+/* Native frame i for the Lua splice: the VM's registers by role (lua.c's
+ * fill_native for this build's walk). */
+static void fill_a64(void *ctx, unsigned i, struct ss_lj_native *n)
 {
-    return arch && !strcmp(arch, "aarch64");
+    const struct ss_fproc *fp = ctx;
+    const struct ss_native_frame *f = &fp->up->u->nf[i];
+    const struct vmregs *v = &fp->vr[i];
+    n->ip = ss_nf_ip(f);
+    n->cfa = f->cfa;
+    n->signal = i > 0 && (f->flags & SS_NF_EXACT);
+    n->trace = ss_lua_token(fp->l, i);
+    static const uint8_t bit[4] = {SS_LJ_HAVE_RBP, SS_LJ_HAVE_R15, SS_LJ_HAVE_RBX, SS_LJ_HAVE_R14};
+    uint64_t *dst[4] = {&n->rbp, &n->r15, &n->rbx, &n->r14}; /* x19 .. x22 */
+    for (int k = 0; k < 4; k++)
+        if (v->valid >> k & 1) {
+            *dst[k] = v->r[k];
+            n->have |= bit[k];
+        }
 }
 
 int ss_unwind_foreign(struct ss_unwinder *u, const struct ss_sample *s, const uint64_t *regs,
@@ -411,6 +545,13 @@ int ss_unwind_foreign(struct ss_unwinder *u, const struct ss_sample *s, const ui
         up->foreign = fp;
         up->foreign_free = fproc_free;
     }
+    unsigned max = u->o.max_frames;
+    if (fp->vrcap < max) {
+        struct vmregs *nv = realloc(fp->vr, max * sizeof(*nv));
+        if (!nv) return -ENOMEM;
+        fp->vr = nv;
+        fp->vrcap = max;
+    }
     fp->up = up;
     fp->tid = s->tid ? s->tid : s->pid;
     fp->pac = u->o.pac_mask;
@@ -418,29 +559,21 @@ int ss_unwind_foreign(struct ss_unwinder *u, const struct ss_sample *s, const ui
         return -ENOMEM;
     enum ss_trunc why = SS_TRUNC_NONE;
     unsigned n = 0;
-    if (regs[A64_PC] || regs[A64_SP] || !s->nkernel) /* else compat: kernel alone */
-        n = foreign_frames(fp, regs, nregs, u->nf, u->o.max_frames, &why);
-    if (ss_unwinder_reserve(u, (size_t)n + SS_KSTACK_MAX) < 0) return -ENOMEM;
-    for (unsigned i = 0; i < n; i++) {
-        const struct ss_native_frame *f = &u->nf[i];
-        bool exact = f->flags & SS_NF_EXACT;
-        if (i && ss_nf_ip(f) == ss_nf_ip(&u->nf[i - 1]) &&
-            exact == ((u->nf[i - 1].flags & SS_NF_EXACT) != 0))
-            u->out[i] = u->out[i - 1];
-        else
-            ss_symbolize_native(up->syms, u->strs, up->proc, ss_nf_ip(f), exact, &u->out[i]);
+    bool hold;
+    struct ss_luaproc *l = fp->l = ss_lua_begin(u, up, &hold);
+    if (regs[A64_PC] || regs[A64_SP] || !s->nkernel) { /* else compat: kernel alone */
+        n = foreign_frames(fp, regs, nregs, u->nf, max, l, s->time_ns, &why);
+        for (unsigned i = 0; i + 1 < n; i++) /* a CFA is its caller's sp */
+            if (!u->nf[i].cfa) u->nf[i].cfa = ss_nf_sp(&u->nf[i + 1]);
+        if (l) n = ss_lua_splice_with(l, u, up, regs, n, fill_a64, fp);
     }
+    if (ss_unwinder_reserve(u, (size_t)n + SS_KSTACK_MAX) < 0) return -ENOMEM;
+    ss_unwind_name(u, up, l, n);
     ss_unwind_finish(u, out, ss_unwind_kernel(u, s, n), why);
     return 0;
 }
 
 #else /* an arm64 build: no other architecture's captures */
-
-bool ss_unwind_foreign_arch(const char *arch)
-{
-    (void)arch;
-    return false;
-}
 
 int ss_unwind_foreign(struct ss_unwinder *u, const struct ss_sample *s, const uint64_t *regs,
                       unsigned nregs, struct ss_stack *out)
@@ -450,3 +583,8 @@ int ss_unwind_foreign(struct ss_unwinder *u, const struct ss_sample *s, const ui
     return -ENOEXEC;
 }
 #endif
+
+bool ss_unwind_foreign_arch(const char *arch)
+{
+    return arch && !strcmp(arch, "aarch64") && strcmp(SS_ARCH, "aarch64");
+}

@@ -238,10 +238,91 @@ void ss_lua_native_leaf(struct ss_luaproc *l)
     l->exit_leaf = false;
 }
 
+uint64_t ss_lua_trace_regs(struct ss_luaproc *l, struct ss_uproc *up, unsigned k, uint64_t ip,
+                           bool exact, const uint64_t *regs, uint64_t known, uint64_t time_ns)
+{
+    if (!l->n || !l->traces || k >= l->tcap || !ss_proc_anon_code(up->proc, ip)) return 0;
+    struct ss_lj_runtime *rts[SS_LUA_MAX_RTS];
+    for (unsigned i = 0; i < l->n; i++)
+        rts[i] = l->rts[i].rt;
+    if (k >= l->tdirty) l->tdirty = k + 1;
+    return ss_lj_trace_cfa(rts, l->n, &up->mem, ip, exact, regs, known, time_ns, &l->tokens[k]);
+}
+
+uint64_t ss_lua_vm_leaf_regs(struct ss_luaproc *l, struct ss_uproc *up, uint64_t ip,
+                             const uint64_t *regs, uint64_t known, uint64_t time_ns)
+{
+    for (unsigned i = 0; i < l->n; i++) {
+        struct ss_lj_runtime *rt = l->rts[i].rt;
+        if (!ss_lj_in_vm(rt, ip)) continue;
+        uint64_t cfa = ss_lj_leaf_cfa(rt, &up->mem, regs);
+        uint64_t lr = cfa || !l->traces ? 0 : ss_lj_helper_ret(rt, &up->mem, regs);
+        return lr ? ss_lua_trace_regs(l, up, 0, lr, false, regs, known, time_ns) : cfa;
+    }
+    return ss_lua_trace_regs(l, up, 0, ip, true, regs, known, time_ns);
+}
+
+bool ss_lua_in_trace_at(const struct ss_luaproc *l, struct ss_uproc *up, uint64_t look)
+{
+    struct ss_native_frame f;
+    memset(&f, 0, sizeof(f));
+    f.regs.r[SS_DR_IP] = look;
+    f.flags = SS_NF_EXACT; /* (its lookup address: look itself) */
+    return ss_lua_in_trace(l, up, &f);
+}
+
+uint32_t ss_lua_token(const struct ss_luaproc *l, unsigned k)
+{
+    return l->tcap > k ? l->tokens[k] : 0;
+}
+
+struct native_fill {
+    struct ss_luaproc *l;
+    const struct ss_native_frame *nf;
+};
+
+/* Native frame i of this build's walk (u->nf): its registers by role. */
+static void fill_native(void *ctx, unsigned i, struct ss_lj_native *n)
+{
+    const struct native_fill *c = ctx;
+    const struct ss_native_frame *nf = c->nf;
+    uint64_t v;
+    n->ip = ss_nf_ip(&nf[i]);
+    n->cfa = nf[i].cfa;
+    /* exact ip; not the live top of the VM for a leaf in the exit handler */
+    n->signal = (i > 0 || c->l->exit_leaf) && (nf[i].flags & SS_NF_EXACT);
+    n->trace = c->l->tcap > i ? c->l->tokens[i] : 0;
+    if (ss_nf_reg(&nf[i], LJ_REG_PC, &v)) {
+        n->rbx = v;
+        n->have |= SS_LJ_HAVE_RBX;
+    }
+    n->lost = (ss_nf_lost(&nf[i], LJ_REG_PC) ? SS_LJ_HAVE_RBX : 0) |
+              (ss_nf_lost(&nf[i], LJ_REG_KBASE) ? SS_LJ_HAVE_R15 : 0) |
+              (ss_nf_lost(&nf[i], LJ_REG_RB) ? SS_LJ_HAVE_RBP : 0);
+    if (ss_nf_reg(&nf[i], LJ_REG_DISPATCH, &v)) {
+        n->r14 = v;
+        n->have |= SS_LJ_HAVE_R14;
+    }
+    if (ss_nf_reg(&nf[i], LJ_REG_KBASE, &v)) {
+        n->r15 = v;
+        n->have |= SS_LJ_HAVE_R15;
+    }
+    if (ss_nf_reg(&nf[i], LJ_REG_RB, &v)) {
+        n->rbp = v;
+        n->have |= SS_LJ_HAVE_RBP;
+    }
+}
+
 unsigned ss_lua_splice(struct ss_luaproc *l, struct ss_unwinder *u, struct ss_uproc *up,
                        const struct ss_sample *s, unsigned nn)
 {
-    struct ss_native_frame *nf = u->nf;
+    struct native_fill c = {l, u->nf};
+    return ss_lua_splice_with(l, u, up, s->regs, nn, fill_native, &c);
+}
+
+unsigned ss_lua_splice_with(struct ss_luaproc *l, struct ss_unwinder *u, struct ss_uproc *up,
+                            const uint64_t *regs, unsigned nn, ss_lua_fill_fn fill, void *ctx)
+{
     struct ss_lj_out out = {0};
     bool labelled = false;
     if (l->n && reserve(l, nn + u->o.max_frames) == 0) {
@@ -249,37 +330,12 @@ unsigned ss_lua_splice(struct ss_luaproc *l, struct ss_unwinder *u, struct ss_up
         for (unsigned i = 0; i < l->n; i++)
             rts[i] = l->rts[i].rt;
         for (unsigned i = 0; i < nn; i++) {
-            struct ss_lj_native *n = &l->natives[i];
-            uint64_t v;
-            memset(n, 0, sizeof(*n));
-            n->ip = ss_nf_ip(&nf[i]);
-            n->cfa = nf[i].cfa;
-            /* exact ip; not the live top of the VM for a leaf in the exit handler */
-            n->signal = (i > 0 || l->exit_leaf) && (nf[i].flags & SS_NF_EXACT);
-            n->trace = l->tcap > i ? l->tokens[i] : 0;
-            if (ss_nf_reg(&nf[i], LJ_REG_PC, &v)) {
-                n->rbx = v;
-                n->have |= SS_LJ_HAVE_RBX;
-            }
-            n->lost = (ss_nf_lost(&nf[i], LJ_REG_PC) ? SS_LJ_HAVE_RBX : 0) |
-                      (ss_nf_lost(&nf[i], LJ_REG_KBASE) ? SS_LJ_HAVE_R15 : 0) |
-                      (ss_nf_lost(&nf[i], LJ_REG_RB) ? SS_LJ_HAVE_RBP : 0);
-            if (ss_nf_reg(&nf[i], LJ_REG_DISPATCH, &v)) {
-                n->r14 = v;
-                n->have |= SS_LJ_HAVE_R14;
-            }
-            if (ss_nf_reg(&nf[i], LJ_REG_KBASE, &v)) {
-                n->r15 = v;
-                n->have |= SS_LJ_HAVE_R15;
-            }
-            if (ss_nf_reg(&nf[i], LJ_REG_RB, &v)) {
-                n->rbp = v;
-                n->have |= SS_LJ_HAVE_RBP;
-            }
+            memset(&l->natives[i], 0, sizeof(l->natives[i]));
+            fill(ctx, i, &l->natives[i]);
         }
         out.items = l->items;
         out.cap = l->cap;
-        int rc = ss_lj_splice(rts, l->n, &up->mem, s->regs, l->natives, nn, &out);
+        int rc = ss_lj_splice(rts, l->n, &up->mem, regs, l->natives, nn, &out);
         /* no Lua frame, but a VM-state frame among all the native ones */
         labelled = rc == 0 && !out.lua_frames && out.n > nn;
         if (rc < 0 && out.n == 0) out.lua_frames = 0;

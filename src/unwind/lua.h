@@ -53,6 +53,28 @@ bool ss_lua_vm_caller(struct ss_uproc *up, uint64_t cfa, struct ss_native_frame 
  * the native ones and the Lua ones (nn: native alone). */
 unsigned ss_lua_splice(struct ss_luaproc *l, struct ss_unwinder *u, struct ss_uproc *up,
                        const struct ss_sample *s, unsigned nn);
+/* The same for a walk whose registers are not this build's (foreign.c: an
+ * arm64 capture on x86-64): regs, the sample's in its architecture's
+ * numbering; fill(ctx, i, n) describes native frame i (ip, cfa, signal and
+ * the VM's registers there, have bits), zeroed before. */
+struct ss_lj_native;
+typedef void (*ss_lua_fill_fn)(void *ctx, unsigned i, struct ss_lj_native *n);
+unsigned ss_lua_splice_with(struct ss_luaproc *l, struct ss_unwinder *u, struct ss_uproc *up,
+                            const uint64_t *regs, unsigned nn, ss_lua_fill_fn fill, void *ctx);
+/* For walks whose registers are not this build's (foreign.c), regs and
+ * known (bit i: regs[i]) in their architecture's numbering: the CFA of the
+ * VM frame under a leaf at ip (ss_lua_vm_frame's SS_LUA_LEAF: the
+ * interpreter's, or (traces) the trace's that called the VM helper the leaf
+ * is in, or the trace's the leaf is in; 0: none); the CFA of the VM frame
+ * under native frame k in trace code at ip (exact: ip is the interrupted
+ * instruction), its token kept for the splice (ss_lua_token); whether look
+ * is in trace code (ss_lua_in_trace). */
+uint64_t ss_lua_vm_leaf_regs(struct ss_luaproc *l, struct ss_uproc *up, uint64_t ip,
+                             const uint64_t *regs, uint64_t known, uint64_t time_ns);
+uint64_t ss_lua_trace_regs(struct ss_luaproc *l, struct ss_uproc *up, unsigned k, uint64_t ip,
+                           bool exact, const uint64_t *regs, uint64_t known, uint64_t time_ns);
+bool ss_lua_in_trace_at(const struct ss_luaproc *l, struct ss_uproc *up, uint64_t look);
+uint32_t ss_lua_token(const struct ss_luaproc *l, unsigned k);
 /* Output frame i: the native frame's index, or -1 and *own the Lua one. */
 int32_t ss_lua_item(const struct ss_luaproc *l, unsigned i, const struct ss_frame **own);
 /* Output frame out[i] (of n), a native one named: name it more closely by

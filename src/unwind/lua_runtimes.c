@@ -7,6 +7,7 @@
  * Also the runtimes' diagnostics, window plans and state for the memo. */
 #include "unwind/lua_runtimes.h"
 
+#include <elf.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -173,6 +174,7 @@ static void scan(struct ss_unwinder *u, struct ss_uproc *up, struct ss_luaproc *
             }
         if (!r.rt && ss_lj_runtime_new(&r.rt, &v->info, (uint64_t)r.bias, up->pid, NULL) == 0) {
             ss_lj_runtime_check_guards(r.rt, u->o.lj_check_guards);
+            ss_lj_runtime_set_arch(r.rt, r.elf->e_machine == EM_AARCH64); /* its capture's */
             ss_lj_fwd_setup(r.rt, &v->fwd);
         }
         if (!r.rt) continue;

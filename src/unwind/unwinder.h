@@ -88,6 +88,11 @@ int ss_unwinder_new_files(struct ss_unwinder **out, const struct ss_unwinder_opt
  * u->out as out's with how the walk ended (counted). */
 void ss_unwind_start(struct ss_unwinder *u, const struct ss_sample *s, struct ss_stack *out);
 void ss_unwind_comm(struct ss_stack *out, const struct ss_uproc *up);
+/* The n output frames of a walk into u->out: u->nf's native ones named, the
+ * Lua ones of l (NULL: none) as its splice made them. */
+struct ss_luaproc;
+void ss_unwind_name(struct ss_unwinder *u, struct ss_uproc *up, const struct ss_luaproc *l,
+                    unsigned n);
 void ss_unwind_finish(struct ss_unwinder *u, struct ss_stack *out, unsigned n, enum ss_trunc why);
 /* Make room for n output frames (u->out). */
 int ss_unwinder_reserve(struct ss_unwinder *u, size_t n);

@@ -171,8 +171,8 @@ static void name_jit(struct ss_strpool *pool, struct ss_frame *f)
  * as the adapter made them. A perf map re-read while naming (a JIT frame missed): the
  * whole sample named again with the new map, the one the capture records
  * for it. */
-static void name_frames(struct ss_unwinder *u, struct ss_uproc *up, const struct ss_luaproc *l,
-                        unsigned n)
+void ss_unwind_name(struct ss_unwinder *u, struct ss_uproc *up, const struct ss_luaproc *l,
+                    unsigned n)
 {
     struct ss_native_frame *nf = u->nf;
     uint32_t pmv = ss_perfmap_version(up->pm);
@@ -214,7 +214,7 @@ static unsigned user_walk(struct ss_unwinder *u, struct ss_uproc *up, const stru
     unsigned nn = native_frames(u, up, s, l, hold, why);
     unsigned n = l ? ss_lua_splice(l, u, up, s, nn) : nn;
     if (ss_unwinder_reserve(u, n) < 0) return 0;
-    name_frames(u, up, l, n);
+    ss_unwind_name(u, up, l, n);
     return n;
 }
 

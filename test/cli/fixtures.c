@@ -270,3 +270,49 @@ Test(cli_fixtures, a_real_arm64_luajit_capture_replays_everywhere)
     cli_rmtree(dir);
     free(snap), free(want), free(got), free(dir);
 }
+
+/* test/fixtures/arm64-luajit-joff.snap, arm64-luajit-jit.snap and their
+ * .folded: Debian's arm64 luajit on test/vm/chain.lua, interpreted (-joff)
+ * and with JIT traces, recorded attached in the emulated VM with stack
+ * bytes, windows and live reads, bundled (SS_VM_FIXTURES=1 test/vm/arm64.sh
+ * leaves build-arm64/vm/arm64-stack-luajit-*; pruned as make.sh says), and
+ * that record's live output. An x86-64 build walks their samples itself:
+ * native frames with libdw (unwind/foreign.c), Lua frames with the arm64
+ * VM's runtime (its registers, cframe, layout derived from its arm64 code,
+ * arm64 trace code: mcofs in instructions, x29 the VM frame's, VM helpers
+ * called from traces), to the output the arm64 walker gave live, byte for
+ * byte. */
+Test(cli_fixtures, arm64_luajit_stack_bytes_replay_to_the_live_output)
+{
+    static const char *const names[] = {"arm64-luajit-joff", "arm64-luajit-jit"};
+    for (unsigned i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        char *snap = fixture(names[i], "snap"), *want = fixture(names[i], "folded");
+        struct cli_res r;
+        char *info[] = {(char *)cli_ss(), "info", snap, NULL};
+        cr_assert(cli_run(&r, 30, info) == 0);
+        cr_assert(r.status == 0 && strstr(r.out, "\narch: aarch64\n") &&
+                      strstr(r.out, "registers, stack bytes, memory windows") &&
+                      strstr(r.out, "layout debian-luajit-2.1.0-beta3-git20220320-arm64 (derived "
+                                    "from the code, equal to this table row)"),
+                  "%s info:\n%s\n%s", names[i], r.out, r.err);
+        cli_res_free(&r);
+        char *dir = cli_tmpdir("fix-a64ljs"), *got = cli_path(dir, "got.folded");
+        char *argv[] = {(char *)cli_ss(), "replay", snap, "-o", got, NULL};
+        cr_assert(cli_run(&r, 60, argv) == 0);
+        cr_assert(r.status == 0, "%s: exit %d\n%s", snap, r.status, r.err);
+        no_complaints(r.err);
+        char *d = cli_diff(want, got);
+        cr_assert(!d, "%s: %s\n(a new fixture: SS_VM_FIXTURES=1 test/vm/arm64.sh)", names[i], d);
+        /* worth replaying: samples, most with the interpreter's exact chain */
+        char *text = cli_load(want, NULL), why[300];
+        long long n = cli_folded_check(text, why, sizeof(why));
+        cr_assert(n >= 30, "%s", why);
+        int lua = cli_count_lines(text, ";lua_pcall;main (chain.lua:14);outer (chain.lua:12);mid "
+                                        "(chain.lua:11);leaf (chain.lua:");
+        cr_assert(lua > 0, "%s", text);
+        free(text);
+        cli_res_free(&r);
+        cli_rmtree(dir);
+        free(snap), free(want), free(got), free(dir);
+    }
+}

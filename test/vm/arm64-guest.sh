@@ -27,6 +27,50 @@ for mode in default compat; do
     say "bpf_$mode" "rc=$rc" "$out" "$(grep '^stacksnap: ' /tmp/bpf.err | grep -v 'verifier log' | tr '\n' ' ')"
     grep -v '^stacksnap: ' /tmp/bpf.err | tail -n 40 | sed "s/^/SSVM-LOG verifier: /"
 done
+# ---- a64replay: stack-byte captures an x86-64 build replays (unwind/foreign.c) ----
+# stack_dump: the native chain (no frame pointers) and luajit's chain.lua
+# interpreted (-joff) and with JIT traces, attached, short, each bundled (its
+# files for test/fixtures/make.sh's pruning) with the live outputs of the same
+# record (test/fixtures/arm64-*.snap). With ssvm.dump after the other cases;
+# with ssvm.fixtures (SS_VM_FIXTURES=1 test/vm/arm64.sh) alone, right after
+# both programs loaded.
+stack_dump() {
+    /bin/cli_native 30 >/tmp/x.out &
+    xpid=$!
+    i=0
+    while ! grep -q '^ready' /tmp/x.out && [ $i -lt 60 ]; do sleep 1; i=$((i + 1)); done
+    $ss record --bundle -F 49 -p $xpid -d 2 -o /tmp/native.snap -o /tmp/native.folded \
+        -o /tmp/native.txt >/dev/null 2>&1
+    kill $xpid
+    wait $xpid 2>/dev/null
+    for j in joff jit; do
+        jflag=-joff
+        [ $j = jit ] && jflag=
+        # (300 s at most: bundling the files delays the first walks by
+        # seconds under emulation; a workload gone by then fails the live
+        # reads of the Lua stack)
+        (cd /lua && exec luajit $jflag chain.lua 300 >/dev/null) &
+        xpid=$!
+        sleep 1
+        $ss record --bundle -F 29 -p $xpid -d 2 -o /tmp/luajit-$j.snap -o /tmp/luajit-$j.folded \
+            -o /tmp/luajit-$j.txt >/dev/null 2>/tmp/sd.err
+        say "stack_dump_$j" "rc=$? $(tail -n 1 /tmp/sd.err)"
+        kill $xpid
+        wait $xpid 2>/dev/null
+    done
+    for f in native luajit-joff luajit-jit; do
+        for x in snap folded txt; do
+            echo "SSVM-STACK $f.$x begin"; base64 /tmp/$f.$x; echo "SSVM-STACK $f.$x end"
+        done
+    done
+}
+if grep -q ssvm.fixtures /proc/cmdline; then
+    stack_dump
+    say end
+    sync
+    poweroff -f
+fi
+# ---- end a64replay ----
 # share FILE LEAFRE WHOLERE: "whole=N total=M" (as test/vm/guest.sh)
 share() {
     awk -v l="$2" -v w="$3" '{ n = $NF; $NF = ""; sub(/ $/, "")
@@ -331,30 +375,6 @@ ffi_cb_case() {
 }
 ffi_cb_case
 # ---- end ffi_cb ----
-# ---- a64replay: stack-byte captures an x86-64 build replays (unwind/foreign.c) ----
-# with ssvm.dump: the native chain (no frame pointers), bundled (its files
-# for test/fixtures/make.sh's pruning), and luajit -joff, attached, short,
-# each with the live outputs of the same record (test/fixtures/arm64-native.*)
-if grep -q ssvm.dump /proc/cmdline; then
-    /bin/cli_native 30 >/tmp/x.out &
-    xpid=$!
-    i=0
-    while ! grep -q '^ready' /tmp/x.out && [ $i -lt 60 ]; do sleep 1; i=$((i + 1)); done
-    $ss record --bundle -F 49 -p $xpid -d 2 -o /tmp/native.snap -o /tmp/native.folded \
-        -o /tmp/native.txt >/dev/null 2>&1
-    kill $xpid
-    wait $xpid 2>/dev/null
-    (cd /lua && exec luajit -joff chain.lua 30 >/dev/null) &
-    xpid=$!
-    sleep 1
-    $ss record -F 49 -p $xpid -d 2 -o /tmp/luajit.snap -o /tmp/luajit.folded >/dev/null 2>&1
-    kill $xpid
-    wait $xpid 2>/dev/null
-    for f in native.snap native.folded native.txt luajit.snap luajit.folded; do
-        echo "SSVM-STACK $f begin"; base64 /tmp/$f; echo "SSVM-STACK $f end"
-    done
-fi
-# ---- end a64replay ----
 # ---- a64tt: Tarantool's LuaJIT fork, cross-built for arm64 (issue 33) ----
 # /bin/tnt: the fork's luajit (GC64, JIT, stripped, a name of its own as in
 # Tarantool; test/luajit/build-ttlj-arm64.sh) on w.lua (main > a > b > c >
@@ -468,6 +488,7 @@ ngx_case() {
 }
 ngx_case
 # ---- end a64ngx ----
+grep -q ssvm.dump /proc/cmdline && stack_dump # (a64replay)
 pac_case default
 offcpu_case
 kernel_case

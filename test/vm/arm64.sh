@@ -199,7 +199,7 @@ if [ ${#suites[@]} -gt 0 ]; then
     echo "arm64 ${suites[*]}: all checks passed"
     exit 0
 fi
-boot "$kernel" "$log" ${SS_VM_DUMP:+ssvm.dump}
+boot "$kernel" "$log" ${SS_VM_DUMP:+ssvm.dump} ${SS_VM_FIXTURES:+ssvm.fixtures}
 echo "== arm64: kernel $(val kernel), ${secs}s under emulation (console log: $log)"
 echo "   $(val cpu)"
 grep -a '^SSVM-LOG' "$log.txt" | head -n 200 || true
@@ -211,11 +211,18 @@ if [ -n "${SS_VM_DUMP:-}" ]; then # SS_VM_DUMP=1: the default program's captures
     sed -n '/^SSVM-DUMPJIT begin/,/^SSVM-DUMPJIT end/p' "$log.txt" | sed '1d;$d' | base64 -d >"$build/vm/arm64-jit.snap"
 fi
 # ---- a64replay: the stack-byte captures and their live outputs (arm64-guest.sh) ----
-if [ -n "${SS_VM_DUMP:-}" ]; then
-    for f in native.snap native.folded native.txt luajit.snap luajit.folded; do
-        sed -n "/^SSVM-STACK $f begin/,/^SSVM-STACK $f end/p" "$log.txt" | sed '1d;$d' |
-            base64 -d >"$build/vm/arm64-stack-$f"
+# SS_VM_FIXTURES=1: those alone (a short boot), left in BUILD_ARM64/vm/arm64-stack-*
+if [ -n "${SS_VM_DUMP:-}${SS_VM_FIXTURES:-}" ]; then
+    for f in native luajit-joff luajit-jit; do
+        for x in snap folded txt; do
+            sed -n "/^SSVM-STACK $f.$x begin/,/^SSVM-STACK $f.$x end/p" "$log.txt" | sed '1d;$d' |
+                base64 -d >"$build/vm/arm64-stack-$f.$x"
+        done
+        echo "arm64: $build/vm/arm64-stack-$f.snap: $(stat -c %s "$build/vm/arm64-stack-$f.snap") bytes," \
+            "$(awk '{ n += $NF } END { print n + 0 }' "$build/vm/arm64-stack-$f.folded") samples"
     done
+    grep -a '^SSVM stack_dump' "$log.txt" || true
+    [ -z "${SS_VM_FIXTURES:-}" ] || exit 0
 fi
 # ---- end a64replay ----
 if ! grep -aq '^SSVM end' "$log.txt"; then

@@ -36,7 +36,6 @@ static bool chain_reaches(const struct ss_lj_runtime *rt, struct ss_mem *m, uint
     return false;
 }
 
-#if defined(__x86_64__)
 /* ExitState (lj_target_x86.h): fpr[16] then gpr[16] in register order;
  * gpr[RID_RSP] holds the trace's rsp, which the handler's pushes (2 exit
  * number slots, 14 registers) and its 128 bytes for the FPRs put exactly
@@ -60,28 +59,23 @@ static uint64_t exit_leaf_t(const struct ss_lj_elfinfo *in, uint64_t at, uint64_
     return at >= in->exit_body ? rsp + EXIT_FRAME : 0;
 }
 
-static uint64_t exit_cfa(struct ss_lj_runtime *const *rts, uint32_t nrts, struct ss_mem *m,
-                         uint64_t ip, uint64_t rsp, bool leaf)
+static uint64_t exit_cfa_x64(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t ip, uint64_t rsp,
+                             bool leaf)
 {
-    for (uint32_t i = 0; i < nrts; i++) {
-        struct ss_lj_runtime *rt = rts[i];
-        if (!rt || !rt->lay || rt->disabled || !rt->info.exit_ret) continue;
-        uint64_t ret = rt->bias + rt->info.exit_ret, T = 0;
-        if (!leaf && ip != ret) continue;
-        if (leaf && !(T = exit_leaf_t(&rt->info, ip - rt->bias, rsp))) continue;
-        const struct lj_layout *lay = rt->lay;
-        /* past its pushes the ExitState holds T itself: check it */
-        if ((!leaf || ip - rt->bias >= rt->info.exit_body) &&
-            (ss_mem_read(m, rsp + EXIT_GPR_RSP, &T, 8) || T != rsp + EXIT_FRAME))
-            return 0;
-        /* the VM frame the trace runs on: cframe = T + 16 + spadjust */
-        for (uint64_t c = T + lay->trace_sp_bias; c < T + lay->trace_sp_bias + EXIT_SCAN; c += 16)
-            if (chain_reaches(rt, m, c)) return c + rt->info.vm_cfa_off;
+    uint64_t ret = rt->bias + rt->info.exit_ret, T = 0;
+    if (!leaf && ip != ret) return 0;
+    if (leaf && !(T = exit_leaf_t(&rt->info, ip - rt->bias, rsp))) return 0;
+    const struct lj_layout *lay = rt->lay;
+    /* past its pushes the ExitState holds T itself: check it */
+    if ((!leaf || ip - rt->bias >= rt->info.exit_body) &&
+        (ss_mem_read(m, rsp + EXIT_GPR_RSP, &T, 8) || T != rsp + EXIT_FRAME))
         return 0;
-    }
+    /* the VM frame the trace runs on: cframe = T + 16 + spadjust */
+    for (uint64_t c = T + lay->trace_sp_bias; c < T + lay->trace_sp_bias + EXIT_SCAN; c += 16)
+        if (chain_reaches(rt, m, c)) return c + rt->info.vm_cfa_off;
     return 0;
 }
-#else
+
 /* arm64 (vm_arm64.dasc vm_exit_handler, lj_target_arm64.h ExitState): the
  * exit stub stores lr at the trace's sp and calls the handler, which
  * lowers sp by 512 and saves fpr[32] then gpr[32] there: gpr[31] is the
@@ -89,29 +83,39 @@ static uint64_t exit_cfa(struct ss_lj_runtime *const *rts, uint32_t nrts, struct
  * (traces never write x29: CFA = x29 + 16). Only the handler's call of
  * lj_trace_exit is known (a leaf in the handler itself keeps its native
  * frames). */
-#define EXIT_FRAME 512
+#define EXIT_FRAME_A64 512
 #define EXIT_GPR(n) ((32u + (n)) * 8)
 
-static uint64_t exit_cfa(struct ss_lj_runtime *const *rts, uint32_t nrts, struct ss_mem *m,
-                         uint64_t ip, uint64_t sp, bool leaf)
+static uint64_t exit_cfa_a64(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t ip, uint64_t sp,
+                             bool leaf)
 {
-    for (uint32_t i = 0; !leaf && i < nrts; i++) {
+    if (leaf || ip != rt->bias + rt->info.exit_ret) return 0;
+    uint64_t T = 0, fp = 0;
+    if (ss_mem_read(m, sp + EXIT_GPR(31), &T, 8) || T != sp + EXIT_FRAME_A64 ||
+        ss_mem_read(m, sp + EXIT_GPR(29), &fp, 8))
+        return 0;
+    uint64_t cfa = fp + LJ_A64_CFA_FP;
+    if (fp & 15 || cfa < T + rt->lay->trace_sp_bias + rt->info.vm_cfa_off || cfa - T > (1u << 20) ||
+        !chain_reaches(rt, m, cfa - rt->info.vm_cfa_off))
+        return 0;
+    return cfa;
+}
+
+/* The VM frame's CFA under the exiting trace of the first runtime whose
+ * exit handler ip is in (each by its VM's architecture). */
+static uint64_t exit_cfa(struct ss_lj_runtime *const *rts, uint32_t nrts, struct ss_mem *m,
+                         uint64_t ip, uint64_t rsp, bool leaf)
+{
+    for (uint32_t i = 0; i < nrts; i++) {
         struct ss_lj_runtime *rt = rts[i];
         if (!rt || !rt->lay || rt->disabled || !rt->info.exit_ret) continue;
-        if (ip != rt->bias + rt->info.exit_ret) continue;
-        uint64_t T = 0, fp = 0;
-        if (ss_mem_read(m, sp + EXIT_GPR(31), &T, 8) || T != sp + EXIT_FRAME ||
-            ss_mem_read(m, sp + EXIT_GPR(29), &fp, 8))
-            return 0;
-        uint64_t cfa = fp + LJ_A64_CFA_FP;
-        if (fp & 15 || cfa < T + rt->lay->trace_sp_bias + rt->info.vm_cfa_off ||
-            cfa - T > (1u << 20) || !chain_reaches(rt, m, cfa - rt->info.vm_cfa_off))
-            return 0;
-        return cfa;
+        uint64_t cfa =
+            rt->arch->a64 ? exit_cfa_a64(rt, m, ip, rsp, leaf) : exit_cfa_x64(rt, m, ip, rsp, leaf);
+        if (cfa || (!leaf && ip == rt->bias + rt->info.exit_ret)) return cfa;
+        if (leaf && !rt->arch->a64 && exit_leaf_t(&rt->info, ip - rt->bias, rsp)) return 0;
     }
     return 0;
 }
-#endif
 
 bool ss_lj_exit_ret(struct ss_lj_runtime *const *rts, uint32_t nrts, uint64_t ip)
 {

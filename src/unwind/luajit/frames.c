@@ -166,7 +166,7 @@ static bool pc_in(const struct ss_lj_runtime *rt, const struct lj_wframe *wf, ui
  * 0 no (or the VM does not load KBASE so), -1 unreadable. */
 static int entered_by_funcc(struct ss_lj_runtime *rt, struct ss_mem *m, const struct lj_wframe *t)
 {
-    if (!LJ_FUNCC_KBASE || !t->fnpc || (t->fnpc & 3)) return 0;
+    if (!rt->arch->funcc_kbase || !t->fnpc || (t->fnpc & 3)) return 0;
     struct lj_insent *ie = ins_slot(rt, t->fnpc + 4); /* (keyed by the pc after it) */
     if (ie->retpc != t->fnpc + 4) {
         uint32_t ins;

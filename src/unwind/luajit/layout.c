@@ -80,78 +80,6 @@
     TRACE_X64_COMMON
 
 const struct lj_layout ss_lj_layouts[] = {
-#if defined(__aarch64__)
-    /* Debian 12's arm64 luajit/libluajit-5.1-2: offsetof() on its tree
-     * built with aarch64-linux-gnu-gcc. Only GG_State's tail differs from
-     * x86-64 (jit_State is 24 bytes smaller: G2DISP 3944, J.trace 360) and
-     * the cframe (layout.h). GCtrace, SnapShot and the IR are x86-64's;
-     * vm_arm64.dasc BC_JLOOP: sub sp, sp, #16 (SPS_FIXED). */
-    {.name = "debian-luajit-2.1.0-beta3-git20220320-arm64",
-     SNAP_MCOFS,
-     IR_CALLS_21,
-     GC64_OBJECTS,
-     .cf_prev = LJ_A64_CF_PREV,
-     .cf_pc = LJ_A64_CF_PC,
-     .cf_L = LJ_A64_CF_L,
-     .cf_nres = LJ_A64_CF_NRES,
-     .cf_size = LJ_A64_CFRAME_SIZE,
-     IR_21,
-     .trace_sp_bias = 16,
-     .hints_forbid = SS_LJ_HINT_EXDATA,
-     .sizeof_L = 96,
-     .G_vmstate = 184,
-     .G_gc_total = 16,
-     .G_mainthref = 192,
-     .G_strempty = 120,
-     .G_cur_L = 368,
-     .G_jit_base = 376,
-     .G_size = 728,
-     .g2disp = 3944,
-     .g2j = 728,
-     .J_trace = 360,
-     .J_sizetrace = 372,
-     .str_len = 20,
-     .str_data = 24,
-     .ff = ss_lj_ff_debian,
-     .nff = &ss_lj_ff_debian_n},
-    /* Tarantool's LuaJIT fork b52fe979 on arm64 (GC64 always there):
-     * offsetof() on its tree built with aarch64-linux-gnu-gcc
-     * (test/luajit/build-ttlj-arm64.sh). Its x86-64 row but for the arm64
-     * cframe (208 bytes, no SAVE_VMSTATE slot) and GG_State's tail
-     * (jit_State 32 bytes smaller: G2DISP 4080, J.trace 360). The template
-     * of the facts its code does not show: without it the derived layout
-     * took Debian's row (G->mainthref 8 after vmstate, where the fork has
-     * it 104 before) and no layout fitted: no Lua frame at all. */
-    {.name = "tarantool-luajit-b52fe979-gc64-arm64",
-     SNAP_MCOFS,
-     IR_CALLS_TTFORK,
-     GC64_OBJECTS,
-     .cf_prev = LJ_A64_CF_PREV,
-     .cf_pc = LJ_A64_CF_PC,
-     .cf_L = LJ_A64_CF_L,
-     .cf_nres = LJ_A64_CF_NRES,
-     .cf_size = LJ_A64_CFRAME_SIZE,
-     IR_21,
-     .trace_sp_bias = 16,
-     .hints_req = SS_LJ_HINT_MISC,
-     .vmst_shift = 2,
-     .sizeof_L = 96,
-     .G_vmstate = 440,
-     .G_gc_total = 80,
-     .G_mainthref = 336,
-     .G_strempty = 304,
-     .G_cur_L = 480,
-     .G_jit_base = 496,
-     .G_size = 840,
-     .g2disp = 4080,
-     .g2j = 840,
-     .J_trace = 360,
-     .J_sizetrace = 372,
-     .str_len = 16,
-     .str_data = 24,
-     .ff = ss_lj_ff_ttfork,
-     .nff = &ss_lj_ff_ttfork_n},
-#else
     {.name = "openresty-luajit2-2.1-20230119",
      SNAP_MCOFS,
      IR_CALLS_21,
@@ -393,7 +321,76 @@ const struct lj_layout ss_lj_layouts[] = {
      .str_data = 16,
      .ff = ss_lj_ff_ttfork_nojit,
      .nff = &ss_lj_ff_ttfork_nojit_n},
-#endif
+    /* Debian 12's arm64 luajit/libluajit-5.1-2: offsetof() on its tree
+     * built with aarch64-linux-gnu-gcc. Only GG_State's tail differs from
+     * x86-64 (jit_State is 24 bytes smaller: G2DISP 3944, J.trace 360) and
+     * the cframe (layout.h). GCtrace, SnapShot and the IR are x86-64's;
+     * vm_arm64.dasc BC_JLOOP: sub sp, sp, #16 (SPS_FIXED). */
+    {.name = "debian-luajit-2.1.0-beta3-git20220320-arm64",
+     SNAP_MCOFS,
+     IR_CALLS_21,
+     GC64_OBJECTS,
+     .cf_prev = LJ_A64_CF_PREV,
+     .cf_pc = LJ_A64_CF_PC,
+     .cf_L = LJ_A64_CF_L,
+     .cf_nres = LJ_A64_CF_NRES,
+     .cf_size = LJ_A64_CFRAME_SIZE,
+     IR_21,
+     .trace_sp_bias = 16,
+     .hints_forbid = SS_LJ_HINT_EXDATA,
+     .sizeof_L = 96,
+     .G_vmstate = 184,
+     .G_gc_total = 16,
+     .G_mainthref = 192,
+     .G_strempty = 120,
+     .G_cur_L = 368,
+     .G_jit_base = 376,
+     .G_size = 728,
+     .g2disp = 3944,
+     .g2j = 728,
+     .J_trace = 360,
+     .J_sizetrace = 372,
+     .str_len = 20,
+     .str_data = 24,
+     .ff = ss_lj_ff_debian,
+     .nff = &ss_lj_ff_debian_n},
+    /* Tarantool's LuaJIT fork b52fe979 on arm64 (GC64 always there):
+     * offsetof() on its tree built with aarch64-linux-gnu-gcc
+     * (test/luajit/build-ttlj-arm64.sh). Its x86-64 row but for the arm64
+     * cframe (208 bytes, no SAVE_VMSTATE slot) and GG_State's tail
+     * (jit_State 32 bytes smaller: G2DISP 4080, J.trace 360). The template
+     * of the facts its code does not show: without it the derived layout
+     * took Debian's row (G->mainthref 8 after vmstate, where the fork has
+     * it 104 before) and no layout fitted: no Lua frame at all. */
+    {.name = "tarantool-luajit-b52fe979-gc64-arm64",
+     SNAP_MCOFS,
+     IR_CALLS_TTFORK,
+     GC64_OBJECTS,
+     .cf_prev = LJ_A64_CF_PREV,
+     .cf_pc = LJ_A64_CF_PC,
+     .cf_L = LJ_A64_CF_L,
+     .cf_nres = LJ_A64_CF_NRES,
+     .cf_size = LJ_A64_CFRAME_SIZE,
+     IR_21,
+     .trace_sp_bias = 16,
+     .hints_req = SS_LJ_HINT_MISC,
+     .vmst_shift = 2,
+     .sizeof_L = 96,
+     .G_vmstate = 440,
+     .G_gc_total = 80,
+     .G_mainthref = 336,
+     .G_strempty = 304,
+     .G_cur_L = 480,
+     .G_jit_base = 496,
+     .G_size = 840,
+     .g2disp = 4080,
+     .g2j = 840,
+     .J_trace = 360,
+     .J_sizetrace = 372,
+     .str_len = 16,
+     .str_data = 24,
+     .ff = ss_lj_ff_ttfork,
+     .nff = &ss_lj_ff_ttfork_n},
 };
 const unsigned ss_lj_nlayouts = sizeof(ss_lj_layouts) / sizeof(ss_lj_layouts[0]);
 
@@ -442,6 +439,13 @@ int ss_lj_layout_verify(const struct ss_lj_elfinfo *info, struct ss_mem *m, uint
     return ss_lj_layout_verify_vm(info, 0, 0, m, G, dispatch, scratch, out, derived, why, whylen);
 }
 
+/* Is row lay of the VM's architecture (every build holds both's rows: an
+ * arm64 capture replays on x86-64)? arm64's VM FDE gave its cframe size. */
+static bool arch_row(const struct ss_lj_elfinfo *info, const struct lj_layout *lay)
+{
+    return (lay->cf_size == LJ_A64_CFRAME_SIZE) == (info->vm_cfa_off == LJ_A64_CFRAME_SIZE);
+}
+
 static bool hinted_row(const struct ss_lj_elfinfo *info, const struct lj_layout *lay)
 {
     return (info->hints & lay->hints_req) == lay->hints_req && !(info->hints & lay->hints_forbid);
@@ -459,7 +463,8 @@ static const char *try_derived(const struct ss_lj_elfinfo *info, const uint8_t *
     for (int pass = 0; pass < 2; pass++)
         for (unsigned i = 0; i < ss_lj_nlayouts; i++) {
             const struct lj_layout *t = &ss_lj_layouts[i];
-            if (t->gc64 != info->gc64 || t->nojit != nojit || hinted_row(info, t) != (pass == 0))
+            if (t->gc64 != info->gc64 || t->nojit != nojit || !arch_row(info, t) ||
+                hinted_row(info, t) != (pass == 0))
                 continue;
             ss_lj_layout_apply(info, t, 0, d);
             /* sizeof(lua_State): the main thread sits just below G */
@@ -513,7 +518,7 @@ int ss_lj_layout_verify_vm(const struct ss_lj_elfinfo *info, uint64_t vm_lo, uin
         /* pass 0: layouts whose static hints match; pass 1: the others */
         for (unsigned i = 0; i < ss_lj_nlayouts; i++) {
             const struct lj_layout *lay = &ss_lj_layouts[i];
-            if (lay->gc64 != info->gc64) continue;
+            if (lay->gc64 != info->gc64 || !arch_row(info, lay)) continue;
             if (hinted_row(info, lay) != (pass == 0)) continue;
             const char *bad = check_one(lay, buf, G, dispatch);
             if (!bad && vm_hi) bad = check_dispatch(lay, m, G, vm_lo, vm_hi);

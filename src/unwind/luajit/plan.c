@@ -234,7 +234,7 @@ int ss_lj_runtime_plan(const struct ss_lj_runtime *rt, uint64_t have, struct ss_
 
     uint16_t dst = d, slen = (uint16_t)(below + LJ_WIN_ABOVE);
     w = add(p, &d, slen); /* a: BASE in the VM */
-    w->reg = LJ_REG_BASE;
+    w->reg = rt->arch->base;
     w->flags = SS_WIN_IF_IP;
     w->ip_lo = rt->vm_lo;
     w->ip_hi = rt->vm_hi;

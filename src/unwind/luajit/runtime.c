@@ -16,9 +16,51 @@
 #include "unwind/luajit/layout.h"
 #include "unwind/luajit/runtime.h"
 #include "unwind/luajit/frames.h"
+#include "unwind/luajit/ljregs.h"
 #include "util/zmem.h"
 
 #define LJ_BLOB_MAX (1u << 20)
+
+/* x86-64: perf_event_x86_regs (vm_x64.dasc: BASE rdx, PC rbx, KBASE r15,
+ * DISPATCH r14, RB rbp); arm64: x0-x30, sp, pc (vm_arm64.dasc: BASE x19,
+ * KBASE x20, PC x21, GL x22; BASE stands in for RB: callee-saved) */
+const struct lj_arch ss_lj_arch_x64 = {.base = 3,
+                                       .pc = 1,
+                                       .kbase = 23,
+                                       .disp = 22,
+                                       .rb = 6,
+                                       .sp = 7,
+                                       .ip = 8,
+                                       .fp = 6,
+                                       .lr = 0xff,
+                                       .funcc_kbase = true,
+                                       .mcode_unit = 1,
+                                       .va_end = 1ull << 47};
+const struct lj_arch ss_lj_arch_a64 = {.a64 = true,
+                                       .base = 19,
+                                       .pc = 21,
+                                       .kbase = 20,
+                                       .disp = 22,
+                                       .rb = 19,
+                                       .sp = 31,
+                                       .ip = 32,
+                                       .fp = 29,
+                                       .lr = 30,
+                                       .gl_is_g = true,
+                                       .mcode_unit = 4,
+                                       .va_end = 1ull << 48};
+#if defined(__x86_64__)
+_Static_assert(SS_REG_DX == 3 && SS_REG_BX == 1 && SS_REG_R15 == 23 && SS_REG_R14 == 22 &&
+                   SS_REG_BP == 6 && SS_REG_SP == 7 && SS_REG_IP == 8 &&
+                   SS_USER_VA_END == 1ull << 47,
+               "ss_lj_arch_x64 numbers this build's registers, its user addresses");
+#define LJ_ARCH_HOST ss_lj_arch_x64
+#else
+_Static_assert(SS_REG_X19 == 19 && SS_REG_X29 == 29 && SS_REG_SP == 31 && SS_REG_IP == 32 &&
+                   SS_USER_VA_END == 1ull << 48,
+               "ss_lj_arch_a64 numbers this build's registers, its user addresses");
+#define LJ_ARCH_HOST ss_lj_arch_a64
+#endif
 #define STR_ARENA 65536
 
 struct lj_strblk {
@@ -110,6 +152,7 @@ int ss_lj_runtime_new(struct ss_lj_runtime **out, const struct ss_lj_elfinfo *in
     struct ss_lj_runtime *rt = calloc(1, sizeof(*rt));
     if (!rt) goto nomem;
     rt->info = *info;
+    rt->arch = &LJ_ARCH_HOST;
     rt->bias = load_bias;
     rt->vm_lo = info->vm_lo + load_bias;
     rt->vm_hi = info->vm_hi + load_bias;
@@ -168,47 +211,47 @@ bool ss_lj_in_vm(const struct ss_lj_runtime *rt, uint64_t ip)
     return ip >= rt->vm_lo && ip < rt->vm_hi;
 }
 
+void ss_lj_runtime_set_arch(struct ss_lj_runtime *rt, bool a64)
+{
+    rt->arch = a64 ? &ss_lj_arch_a64 : &ss_lj_arch_x64;
+}
+
 uint64_t ss_lj_leaf_cfa(struct ss_lj_runtime *rt, struct ss_mem *mem, const uint64_t *regs)
 {
-#if defined(__x86_64__)
-    /* Inside a VM helper reached by an internal call, [rsp] is the return
-     * address into the VM and the cframe is at rsp + 8; in the interpreter
-     * [rsp] is TMP1/MULTRES. Snapshot only (no syscall); the walk then checks
-     * SAVE_L->cframe == cframe, so a wrong guess never yields frames. */
-    uint64_t ret = 0, cframe = regs[SS_REG_SP];
-    if (ss_mem_read(mem, cframe, &ret, 8)) return 0;
-    if (ss_lj_in_vm(rt, ret)) cframe += 8;
-    return cframe + rt->info.vm_cfa_off;
-#else
+    const struct lj_arch *a = rt->arch;
+    if (!a->a64) {
+        /* Inside a VM helper reached by an internal call, [rsp] is the return
+         * address into the VM and the cframe is at rsp + 8; in the interpreter
+         * [rsp] is TMP1/MULTRES. Snapshot only (no syscall); the walk then checks
+         * SAVE_L->cframe == cframe, so a wrong guess never yields frames. */
+        uint64_t ret = 0, cframe = regs[a->sp];
+        if (ss_mem_read(mem, cframe, &ret, 8)) return 0;
+        if (ss_lj_in_vm(rt, ret)) cframe += 8;
+        return cframe + rt->info.vm_cfa_off;
+    }
     /* arm64: the VM keeps x29 = cframe + 192 (its FDE: CFA = x29 + 16);
      * its helpers are leaves that leave sp and x29 alone. In the entry's
      * first instructions x29 is still the caller's: then it is not sp +
      * 192, and the walk's SAVE_L->cframe check would reject it anyway. */
-    (void)rt, (void)mem;
-    uint64_t fp = regs[SS_REG_X29];
-    if (fp != regs[SS_REG_SP] + LJ_A64_CFRAME_SIZE - LJ_A64_CFA_FP) return 0;
+    uint64_t fp = regs[a->fp];
+    if (fp != regs[a->sp] + LJ_A64_CFRAME_SIZE - LJ_A64_CFA_FP) return 0;
     return fp + LJ_A64_CFA_FP;
-#endif
 }
 
 uint64_t ss_lj_helper_ret(struct ss_lj_runtime *rt, struct ss_mem *mem, const uint64_t *regs)
 {
-#if defined(__aarch64__)
+    if (!rt->arch->a64) return 0; /* x86-64: ss_lj_leaf_cfa handles VM helpers */
     /* a leaf in a VM helper that trace code called with bl (lj_vm_modi,
      * lj_vm_floor, ...: leaves that keep sp, x29 and x30): x30, when the
      * instruction before it is a bl to at most 128 bytes below the leaf (not
      * an x30 left over by trace code that branched back into the VM) */
-    uint64_t lr = regs[SS_REG_X30], ip = regs[SS_REG_IP];
+    uint64_t lr = regs[rt->arch->lr], ip = regs[rt->arch->ip];
     uint32_t w = 0;
     if (!ss_lj_in_vm(rt, ip) || lr < 4096 || ss_mem_read(mem, lr - 4, &w, 4) ||
         (w & 0xfc000000u) != 0x94000000u)
         return 0;
     uint64_t t = lr - 4 + (uint64_t)((int64_t)((uint64_t)w << 38) >> 36); /* imm26 * 4 */
     return ip >= t && ip - t < 128 ? lr : 0;
-#else
-    (void)rt, (void)mem, (void)regs; /* x86-64: ss_lj_leaf_cfa handles VM helpers */
-    return 0;
-#endif
 }
 
 const char *ss_lj_runtime_layout(const struct ss_lj_runtime *rt)

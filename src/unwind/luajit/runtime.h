@@ -12,6 +12,8 @@
 #include "stacksnap/ss_lj_luajit.h"
 #include "unwind/luajit/layout.h"
 
+struct lj_arch;
+
 #define LJ_MAX_GS 8
 #define LJ_PROTO_SLOTS 1024
 #define LJ_SPLICE_THREADS 8 /* lua_States walked per sample (splice.c) */
@@ -94,6 +96,7 @@ struct lj_winneed {
 
 struct ss_lj_runtime {
     struct ss_lj_elfinfo info;
+    const struct lj_arch *arch; /* the VM's (ljregs.h): this build's unless set */
     uint64_t bias, vm_lo, vm_hi;
     uint32_t pid;
     const struct lj_layout *lay; /* a table row, or &dlay */

@@ -129,8 +129,8 @@ static void top_regs(struct ss_lj_runtime *rt, struct ss_mem *mem, const uint64_
         if (nf->cfa <= rt->info.vm_cfa_off) return;
         if (!owns_frames(rt, mem, nf->cfa - rt->info.vm_cfa_off)) continue;
         if (top) {
-            *pc = regs[LJ_REG_PC];
-            *kbase = regs[LJ_REG_KBASE];
+            *pc = regs[rt->arch->pc];
+            *kbase = regs[rt->arch->kbase];
             return;
         }
         *lost = (nf->lost & (SS_LJ_HAVE_RBX | SS_LJ_HAVE_R15)) != 0;
@@ -157,8 +157,8 @@ static int walk_vm(struct ss_lj_runtime *rt, struct ss_mem *mem, const uint64_t 
         .cframe = cframe,
         .top = top,
         .newest = true,
-        .base = top ? regs[LJ_REG_BASE] : 0,
-        .pc = top ? regs[LJ_REG_PC] : pc,
+        .base = top ? regs[rt->arch->base] : 0,
+        .pc = top ? regs[rt->arch->pc] : pc,
         .kbase = kbase,
         .rb = rb,
         .resumed = resumed,

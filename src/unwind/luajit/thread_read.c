@@ -180,7 +180,7 @@ static int header(struct ss_lj_runtime *rt, struct ss_mem *m, const struct lj_st
         /* without the sample's L->base, only the registers at the VM frame
          * tie the live frames to the sample (the checks of the top frame
          * in frames.c): no PC or KBASE, no proof */
-        if (rb && !st->top && !st->use_base && !(st->pc && (st->kbase || !LJ_FUNCC_KBASE)))
+        if (rb && !st->top && !st->use_base && !(st->pc && (st->kbase || !rt->arch->funcc_kbase)))
             return -ESTALE;
     }
     return 0;

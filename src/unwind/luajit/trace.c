@@ -258,11 +258,11 @@ static unsigned gstates(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t r14
         gs[n++] = rt->gs[i];
     if (n || rt->disabled) return n;
     const struct ss_lj_derived *dv = &rt->info.derived;
-    if (LJ_GL_IS_G && r14 && rt->info.gc64 && try_G(rt, m, r14, 0)) return gs[0] = r14, 1;
-    if (!LJ_GL_IS_G && r14 && rt->info.gc64 && ss_lj_layout_derivable(&rt->info) &&
+    if (rt->arch->gl_is_g && r14 && rt->info.gc64 && try_G(rt, m, r14, 0)) return gs[0] = r14, 1;
+    if (!rt->arch->gl_is_g && r14 && rt->info.gc64 && ss_lj_layout_derivable(&rt->info) &&
         rt->info.exit_lo && try_G(rt, m, r14 - (uint64_t)(int64_t)dv->g2disp, r14))
         return gs[0] = r14 - (uint64_t)(int64_t)dv->g2disp, 1;
-    for (unsigned i = 0; !LJ_GL_IS_G && r14 && rt->info.gc64 && i < ss_lj_nlayouts; i++) {
+    for (unsigned i = 0; !rt->arch->gl_is_g && r14 && rt->info.gc64 && i < ss_lj_nlayouts; i++) {
         const struct lj_layout *lay = &ss_lj_layouts[i];
         uint64_t G = r14 - (uint64_t)(int64_t)lay->g2disp;
         if (lay->gc64 && !lay->nojit && try_G(rt, m, G, r14)) return gs[0] = G, 1;
@@ -275,7 +275,7 @@ static unsigned gstates(struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t r14
         const uint64_t cfa = c + rt->info.vm_cfa_off;
         if (ss_mem_read(m, cfa - 8, &ret, 8) || ss_mem_read(m, c + cfl, &L, 8)) break;
         if (!rt->info.gc64) L = (uint32_t)L;
-        if (ret < 4096 || ret >= SS_USER_VA_END || ss_lj_in_vm(rt, ret) || L < 4096 || (L & 7) ||
+        if (ret < 4096 || ret >= rt->arch->va_end || ss_lj_in_vm(rt, ret) || L < 4096 || (L & 7) ||
             ret + (64u << 20) < rt->vm_lo || ret > rt->vm_hi + (64u << 20))
             continue; /* (no underflow: a non-PIE VM sits below 64 MiB) */
         tries++;
@@ -335,7 +335,7 @@ static int plausible(const struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t 
     uint64_t cframe = cfa - rt->info.vm_cfa_off;
     if (ss_mem_read(m, cfa - 8, &ret, 8) || ss_mem_read(m, cframe + lay->cf_L, &L, 8)) return 0;
     if (!lay->gc64) L = (uint32_t)L;
-    if (ret <= 4096 || ret >= SS_USER_VA_END || L <= 4096 || (L & 7)) return 0;
+    if (ret <= 4096 || ret >= rt->arch->va_end || L <= 4096 || (L & 7)) return 0;
     return ss_lj_in_vm(rt, ret) ? 2 : 1;
 }
 
@@ -348,14 +348,16 @@ uint64_t ss_lj_trace_cfa(struct ss_lj_runtime *const *rts, uint32_t nrts, struct
                          uint64_t ip, bool exact, const uint64_t *regs, uint64_t known,
                          uint64_t time_ns, uint32_t *token)
 {
-    uint64_t look = exact ? ip : ip - 1, rsp = regs[SS_REG_SP];
-    uint64_t r14 = (known >> LJ_REG_DISPATCH & 1) ? regs[LJ_REG_DISPATCH] : 0;
+    uint64_t look = exact ? ip : ip - 1;
     *token = 0;
-    if (!(known >> SS_REG_SP & 1)) return 0;
     for (uint32_t i = 0; i < nrts; i++) {
         struct ss_lj_runtime *rt = rts[i];
         struct ss_lj_tsample cur;
-        if (!rt || ss_lj_trace_lookup(rt, m, look, r14, rsp, time_ns, &cur)) continue;
+        if (!rt) continue;
+        const struct lj_arch *a = rt->arch; /* regs: numbered as its architecture's */
+        if (!(known >> a->sp & 1)) continue;
+        uint64_t rsp = regs[a->sp], r14 = (known >> a->disp & 1) ? regs[a->disp] : 0;
+        if (ss_lj_trace_lookup(rt, m, look, r14, rsp, time_ns, &cur)) continue;
         /* BASE as sampled: the register the trace keeps it in, its spill
          * slot, or (leaf only) RID_BASE = rdx, where it arrives and is
          * reloaded after calls. Each is a candidate the walk verifies; the
@@ -367,31 +369,28 @@ uint64_t ss_lj_trace_cfa(struct ss_lj_runtime *const *rts, uint32_t nrts, struct
             cur.base = regs[cur.base_reg];
         else if (cur.base_spill && !ss_mem_read(m, rsp + 4u * cur.base_spill, &v, 8))
             cur.base = v;
-        else if (exact && (known >> LJ_REG_BASE & 1) && cur.jit_base_sampled && cur.jit_base)
-            cur.guess = regs[LJ_REG_BASE];
-        else if (exact && (known >> LJ_REG_BASE & 1))
-            cur.base = regs[LJ_REG_BASE];
+        else if (exact && (known >> a->base & 1) && cur.jit_base_sampled && cur.jit_base)
+            cur.guess = regs[a->base];
+        else if (exact && (known >> a->base & 1))
+            cur.base = regs[a->base];
         uint64_t base = rsp + rt->lay->trace_sp_bias + rt->info.vm_cfa_off;
         /* the head's "sub rsp, spadjust" (the trace's first instruction)
          * and the tail's "add rsp, spadjust; jmp" run with rsp unadjusted */
         uint64_t c1 = base + cur.spadjust, c2 = base;
         if (exact && ip == cur.mcode) c1 = base, c2 = base + cur.spadjust;
         uint64_t cfa = 0;
-#if !defined(__x86_64__)
         /* arm64: traces never write x29 (RSET_FIXED holds RID_FP), so it is
          * the VM frame's (CFA - 16) all through the trace and in what it
          * calls; the sp-based CFA is a check: from the cframe itself (the
          * tail's "add sp, sp, #spadjust + 16; b ->vm_exit_interp") up to
          * the trace's whole adjustment (a side trace's head runs on its
          * parent's, which is no larger). */
-        uint64_t fp = 0;
-        if (known >> SS_REG_X29 & 1) {
-            fp = regs[SS_REG_X29] + LJ_A64_CFA_FP;
+        if (a->a64 && (known >> a->fp & 1)) {
+            uint64_t fp = regs[a->fp] + LJ_A64_CFA_FP;
             if (fp < rsp + rt->info.vm_cfa_off || fp > c1 || (fp & 15) || !plausible(rt, m, fp))
                 continue;
             cfa = fp;
         }
-#endif
         if (!cfa) {
             int p1 = plausible(rt, m, c1), p2 = plausible(rt, m, c2);
             cfa = p1 == 1   ? c1
@@ -477,7 +476,6 @@ int ss_lj_trace_walk(struct ss_lj_runtime *rt, struct ss_mem *m, const struct ss
         w->n = 0;
         return -ESTALE;
     }
-#if !defined(__x86_64__)
     /* callers read live (no window of the sample had them: a walk seconds
      * late under emulation) are those of the sample only while the frame
      * at BASE still runs a trace: G->jit_base, read now, must be it (once
@@ -485,14 +483,11 @@ int ss_lj_trace_walk(struct ss_lj_runtime *rt, struct ss_mem *m, const struct ss
      * slot of a returned caller, seen in the arm64 VM). (x86-64 too, in
      * principle: not measured there yet.) */
     uint64_t jb = 0;
-    if (m->n_target_calls != calls &&
+    if (rt->arch->a64 && m->n_target_calls != calls &&
         (ss_mem_read_target(m, cur->G + lay->G_jit_base, &jb, lay->gc64 ? 8 : 4) || jb != used)) {
         w->n = 0;
         return -ESTALE;
     }
-#else
-    (void)calls;
-#endif
     rt->tbase[slot].L = L;
     rt->tbase[slot].base = used;
     w->unproven += cur->unproven;

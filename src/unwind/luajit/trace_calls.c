@@ -51,7 +51,14 @@ uint64_t ss_lj_trace_kaddr(const struct lj_layout *lay, const uint8_t *kb, uint3
     return 0;
 }
 
-#if defined(__x86_64__)
+/* The scan of one trace's calls (arm64's: the constants it follows, below). */
+struct cscan {
+    uint32_t pos;   /* mcode offset scanned up to */
+    uint32_t known; /* bit n: val[n] is xn's constant */
+    uint64_t val[29];
+    bool bad; /* undecodable code: no more matches */
+};
+
 static bool ffi_reg(unsigned r)
 {
     return r == X86_REG_RBX || r == X86_REG_RBP || r == X86_REG_R12 || r == X86_REG_R13 ||
@@ -61,13 +68,9 @@ static bool ffi_reg(unsigned r)
 /* The calls of x86-64 mcode [lo, hi) that are FFI calls: end offsets and
  * targets (0: a register's) in order; -1 on code LuaJIT's x86-64 backend
  * does not emit there. */
-struct cscan {
-    int unused;
-};
-
-static int ffi_calls(csh cs, cs_insn *ci, const uint8_t *mc, uint64_t mcode, uint32_t lo,
-                     uint32_t hi, const struct xcall *all, uint32_t nall, uint32_t *end,
-                     uint64_t *tgt, struct cscan *st)
+static int ffi_calls_x64(csh cs, cs_insn *ci, const uint8_t *mc, uint64_t mcode, uint32_t lo,
+                         uint32_t hi, const struct xcall *all, uint32_t nall, uint32_t *end,
+                         uint64_t *tgt, struct cscan *st)
 {
     const uint8_t *p = mc + lo;
     size_t len = hi - lo;
@@ -98,8 +101,6 @@ static int ffi_calls(csh cs, cs_insn *ci, const uint8_t *mc, uint64_t mcode, uin
     }
     return len ? -1 : n;
 }
-#define CS_CALLS_ARCH CS_ARCH_X86, CS_MODE_64
-#else
 /* arm64 (lj_emit_arm64.h emit_call, lj_asm_arm64.h asm_callx): every call,
  * FFI or the assembler's own, is `bl target` within +-128 MiB, else `blr
  * xN` with the target a constant loaded into xN (movz/movk), or (FFI,
@@ -112,13 +113,6 @@ static int ffi_calls(csh cs, cs_insn *ci, const uint8_t *mc, uint64_t mcode, uin
  * reads before writing holds at its head what the code before the loop
  * left there (the allocator keeps loop-carried registers so: otherwise
  * the second iteration would call elsewhere). */
-struct cscan {
-    uint32_t pos;   /* mcode offset scanned up to */
-    uint32_t known; /* bit n: val[n] is xn's constant */
-    uint64_t val[29];
-    bool bad; /* undecodable code: no more matches */
-};
-
 static unsigned xreg(unsigned r)
 {
     if (r >= ARM64_REG_X0 && r <= ARM64_REG_X28) return r - ARM64_REG_X0;
@@ -157,9 +151,9 @@ static void track(csh cs, const cs_insn *ci, struct cscan *st)
     }
 }
 
-static int ffi_calls(csh cs, cs_insn *ci, const uint8_t *mc, uint64_t mcode, uint32_t lo,
-                     uint32_t hi, const struct xcall *all, uint32_t nall, uint32_t *end,
-                     uint64_t *tgt, struct cscan *st)
+static int ffi_calls_a64(csh cs, cs_insn *ci, const uint8_t *mc, uint64_t mcode, uint32_t lo,
+                         uint32_t hi, const struct xcall *all, uint32_t nall, uint32_t *end,
+                         uint64_t *tgt, struct cscan *st)
 {
     if (st->bad || st->pos > lo) return -1;
     const uint8_t *p = mc + st->pos;
@@ -197,18 +191,17 @@ static int ffi_calls(csh cs, cs_insn *ci, const uint8_t *mc, uint64_t mcode, uin
     if (len) st->bad = true;
     return len || rc ? -1 : n;
 }
-#define CS_CALLS_ARCH CS_ARCH_ARM64, CS_MODE_ARM
-#endif
 
 /* Match the CALLXS of IR [r0, r1) (xs[a, b)) to the calls in mcode [lo, hi). */
-static void match_range(csh cs, cs_insn *ci, const uint8_t *mc, uint64_t mcode, uint32_t lo,
-                        uint32_t hi, struct xcall *xs, uint32_t a, uint32_t b,
+static void match_range(bool a64, csh cs, cs_insn *ci, const uint8_t *mc, uint64_t mcode,
+                        uint32_t lo, uint32_t hi, struct xcall *xs, uint32_t a, uint32_t b,
                         const struct xcall *all, uint32_t nall, struct cscan *st)
 {
     uint32_t end[64];
     uint64_t tgt[64];
     if (a == b || b - a > 64) return;
-    int n = ffi_calls(cs, ci, mc, mcode, lo, hi, all, nall, end, tgt, st);
+    int n = a64 ? ffi_calls_a64(cs, ci, mc, mcode, lo, hi, all, nall, end, tgt, st)
+                : ffi_calls_x64(cs, ci, mc, mcode, lo, hi, all, nall, end, tgt, st);
     if (n < 0 || (uint32_t)n != b - a) return;
     for (int i = 0; i < n; i++)
         if (tgt[i] && tgt[i] != xs[a + i].target) return;
@@ -216,10 +209,10 @@ static void match_range(csh cs, cs_insn *ci, const uint8_t *mc, uint64_t mcode, 
         xs[a + i].end = end[i];
 }
 
-uint32_t ss_lj_trace_loop_calls(const struct lj_layout *lay, const uint8_t *kb, uint32_t nk,
-                                const uint8_t *ib, uint32_t nins, const uint8_t *mc, uint64_t mcode,
-                                uint32_t szmcode, const uint8_t *sb, const struct tsnap *snaps,
-                                uint32_t nsnap, struct tcall **out)
+uint32_t ss_lj_trace_loop_calls(bool a64, const struct lj_layout *lay, const uint8_t *kb,
+                                uint32_t nk, const uint8_t *ib, uint32_t nins, const uint8_t *mc,
+                                uint64_t mcode, uint32_t szmcode, const uint8_t *sb,
+                                const struct tsnap *snaps, uint32_t nsnap, struct tcall **out)
 {
     *out = NULL;
     if (!lay->ir_callxs || nins <= REF_BIAS || !nsnap) return 0;
@@ -234,7 +227,10 @@ uint32_t ss_lj_trace_loop_calls(const struct lj_layout *lay, const uint8_t *kb, 
     struct tcall *tc = calloc(npre, sizeof(*tc));
     uint32_t nt = 0;
     csh cs;
-    if (!xs || !tc || cs_open(CS_CALLS_ARCH, &cs) != CS_ERR_OK) goto out;
+    if (!xs || !tc ||
+        (a64 ? cs_open(CS_ARCH_ARM64, CS_MODE_ARM, &cs) : cs_open(CS_ARCH_X86, CS_MODE_64, &cs)) !=
+            CS_ERR_OK)
+        goto out;
     cs_option(cs, CS_OPT_DETAIL, CS_OPT_ON);
     cs_insn *ci = cs_malloc(cs);
     struct cscan st = {0};
@@ -264,7 +260,8 @@ uint32_t ss_lj_trace_loop_calls(const struct lj_layout *lay, const uint8_t *kb, 
         uint32_t b = a;
         while (b < nx && xs[b].ref < r1)
             b++;
-        if (lo < hi && hi <= szmcode) match_range(cs, ci, mc, mcode, lo, hi, xs, a, b, xs, nx, &st);
+        if (lo < hi && hi <= szmcode)
+            match_range(a64, cs, ci, mc, mcode, lo, hi, xs, a, b, xs, nx, &st);
         a = b;
     }
     for (uint32_t k = 0; k < npre; k++)
@@ -285,8 +282,7 @@ out:
 
 int ss_lj_mcode_calls_to(csh cs, cs_insn *ci, const uint8_t *mc, uint32_t lo, uint32_t hi,
                          uint64_t mcode, uint64_t fn, uint32_t *end)
-{
-#if defined(__x86_64__)
+{ /* x86-64 mcode only (trace_fwd.c: arm64's far calls are blr through constants) */
     const uint8_t *p = mc + lo;
     size_t len = hi - lo;
     uint64_t at = mcode + lo;
@@ -302,8 +298,4 @@ int ss_lj_mcode_calls_to(csh cs, cs_insn *ci, const uint8_t *mc, uint32_t lo, ui
         n++;
     }
     return len ? -1 : n;
-#else
-    (void)cs, (void)ci, (void)mc, (void)lo, (void)hi, (void)mcode, (void)fn, (void)end;
-    return -1; /* arm64: far calls are blr through constants (not followed here) */
-#endif
 }

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "unwind/luajit/ljregs.h"
 #include "unwind/luajit/trace_int.h"
 
 /* Header bytes that never change during a trace's life: type byte, nsnap,
@@ -248,9 +249,10 @@ int ss_lj_trace_validate(struct ss_lj_runtime *rt, struct ss_mem *m, int idx, ui
         }
     }
     if ((lay->gc64 ? lj_u64(slot) : lj_u32(slot)) != t->T) goto out;
-    if (!trust && (!ss_lj_trace_same_hdr(lay, hdr, t->hdr) || lj_u32(sn) != ts->mapofs ||
-                   (lay->snap_mcofs && u16at(sn + lay->snap_mcofs) * MCODE_UNIT != ts->mcofs) ||
-                   memcmp(map, t->map + ts->mapofs, (size_t)ts->maplen * 4)))
+    if (!trust &&
+        (!ss_lj_trace_same_hdr(lay, hdr, t->hdr) || lj_u32(sn) != ts->mapofs ||
+         (lay->snap_mcofs && u16at(sn + lay->snap_mcofs) * rt->arch->mcode_unit != ts->mcofs) ||
+         memcmp(map, t->map + ts->mapofs, (size_t)ts->maplen * 4)))
         goto out;
     cur->G = G;
     cur->jit_base = lay->gc64 ? jit_base : (uint32_t)jit_base;

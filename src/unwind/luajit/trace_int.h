@@ -26,12 +26,7 @@
 #define TC_MAXGUARDS 4096u
 #define TC_MAXINS 65536u /* IR instructions read for the RETF check (no-mcofs builds) */
 /* SnapShot.mcofs counts MCode units (lj_trace.c lj_trace_exit: "MCode
- * units!"): bytes on x86-64, 4-byte instructions on arm64 */
-#if defined(__x86_64__)
-#define MCODE_UNIT 1u
-#else
-#define MCODE_UNIT 4u
-#endif
+ * units!"): bytes on x86-64, 4-byte instructions on arm64 (lj_arch) */
 
 struct tframe {
     uint64_t pc;   /* current pc, next-instruction convention (as frames.c) */
@@ -117,10 +112,10 @@ int ss_lj_trace_validate(struct ss_lj_runtime *rt, struct ss_mem *m, int idx, ui
  * (trace_calls.c): how many, *out in mcode order (malloc'd), 0 none. kb: IR
  * slots [nk, REF_BIAS]; ib: IR from REF_BIAS to nins; mc: the mcode at
  * mcode; sb: the snapshots as read, snaps as decoded. */
-uint32_t ss_lj_trace_loop_calls(const struct lj_layout *lay, const uint8_t *kb, uint32_t nk,
-                                const uint8_t *ib, uint32_t nins, const uint8_t *mc, uint64_t mcode,
-                                uint32_t szmcode, const uint8_t *sb, const struct tsnap *snaps,
-                                uint32_t nsnap, struct tcall **out);
+uint32_t ss_lj_trace_loop_calls(bool a64, const struct lj_layout *lay, const uint8_t *kb,
+                                uint32_t nk, const uint8_t *ib, uint32_t nins, const uint8_t *mc,
+                                uint64_t mcode, uint32_t szmcode, const uint8_t *sb,
+                                const struct tsnap *snaps, uint32_t nsnap, struct tcall **out);
 
 /* The direct calls to fn in x86-64 mcode [lo, hi) of a trace at mcode:
  * offsets just past the first 8 into end, how many; -1 when a call's

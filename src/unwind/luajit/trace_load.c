@@ -8,27 +8,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "unwind/luajit/ljregs.h"
 #include "unwind/luajit/trace_int.h"
 
-/* The trace's register numbers (RID_*) -> enum ss_reg, 0xff for none:
- * x86-64's 16 GPRs (rsp never holds BASE); arm64's RID_X0..RID_X30 are xN
+/* The trace's register numbers (RID_*) -> sample register numbers of the
+ * VM's architecture (ljregs.h), 0xff for none: x86-64's 16 GPRs in perf's
+ * order (rsp never holds BASE); arm64's RID_X0..RID_X30 are xN
  * (lj_target_arm64.h; 31 is sp, FPRs follow). */
-#if defined(__x86_64__)
-static const uint8_t rid_to_ss[16] = {
-    SS_REG_AX, SS_REG_CX, SS_REG_DX,  SS_REG_BX,  0xff,       SS_REG_BP,  SS_REG_SI,  SS_REG_DI,
-    SS_REG_R8, SS_REG_R9, SS_REG_R10, SS_REG_R11, SS_REG_R12, SS_REG_R13, SS_REG_R14, SS_REG_R15};
-static uint8_t rid_reg(uint8_t r)
+static uint8_t rid_reg(const struct lj_arch *a, uint8_t r)
 {
-    return r < 16 ? rid_to_ss[r] : 0xff;
+    /* perf_event_x86_regs: ax bx cx dx si di bp sp ip flags cs ss ds es fs gs r8..r15 */
+    static const uint8_t x64[16] = {0, 2, 3, 1, 0xff, 6, 4, 5, 16, 17, 18, 19, 20, 21, 22, 23};
+    if (a->a64) return r <= 30 ? r : 0xff;
+    return r < 16 ? x64[r] : 0xff;
 }
-#define CS_TRACE_ARCH CS_ARCH_X86, CS_MODE_64
-#else
-static uint8_t rid_reg(uint8_t r)
-{
-    return r <= 30 ? (uint8_t)(SS_REG_X0 + r) : 0xff;
-}
-#define CS_TRACE_ARCH CS_ARCH_ARM64, CS_MODE_ARM
-#endif
 
 /* ---- decoding (once per trace) ---- */
 
@@ -236,30 +229,28 @@ uint32_t ss_lj_callers_at_calls(struct ss_lj_runtime *rt, struct ss_mem *m, cons
  * the loop optimisation dropped the snapshot that followed such a check (a
  * return), the code after the check belongs to the next snapshot's frames.
  * Marks, per snapshot, the first check inside its code. */
-static bool prof_at(bool gc64, const uint8_t *mc, uint32_t sz, uint32_t o)
+static bool prof_at(bool a64, bool gc64, const uint8_t *mc, uint32_t sz, uint32_t o)
 {
-#if defined(__x86_64__)
-    /* test byte [r14+disp32], imm8 / test byte [disp32], imm8 */
-    static const uint8_t pat64[3] = {0x41, 0xf6, 0x86}, pat32[3] = {0xf6, 0x04, 0x25};
-    const uint8_t *pat = gc64 ? pat64 : pat32;
-    return o + 14 <= sz && !memcmp(mc + o, pat, 3) && mc[o + 7] == 0x80 && mc[o + 8] == 0x0f &&
-           mc[o + 9] == 0x85;
-#else
-    (void)gc64;
+    if (!a64) {
+        /* test byte [r14+disp32], imm8 / test byte [disp32], imm8 */
+        static const uint8_t pat64[3] = {0x41, 0xf6, 0x86}, pat32[3] = {0xf6, 0x04, 0x25};
+        const uint8_t *pat = gc64 ? pat64 : pat32;
+        return o + 14 <= sz && !memcmp(mc + o, pat, 3) && mc[o + 7] == 0x80 && mc[o + 8] == 0x0f &&
+               mc[o + 9] == 0x85;
+    }
     if ((o & 3) || o + 12 > sz) return false;
     uint32_t a = lj_u32(mc + o), b = lj_u32(mc + o + 4), c = lj_u32(mc + o + 8);
     return (a & 0xffc003ffu) == 0x394002deu && /* ldrb w30, [x22, #imm12] */
            (b & 0xff8003ffu) == 0x720003dfu && /* ands wzr, w30, #imm (tst) */
            (c & 0xff00001fu) == 0x54000001u;   /* b.ne */
-#endif
 }
 
-static bool prof_checks(bool gc64, const uint8_t *mc, uint32_t sz, struct tsnap *snaps,
+static bool prof_checks(bool a64, bool gc64, const uint8_t *mc, uint32_t sz, struct tsnap *snaps,
                         uint32_t nsnap)
 {
     bool any = false;
     for (uint32_t o = 0; o < sz; o++) {
-        if (!prof_at(gc64, mc, sz, o)) continue;
+        if (!prof_at(a64, gc64, mc, sz, o)) continue;
         uint32_t lo = 0, hi = nsnap; /* snapshot whose code holds o */
         while (lo < hi) {
             uint32_t mid = (lo + hi) / 2;
@@ -322,11 +313,10 @@ void ss_lj_trace_load(struct ss_lj_runtime *rt, struct ss_mem *m, struct trace *
     uint32_t *refs = NULL, *starts = NULL;
     bool bad = true;
     if (!sb || !kb || !map || !snaps || !fr || !ps || !mc) goto fail;
-#if !defined(__x86_64__)
-    /* guards.c reads x86-64's guards only: arm64 traces need mcofs */
-    if (!lay->snap_mcofs) goto done;
-    by_guards = false;
-#endif
+    if (rt->arch->a64) { /* guards.c reads x86-64's guards only: arm64 traces need mcofs */
+        if (!lay->snap_mcofs) goto done;
+        by_guards = false;
+    }
     if (xcalls && (nins <= REF_BIAS || nins - REF_BIAS > TC_MAXINS)) xcalls = false;
     if (xcalls && !(ib = malloc((size_t)(nins - REF_BIAS) * 8))) goto fail;
     if (by_guards) {
@@ -366,7 +356,7 @@ void ss_lj_trace_load(struct ss_lj_runtime *rt, struct ss_mem *m, struct trace *
      * assembler resets it to RID_INIT when the trace modifies it (RETF) or
      * anything else writes it (lj_asm_x86.h asm_head_root_base). ->s: its
      * spill slot. */
-    t->base_reg = rid_reg(irb[6]);
+    t->base_reg = rid_reg(rt->arch, irb[6]);
     t->base_spill = irb[7];
     if (!candidates(rt, m, t, &k, ps)) goto fail;
     uint32_t used = 0;
@@ -374,7 +364,8 @@ void ss_lj_trace_load(struct ss_lj_runtime *rt, struct ss_mem *m, struct trace *
         const uint8_t *sp = sb + (size_t)i * lay->snap_size;
         struct tsnap *ts = &snaps[i];
         ts->mapofs = lj_u32(sp);
-        ts->mcofs = lay->snap_mcofs ? u16at(sp + lay->snap_mcofs) * MCODE_UNIT : starts[i];
+        ts->mcofs =
+            lay->snap_mcofs ? u16at(sp + lay->snap_mcofs) * rt->arch->mcode_unit : starts[i];
         if (by_guards) ts->gofs = starts[i];
         uint32_t nent = sp[lay->snap_nent];
         uint32_t end = i + 1 < t->nsnap ? lj_u32(sp + lay->snap_size) : nsnapmap;
@@ -393,7 +384,8 @@ void ss_lj_trace_load(struct ss_lj_runtime *rt, struct ss_mem *m, struct trace *
         used += all;
     }
     csh cs;
-    if (xcalls && cs_open(CS_TRACE_ARCH, &cs) == CS_ERR_OK) {
+    if (xcalls && (rt->arch->a64 ? cs_open(CS_ARCH_ARM64, CS_MODE_ARM, &cs)
+                                 : cs_open(CS_ARCH_X86, CS_MODE_64, &cs)) == CS_ERR_OK) {
         cs_option(cs, CS_OPT_DETAIL, CS_OPT_ON); /* call operands (trace_fwd.c) */
         cs_insn *ci = cs_malloc(cs);
         for (uint32_t i = 0; ci && i + 1 < t->nsnap; i++)
@@ -401,10 +393,10 @@ void ss_lj_trace_load(struct ss_lj_runtime *rt, struct ss_mem *m, struct trace *
         if (ci) ss_lj_fwd_calls(rt, m, t, kb, nk, ib, nins, sb, map, snaps, fr, cs, ci, mc);
         if (ci) cs_free(ci, 1);
         cs_close(&cs);
-        t->ncalls = ss_lj_trace_loop_calls(lay, kb, nk, ib, nins, mc, t->mcode, t->szmcode, sb,
-                                           snaps, t->nsnap, &t->calls);
+        t->ncalls = ss_lj_trace_loop_calls(rt->arch->a64, lay, kb, nk, ib, nins, mc, t->mcode,
+                                           t->szmcode, sb, snaps, t->nsnap, &t->calls);
     }
-    t->profiled = prof_checks(lay->gc64, mc, t->szmcode, snaps, t->nsnap);
+    t->profiled = prof_checks(rt->arch->a64, lay->gc64, mc, t->szmcode, snaps, t->nsnap);
     bad = false;
 done:
     finish(rt, t, bad, &map, &snaps, &fr);

@@ -5,6 +5,7 @@
  * IR calls. */
 #include <stdlib.h>
 
+#include "unwind/luajit/ljregs.h"
 #include "unwind/luajit/trace_int.h"
 
 /* ---- exact frames at a side-effecting call (issue 32) ----
@@ -111,18 +112,16 @@ static bool branch_target(const struct lj_proto *p, const struct lj_layout *lay,
 
 /* End offset of the last call instruction in mcode [lo, hi), 0 none or the
  * bytes do not decode to exactly [lo, hi). */
-static uint32_t last_call(csh cs, cs_insn *ci, const uint8_t *mc, uint32_t lo, uint32_t hi)
+static uint32_t last_call(bool a64, csh cs, cs_insn *ci, const uint8_t *mc, uint32_t lo,
+                          uint32_t hi)
 {
     const uint8_t *b = mc + lo;
     size_t len = hi - lo;
     uint64_t at = lo;
     uint32_t end = 0;
     while (len && cs_disasm_iter(cs, &b, &len, &at, ci))
-#if defined(__x86_64__)
-        if (ci->id == X86_INS_CALL) end = (uint32_t)at;
-#else
-        if (ci->id == ARM64_INS_BL || ci->id == ARM64_INS_BLR) end = (uint32_t)at;
-#endif
+        if (a64 ? ci->id == ARM64_INS_BL || ci->id == ARM64_INS_BLR : ci->id == X86_INS_CALL)
+            end = (uint32_t)at;
     return len ? 0 : end;
 }
 
@@ -323,7 +322,7 @@ void ss_lj_post_call(struct ss_lj_runtime *rt, struct ss_mem *m, const uint8_t *
                 !ffi_callee(rt, m, p, f->pt, frame_fn(lay, kb, nk, sb, map, a, i + 1), xcall,
                             call_target(lay, kb, nk, ib, nins, c))))
         return;
-    b->xret = last_call(cs, ci, mc, b->mcofs, a->mcofs);
+    b->xret = last_call(rt->arch->a64, cs, ci, mc, b->mcofs, a->mcofs);
     b->xpc = b->xret ? bc + (uint64_t)(xcall + 1) * 4 : 0;
     if (b->xret) rt->st.trace_xcalls++;
 }
