@@ -44,6 +44,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "unwind/luajit/ljregs.h"
 #include "unwind/luajit/trace_int.h"
 #include "unwind/luajit/vmsyms.h"
 
