@@ -516,8 +516,8 @@ void ss_lj_fwd_calls(struct ss_lj_runtime *rt, struct ss_mem *m, struct trace *t
                      csh cs, cs_insn *ci, const uint8_t *mc)
 {
     const struct lj_layout *lay = rt->lay;
-    if (rt->arch->a64 || lay->ir_callxs != IR_CALLXS || lay->ir_kgc != IR_KGC || !lay->gc64 || !lay->ff ||
-        (!rt->fwd_fn[H_REP] && !rt->fwd_fn[H_TAB]))
+    if (rt->arch->a64 || lay->ir_callxs != IR_CALLXS || lay->ir_kgc != IR_KGC || !lay->gc64 ||
+        !lay->ff || (!rt->fwd_fn[H_REP] && !rt->fwd_fn[H_TAB]))
         return;
     struct fw *w = calloc(1, sizeof(*w));
     uint32_t loop = nins, cap = 0;
