@@ -115,8 +115,12 @@ void ss_capture_stop(struct ss_capture *c);
  * with whatever arrived meanwhile. Live unwinding reads the target's memory
  * when the sample is handled, so keep the timeout short (record uses 2 ms:
  * at 100 ms most Lua stacks have moved on and their frames are dropped).
+ * One call hands out at most SS_CAPTURE_POLL_MS of work: when samples come
+ * faster than fn handles them, the rest stay in the buffer for the next
+ * call, so the caller's loop still sees its clock (record -d stops on time).
  * Returns the number delivered, or negative errno (-EINTR is returned as
  * the number delivered, 0 or more). */
+#define SS_CAPTURE_POLL_MS 100
 int ss_capture_poll(struct ss_capture *c, int timeout_ms, ss_sample_fn fn, void *ctx);
 void ss_capture_stats(struct ss_capture *c, struct ss_capture_stats *st);
 bool ss_capture_is_compat(const struct ss_capture *c);

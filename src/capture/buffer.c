@@ -3,6 +3,7 @@
  * struct ss_sample and handing them to the poll callback. */
 #include <errno.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <linux/perf_event.h>
@@ -141,10 +142,21 @@ static void deliver(struct ss_capture *c, const void *data, size_t size)
     if (c->fn) c->fn(c->fn_ctx, &s);
 }
 
+/* Whether this poll's time is up (ss_capture_poll: the record just read
+ * is the last one it hands out). */
+static bool poll_spent(const struct ss_capture *c)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec >= c->poll_end_ns;
+}
+
+/* -ECANCELED ends libbpf's reading of the ring after this record (it is
+ * consumed: libbpf moves the consumer position past it first). */
 static int on_ring(void *ctx, void *data, size_t size)
 {
     deliver(ctx, data, size);
-    return 0;
+    return poll_spent(ctx) ? -ECANCELED : 0;
 }
 
 /* A raw perf buffer record: a sample carries our event as raw data, a
@@ -167,7 +179,8 @@ static enum bpf_perf_event_ret on_perf(void *ctx, int cpu, struct perf_event_hea
         memcpy(lost, h + 1, sizeof(lost));
         c->lost += lost[1];
     }
-    return LIBBPF_PERF_EVENT_CONT;
+    /* DONE: this CPU's buffer is read up to here (its tail moved past) */
+    return poll_spent(c) ? LIBBPF_PERF_EVENT_DONE : LIBBPF_PERF_EVENT_CONT;
 }
 
 /* Perf buffer pages per CPU: the byte budget split over the CPUs, a power
@@ -226,12 +239,18 @@ int ss_capture_poll(struct ss_capture *c, int timeout_ms, ss_sample_fn fn, void 
 {
     int r;
 
+    struct timespec ts;
     c->fn = fn;
     c->fn_ctx = ctx;
     c->delivered = 0;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    c->poll_end_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec +
+                     (uint64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000u +
+                     SS_CAPTURE_POLL_MS * 1000000u;
     r = c->rb ? ring_buffer__poll(c->rb, timeout_ms) : perf_buffer__poll(c->pb, timeout_ms);
-    if (r >= 0 || r == -EINTR) /* below the wakeup mark: read it anyway */
+    if ((r >= 0 || r == -EINTR) && !poll_spent(c)) /* below the wakeup mark: read it anyway */
         r = c->rb ? ring_buffer__consume(c->rb) : perf_buffer__consume(c->pb);
+    if (r == -ECANCELED) r = 0; /* on_ring: the time was up */
     if (c->batch_n) ss_capture_batch_flush(c, deliver);
     c->fn = NULL;
     if (r < 0 && r != -EINTR) return r;

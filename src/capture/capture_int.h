@@ -62,6 +62,7 @@ struct ss_capture {
     ss_sample_fn fn; /* set during ss_capture_poll */
     void *fn_ctx;
     int delivered;
+    uint64_t poll_end_ns; /* CLOCK_MONOTONIC: this poll hands out no record after it */
 };
 
 /* capture.c: a libbpf print callback that drops everything (the library
