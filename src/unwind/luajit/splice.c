@@ -24,7 +24,6 @@
 
 struct thr {
     uint64_t L;
-    uint64_t cframe; /* the VM entry's the walk started from (0: none yet) */
     int rc;
     struct lj_walk *w;
 };
@@ -214,28 +213,17 @@ int ss_lj_splice(struct ss_lj_runtime *const *rts, uint32_t nrts, struct ss_mem 
             struct thr *t = NULL;
             for (unsigned k = 0; k < nth; k++)
                 if (th[k].L == L) t = &th[k];
-            uint64_t resumed = 0;
             if (!t && nth < MAX_THREADS) {
-                resumed = nth ? th[nth - 1].L : 0;
                 t = &th[nth++];
                 t->L = L;
-                t->cframe = 0;
                 if (!rt->walks[nth - 1]) rt->walks[nth - 1] = malloc(sizeof(*t->w));
                 t->w = rt->walks[nth - 1];
                 t->rc = -ENOMEM;
-            }
-            /* L walked from a newer VM entry of its own, and failed: that
-             * entry's cframe may not be linked as L's (an FFI callback's
-             * entry before lj_ccallback_enter sets L->cframe, its exit after
-             * lj_ccallback_leave restored it; no Lua frame runs there).
-             * Walked again from this entry, as L's newest: thread_read.c
-             * checks that L->cframe is this one's. */
-            if (t && t->w && (!t->cframe || (t->rc && t->cframe != cframe))) {
-                t->cframe = cframe;
-                if (ts)
+                if (t->w && ts)
                     t->rc = ss_lj_trace_walk(rt, mem, ts, L, cframe, t->w);
-                else
-                    t->rc = walk_vm(rt, mem, regs, natives, n, i, L, cframe, resumed, t->w);
+                else if (t->w)
+                    t->rc = walk_vm(rt, mem, regs, natives, n, i, L, cframe,
+                                    nth > 1 ? th[nth - 2].L : 0, t->w);
                 if (t->rc == 0 && torn(t->w)) t->rc = -ESTALE;
             }
             /* The newest VM entry that owns Lua frames: protected C calls
