@@ -154,6 +154,13 @@ int ss_unwinder_add_process(struct ss_unwinder *u, uint32_t pid, const char *com
                             const struct ss_map_desc *maps, size_t n,
                             int (*resolve)(void *ctx, const struct ss_map_desc *m), void *ctx,
                             struct ss_err *err);
+/* The view of live process pid and its LuaJIT runtimes (ELF files read,
+ * VMs detected, layouts derived), made now rather than at its first sample:
+ * record calls it for -p before sampling starts, so that the first walk,
+ * and the window plan it yields, come sooner (under emulation the first
+ * sample's walk took ~1.6 s, and every sample until then had no windows).
+ * 0 or negative errno (the first sample tries again). */
+int ss_unwinder_prepare(struct ss_unwinder *u, uint32_t pid, struct ss_err *err);
 /* Memory windows the walkers want the BPF program to copy at every sample
  * of pid (ss.h; capture.h's ss_capture_set_plan): true, with p filled, once
  * each time the plan changes (a LuaJIT runtime's global state verified). */

@@ -418,6 +418,13 @@ static int setup(struct rec *r, pid_t *child, int *release_fd)
             return err.code == -ESRCH ? 2 : 1;
         }
     }
+    /* their files and LuaJIT runtimes now, not at the first sample: its
+     * plan of windows comes sooner (a failure: the first sample tries) */
+    for (int i = 0; i < c->npids && !c->all; i++) {
+        err = (struct ss_err){0};
+        ss_unwinder_prepare(r->u, (uint32_t)c->pids[i], &err);
+    }
+    err = (struct ss_err){0};
     if (c->command) {
         *child = spawn(c->command, release_fd, !strcmp(c->cmd, "top"));
         if (*child < 0) {

@@ -282,6 +282,13 @@ unsigned ss_lua_nruntimes(const struct ss_uproc *up)
     return n;
 }
 
+int ss_unwinder_prepare(struct ss_unwinder *u, uint32_t pid, struct ss_err *err)
+{
+    struct ss_uproc *up = ss_unwinder_proc(u, pid, true, err);
+    if (!up) return err->code ? err->code : -ESRCH;
+    return ss_luaproc_get(u, up) ? 0 : -ENOMEM;
+}
+
 bool ss_unwinder_take_plan(struct ss_unwinder *u, uint32_t pid, struct ss_win_plan *p)
 {
     struct ss_uproc *up = ss_unwinder_proc(u, pid, false, NULL);

@@ -367,9 +367,10 @@ fi
 # 10 such per location (x86-64's nginx bars: 98% of the judged exact, 60%
 # of the samples with Lua frames). The share with no Lua frames at all is
 # a warning: under emulation the walks lag seconds behind the samples, and
-# those that must read the request's coroutine live (its lua_State header,
-# its closures) find it gone or, in a trace, jit_base moved on: rejected,
-# the frames stay native (docs/design.md, "Architectures").
+# those that must read the request's coroutine live (the samples before the
+# first walk installs the window plan have no windows) find it gone or, in
+# a trace, jit_base moved on: rejected, the frames stay native
+# (docs/design.md, "Architectures").
 line=$(val ngx_c)
 ok=0
 [[ $line == rc=0* ]] && [ "$(field "$line" mixed)" = 0 ] && [ "$(field "$line" traces)" -gt 0 ] 2>/dev/null && ok=1

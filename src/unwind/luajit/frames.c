@@ -360,6 +360,7 @@ static int walk_once(struct ss_lj_runtime *rt, struct ss_mem *m, const struct lj
     unsigned ncf = 1;
     ss_lj_read_cframe(rt, m, t.cframe, &cf[0]);
     if ((rc = chain(rt, m, s, t.stack, t.base, st->L, cf, &ncf, w))) return rc;
+    w->live_slots = t.hdr_live || (w->n && w->f[w->n - 1].frame - (lay->gc64 ? 8 : 0) < s->live_hi);
     if (live && m->nwin && !live_is_sample(rt, m, s, w)) return -ESTALE;
     size_t elen = t.sampled ? ss_lj_gc_sample(rt, m, t.G, t.ep) : t.elen;
     if ((rc = ss_lj_resolve(rt, m, w, t.ep, elen))) return rc;

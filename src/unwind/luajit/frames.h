@@ -50,6 +50,9 @@ struct lj_walk {
      * every Lua frame's pc must then lie in its prototype (frames.c) */
     bool by_content;
     unsigned unproven; /* frames above f[0] left out: not proven on the stack */
+    /* the thread's header or a frame's slots came from the process, not
+     * from the sample's copies (objects read live are proven apart) */
+    bool live_slots;
     struct lj_wframe f[LJ_MAX_FRAMES];
     unsigned nsegs; /* cframes consumed + 1 */
     uint64_t seg_cframe[LJ_MAX_SEGS];

@@ -79,6 +79,7 @@ static int read_stack(struct ss_mem *m, struct stackbuf *s, uint64_t lo, uint64_
     if (rc) return rc;
     s->lo = lo;
     s->hi = hi;
+    s->live_hi = live ? hi : from > lo ? from : lo;
     return 0;
 }
 
@@ -203,6 +204,7 @@ int ss_lj_read_thread(struct ss_lj_runtime *rt, struct ss_mem *m, const struct l
         return rc ? rc : r.iov[r.li].err;
     }
     if ((rc = header(rt, m, st, Lb, live, t))) return rc;
+    t->hdr_live = live || !ss_mem_peek_sample(m, st->L, r.iov[r.li].len);
     if (r.gi >= 0 && !r.iov[r.gi].err && t->G == rt->gs[0]) t->elen = r.iov[r.gi].len;
     uint64_t stack = t->stack, base = t->base;
     if (t->sampled) {
@@ -217,7 +219,7 @@ int ss_lj_read_thread(struct ss_lj_runtime *rt, struct ss_mem *m, const struct l
          * torn state may be anywhere: the extension below would span the
          * distance, gigabytes); extend it downwards with one more read */
         s->lo = r.win_lo;
-        s->hi = r.win_hi;
+        s->hi = s->live_hi = r.win_hi;
         uint64_t lo = base - stack > STACK_MAX ? base - STACK_MAX : stack;
         if (r.win_lo > stack && lo < r.win_lo) {
             size_t old = r.win_hi - r.win_lo, add = r.win_lo - lo;

@@ -27,7 +27,8 @@ struct stackbuf {
     const struct ss_mem *m;
     int src;
     uint64_t src_lo, src_hi;
-    unsigned bad_L; /* walks whose lua_State could not be read (runtime.h) */
+    uint64_t live_hi; /* [lo, live_hi) was read from the process, not the sample (lo: none) */
+    unsigned bad_L;   /* walks whose lua_State could not be read (runtime.h) */
 };
 
 /* The slot at a of the copy into *v (false: not in the copy); logged for the
@@ -68,6 +69,7 @@ struct lj_thread {
     uint64_t G, stack, base;
     uint64_t cframe; /* L->cframe: the newest cframe */
     bool sampled;    /* read from the sample's copies (windows), not live */
+    bool hdr_live;   /* the header came from the process (no window holds it) */
     uint8_t ep[88];  /* the collector's state read live in the same batch (gc.c) */
     size_t elen;     /* its bytes (0: none, or of another global state) */
 };
