@@ -445,7 +445,7 @@ ngx_case() {
     pj=$!
     (while :; do wget -q -O /dev/null http://127.0.0.1:8080/i; done) &
     pi=$!
-    $ss record -v -F 49 -p "${wpid:-0}" -d 2 -o /tmp/ngx.folded >/dev/null 2>/tmp/rec.err
+    $ss record -v -F 99 -p "${wpid:-0}" -d 2 -o /tmp/ngx.folded >/dev/null 2>/tmp/rec.err
     rc=$?
     kill $pj $pi
     wait $pj $pi 2>/dev/null
