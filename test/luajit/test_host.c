@@ -147,6 +147,11 @@ static void lost_regs(struct hrun *r, const struct ljt_sample *s, const struct s
     if (lt >= out->n) return;
     bool builtin = out->items[lt].lua.module && !strcmp(out->items[lt].lua.module, "[builtin]");
     if (builtin && (lt + 1 >= out->n || out->items[lt + 1].native >= 0)) return; /* no Lua below */
+    /* a sample in trace code or in a helper it called: its frames come from
+     * the trace's snapshots (trace_post.c, trace_fwd.c: string.rep's frame
+     * at lj_buf_putstr_rep), not from the VM frame's PC and KBASE */
+    for (unsigned i = 0; i < n; i++)
+        if (nat[i].trace) return;
     struct ss_lj_native ln[128];
     for (unsigned i = 0; i < n; i++) {
         ln[i] = nat[i];
