@@ -167,6 +167,13 @@ int ss_agent_new(struct ss_agent **out, const struct ss_agent_opts *o, struct ss
     if (!a->seg) {
         struct ss_unwinder_opts uo = {.pac_mask = ss_pac_mask()};
         if ((rc = ss_unwinder_new(&a->u, &uo, err)) < 0) goto fail;
+        /* -p: their files and LuaJIT runtimes now, as record does, so that
+         * the window plan comes before the first samples (a failure: the
+         * first sample tries again) */
+        for (size_t i = 0; i < o->npids; i++) {
+            struct ss_err e = {0};
+            ss_unwinder_prepare(a->u, (uint32_t)o->pids[i], &e);
+        }
     }
     if (a->push_url && (rc = ag_push_new(&a->push, a, err)) < 0) goto fail;
     /* the URL and headers are copied by ag_otlp_new: only used here */
