@@ -18,6 +18,7 @@
 #include "snapfile/writer.h"
 #include "stacksnap/replay.h"
 #include "unwind/unwinder.h"
+#include "util/pac.h"
 #include "util/safeopen.h"
 
 struct bundle {
@@ -436,12 +437,14 @@ int ss_replay_run(struct ss_replay *r, ss_replay_stack_fn fn, ss_replay_msg_fn m
     }
     uo.lj_cache = r->ljc;
     /* aarch64: strip the return addresses as the recording did */
-    uo.pac_mask = ss_snap_get_header(r->rd) ? ss_snap_get_header(r->rd)->pac_mask : 0;
+    const struct ss_snap_header *h = ss_snap_get_header(r->rd);
+    uo.pac_mask = h ? h->pac_mask : 0;
+    if (!uo.pac_mask && h && !strcmp(ss_snap_arch(h), "aarch64"))
+        uo.pac_mask = SS_PAC_DEFAULT; /* the capture does not say (util/pac.h) */
     if (r->o.pac_set) uo.pac_mask = r->o.pac_mask;
     /* debug files: the bundled ones for a bundled capture, else this machine's
      * /usr/lib/debug (as for the mapped files, replay of an unbundled capture
      * is meant for the machine that recorded it) */
-    const struct ss_snap_header *h = ss_snap_get_header(r->rd);
     int rc = 0;
     r->nostack = h && (h->flags & SS_SNAP_HDR_NOSTACK);
     if (h && (h->flags & SS_SNAP_HDR_BUNDLE) && (rc = make_dbgroot(r)) < 0)

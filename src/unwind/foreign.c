@@ -50,8 +50,6 @@
 enum { A64_SP = 31, A64_PC = 32, A64_X30 = 30, A64_X29 = 29, A64_X19 = 19 };
 /* x19 (BASE, RB), x20 (KBASE), x21 (PC), x22 (GL), x23-x28, x29 (trace code's VM frame) */
 enum { VM_REGS = 11 };
-/* the PAC bits of a capture that does not say (recorded before pac_mask): above 48-bit user VA */
-#define A64_PAC_DEFAULT (~((1ull << 48) - 1))
 
 /* The VM's registers at one native frame, as recovered there. */
 struct vmregs {
@@ -474,7 +472,7 @@ static unsigned foreign_frames(struct ss_fproc *fp, const uint64_t *regs, unsign
     walk(fp, &w);
     /* a leaf without CFI (the vDSO: no .eh_frame) returns to x30 with its sp */
     if (w.nocfi && w.n == 1 && w.why == SS_TRUNC_NOINFO && (nf[0].flags & SS_NF_EXACT)) {
-        uint64_t ra = ss_pac_strip(fp->regs[A64_X30], fp->pac ? fp->pac : A64_PAC_DEFAULT);
+        uint64_t ra = ss_pac_strip(fp->regs[A64_X30], fp->pac ? fp->pac : SS_PAC_DEFAULT);
         if (ret_addr(fp, ra) && max > 1) {
             fp->regs[A64_PC] = ra - 1; /* looked up as a return address */
             fp->valid &= ~(1ull << A64_X30);

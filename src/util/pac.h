@@ -13,6 +13,12 @@
  * bits. 0 on x86-64 and on arm64 CPUs without PAC. */
 uint64_t ss_pac_mask(void);
 
+/* The mask for an arm64 capture that does not say (recorded before captures
+ * kept the recording machine's mask, or on a CPU without PAC: 0 either
+ * way): the bits above a 48-bit user address space, which no user address
+ * of such a kernel has, so stripping them is exact with or without PAC. */
+#define SS_PAC_DEFAULT (~((UINT64_C(1) << 48) - 1))
+
 /* addr without its signature: mask from ss_pac_mask (or a capture's). */
 static inline uint64_t ss_pac_strip(uint64_t addr, uint64_t mask)
 {

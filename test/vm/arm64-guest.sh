@@ -70,6 +70,18 @@ if grep -q ssvm.fixtures /proc/cmdline; then
     sync
     poweroff -f
 fi
+# the committed arm64 captures (test/fixtures/arm64-*.snap, in /fx on the
+# full run) replayed by this arm64 build: byte-identical to their .folded,
+# as the x86-64 build's replay of them is (cli_fixtures)
+fx_case() {
+    for f in /fx/*.snap; do
+        [ -e "$f" ] || continue
+        n=$(basename "$f" .snap)
+        $ss replay "$f" -o /tmp/fx.folded >/dev/null 2>/tmp/fx.err; rc=$?
+        same=no; cmp -s /tmp/fx.folded "/fx/$n.folded" && same=yes
+        say "fx_$n" "rc=$rc identical=$same $(tail -n 1 /tmp/fx.err)"
+    done
+}
 # ---- end a64replay ----
 # share FILE LEAFRE WHOLERE: "whole=N total=M" (as test/vm/guest.sh)
 share() {
@@ -489,6 +501,7 @@ ngx_case() {
 ngx_case
 # ---- end a64ngx ----
 grep -q ssvm.dump /proc/cmdline && stack_dump # (a64replay)
+fx_case # (a64replay)
 pac_case default
 offcpu_case
 kernel_case
