@@ -122,7 +122,7 @@ void ljc_on(void *ctx, const struct ss_stack *st, const char *folded)
     } else if (!c->bad[0]) {
         snprintf(c->bad, sizeof(c->bad), "%.2000s", folded);
     }
-    if (c->after) c->after(c, ok ? hit : -1);
+    if (c->after) c->after(c, st, ok ? hit : -1);
 }
 
 void ljc_run(const char *label, char *const argv[], const char *ldp, double seconds, struct ljc *c)

@@ -26,7 +26,7 @@ struct ljc {
     bool (*extra)(const struct ss_stack *st, const char *folded);
     /* called after each judged sample with the expected chain it showed
      * exactly, -1 if none (NULL = none; after_n is its own) */
-    void (*after)(struct ljc *c, int hit);
+    void (*after)(struct ljc *c, const struct ss_stack *st, int hit);
     unsigned after_n;
     unsigned min_judged;          /* default 60 */
     unsigned exact_pct;           /* exact or cut, default 98 */

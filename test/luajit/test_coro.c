@@ -12,6 +12,8 @@
  *    cut, never the producer's frames on the wrap frame.
  * The build matrix (test_matrix.c) runs the same cases on every build. */
 #include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "ljcheck.h"
@@ -43,14 +45,36 @@ Test(luajit_coro, ffi_callback_through_qsort)
  * frames, lj_ff_coroutine_resume, [truncated], the producer's. CI-3's
  * ASan run of luajit_matrix had 11 of 539 samples so (an unwinder fallen
  * behind under load). Here the reader falls behind on purpose: after a
- * sample in the nested producer it waits 300 ms before it unwinds the
- * samples queued behind it, until one of them is such a cut (at most 4
- * waits). No sample may be wrong. */
-static void wait_after_nested(struct ljc *c, int hit)
+ * sample in the nested producer it waits until the process has used 200 ms
+ * more CPU (a producer's run is ~30 ms of it; at most 3 s) before it
+ * unwinds the samples queued behind it, until one of them is such a cut
+ * (at most 4 waits). No sample may be wrong. */
+static long cpu_ms(uint32_t pid)
 {
-    if (hit == 4 && !c->cuts[4] && c->after_n < 4) {
-        c->after_n++;
-        usleep(300000);
+    char path[64], b[1024];
+    snprintf(path, sizeof(path), "/proc/%u/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    size_t n = fread(b, 1, sizeof(b) - 1, f);
+    fclose(f);
+    b[n] = 0;
+    const char *q = strrchr(b, ')');
+    unsigned long ut, stt; /* fields 14 and 15, after the comm's ')' */
+    if (!q || sscanf(q + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &stt) != 2)
+        return -1;
+    return (long)((ut + stt) * 1000 / (unsigned long)sysconf(_SC_CLK_TCK));
+}
+
+static void wait_after_nested(struct ljc *c, const struct ss_stack *st, int hit)
+{
+    if (hit != 4 || c->cuts[4] || c->after_n >= 4) return;
+    c->after_n++;
+    long t0 = cpu_ms(st->pid);
+    for (int i = 0; i < 300; i++) {
+        usleep(10000);
+        long t = cpu_ms(st->pid);
+        if (t0 >= 0 && t >= 0 && t - t0 >= 200) return;
+        if (t0 < 0 && i == 29) return; /* CPU time unknown: 300 ms */
     }
 }
 
