@@ -2,7 +2,11 @@
  * that record real processes with real BPF (ljrec.h): a workload runs, every
  * sample is unwound at once, and the samples whose innermost Lua frame is a
  * known leaf must show exactly one of the expected Lua chains, with the
- * expected native frame right below the outermost Lua frame. */
+ * expected native frame right below the outermost Lua frame, or that chain
+ * cut in the middle: a [truncated] frame where the frames of a thread
+ * walked live after it moved on are left out (splice.c: a VM frame not
+ * walked under a newer entry's Lua frames), the expected chain's root part
+ * below it and its leaf part above (a cut, not a wrong sample). */
 #ifndef LJCHECK_H
 #define LJCHECK_H
 
@@ -20,8 +24,13 @@ struct ljc {
     bool gaps;                     /* native frames allowed between Lua frames */
     /* extra per-sample check of judged samples (NULL = none); false = not exact */
     bool (*extra)(const struct ss_stack *st, const char *folded);
+    /* called after each judged sample with the expected chain it showed
+     * exactly, -1 if none (NULL = none; after_n is its own) */
+    void (*after)(struct ljc *c, const struct ss_stack *st, int hit);
+    unsigned after_n;
     unsigned min_judged;          /* default 60 */
-    unsigned exact_pct;           /* default 98 */
+    unsigned exact_pct;           /* exact or cut, default 98 */
+    unsigned cut_pct;             /* cut at most, default 10 */
     unsigned coverage_pct;        /* samples with Lua frames, default 85 */
     unsigned each_pct;            /* every chain gets >= this % of judged, default 5 */
     const char *layout;           /* expected layout name (NULL: any) */
@@ -29,8 +38,8 @@ struct ljc {
     bool derived;                 /* the layout must come from facts derived from the code */
     char wbuf[LJC_MAXWANT][1024]; /* storage for want[] built by the ljc_case_* */
     /* results */
-    unsigned hits[LJC_MAXWANT];
-    unsigned samples, lua, judged, exact;
+    unsigned hits[LJC_MAXWANT], cuts[LJC_MAXWANT];
+    unsigned samples, lua, judged, exact, cut;
     char bad[2048];
     struct ljr_stats st;
 };
