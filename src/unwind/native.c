@@ -272,10 +272,11 @@ static int apply_rule(struct ss_nproc *np, struct ss_native_frame *f, const stru
  * libunwind's, signed or not: native_pac.c), sp the CFA. 1 done, -1 for
  * libunwind's step wherever libunwind could take another way: a register
  * or slot it needs unknown or out of the snapshot (its reads go further,
- * its frame-pointer guess follows a failed step), a caller's x29 of 0 (the
- * end of the frame chain to libunwind), a caller at the sigreturn call (a
- * signal frame to it). Not kept for the memo of native walks (opaque, as
- * libunwind's steps are). */
+ * its frame-pointer guess follows a failed step), a caller at the
+ * sigreturn call (a signal frame to it). (libunwind 1.6.2 steps on over a
+ * caller's x29 of 0; later ones end the walk there: the rule check,
+ * ss_nproc_set_check, shows which.) Not kept for the memo of native walks
+ * (opaque, as libunwind's steps are). */
 static int apply_rule_a64(struct ss_nproc *np, struct ss_native_frame *f, const struct ss_nrule *r,
                           struct ss_native_frame *caller)
 {
@@ -306,7 +307,6 @@ static int apply_rule_a64(struct ss_nproc *np, struct ss_native_frame *f, const 
         caller->regs.valid |= SS_DBIT(d);
         caller->regs.lost &= ~SS_DBIT(d); /* loaded from its save slot: proven */
     }
-    if ((caller->regs.valid & SS_DBIT(SS_DR_FP)) && caller->regs.r[SS_DR_FP] == 0) return -1;
     if (np->mem->track) { /* replay's memo (memo.c): any register, as libunwind's */
         track_rule(np->mem, r, cfa);
         np->mem->track->dregs = UINT64_MAX;

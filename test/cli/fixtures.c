@@ -325,8 +325,11 @@ Test(cli_fixtures, arm64_luajit_stack_bytes_replay_to_the_live_output)
  * the walk before the rule cache: no rule step), and with the rules, every
  * rule step checked against libdw's step from the same frame (pc, x0-x30,
  * sp: which are known and their values). Both replays give the same
- * perf-script text, sample by sample. The walks' times are logged. */
-Test(cli_fixtures, arm64_rule_steps_are_libdws)
+ * perf-script text, sample by sample. The walks' times are logged. The
+ * x86-64 fixtures' rule steps are checked against libunwind's likewise
+ * (unwind/native.c; an arm64 build checks its own in the arm64 VM:
+ * test/vm/arm64.sh's fx_ lines). */
+Test(cli_fixtures, rule_steps_are_the_slow_paths)
 {
     if (strcmp(SS_ARCH, "x86_64"))
         cr_skip_test("an arm64 build walks arm64 captures with libunwind");
@@ -366,6 +369,19 @@ Test(cli_fixtures, arm64_rule_steps_are_libdws)
         char *d = cli_diff(t_dw, t_rules);
         cr_assert(!d, "%s: rules vs libdw alone: %s", a64[i], d);
         free(snap), free(t_dw), free(t_rules);
+    }
+    /* this build's own captures: its rule steps checked against libunwind's */
+    for (int i = 0; i < 2; i++) {
+        char *snap = fixture(names[i], "snap"), msgs[2048];
+        struct cli_steps ru = {0};
+        cr_assert(cli_replay_steps(snap, SS_NATIVE_RULES, true, NULL, &ru, msgs, sizeof(msgs)) == 0,
+                  "%s: %s", names[i], msgs);
+        cr_log_info("%s: rules %lld, libunwind %lld steps; %lld checked, %lld differ", names[i],
+                    ru.rule, ru.slow, ru.checks, ru.diffs);
+        cr_assert(ru.rule > 100 && ru.checks >= ru.rule && ru.diffs == 0,
+                  "%s: %lld of %lld rule steps differ from libunwind's", names[i], ru.diffs,
+                  ru.checks);
+        free(snap);
     }
     cli_rmtree(dir);
     free(dir);

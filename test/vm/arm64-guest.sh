@@ -77,7 +77,8 @@ fx_case() {
     for f in /fx/*.snap; do
         [ -e "$f" ] || continue
         n=$(basename "$f" .snap)
-        $ss replay "$f" -o /tmp/fx.folded >/dev/null 2>/tmp/fx.err; rc=$?
+        # every native step by a rule checked against libunwind's (native.c)
+        STACKSNAP_CHECK_RULES=1 $ss replay "$f" -o /tmp/fx.folded >/dev/null 2>/tmp/fx.err; rc=$?
         same=no; cmp -s /tmp/fx.folded "/fx/$n.folded" && same=yes
         say "fx_$n" "rc=$rc identical=$same $(tail -n 1 /tmp/fx.err)"
     done
