@@ -174,7 +174,8 @@ check_pac() { # MODES...
     local m line
     for m in "$@"; do
         line=$(val "pac_$m"); check "pac_$m" "$line" "$(share_ok "$line" 30 0.95)"
-        line=$(val "pac_replay_$m"); ok=0; [[ $line == "rc=0 identical=yes" ]] && ok=1
+        line=$(val "pac_replay_$m"); ok=0
+        [[ $line == "rc=0 identical=yes"* && $line == *" 0 differ"* ]] && ok=1
         check "pac_replay_$m" "$line" $ok
     done
     line=$(val pac_nostrip)
