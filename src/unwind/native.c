@@ -371,9 +371,10 @@ const struct ss_nrule *ss_native_rule(struct ss_nproc *np, uint64_t look)
 
 /* One step by the rule for f: 1 done (not checked yet), 0 the walk ends
  * (*why), -1 no CFI for f (nothing done). */
-/* The check of a rule step from f (as it was before: f0) that gave r
- * (caller, *why): libunwind's step from f0 gives the same, the same
- * registers known, the same values (ss_nproc_set_check). */
+/* The check of a rule step from f0 that gave r (caller, *why): libunwind's
+ * step from a copy of f0 (its registers and SS_NF_EXACT, which the rule
+ * step left as they were) gives the same, the same registers known, the
+ * same values (ss_nproc_set_check). */
 static void check_step(struct ss_nproc *np, const struct ss_native_frame *f0, int r,
                        const struct ss_native_frame *caller, enum ss_trunc why)
 {
@@ -398,7 +399,6 @@ static int rule_step(struct ss_nproc *np, struct ss_native_frame *f, struct ss_n
                      enum ss_trunc *why)
 {
     const struct ss_nrule *rule = get_rule(np, ss_nf_lookup_ip(f));
-    struct ss_native_frame f0 = *f;
     if (rule->kind == SS_NR_OK) {
 #if defined(__x86_64__)
         f->flags |= SS_NF_FILE; /* rows come from files only */
@@ -416,12 +416,12 @@ static int rule_step(struct ss_nproc *np, struct ss_native_frame *f, struct ss_n
         }
         f->flags |= SS_NF_FILE; /* rows come from files only */
 #endif
-        if (np->check) check_step(np, &f0, r, caller, *why);
+        if (np->check) check_step(np, f, r, caller, *why);
         return r;
     }
     if (rule->kind == SS_NR_END) {
         *why = SS_TRUNC_NONE;
-        if (np->check) check_step(np, &f0, 0, caller, *why);
+        if (np->check) check_step(np, f, 0, caller, *why);
         return 0;
     }
     if (rule->kind == SS_NR_NOINFO) return -1;
