@@ -19,6 +19,7 @@ struct ss_replay_opts {
     bool no_memo;      /* walk every sample (ss_unwinder_opts.memo off): tests, benches */
     bool pac_set;      /* strip pac_mask instead of the capture's mask (tests: 0, none) */
     uint64_t pac_mask; /* see ss_unwinder_opts */
+    bool check_rules;  /* see ss_unwinder_opts (tests) */
 };
 
 /* Called for every walked stack; a nonzero return stops the replay. */

@@ -51,6 +51,9 @@ struct ss_unwinder_opts {
                           the same state, gets that walk's frames without a walk */
     uint64_t pac_mask; /* aarch64: pointer-authentication bits stripped from return addresses
                           (util/pac.h; a capture's header says the recording's); 0 none */
+    bool check_rules;  /* tests: every rule step of a walk of another architecture's capture
+                          (unwind/foreign.c) checked against libdw's step from the same frame
+                          (rule_checks, rule_check_diffs) */
 };
 
 /* LuaJIT detection results by file (build-id, else device/inode/size/mtime):
@@ -76,9 +79,12 @@ int ss_lj_detcache_put(struct ss_lj_detcache *c, const uint8_t *id, size_t id_le
 struct ss_unwinder_stats {
     uint64_t samples, frames, errors;
     uint64_t trunc[SS_TRUNC_ERROR + 1]; /* samples by how the walk ended */
+    /* native steps by a cached CFI rule; by libunwind (for another
+     * architecture's capture: by libdw); CFI rows fetched from libunwind */
     uint64_t rule_steps, unw_steps, rule_loads;
-    uint64_t processes, files;  /* processes: ever seen; files: open ELF files */
-    uint64_t live, lj_runtimes; /* processes with state now, LuaJIT runtimes in them */
+    uint64_t rule_checks, rule_check_diffs; /* ss_unwinder_opts.check_rules */
+    uint64_t processes, files;              /* processes: ever seen; files: open ELF files */
+    uint64_t live, lj_runtimes;             /* processes with state now, LuaJIT runtimes in them */
     uint64_t target_reads, target_calls;
     /* debuginfod (ss_unwinder_debuginfod): fetches that brought a debug file,
      * that ended without one (not on any server, timed out), still running */

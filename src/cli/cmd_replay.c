@@ -41,6 +41,11 @@ static int open_capture(const struct ss_cli *c, struct ss_replay **r)
         o.pac_set = true;
         o.pac_mask = strtoull(pac, NULL, 0);
     }
+    /* STACKSNAP_CHECK_RULES: every sample walked (no memo), every native
+     * step by a cached rule checked against the slow path's step from the
+     * same frame, the counts said at the end (tests) */
+    const char *chk = getenv("STACKSNAP_CHECK_RULES");
+    if (chk && *chk && strcmp(chk, "0")) o.no_memo = o.check_rules = true;
     int rc = ss_replay_open(r, c->capture, &o, &err);
     if (rc < 0) {
         fprintf(stderr, "stacksnap: %s\n", err.msg[0] ? err.msg : strerror(-rc));
@@ -95,6 +100,16 @@ int ss_cmd_replay(const struct ss_cli *c)
         ss_outputs_offcpu_summary(stderr, ss_replay_counter(r, "capture.off_blocks"),
                                   ss_replay_counter(r, "capture.off_short"),
                                   ss_replay_counter(r, "capture.off_unmatched"), 0);
+    const char *chk = getenv("STACKSNAP_CHECK_RULES");
+    if (chk && *chk && strcmp(chk, "0")) {
+        struct ss_unwinder_stats st;
+        ss_unwinder_stats(ss_replay_unwinder(r), &st);
+        fprintf(stderr,
+                "stacksnap: native steps: %llu by rules, %llu by the slow path; %llu rule "
+                "steps checked, %llu differ\n",
+                (unsigned long long)st.rule_steps, (unsigned long long)st.unw_steps,
+                (unsigned long long)st.rule_checks, (unsigned long long)st.rule_check_diffs);
+    }
     ss_outputs_free(&out);
     ss_replay_close(r);
     return rc;

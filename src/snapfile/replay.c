@@ -428,7 +428,8 @@ int ss_replay_run(struct ss_replay *r, ss_replay_stack_fn fn, ss_replay_msg_fn m
     struct ss_unwinder_opts uo = {.offline = true,
                                   .max_frames = r->o.max_frames,
                                   .native_mode = r->o.native_mode,
-                                  .memo = !r->o.no_memo};
+                                  .memo = !r->o.no_memo,
+                                  .check_rules = r->o.check_rules};
     /* a file's LuaJIT verdict is the same for every run: computed once (the
      * files are identified by build-id, or device/inode/size/mtime) */
     if (!r->ljc && ss_lj_detcache_new(&r->ljc) < 0) {

@@ -8,8 +8,10 @@
  * (reported from the images the view holds), attached with our own thread
  * callbacks (memory_read: the sample's stack snapshot, else the mapped
  * files' bytes; set_initial_registers: the captured x0-x30, sp, pc), its
- * aarch64 backend picked from the modules' machine; dwfl_getthread_frames
- * steps by each frame's CFI.
+ * aarch64 backend picked from the modules' machine. A walk
+ * (foreign_walk.c) steps plain CFI rows by the rule cache of
+ * foreign_rules.c, which compiles the rows libdw parsed, and takes
+ * libdw's step (dwfl_getthread_frames from that frame) for the rest.
  *
  * The walk ends where the arm64 build's (unwind/native.c, native_scan.c)
  * ends, so that both give the same frames: a frame without CFI ends it
@@ -23,7 +25,7 @@
  * (walk.c, lua.c), with the arm64 VM's runtime (its architecture taken from
  * the ELF: registers, cframe, layouts derived from its code): a leaf in the
  * VM starts at the VM frame's caller, read from the cframe (x19-x28, fp,
- * lr at the CFA); each frame keeps the VM's registers x19-x22 as libdw
+ * lr at the CFA); each frame keeps the VM's registers x19-x22 as its step
  * recovered them, and the Lua frames are spliced in with the sample's
  * arm64 registers (lua.h: ss_lua_splice_with). */
 #include <errno.h>
@@ -41,48 +43,10 @@
 #include "process/process.h"
 #include "symbolize/symbolize.h"
 #include "util/pac.h"
-#include "unwind/a64call.h"
+#include "unwind/foreign_int.h"
 #include "unwind/lua.h"
 #include "unwind/luajit/layout.h"
 #include "unwind/procs.h"
-#include "unwind/unwinder.h"
-
-enum { A64_SP = 31, A64_PC = 32, A64_X30 = 30, A64_X29 = 29, A64_X19 = 19 };
-/* x19 (BASE, RB), x20 (KBASE), x21 (PC), x22 (GL), x23-x28, x29 (trace code's VM frame) */
-enum { VM_REGS = 11 };
-
-/* The VM's registers at one native frame, as recovered there. */
-struct vmregs {
-    uint64_t r[VM_REGS]; /* x19 .. x29 */
-    uint16_t valid;      /* bit i: r[i] known */
-};
-
-struct fwalk {
-    struct ss_native_frame *nf; /* out: ip, sp, flags (cfa: ss_unwind_foreign) */
-    struct vmregs *vr;          /* out: per frame, the VM's registers */
-    unsigned n, max;
-    enum ss_trunc why;
-    bool nocfi;     /* the walk stopped at a frame without CFI */
-    bool restart;   /* the first frame is a return address given as pc - 1 */
-    unsigned trial; /* > 0: the index of that frame, whose walk is on trial */
-    bool refused;   /* the trial failed */
-};
-#define SCAN_TRIAL 16 /* native_scan.c's SS_SCAN_TRIAL */
-
-struct ss_fproc {
-    Dwfl *dwfl;
-    uint64_t gen;  /* the process view's generation the modules are of */
-    bool attached; /* dwfl_attach_state done (an arm64 module was there) */
-    struct ss_uproc *up;
-    uint32_t tid;
-    uint64_t regs[33]; /* the walk's first frame: x0-x30, sp, pc */
-    uint64_t valid;    /* bit i: regs[i] known */
-    uint64_t pac;      /* the capture's PAC mask (util/pac.h), 0 if it has none */
-    struct fwalk *w;
-    struct vmregs *vr; /* per native frame of the sample */
-    unsigned vrcap;
-    struct ss_luaproc *l; /* the sample's LuaJIT walk, or NULL */
-};
 
 static void fproc_free(void *p)
 {
@@ -90,6 +54,7 @@ static void fproc_free(void *p)
     if (!fp) return;
     if (fp->dwfl) dwfl_end(fp->dwfl);
     free(fp->vr);
+    free(fp->rc);
     free(fp);
 }
 
@@ -117,63 +82,6 @@ static const Dwfl_Callbacks dwfl_cbs = {
     .section_address = dwfl_offline_section_address,
 };
 
-/* The mapping's bytes of the file at addr (any protection), len of them. */
-static const void *file_bytes(struct ss_proc *proc, uint64_t addr, size_t len)
-{
-    const struct ss_mapping *mp = ss_proc_find_cached(proc, addr);
-    return mp ? ss_mapping_file_bytes(mp, addr, len) : NULL;
-}
-
-static bool memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void *arg)
-{
-    (void)dwfl;
-    struct ss_fproc *fp = arg;
-    const void *p = ss_mem_peek_snap(&fp->up->mem, addr, 8);
-    if (!p) p = file_bytes(fp->up->proc, addr, 8);
-    if (!p) return false;
-    memcpy(result, p, 8);
-    return true;
-}
-
-static pid_t next_thread(Dwfl *dwfl, void *arg, void **thread_argp)
-{
-    (void)dwfl;
-    struct ss_fproc *fp = arg;
-    if (*thread_argp) return 0;
-    *thread_argp = fp;
-    return (pid_t)fp->tid;
-}
-
-static bool get_thread(Dwfl *dwfl, pid_t tid, void *arg, void **thread_argp)
-{
-    (void)dwfl, (void)tid;
-    *thread_argp = arg;
-    return true;
-}
-
-static bool set_initial_registers(Dwfl_Thread *thread, void *arg)
-{
-    struct ss_fproc *fp = arg;
-    for (int i = 0; i < A64_PC; i++) /* each known one: x30 may be unknown */
-        if ((fp->valid & (1ull << i)) && !dwfl_thread_state_registers(thread, i, 1, &fp->regs[i]))
-            return false;
-    dwfl_thread_state_register_pc(thread, fp->regs[A64_PC]);
-    return true;
-}
-
-static void thread_detach(Dwfl_Thread *thread, void *arg)
-{
-    (void)thread, (void)arg;
-}
-
-static const Dwfl_Thread_Callbacks thread_cbs = {
-    .next_thread = next_thread,
-    .get_thread = get_thread,
-    .memory_read = memory_read,
-    .set_initial_registers = set_initial_registers,
-    .thread_detach = thread_detach,
-};
-
 /* Where the ELF's vaddr 0 is: the module's low address is its first
  * PT_LOAD's aligned vaddr there (libdwfl's bias = low - that vaddr). */
 static bool first_load(const struct ss_elf *e, uint64_t *vaddr)
@@ -194,6 +102,7 @@ static bool first_load(const struct ss_elf *e, uint64_t *vaddr)
 static int fproc_build(struct ss_fproc *fp, struct ss_uproc *up)
 {
     if (fp->dwfl) dwfl_end(fp->dwfl);
+    ss_a64rc_flush(fp->rc); /* rows of the modules before */
     fp->attached = false;
     if (!(fp->dwfl = dwfl_begin(&dwfl_cbs))) return -ENOMEM;
     size_t n;
@@ -216,148 +125,8 @@ static int fproc_build(struct ss_fproc *fp, struct ss_uproc *up)
     }
     dwfl_report_end(fp->dwfl, NULL, NULL);
     fp->gen = ss_proc_generation(up->proc);
-    fp->attached = dwfl_attach_state(fp->dwfl, NULL, (pid_t)up->pid, &thread_cbs, fp);
+    fp->attached = dwfl_attach_state(fp->dwfl, NULL, (pid_t)up->pid, &ss_fthread_cbs, fp);
     return 0;
-}
-
-/* Has look (a frame's lookup address) a CFI row in its file? */
-static bool has_cfi(Dwfl *d, uint64_t look)
-{
-    Dwfl_Module *mod = dwfl_addrmodule(d, look);
-    if (!mod) return false;
-    for (int k = 0; k < 2; k++) {
-        Dwarf_Addr bias;
-        Dwarf_CFI *c = k ? dwfl_module_dwarf_cfi(mod, &bias) : dwfl_module_eh_cfi(mod, &bias);
-        Dwarf_Frame *fr = NULL;
-        if (c && dwarf_cfi_addrframe(c, look - bias, &fr) == 0) {
-            free(fr);
-            return true;
-        }
-    }
-    return false;
-}
-
-/* Code at the file's ELF entry that no CFI covers: the root (native.c). */
-static bool at_entry(struct ss_proc *proc, uint64_t ip)
-{
-    const struct ss_mapping *mp = ss_proc_find_cached(proc, ip);
-    uint64_t v = mp && mp->elf ? ip - (uint64_t)mp->bias : 0;
-    return v && mp->elf->e_entry && v >= mp->elf->e_entry && v - mp->elf->e_entry < 64;
-}
-
-/* Could ra be a return address (native_scan.c's ret_addr, arm64): in an
- * executable file mapping whose CFI covers ra - 1, right after a call: BL
- * into an executable file mapping, or BLR/BLRA*. */
-static bool ret_addr(struct ss_fproc *fp, uint64_t ra)
-{
-    struct ss_proc *proc = fp->up->proc;
-    const struct ss_mapping *mp = ss_proc_find_cached(proc, ra);
-    if (ra < 4096 || !mp || !mp->elf || !(mp->d.prot & SS_MAP_X)) return false;
-    const uint8_t *p = file_bytes(proc, ra - 4, 4);
-    if (!p || !has_cfi(fp->dwfl, ra - 1)) return false;
-    uint64_t target = 0;
-    unsigned kind = ss_a64_call(p, ra, &target);
-    if (kind != SS_A64_CALL_DIR) return kind == SS_A64_CALL_IND;
-    const struct ss_mapping *t = ss_proc_find_cached(proc, target);
-    return t && t->elf && (t->d.prot & SS_MAP_X);
-}
-
-/* Is the frame just added at k, on the walk from the leaf's x30, one
- * native_scan.c's trial takes: within its first SCAN_TRIAL steps every
- * return address into file code with CFI follows a call; a zero return
- * address after the first is a stale slot, not the root. */
-static bool trial_ok(struct ss_fproc *fp, const struct fwalk *w, unsigned k)
-{
-    unsigned i = k - w->trial;
-    if (!w->trial || k <= w->trial || i > SCAN_TRIAL) return true;
-    const struct ss_native_frame *f = &w->nf[k];
-    uint64_t ip = ss_nf_ip(f);
-    const struct ss_mapping *mp = ss_proc_find_cached(fp->up->proc, ip);
-    if (f->flags & SS_NF_EXACT) return true; /* under a signal frame */
-    return !(mp && mp->elf && (mp->d.prot & SS_MAP_X) && ip >= 4096 && has_cfi(fp->dwfl, ip - 1)) ||
-           ret_addr(fp, ip);
-}
-
-static int frame_cb(Dwfl_Frame *state, void *arg)
-{
-    struct ss_fproc *fp = arg;
-    struct fwalk *w = fp->w;
-    Dwarf_Addr pc;
-    bool act;
-    Dwarf_Word sp;
-    if (!dwfl_frame_pc(state, &pc, &act) || dwfl_frame_reg(state, A64_SP, &sp) != 0) {
-        w->why = SS_TRUNC_ERROR;
-        return DWARF_CB_ABORT;
-    }
-    bool first = w->restart; /* the leaf's caller by x30: pc is its return address - 1 */
-    if (first) {
-        pc += 1;
-        act = false;
-        w->restart = false;
-    }
-    if (w->n) {
-        const struct ss_native_frame *f = &w->nf[w->n - 1];
-        bool fexact = f->flags & SS_NF_EXACT;
-        if (pc == 0) {
-            w->refused = w->trial && w->n > w->trial && w->n - w->trial < SCAN_TRIAL;
-            w->why = SS_TRUNC_NONE;
-            return DWARF_CB_ABORT;
-        }
-        if ((pc == ss_nf_ip(f) && sp == ss_nf_sp(f)) ||
-            !(sp > ss_nf_sp(f) || (sp == ss_nf_sp(f) && fexact))) {
-            w->why = SS_TRUNC_LOOP;
-            return DWARF_CB_ABORT;
-        }
-        const struct ss_mapping *mp = ss_proc_find(fp->up->proc, pc);
-        if (!mp || !(mp->d.prot & SS_MAP_X)) {
-            w->why = SS_TRUNC_BADIP;
-            return DWARF_CB_ABORT;
-        }
-        if (w->n == w->max) {
-            w->why = SS_TRUNC_DEPTH;
-            return DWARF_CB_ABORT;
-        }
-    }
-    struct ss_native_frame *o = &w->nf[w->n++];
-    memset(o, 0, sizeof(*o));
-    o->regs.r[SS_DR_IP] = pc;
-    o->regs.r[SS_DR_SP] = sp;
-    o->regs.valid = SS_DBIT(SS_DR_IP) | SS_DBIT(SS_DR_SP);
-    o->flags = act ? SS_NF_EXACT : 0;
-    struct vmregs *v = &w->vr[w->n - 1];
-    v->valid = 0;
-    for (int i = 0; i < VM_REGS; i++) {
-        Dwarf_Word x;
-        if (dwfl_frame_reg(state, (unsigned)(A64_X19 + i), &x) == 0) {
-            v->r[i] = x;
-            v->valid |= (uint16_t)(1u << i);
-        }
-    }
-    if (!trial_ok(fp, w, w->n - 1)) {
-        w->refused = true;
-        return DWARF_CB_ABORT;
-    }
-    if (!has_cfi(fp->dwfl, act ? pc : pc - 1)) {
-        w->nocfi = true;
-        w->why = at_entry(fp->up->proc, pc) ? SS_TRUNC_NONE : SS_TRUNC_NOINFO;
-        return DWARF_CB_ABORT;
-    }
-    return DWARF_CB_OK;
-}
-
-/* One walk from fp->regs into w; how it ended in w->why. */
-static void walk(struct ss_fproc *fp, struct fwalk *w)
-{
-    fp->w = w;
-    w->nocfi = false;
-    w->why = SS_TRUNC_NONE;
-    int r = dwfl_getthread_frames(fp->dwfl, (pid_t)fp->tid, frame_cb, fp);
-    if (r == -1) {
-        /* a read libdw could not make: the snapshot's end, as native.c says it */
-        uint64_t sp = w->n ? ss_nf_sp(&w->nf[w->n - 1]) : 0;
-        const struct ss_mem *m = &fp->up->mem;
-        w->why = sp >= m->snap_base ? SS_TRUNC_SNAPSHOT : SS_TRUNC_ERROR;
-    }
 }
 
 /* The walk's first frame: the leaf, exact, its registers the sample's. */
@@ -389,7 +158,7 @@ static bool caller_walk(struct ss_fproc *fp, struct fwalk *w, uint64_t cfa)
     fp->regs[A64_PC] = x[11] - 1; /* looked up as a return address */
     fp->valid = (0x3ffull << A64_X19) | (1ull << A64_X29) | (1ull << A64_SP);
     w->restart = true;
-    walk(fp, w);
+    ss_fwalk(fp, w);
     return true;
 }
 
@@ -469,16 +238,16 @@ static unsigned foreign_frames(struct ss_fproc *fp, const uint64_t *regs, unsign
         *why = fp->attached ? SS_TRUNC_BADIP : SS_TRUNC_NOINFO;
         return max ? 1 : 0;
     }
-    walk(fp, &w);
+    ss_fwalk(fp, &w);
     /* a leaf without CFI (the vDSO: no .eh_frame) returns to x30 with its sp */
     if (w.nocfi && w.n == 1 && w.why == SS_TRUNC_NOINFO && (nf[0].flags & SS_NF_EXACT)) {
         uint64_t ra = ss_pac_strip(fp->regs[A64_X30], fp->pac ? fp->pac : SS_PAC_DEFAULT);
-        if (ret_addr(fp, ra) && max > 1) {
+        if (ss_fret_addr(fp, ra) && max > 1) {
             fp->regs[A64_PC] = ra - 1; /* looked up as a return address */
             fp->valid &= ~(1ull << A64_X30);
             w.restart = true;
             w.trial = 1;
-            walk(fp, &w);
+            ss_fwalk(fp, &w);
             /* a walk that ends within the trial: at the root, the snapshot's
              * end, or code without CFI after a step (native_scan.c) */
             bool ended =
@@ -540,6 +309,10 @@ int ss_unwind_foreign(struct ss_unwinder *u, const struct ss_sample *s, const ui
     struct ss_fproc *fp = up->foreign;
     if (!fp) {
         if (!(fp = calloc(1, sizeof(*fp)))) return -ENOMEM;
+        if (!(fp->rc = calloc(1u << SS_A64RC_BITS, sizeof(*fp->rc)))) {
+            free(fp);
+            return -ENOMEM;
+        }
         up->foreign = fp;
         up->foreign_free = fproc_free;
     }
@@ -553,6 +326,9 @@ int ss_unwind_foreign(struct ss_unwinder *u, const struct ss_sample *s, const ui
     fp->up = up;
     fp->tid = s->tid ? s->tid : s->pid;
     fp->pac = u->o.pac_mask;
+    fp->mode = u->o.native_mode;
+    fp->check = u->o.check_rules;
+    fp->st = &u->st;
     if ((!fp->dwfl || fp->gen != ss_proc_generation(up->proc)) && fproc_build(fp, up) < 0)
         return -ENOMEM;
     enum ss_trunc why = SS_TRUNC_NONE;

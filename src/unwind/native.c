@@ -14,6 +14,7 @@
 #include "memory/memory.h"
 #include "process/process.h"
 #include "unwind/native_int.h"
+#include "util/pac.h"
 
 void ss_native_frame_from_sample(struct ss_native_frame *f, const uint64_t regs[SS_NREGS])
 {
@@ -82,6 +83,11 @@ void ss_nproc_set_memo(struct ss_nproc *np, bool on)
     np->memo_on = on;
 }
 
+void ss_nproc_set_check(struct ss_nproc *np, bool on)
+{
+    np->check = on;
+}
+
 uint64_t ss_nproc_memo_hits(const struct ss_nproc *np)
 {
     return ss_nmemo_hits(np->nmemo);
@@ -146,6 +152,24 @@ static bool at_entry(const struct ss_elf *e, uint64_t vaddr)
     return e->e_entry && vaddr >= e->e_entry && vaddr - e->e_entry < SS_ENTRY_SPAN;
 }
 
+#if !defined(__x86_64__)
+#define A64_SIGRETURN 0xd4000001d2801168ull /* mov x8, #139 (rt_sigreturn); svc #0 */
+/* The 8 bytes at addr as libunwind's reads get them (native_unw.c's
+ * access_mem: the sample's copies, then the files' bytes). */
+static bool code_word(struct ss_nproc *np, uint64_t addr, uint64_t *w)
+{
+    const void *p = ss_mem_peek_snap(np->mem, addr, 8);
+    if (!p) p = ss_mem_peek(np->mem, addr, 8);
+    if (!p) {
+        const struct ss_mapping *mp = ss_proc_find_cached(np->proc, addr);
+        p = mp ? ss_mapping_file_bytes(mp, addr, 8) : NULL;
+    }
+    if (!p) return false;
+    memcpy(w, p, 8);
+    return true;
+}
+#endif
+
 static const struct ss_nrule *get_rule(struct ss_nproc *np, uint64_t look)
 {
     struct ss_rc_ent *ce = rc_slot(np, look);
@@ -170,6 +194,15 @@ static const struct ss_nrule *get_rule(struct ss_nproc *np, uint64_t look)
             }
         }
     }
+#if !defined(__x86_64__)
+    /* libunwind's aarch64 step takes code at the sigreturn call as a signal
+     * frame whatever its CFI says (and looks at code it cannot read as a
+     * bad frame): libunwind's then */
+    uint64_t w;
+    if ((rule.kind == SS_NR_OK || rule.kind == SS_NR_END) &&
+        (!code_word(np, look, &w) || w == A64_SIGRETURN))
+        rule.kind = SS_NR_COMPLEX;
+#endif
     ce = rc_slot(np, look); /* check_gen may have flushed the cache */
     ce->key = look;
     ce->r = rule;
@@ -186,6 +219,7 @@ static void track_rule(struct ss_mem *m, const struct ss_nrule *r, uint64_t cfa)
             ss_mem_track_snap(m->track, m, cfa + r->off[s], 8);
 }
 
+#if defined(__x86_64__)
 static int apply_rule(struct ss_nproc *np, struct ss_native_frame *f, const struct ss_nrule *r,
                       struct ss_native_frame *caller, enum ss_trunc *why)
 {
@@ -229,6 +263,66 @@ static int apply_rule(struct ss_nproc *np, struct ss_native_frame *f, const stru
     np->st.rule_steps++;
     return 1;
 }
+
+#else
+/* arm64: one step by rule r as libunwind's aarch64 step and native_unw.c's
+ * read_regs give it: the CFA, x19-x29 loaded or kept or undefined, x0-x18
+ * kept or undefined, x30 unknown, the caller's pc the return address
+ * (loaded, or a leaf's x30) without its PAC bits (as read_regs strips
+ * libunwind's, signed or not: native_pac.c), sp the CFA. 1 done, -1 for
+ * libunwind's step wherever libunwind could take another way: a register
+ * or slot it needs unknown or out of the snapshot (its reads go further,
+ * its frame-pointer guess follows a failed step), a caller at the
+ * sigreturn call (a signal frame to it). (libunwind 1.6.2 steps on over a
+ * caller's x29 of 0; later ones end the walk there: the rule check,
+ * ss_nproc_set_check, shows which.) Not kept for the memo of native walks
+ * (opaque, as libunwind's steps are). */
+static int apply_rule_a64(struct ss_nproc *np, struct ss_native_frame *f, const struct ss_nrule *r,
+                          struct ss_native_frame *caller)
+{
+    if (!(f->regs.valid & SS_DBIT(r->cfa_reg))) return -1;
+    uint64_t cfa = f->regs.r[r->cfa_reg] + (int64_t)r->cfa_off, ra, w;
+    int16_t raoff = r->off[SS_NRS_RA];
+    const void *p;
+    if (raoff == SS_NR_SAME) { /* a leaf's row: the return address in x30 */
+        if (!(f->regs.valid & SS_DBIT(SS_DR_X30))) return -1;
+        ra = f->regs.r[SS_DR_X30];
+    } else {
+        if (!(p = ss_mem_peek_snap(np->mem, cfa + raoff, 8))) return -1;
+        memcpy(&ra, p, 8);
+    }
+    if (code_word(np, ra, &w) && w == A64_SIGRETURN) return -1;
+    caller->regs = f->regs; /* "same value": lost ones stay lost */
+    caller->regs.valid &= ~(uint64_t)r->undef;
+    for (int s = 0; s < SS_NRS_RA; s++) {
+        int16_t off = r->off[s];
+        unsigned d = ss_nrs_dreg[s];
+        if (off == SS_NR_SAME) continue;
+        if (off == SS_NR_UNDEF) {
+            caller->regs.valid &= ~SS_DBIT(d);
+            continue;
+        }
+        if (!(p = ss_mem_peek_snap(np->mem, cfa + off, 8))) return -1;
+        memcpy(&caller->regs.r[d], p, 8);
+        caller->regs.valid |= SS_DBIT(d);
+        caller->regs.lost &= ~SS_DBIT(d); /* loaded from its save slot: proven */
+    }
+    if (np->mem->track) { /* replay's memo (memo.c): any register, as libunwind's */
+        track_rule(np->mem, r, cfa);
+        np->mem->track->dregs = UINT64_MAX;
+    }
+    np->nlog.opaque = true;
+    caller->regs.r[SS_DR_IP] = ss_pac_strip(ra, np->pac_mask);
+    caller->regs.r[SS_DR_SP] = cfa;
+    caller->regs.valid |= SS_DBIT(SS_DR_IP) | SS_DBIT(SS_DR_SP);
+    caller->regs.lost &= caller->regs.valid & ~(SS_DBIT(SS_DR_SP) | SS_DBIT(SS_DR_IP));
+    caller->cfa = 0;
+    caller->flags = SS_NF_RULE;
+    f->cfa = cfa;
+    np->st.rule_steps++;
+    return 1;
+}
+#endif
 
 int ss_native_check(struct ss_nproc *np, const struct ss_native_frame *f,
                     const struct ss_native_frame *caller, enum ss_trunc *why)
@@ -277,21 +371,57 @@ const struct ss_nrule *ss_native_rule(struct ss_nproc *np, uint64_t look)
 
 /* One step by the rule for f: 1 done (not checked yet), 0 the walk ends
  * (*why), -1 no CFI for f (nothing done). */
+/* The check of a rule step from f0 that gave r (caller, *why): libunwind's
+ * step from a copy of f0 (its registers and SS_NF_EXACT, which the rule
+ * step left as they were) gives the same, the same registers known, the
+ * same values (ss_nproc_set_check). */
+static void check_step(struct ss_nproc *np, const struct ss_native_frame *f0, int r,
+                       const struct ss_native_frame *caller, enum ss_trunc why)
+{
+    struct ss_native_frame f = *f0, c;
+    enum ss_trunc w = SS_TRUNC_NONE;
+    struct ss_mem_track *track = np->mem->track;
+    uint64_t unw = np->st.unw_steps;
+    bool opaque = np->nlog.opaque;
+    np->mem->track = NULL;
+    int r2 = ss_unw_step(np, &f, &c, &w);
+    np->mem->track = track;
+    np->st.unw_steps = unw;
+    np->nlog.opaque = opaque;
+    bool same = r2 == r && (r ? c.regs.valid == caller->regs.valid : w == why);
+    for (unsigned d = 0; same && r && d < SS_DR_COUNT; d++)
+        same = !(c.regs.valid & SS_DBIT(d)) || c.regs.r[d] == caller->regs.r[d];
+    np->st.rule_checks++;
+    if (!same) np->st.rule_check_diffs++;
+}
+
 static int rule_step(struct ss_nproc *np, struct ss_native_frame *f, struct ss_native_frame *caller,
                      enum ss_trunc *why)
 {
     const struct ss_nrule *rule = get_rule(np, ss_nf_lookup_ip(f));
     if (rule->kind == SS_NR_OK) {
+#if defined(__x86_64__)
         f->flags |= SS_NF_FILE; /* rows come from files only */
         int r = apply_rule(np, f, rule, caller, why);
         if (r && !(caller->regs.valid & (SS_DBIT(SS_DR_FP)))) {
             *why = SS_TRUNC_NONE; /* x86-64 ABI: undefined rbp ends the chain */
             return 0;
         }
+#else
+        struct ss_nrule keep = *rule; /* the cache slot may be reused by the reads' lookups */
+        int r = apply_rule_a64(np, f, &keep, caller);
+        if (r < 0) {
+            np->nlog.opaque = true;
+            return ss_unw_step(np, f, caller, why);
+        }
+        f->flags |= SS_NF_FILE; /* rows come from files only */
+#endif
+        if (np->check) check_step(np, f, r, caller, *why);
         return r;
     }
     if (rule->kind == SS_NR_END) {
         *why = SS_TRUNC_NONE;
+        if (np->check) check_step(np, f, 0, caller, *why);
         return 0;
     }
     if (rule->kind == SS_NR_NOINFO) return -1;

@@ -174,9 +174,10 @@ static inline uint64_t ss_nf_lookup_ip(const struct ss_native_frame *f)
 
 struct ss_nstats {
     uint64_t walks, frames;
-    uint64_t rule_steps; /* steps done by a cached rule */
-    uint64_t unw_steps;  /* steps done by libunwind */
-    uint64_t rule_loads; /* CFI rows fetched from libunwind */
+    uint64_t rule_steps;                    /* steps done by a cached rule */
+    uint64_t unw_steps;                     /* steps done by libunwind */
+    uint64_t rule_loads;                    /* CFI rows fetched from libunwind */
+    uint64_t rule_checks, rule_check_diffs; /* ss_nproc_set_check */
     uint64_t cache_misses;
     uint64_t nocfi_fp, nocfi_scan, nocfi_fail; /* steps over code without CFI: by the frame
                                                   pointer, by a stack scan, none found */
@@ -197,6 +198,9 @@ void ss_nproc_set_pac(struct ss_nproc *np, uint64_t mask);
 /* Answer walks above the leaf from earlier walks with the same inputs
  * (native_memo.c; rules mode only); off: walk every frame. */
 void ss_nproc_set_memo(struct ss_nproc *np, bool on);
+/* Check every rule step against libunwind's step from the same frame
+ * (tests: ss_nstats rule_checks, rule_check_diffs). */
+void ss_nproc_set_check(struct ss_nproc *np, bool on);
 /* Walks the memo of native walks answered. */
 uint64_t ss_nproc_memo_hits(const struct ss_nproc *np);
 const struct ss_nstats *ss_nproc_stats(const struct ss_nproc *np);

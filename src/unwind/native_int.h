@@ -55,6 +55,7 @@ struct ss_nproc {
     struct ss_rc_ent *rc;
     unsigned rc_bits, rc_misses;
     bool memo_on; /* ss_nproc_set_memo */
+    bool check;   /* ss_nproc_set_check */
     struct ss_nmemo *nmemo;
     struct ss_nmemo_log nlog;
     /* native_scan.c: capstone handle (csh) and instruction, opened on first use */

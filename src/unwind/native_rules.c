@@ -11,26 +11,36 @@
 #if defined(__x86_64__)
 const uint8_t ss_nrs_dreg[SS_NRS_COUNT] = {SS_DR_RBX, SS_DR_RBP, SS_DR_R12, SS_DR_R13,
                                            SS_DR_R14, SS_DR_R15, SS_DR_RIP};
+#define RA_COL SS_DR_RIP /* the return address column */
+#define NCOLS (SS_DR_RIP + 1)
 #else
-/* arm64: no rule cache yet (every row is SS_NR_COMPLEX: libunwind steps) */
-const uint8_t ss_nrs_dreg[SS_NRS_COUNT] = {0};
+/* arm64: the return address column x30's slot loads the caller's pc */
+const uint8_t ss_nrs_dreg[SS_NRS_COUNT] = {19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, SS_DR_IP};
+#define RA_COL SS_DR_X30
+#define NCOLS (SS_DR_SP + 1) /* x0-x30, sp */
 #endif
 
 /* libunwind's dwarf_where_t */
 enum { W_UNDEF, W_SAME, W_CFAREL, W_REG, W_EXPR, W_VAL_EXPR };
 
+/* The slot of CFI column i, or -1. */
+static int col_slot(unsigned i)
+{
+    if (i == RA_COL) return SS_NRS_RA;
+    for (int s = 0; s < SS_NRS_COUNT; s++)
+        if (s != SS_NRS_RA && ss_nrs_dreg[s] == i) return s;
+    return -1;
+}
+
 void ss_nrule_compile(const void *rs, size_t size, struct ss_nrule *out)
 {
     memset(out, 0, sizeof(*out));
     out->kind = SS_NR_COMPLEX;
-#if !defined(__x86_64__)
-    (void)rs, (void)size; /* arm64: the x86-64 row shape below does not apply */
-    return;
-#endif
     /* struct dwarf_reg_state { unw_word_t ret_addr_column;
-     *   struct { char where[N + 2]; unw_word_t val[N + 2]; } reg; } */
+     *   struct { char where[N + 2]; unw_word_t val[N + 2]; } reg; }
+     * (N: 17 on x86-64, 97 on arm64) */
     unsigned n = 0;
-    for (unsigned k = 17; k <= 64; k++) {
+    for (unsigned k = NCOLS; k <= 128; k++) {
         size_t wsz = (k + 2 + 7) & ~7u;
         if (8 + wsz + (k + 2) * 8 == size) {
             n = k;
@@ -49,20 +59,18 @@ void ss_nrule_compile(const void *rs, size_t size, struct ss_nrule *out)
         memcpy(&v_, vals + 8 * (i), 8);                                                            \
         v_;                                                                                        \
     })
-    if (ra_col != SS_DR_IP || where[n] != W_REG) return;
+    if (ra_col != RA_COL || where[n] != W_REG) return;
     uint64_t cfa_reg = VAL(n);
     int64_t cfa_off = (int64_t)VAL(n + 1);
-    if (cfa_reg >= 16 || cfa_off < INT32_MIN || cfa_off > INT32_MAX) return;
+    if (cfa_reg >= NCOLS || cfa_reg == RA_COL || cfa_off < INT32_MIN || cfa_off > INT32_MAX) return;
     out->cfa_reg = (uint8_t)cfa_reg;
     out->cfa_off = (int32_t)cfa_off;
     for (unsigned i = 0; i < SS_NRS_COUNT; i++)
         out->off[i] = SS_NR_SAME;
-    for (unsigned i = 0; i <= SS_DR_IP; i++) {
-        if (i == SS_DR_SP) /* libunwind's rsp is always the CFA */
+    for (unsigned i = 0; i < NCOLS; i++) {
+        if (i == SS_DR_SP) /* libunwind's sp is always the CFA */
             continue;
-        int slot = -1;
-        for (int s = 0; s < SS_NRS_COUNT; s++)
-            if (ss_nrs_dreg[s] == i) slot = s;
+        int slot = col_slot(i);
         switch (where[i]) {
         case W_SAME:
             break;
@@ -70,7 +78,7 @@ void ss_nrule_compile(const void *rs, size_t size, struct ss_nrule *out)
             if (slot >= 0)
                 out->off[slot] = SS_NR_UNDEF;
             else
-                out->undef |= (uint16_t)(1u << i);
+                out->undef |= 1u << i;
             break;
         case W_CFAREL: {
             int64_t off = (int64_t)VAL(i);
@@ -83,12 +91,20 @@ void ss_nrule_compile(const void *rs, size_t size, struct ss_nrule *out)
         }
     }
 #undef VAL
+#if defined(__x86_64__)
     if (out->off[SS_NRS_RIP] == SS_NR_UNDEF || out->off[SS_NRS_RBP] == SS_NR_UNDEF)
         out->kind = SS_NR_END;
     else if (out->off[SS_NRS_RIP] == SS_NR_SAME)
         out->kind = SS_NR_COMPLEX; /* return address in a register: leave it to libunwind */
     else
         out->kind = SS_NR_OK;
+#else
+    /* libunwind: an undefined return address ends the walk; a caller's x30
+     * is never known (native_unw.c's read_regs); the return address in x30
+     * (SS_NR_SAME: a leaf's row) is the caller's pc */
+    out->undef |= 1u << SS_DR_X30;
+    out->kind = out->off[SS_NRS_RA] == SS_NR_UNDEF ? SS_NR_END : SS_NR_OK;
+#endif
 }
 
 /* ---- per-file row tables ---- */

@@ -3,6 +3,12 @@
  * A rule is one row of a CFI table in the shape x86-64 compilers emit for
  * ordinary code: CFA = reg + offset; return address, rbx, rbp, r12-r15 at
  * CFA + n, unchanged, or undefined; other registers unchanged or undefined.
+ * On arm64, the shape GCC emits there: CFA = sp or x29 + offset; x19-x29
+ * and the return address column x30 at CFA + n, unchanged (x30: a frame
+ * that keeps its return address in the register, a leaf), or undefined;
+ * x0-x18 unchanged or undefined. Pointer authentication does not change a
+ * row's shape: the return address loaded is stripped with the process's
+ * PAC mask always, as native_unw.c strips libunwind's (native_pac.c).
  * Rows in any other shape are stored as SS_NR_COMPLEX so the unwinder hands
  * them to libunwind. Rows are kept per ELF file (ELF vaddr ranges, shared by
  * all processes that map the file) in a sorted table hung off the ss_elf. */
@@ -21,7 +27,9 @@ enum ss_nrule_kind {
     SS_NR_NOINFO,  /* no CFI for this address */
 };
 
-/* Saved-register slots of a rule, in this order. */
+/* Saved-register slots of a rule, in this order; the last is the return
+ * address column's, loaded into the caller's ip (SS_DR_IP). */
+#if defined(__x86_64__)
 enum {
     SS_NRS_RBX,
     SS_NRS_RBP,
@@ -32,6 +40,14 @@ enum {
     SS_NRS_RIP,
     SS_NRS_COUNT
 };
+#define SS_NRS_RA SS_NRS_RIP
+#define SS_NRS_FP SS_NRS_RBP
+#else
+/* arm64: x19-x28, x29 (frame pointer), x30 (the return address column) */
+enum { SS_NRS_X19, SS_NRS_X29 = 10, SS_NRS_X30, SS_NRS_COUNT };
+#define SS_NRS_RA SS_NRS_X30
+#define SS_NRS_FP SS_NRS_X29
+#endif
 #define SS_NR_SAME INT16_MIN
 #define SS_NR_UNDEF (INT16_MIN + 1)
 
@@ -39,7 +55,7 @@ struct ss_nrule {
     int32_t cfa_off;
     uint8_t cfa_reg; /* DWARF register number */
     uint8_t kind;    /* enum ss_nrule_kind */
-    uint16_t undef;  /* volatile registers that become undefined (bit = DWARF reg) */
+    uint32_t undef;  /* volatile registers that become undefined (bit = DWARF reg) */
     int16_t off[SS_NRS_COUNT];
 };
 

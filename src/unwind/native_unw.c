@@ -250,6 +250,7 @@ void ss_unw_load_rows(struct ss_nproc *np, uint64_t look)
     u.regs.valid = (SS_DBIT(SS_DR_IP)) | (SS_DBIT(SS_DR_SP));
     struct rows t = {.n = 0, .bias = mp->bias, .e = mp->elf};
     unw_cursor_t c;
+    memset(&c, 0, sizeof(c)); /* see ss_unw_step */
     np->st.rule_loads++;
     if (unw_init_remote(&c, np->as, &u) < 0) return;
     unw_reg_states_iterate(&c, row_cb, &t);
@@ -301,7 +302,11 @@ int ss_unw_step(struct ss_nproc *np, struct ss_native_frame *f, struct ss_native
     struct ss_uctx u = {.np = np, .regs = f->regs};
     u.regs.r[SS_DR_IP] = ss_nf_lookup_ip(f); /* a fresh cursor looks up at ip itself */
     if (np->mem->track) np->mem->track->dregs = UINT64_MAX; /* any register (memo.c) */
+    /* zeroed: libunwind's remote init leaves the exception-handling
+     * registers' state unset, and its aarch64 x0-x3 were then read from
+     * whatever the stack held (found by the rule check, ss_nproc_set_check) */
     unw_cursor_t c;
+    memset(&c, 0, sizeof(c));
     np->st.unw_steps++;
     int r = unw_init_remote(&c, np->as, &u);
     if (r >= 0) r = unw_step(&c);
@@ -345,6 +350,7 @@ unsigned ss_unw_walk(struct ss_nproc *np, struct ss_native_frame *out, unsigned 
     if (!(out[0].flags & SS_NF_EXACT)) u.regs.r[SS_DR_IP] -= 1;
     if (np->mem->track) np->mem->track->dregs = UINT64_MAX;
     unw_cursor_t c;
+    memset(&c, 0, sizeof(c)); /* see ss_unw_step */
     unsigned n = 1;
     if (unw_init_remote(&c, np->as, &u) < 0) {
         *why = SS_TRUNC_ERROR;

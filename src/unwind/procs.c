@@ -48,6 +48,8 @@ static void add_proc_stats(struct ss_unwinder_stats *st, const struct ss_uproc *
     st->rule_steps += ns->rule_steps;
     st->unw_steps += ns->unw_steps;
     st->rule_loads += ns->rule_loads;
+    st->rule_checks += ns->rule_checks;
+    st->rule_check_diffs += ns->rule_check_diffs;
     st->native_memo_hits += ss_nproc_memo_hits(up->np);
     st->target_reads += up->mem.n_target_reads;
     st->target_calls += up->mem.n_target_calls;
@@ -102,6 +104,7 @@ static struct ss_uproc *attach(struct ss_unwinder *u, uint32_t pid, struct ss_pr
     ss_symcache_set_files(up->syms, u->files);
     ss_nproc_set_mode(up->np, u->o.native_mode);
     ss_nproc_set_pac(up->np, u->o.pac_mask);
+    ss_nproc_set_check(up->np, u->o.check_rules);
     up->next = u->buckets[pid & 255];
     u->buckets[pid & 255] = up;
     up->serial = ++u->st.processes;

@@ -490,6 +490,30 @@ int cli_replay_memo(const char *snap, bool memo, const char *folded, const char 
     return rc;
 }
 
+int cli_replay_steps(const char *snap, int mode, bool check, const char *txt, struct cli_steps *st,
+                     char *msgs, size_t msgslen)
+{
+    struct inproc p = {.msgs = msgs, .msgslen = msgslen};
+    struct ss_replay_opts o = {
+        .no_memo = true, .native_mode = (enum ss_native_mode)mode, .check_rules = check};
+    int rc;
+    struct ss_replay *r = inproc_open_opts(snap, &o, &p, &rc);
+    if (!r) return rc;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    rc = inproc_run(r, NULL, txt, &p);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    st->secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    struct ss_unwinder_stats us;
+    ss_unwinder_stats(ss_replay_unwinder(r), &us);
+    st->rule = (long long)us.rule_steps;
+    st->slow = (long long)us.unw_steps;
+    st->checks = (long long)us.rule_checks;
+    st->diffs = (long long)us.rule_check_diffs;
+    ss_replay_close(r);
+    return rc;
+}
+
 int cli_replay_runs(const char *snap, const char *symfs, int runs, const char *dir, char *msgs,
                     size_t msgslen)
 {

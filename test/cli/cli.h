@@ -86,6 +86,17 @@ int cli_replay_runs(const char *snap, const char *symfs, int runs, const char *d
  * walks the memo of native walks answered above the leaf. */
 int cli_replay_memo(const char *snap, bool memo, const char *folded, const char *txt,
                     long long *hits, long long *native_hits, char *msgs, size_t msgslen);
+/* One in-process run without the memo, native frames walked in native
+ * mode mode (enum ss_native_mode; check: ss_replay_opts.check_rules), into
+ * txt; the unwinder's counters of native steps: by rules, by the slow path
+ * (libunwind, or libdw for another architecture), rule steps checked and
+ * those that differed; how long the run took. */
+struct cli_steps {
+    long long rule, slow, checks, diffs;
+    double secs; /* the run's time (the capture opened before) */
+};
+int cli_replay_steps(const char *snap, int mode, bool check, const char *txt, struct cli_steps *st,
+                     char *msgs, size_t msgslen);
 
 /* Copy capture IN to OUT with the header's arch string (and, nregs != 0, its
  * registers per sample) replaced; every record re-framed with fresh CRCs,

@@ -16,6 +16,7 @@
 
 #include "cli.h"
 #include "stacksnap/ss.h"
+#include "stacksnap/unwind.h"
 
 static const char *names[] = {"native", "luajit"};
 
@@ -315,4 +316,73 @@ Test(cli_fixtures, arm64_luajit_stack_bytes_replay_to_the_live_output)
         cli_rmtree(dir);
         free(snap), free(want), free(got), free(dir);
     }
+}
+
+/* The arm64 captures' native steps in an x86-64 build: the rule cache of
+ * unwind/foreign_rules.c answers most of them without libdw, and each rule
+ * step gives exactly libdw's registers. Each fixture is replayed twice in
+ * this process, without the memo: with libdw alone (SS_NATIVE_UNW_CURSOR,
+ * the walk before the rule cache: no rule step), and with the rules, every
+ * rule step checked against libdw's step from the same frame (pc, x0-x30,
+ * sp: which are known and their values). Both replays give the same
+ * perf-script text, sample by sample. The walks' times are logged. The
+ * x86-64 fixtures' rule steps are checked against libunwind's likewise
+ * (unwind/native.c; an arm64 build checks its own in the arm64 VM:
+ * test/vm/arm64.sh's fx_ lines). */
+Test(cli_fixtures, rule_steps_are_the_slow_paths)
+{
+    if (strcmp(SS_ARCH, "x86_64"))
+        cr_skip_test("an arm64 build walks arm64 captures with libunwind");
+    static const char *const a64[] = {"arm64-native", "arm64-luajit-joff", "arm64-luajit-jit"};
+    char *dir = cli_tmpdir("fix-a64rules");
+    for (unsigned i = 0; i < sizeof(a64) / sizeof(a64[0]); i++) {
+        char *snap = fixture(a64[i], "snap"), *t_dw = cli_path(dir, "libdw.txt"),
+             *t_rules = cli_path(dir, "rules.txt"), msgs[2048];
+        struct cli_steps dw = {0}, ru = {0};
+        cr_assert(
+            cli_replay_steps(snap, SS_NATIVE_UNW_CURSOR, false, t_dw, &dw, msgs, sizeof(msgs)) == 0,
+            "%s: %s", a64[i], msgs);
+        cr_assert(cli_replay_steps(snap, SS_NATIVE_RULES, true, t_rules, &ru, msgs, sizeof(msgs)) ==
+                      0,
+                  "%s: %s", a64[i], msgs);
+        /* the walks' time without output, best of 3 (logged, not judged: a
+         * loaded machine) */
+        double best[2] = {1e9, 1e9};
+        for (int k = 0; k < 6; k++) {
+            struct cli_steps s = {0};
+            int mode = k % 2 ? SS_NATIVE_RULES : SS_NATIVE_UNW_CURSOR;
+            cr_assert(cli_replay_steps(snap, mode, false, NULL, &s, msgs, sizeof(msgs)) == 0);
+            if (s.secs < best[k % 2]) best[k % 2] = s.secs;
+        }
+        cr_log_info("%s: libdw alone %lld steps; rules %lld of %lld steps (%.1f%%), %lld checked, "
+                    "%lld differ; replay without output %.2f ms with libdw alone, %.2f ms with "
+                    "rules",
+                    a64[i], dw.slow, ru.rule, ru.rule + ru.slow,
+                    100.0 * (double)ru.rule / (double)(ru.rule + ru.slow), ru.checks, ru.diffs,
+                    best[0] * 1e3, best[1] * 1e3);
+        cr_assert(dw.rule == 0 && dw.slow > 100, "%s: libdw alone: %lld rule, %lld libdw steps",
+                  a64[i], dw.rule, dw.slow);
+        cr_assert(ru.diffs == 0 && ru.checks == ru.rule,
+                  "%s: %lld of %lld rule steps differ from libdw's", a64[i], ru.diffs, ru.checks);
+        cr_assert(ru.rule >= 4 * ru.slow, "%s: %lld rule steps, %lld libdw steps", a64[i], ru.rule,
+                  ru.slow);
+        char *d = cli_diff(t_dw, t_rules);
+        cr_assert(!d, "%s: rules vs libdw alone: %s", a64[i], d);
+        free(snap), free(t_dw), free(t_rules);
+    }
+    /* this build's own captures: its rule steps checked against libunwind's */
+    for (int i = 0; i < 2; i++) {
+        char *snap = fixture(names[i], "snap"), msgs[2048];
+        struct cli_steps ru = {0};
+        cr_assert(cli_replay_steps(snap, SS_NATIVE_RULES, true, NULL, &ru, msgs, sizeof(msgs)) == 0,
+                  "%s: %s", names[i], msgs);
+        cr_log_info("%s: rules %lld, libunwind %lld steps; %lld checked, %lld differ", names[i],
+                    ru.rule, ru.slow, ru.checks, ru.diffs);
+        cr_assert(ru.rule > 100 && ru.checks >= ru.rule && ru.diffs == 0,
+                  "%s: %lld of %lld rule steps differ from libunwind's", names[i], ru.diffs,
+                  ru.checks);
+        free(snap);
+    }
+    cli_rmtree(dir);
+    free(dir);
 }

@@ -77,7 +77,8 @@ fx_case() {
     for f in /fx/*.snap; do
         [ -e "$f" ] || continue
         n=$(basename "$f" .snap)
-        $ss replay "$f" -o /tmp/fx.folded >/dev/null 2>/tmp/fx.err; rc=$?
+        # every native step by a rule checked against libunwind's (native.c)
+        STACKSNAP_CHECK_RULES=1 $ss replay "$f" -o /tmp/fx.folded >/dev/null 2>/tmp/fx.err; rc=$?
         same=no; cmp -s /tmp/fx.folded "/fx/$n.folded" && same=yes
         say "fx_$n" "rc=$rc identical=$same $(tail -n 1 /tmp/fx.err)"
     done
@@ -193,11 +194,12 @@ pac_case() { # MODE [ROOT]: ROOT, a root to run it in (/trixie: trixie's libc)
     say "pac_$1" "rc=$rc secs=$secs" "$(share /tmp/p.folded ';cli_leaf$' "$PACWHOLE")" \
         "mask=$($ss info /tmp/p.snap 2>&1 | sed -n 's/^pac mask *//p') libc=$libc"
     sort -k2 -nr -t' ' /tmp/p.folded 2>/dev/null | head -n 3 | sed "s/^/SSVM-LOG folded pac $1: /"
-    $ss replay /tmp/p.snap -o /tmp/pr.folded >/dev/null 2>/tmp/rep.err
+    # every rule step (signed return addresses stripped) checked against libunwind's
+    STACKSNAP_CHECK_RULES=1 $ss replay /tmp/p.snap -o /tmp/pr.folded >/dev/null 2>/tmp/rep.err
     rc=$?
     same=no
     cmp -s /tmp/p.folded /tmp/pr.folded && same=yes
-    say "pac_replay_$1" "rc=$rc identical=$same"
+    say "pac_replay_$1" "rc=$rc identical=$same $(tail -n 1 /tmp/rep.err)"
     kill $wpid
     wait $wpid 2>/dev/null
     if [ "$1" = default ]; then
