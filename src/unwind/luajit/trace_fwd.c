@@ -48,7 +48,7 @@
 #include "unwind/luajit/trace_int.h"
 #include "unwind/luajit/vmsyms.h"
 
-enum { H_REP, H_TAB, NH };
+enum { H_REP, H_TAB, NH, H_XS = NH }; /* H_XS: an FFI call through an upvalue */
 static const char *const hname[NH] = {"lj_buf_putstr_rep", "lj_buf_puttab"};
 static const char *const hff[NH] = {"string.rep", "table.concat"};
 
@@ -73,7 +73,7 @@ enum { IR_EQ = 8, IR_RETF = 11, IR_KGC = 24, IR_KSLOT = 30, IR_HREFK = 57, IR_HR
        IR_XSTORE = 78, IR_CALLL = 97, IR_CALLS = 98, IR_CALLXS = 99, IRFL_FUNC_ENV = 1 };
 enum { IRT_FALSE = 1, IRT_TRUE = 2, IRT_STR = 4, IRT_FUNC = 8, IRT_TAB = 11, IRT_NUM = 14,
        IRT_I8 = 15, IRT_U32 = 20 };
-enum { BC_MOV = 18, BC_NOT = 19, BC_UNM = 20, BC_LEN = 21, BC_ADDVN = 22, BC_MODNV = 31,
+enum { BC_IST = 14, BC_ISF = 15, BC_MOV = 18, BC_NOT = 19, BC_UNM = 20, BC_LEN = 21, BC_ADDVN = 22, BC_MODNV = 31,
        BC_ADDVV = 32, BC_POW = 37, BC_KSTR = 39, BC_KCDATA = 40, BC_KSHORT = 41, BC_KNUM = 42,
        BC_KPRI = 43, BC_KNIL = 44, BC_UGET = 45, BC_GGET = 54, BC_TGETS = 57, BC_CALLM = 65,
        BC_CALL = 66, BC_RET = 74, BC_RET0 = 75, BC_RET1 = 76, BC_JMP = 88, BC_FUNCF = 89,
@@ -85,9 +85,11 @@ enum { BC_MOV = 18, BC_NOT = 19, BC_UNM = 20, BC_LEN = 21, BC_ADDVN = 22, BC_MOD
 #define TAG_STR 0x1fffbull
 
 /* what a slot holds at recording time */
-enum { F_UNK, F_LAZY, F_NUM, F_NUMV, F_KSTR, F_STR, F_STRV, F_TAB, F_FN, F_PRI, F_G1, F_G2 };
-/* (F_NUMV, F_STRV: no IR constant; F_FN: v the closure; F_G1/F_G2: the
- * value of GGET k1 / its TGETS k2 in closure v's environment) */
+enum { F_UNK, F_LAZY, F_NUM, F_NUMV, F_KSTR, F_STR, F_STRV, F_TAB, F_FN, F_PRI, F_G1, F_G2, F_UV };
+/* (F_NUMV, F_STRV: no IR constant; F_FN: v the closure; F_PRI: v 1 + its
+ * IR type (nil, false, true), 0 not known; F_G1/F_G2: the value of GGET k1
+ * / its TGETS k2 in closure v's environment; F_UV: upvalue k1 of closure
+ * v, a mutable one: trace_uvcall.c) */
 struct fact {
     uint8_t k;
     uint64_t v, k1, k2;
@@ -132,7 +134,7 @@ static struct fact of_type(unsigned irt, bool k)
     if (irt == IRT_NUM || (irt >= IRT_I8 && irt <= IRT_U32)) f.k = k ? F_NUM : F_NUMV;
     if (irt == IRT_STR) f.k = k ? F_KSTR : F_STRV;
     if (irt == IRT_TAB) f.k = F_TAB;
-    if (irt <= IRT_TRUE) f.k = F_PRI;
+    if (irt <= IRT_TRUE) f.k = F_PRI, f.v = irt + 1;
     return f;
 }
 
@@ -337,7 +339,7 @@ static bool push(struct fw *w, uint64_t fn, uint32_t a, uint32_t nargs)
     if (op0 < BC_FUNCF || op0 > BC_JFUNCF || f->base + 256 > NSLOT) return false; /* no varargs */
     for (uint32_t s = f->base; s < f->base + 256; s++) /* (a dropped pending load fails) */
         if (s >= f->base + nargs &&
-            !set(w, s, (struct fact){.k = s < f->base + f->nparams ? F_PRI : F_UNK}))
+            !set(w, s, (struct fact){.k = s < f->base + f->nparams ? F_PRI : F_UNK, .v = 1}))
             return false;
     return true;
 }
@@ -357,14 +359,29 @@ static bool ret(struct fw *w, uint32_t a, uint32_t n)
     for (uint32_t s = c->base + ca; s < NSLOT; s++) { /* the callee's slots are dead */
         uint32_t i = s - c->base - ca;
         if (w->f[s].k == F_G1 || w->f[s].k == F_G2) return false;
-        w->f[s] = i < nres - 1 ? (i < n ? v[i] : (struct fact){.k = F_PRI}) : (struct fact){0};
+        w->f[s] =
+            i < nres - 1 ? (i < n ? v[i] : (struct fact){.k = F_PRI, .v = 1}) : (struct fact){0};
     }
     c->idx++;
     return true;
 }
 
+/* Is x truthy (1), falsy (0) or not known (-1) where the recorder saw it?
+ * A mutable upvalue's by the type of the ULOAD it gave (trace_uvcall.c). */
+static int truth(const struct fw *w, struct fact x)
+{
+    if (x.k == F_UV) {
+        uint32_t u = ss_lj_uv_load(w->kb, w->nk, w->ib, w->c, x.v, (uint32_t)x.k1);
+        if (!u) return -1;
+        x = of_type(irq(w, u)[4] & 0x1f, false);
+        if (x.k == F_UNK) return 1; /* cdata, userdata, ...: not nil or false */
+    }
+    if (x.k == F_PRI) return x.v ? x.v == 1 + IRT_TRUE : -1;
+    return x.k >= F_NUM && x.k <= F_FN ? 1 : -1;
+}
+
 /* One instruction of the top frame: 1 done, 0 not provable, 2 the call of
- * helper h's builtin reached. */
+ * helper h's builtin reached (H_XS: the FFI call through an upvalue c is). */
 static int step(struct fw *w, unsigned h)
 {
     struct wf *f = &w->fr[w->nf - 1];
@@ -376,7 +393,7 @@ static int step(struct fw *w, unsigned h)
         x = get(w, f->base + d);
         if (x.k == F_G1 || x.k == F_G2) return 0;
     } else if (op == BC_NOT || op == BC_KPRI) {
-        x.k = F_PRI;
+        x = (struct fact){.k = F_PRI, .v = op == BC_KPRI && d <= 2 ? d + 1 : 0};
     } else if (op == BC_UNM || op == BC_LEN) {
         x = get(w, f->base + d);
         if (op == BC_UNM ? !isnum(x) : x.k != F_KSTR && x.k != F_STR && x.k != F_STRV) return 0;
@@ -395,11 +412,13 @@ static int step(struct fw *w, unsigned h)
         x.k = F_UNK;
     } else if (op == BC_KNIL) {
         for (uint32_t s = A; s <= f->base + d; s++)
-            if (!set(w, s, (struct fact){.k = F_PRI})) return 0;
+            if (!set(w, s, (struct fact){.k = F_PRI, .v = 1})) return 0;
         f->idx++;
         return 1;
     } else if (op == BC_UGET) {
-        if (!f->fn || (x = upvalue(w, f->fn, d)).k == F_UNK) return 0;
+        if (!f->fn) return 0;
+        if ((x = upvalue(w, f->fn, d)).k == F_UNK)
+            x = (struct fact){.k = F_UV, .v = f->fn, .k1 = d};
     } else if (op == BC_GGET) {
         if (!f->fn || d >= f->sizekgc) return 0;
         x = (struct fact){.k = F_G1, .v = f->fn, .k1 = f->kgc[d]};
@@ -416,10 +435,14 @@ static int step(struct fw *w, unsigned h)
             w->f[A].k = F_UNK;
             w->pending--;
         }
+        if (fn.k == F_UV) { /* the FFI call c through it, or not provable */
+            uint32_t u = ss_lj_uv_load(w->kb, w->nk, w->ib, w->c, fn.v, (uint32_t)fn.k1);
+            return h == H_XS && u && ss_lj_callxs_through(w->ib, w->c, u) ? 2 : 0;
+        }
         bool lua;
         const char *name = fn.k == F_FN ? ffname(w, fn.v, &lua) : NULL;
         if (fn.k == F_FN && lua) return push(w, fn.v, a, c ? c - 1 : 0) ? 1 : 0;
-        if (!name || !c) return 0;
+        if (!name || !c || h == H_XS) return 0;
         if (!strcmp(name, hff[h])) return 2;
         if (strcmp(name, hff[!h]) || !b || b > 2)
             return 0; /* the other helper's builtin: no call */
@@ -429,6 +452,11 @@ static int step(struct fw *w, unsigned h)
         return ret(w, a, op == BC_RET0 ? 0 : op == BC_RET1 ? 1 : (d ? d - 1 : 99)) ? 1 : 0;
     } else if (op == BC_JMP) {
         f->idx = f->idx + 1 + d - 0x8000;
+        return 1;
+    } else if (op == BC_IST || op == BC_ISF) { /* the JMP after it taken or not */
+        int t = truth(w, get(w, f->base + d));
+        if (t < 0 || f->idx + 1 >= f->sizebc || (f->bc[f->idx + 1] & 0xff) != BC_JMP) return 0;
+        f->idx += (op == BC_IST) == (t == 1) ? 1 : 2;
         return 1;
     } else {
         return 0;
@@ -446,7 +474,7 @@ static bool emits(struct fw *w, unsigned h)
              nargs = ((ins >> 16) & 0xff) - 1;
     struct fact s = get(w, A + 2), n = get(w, A + 3);
     bool str = s.k == F_KSTR || s.k == F_STR || s.k == F_STRV || isnum(s);
-    if (w->pending) return false;
+    if (w->pending || h == H_XS) return !w->pending;
     bool sep = n.k == F_KSTR || n.k == F_STR || n.k == F_STRV || isnum(n);
     if (h == H_REP) return nargs == 2 && str && isnum(n) && (n.k == F_NUMV || s.k == F_STRV);
     return s.k == F_TAB && (nargs == 1 || (nargs == 2 && sep));
@@ -510,6 +538,32 @@ static bool fixed_up(const struct wf *f)
     return false;
 }
 
+/* Is snapshot i's pc x (innermost frame f, the others as snapshot i-1's)
+ * where the trace went on after the comparison at x-2 fell through its JMP?
+ * Snapshot i-1 is then that comparison's, fixed up to the JMP's target
+ * (rec_comp_fixup), its IR the comparison's guard alone, and i the one
+ * needsnap takes at x (no guard since: nothing merged into it). */
+static bool fell_through(const struct fw *w, const struct tsnap *s, const uint8_t *sb, uint32_t i,
+                         const struct tframe *fr)
+{
+    const struct lj_layout *lay = w->rt->lay;
+    const struct wf *f = &w->fr[w->nf - 1];
+    const struct tsnap *p = s - 1;
+    uint32_t x = f->idx, r0 = u16at(sb + (size_t)(i - 1) * lay->snap_size + lay->snap_ref);
+    if (!i || x < 2 || (f->bc[x - 1] & 0xff) != BC_JMP || (f->bc[x - 2] & 0xff) > 11 ||
+        p->n != s->n || p->nret || p->ncut || w->r0 != r0 + 1)
+        return false;
+    const uint8_t *g = irq(w, r0);
+    if (g[5] > IR_EQ + 1 || !(g[4] & 0x80)) return false; /* LT .. NE, a guard */
+    uint64_t t = f->pt + lay->pt_size + (uint64_t)(x + (f->bc[x - 1] >> 16) - 0x8000 + 1) * 4;
+    for (uint32_t j = 0; j < s->n; j++) {
+        const struct tframe *a = &fr[p->first + j], *b = &fr[s->first + j];
+        if (a->pt != b->pt || a->link != b->link || (j + 1 < s->n ? a->pc != b->pc : a->pc != t))
+            return false;
+    }
+    return true;
+}
+
 void ss_lj_fwd_calls(struct ss_lj_runtime *rt, struct ss_mem *m, struct trace *t, const uint8_t *kb,
                      uint32_t nk, const uint8_t *ib, uint32_t nins, const uint8_t *sb,
                      const uint32_t *map, const struct tsnap *snaps, const struct tframe *fr,
@@ -517,7 +571,7 @@ void ss_lj_fwd_calls(struct ss_lj_runtime *rt, struct ss_mem *m, struct trace *t
 {
     const struct lj_layout *lay = rt->lay;
     if (rt->arch->a64 || lay->ir_callxs != IR_CALLXS || lay->ir_kgc != IR_KGC || !lay->gc64 ||
-        !lay->ff || (!rt->fwd_fn[H_REP] && !rt->fwd_fn[H_TAB]))
+        !lay->ff)
         return;
     struct fw *w = calloc(1, sizeof(*w));
     uint32_t loop = nins, cap = 0;
@@ -533,17 +587,25 @@ void ss_lj_fwd_calls(struct ss_lj_runtime *rt, struct ss_mem *m, struct trace *t
         if (r0 < REF_BIAS || r1 <= r0 || r1 > loop || !s->n || s->ncut || s->nret ||
             snaps[i + 1].mcofs <= s->mcofs)
             continue;
-        for (unsigned h = 0; h < NH; h++) {
+        for (unsigned h = 0; h <= H_XS; h++) {
             uint32_t end[8], c = 0, nc = 0;
-            int ne = rt->fwd_fn[h] ? ss_lj_mcode_calls_to(cs, ci, mc, s->mcofs, snaps[i + 1].mcofs,
-                                                          t->mcode, rt->fwd_fn[h], end)
-                                   : 0;
+            int ne = h == H_XS ? 1
+                     : rt->fwd_fn[h]
+                         ? ss_lj_mcode_calls_to(cs, ci, mc, s->mcofs, snaps[i + 1].mcofs, t->mcode,
+                                                rt->fwd_fn[h], end)
+                         : 0;
             for (uint32_t r = r0; r < r1; r++) {
                 const uint8_t *q = ib + (size_t)(r - REF_BIAS) * 8;
-                if (q[5] != IR_CALLL || u16at(q + 2) != rt->fwd_id[h]) continue;
-                if (!(q[4] & 0x80)) nc = 99; /* (IRT_GUARD: CCI_T) */
+                if (h == H_XS ? q[5] != IR_CALLXS
+                              : q[5] != IR_CALLL || u16at(q + 2) != rt->fwd_id[h])
+                    continue;
+                if (h < H_XS && !(q[4] & 0x80)) nc = 99; /* (IRT_GUARD: CCI_T) */
                 if (!nc++) c = r;
             }
+            /* H_XS: the range's one CALLXS, its one indirect call (trace_uvcall.c) */
+            if (h == H_XS && nc == 1 &&
+                !(end[0] = ss_lj_mcode_regcall(cs, ci, mc, s->mcofs, snaps[i + 1].mcofs, t->mcode)))
+                continue;
             if (ne <= 0 || (uint32_t)ne != nc) continue;
             /* the base: where the last RETF before the range left it, and
              * no store, side effect or RETF before the call in the range */
@@ -557,7 +619,7 @@ void ss_lj_fwd_calls(struct ss_lj_runtime *rt, struct ss_mem *m, struct trace *t
             }
             int st = 0;
             if (ok && start(w, sb, map, s, i, fr + s->first) &&
-                (!i || !fixed_up(&w->fr[w->nf - 1])))
+                (!i || !fixed_up(&w->fr[w->nf - 1]) || fell_through(w, s, sb, i, fr)))
                 for (unsigned k = 0; k < 512 && (st = step(w, h)) == 1; k++)
                     ;
             if (st == 2 && emits(w, h) && t->nfwd < 256) {

@@ -148,6 +148,20 @@ void ss_lj_fwd_calls(struct ss_lj_runtime *rt, struct ss_mem *m, struct trace *t
                      const uint32_t *map, const struct tsnap *snaps, const struct tframe *fr,
                      csh cs, cs_insn *ci, const uint8_t *mc);
 
+/* The ULOAD every UGET uv in frames of closure fn recorded before IR ref
+ * c gave (no USTORE or UREFO before c, one ULOAD of UREFC(fn, uv)), 0
+ * none (trace_uvcall.c). kb/nk/ib as ss_lj_post_call's. */
+uint32_t ss_lj_uv_load(const uint8_t *kb, uint32_t nk, const uint8_t *ib, uint32_t c, uint64_t fn,
+                       uint32_t uv);
+/* Is IR c a CALLXS of the cdata function ULOAD u loaded (its callee
+ * FLOAD(u, cdata.ptr))? */
+bool ss_lj_callxs_through(const uint8_t *ib, uint32_t c, uint32_t u);
+/* Offset just past the one call through a non-scratch register (asm_callx's
+ * indirect FFI call) in x86-64 mcode [lo, hi) of a trace at mcode; 0 none,
+ * more than one, or undecodable. */
+uint32_t ss_lj_mcode_regcall(csh cs, cs_insn *ci, const uint8_t *mc, uint32_t lo, uint32_t hi,
+                             uint64_t mcode);
+
 /* Decode t's snapshots, map and frames (once per trace; t->bad on failure). */
 void ss_lj_trace_load(struct ss_lj_runtime *rt, struct ss_mem *m, struct trace *t);
 
