@@ -2,8 +2,10 @@
  * of trace code that no snapshot after it shows (issue 32): string.rep's
  * lj_buf_putstr_rep and table.concat's lj_buf_puttab (lj_ffrecord.c
  * recff_string_rep/recff_table_concat: CALLL, no side effect, so no
- * snapshot after them), placed by a forward replay of the bytecode from
- * the snapshot before.
+ * snapshot after them), and an FFI call through a mutable upvalue
+ * (lua-resty-core's base64.lua: CALLXS of a callee loaded at run time,
+ * whose snapshot after it can be merged into one in other frames), placed
+ * by a forward replay of the bytecode from the snapshot before.
  *
  * What the recorder guarantees (LuaJIT 2.1, lj_record.c, lj_snap.c,
  * lj_opt_fold.c, lj_asm.c; checked in Debian 12's and 13's trees):
@@ -21,26 +23,29 @@
  *    (not folded when the count or the string is no IR constant:
  *    bufput_kfold_rep) or from a buffer put of its result (bufput_bufstr,
  *    CAT or string.format); one of lj_buf_puttab only from recording
- *    table.concat with a table (always emitted).
+ *    table.concat with a table (always emitted);
+ *  - a CALLXS only from recording a call of a cdata function; where the
+ *    range holds one, not before the call the replay reaches, that call's
+ *    slot held the cdata ULOAD u and the CALLXS calls FLOAD(u, ptr), it is
+ *    that call's (the first CALLXS after the snapshot), and its machine
+ *    call the range's one through a non-scratch register (trace_irfacts.c).
  * The replay walks the path from snapshot i's pc over bytecodes that
  * cannot branch, call or invoke a metamethod in ways it cannot see: moves
  * and constants, arithmetic on slots proven numbers, LEN of strings,
  * immutable upvalues of a known closure (the value the recorder
- * specialised to), base-frame slots whose function the trace guards
- * (EQ(SLOAD #s, constant)), GGET k1 + TGETS k2 chains that end in a call whose
- * callee the trace's IR guards (EQ of HLOAD(HREF[K](..env.., k1))[k2]
- * against a function constant: both loads non-nil, so no __index), calls of
- * proven Lua closures (frames pushed) and returns to frames it knows. It
- * stops at the first call of the helper's builtin: the first CALLL of the
- * range is that call's, so the sampled call is made in the replay's frames
- * with the caller standing at that CALL. Anything else (a branch, CAT, an
- * unproven operand or callee, a return below the trace's base frame, a
- * snapshot but the first whose pc a comparison or loop may have fixed up to
- * the branch not taken) leaves today's proven
- * prefix. Types come from the snapshot's IR refs, or, for the base frame's
- * slots it does not list, from the trace's SLOADs of them since the last
- * RETF (a slot the path reads is live, so not purged from the snapshot if
- * the trace wrote it). x86-64 GC64 builds whose IR numbering is 2.1's. */
+ * specialised to), mutable ones (their IR load: trace_irfacts.c), IST/ISF
+ * on values whose truth is proven (constants, IR types), base-frame slots whose function the trace
+ * guards (EQ(SLOAD #s, constant)), GGET k1 + TGETS k2 chains that end in a call whose callee the
+ * trace's IR guards (EQ of HLOAD(HREF[K](..env.., k1))[k2] against a function constant: both loads
+ * non-nil, so no __index), calls of proven Lua closures (frames pushed) and returns to frames it
+ * knows. It stops at the first call of the helper's builtin: the first CALLL of the range is that
+ * call's, so the sampled call is made in the replay's frames with the caller standing at that CALL.
+ * Anything else (a branch, CAT, an unproven operand or callee, a return below the trace's base
+ * frame, a snapshot but the first whose pc a comparison or loop may have fixed up to the branch not
+ * taken, unless it is needsnap's after a comparison that fell through) leaves today's proven
+ * prefix. Types come from the snapshot's IR refs, or, for the base frame's slots it does not list,
+ * from the trace's SLOADs of them since the last RETF (a slot the path reads is live, so not purged
+ * from the snapshot if the trace wrote it). x86-64 GC64 builds whose IR numbering is 2.1's. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -107,8 +112,8 @@ struct wf {
 struct fw {
     struct ss_lj_runtime *rt;
     struct ss_mem *m;
-    const uint8_t *kb, *ib;
-    uint32_t nk, nins, r0, c, lastretf;
+    struct ss_lj_irv ir; /* the IR, r0 and c (trace_irfacts.c) */
+    uint32_t nins;
     struct fact f[NSLOT];
     struct wf fr[TC_MAXFR];
     uint32_t nf, pending;
@@ -116,16 +121,12 @@ struct fw {
 
 static const uint8_t *irq(const struct fw *w, uint32_t ref)
 {
-    return ref >= REF_BIAS ? w->ib + (size_t)(ref - REF_BIAS) * 8
-                           : w->kb + (size_t)(ref - w->nk) * 8;
+    return ss_lj_ir_ins(&w->ir, ref);
 }
 
-/* the value of KGC constant ref of type irt, 0 none */
 static uint64_t kgc(const struct fw *w, uint32_t ref, unsigned irt)
 {
-    if (ref < w->nk || ref + 1 >= REF_BIAS) return 0;
-    const uint8_t *q = irq(w, ref);
-    return q[5] == IR_KGC && (q[4] & 0x1f) == irt ? lj_u64(irq(w, ref + 1)) : 0;
+    return ss_lj_ir_kgc(&w->ir, ref, irt);
 }
 
 static struct fact of_type(unsigned irt, bool k)
@@ -141,30 +142,12 @@ static struct fact of_type(unsigned irt, bool k)
 /* the fact of snapshot ref ref */
 static struct fact of_ref(const struct fw *w, uint32_t ref)
 {
-    if (ref < w->nk || ref >= w->nins) return (struct fact){.k = F_UNK};
+    if (ref < w->ir.nk || ref >= w->nins) return (struct fact){.k = F_UNK};
     const uint8_t *q = irq(w, ref);
     unsigned irt = q[4] & 0x1f;
     if (ref >= REF_BIAS) return of_type(irt, false);
     if (q[5] == IR_KGC && irt == IRT_FUNC) return (struct fact){.k = F_FN, .v = kgc(w, ref, irt)};
     return of_type(irt, true);
-}
-
-/* The function the trace guards base slot s to hold since the base last
- * moved: EQ(SLOAD #s, constant) before the call (one, never two), 0 none. */
-static uint64_t slot_fn(const struct fw *w, uint32_t s)
-{
-    uint64_t got = 0;
-    for (uint32_t r = w->lastretf + 1; r < w->c; r++) {
-        const uint8_t *q = irq(w, r);
-        uint32_t o1 = (uint32_t)(q[0] | q[1] << 8);
-        if (q[5] != IR_EQ || (q[4] & 0x1f) != IRT_FUNC || o1 <= w->lastretf || o1 >= r ||
-            irq(w, o1)[5] != IR_SLOAD || (uint32_t)(irq(w, o1)[0] | irq(w, o1)[1] << 8) != s)
-            continue;
-        uint64_t f = kgc(w, (uint32_t)(q[2] | q[3] << 8), IRT_FUNC);
-        if (!f || (got && got != f)) return 0;
-        got = f;
-    }
-    return got;
 }
 
 static struct fact get(struct fw *w, uint32_t s)
@@ -175,14 +158,14 @@ static struct fact get(struct fw *w, uint32_t s)
      * the base last moved loaded (each the same type), a function as
      * guarded */
     int irt = -1;
-    for (uint32_t r = w->lastretf + 1; r < w->c; r++) {
+    for (uint32_t r = w->ir.lastretf + 1; r < w->ir.c; r++) {
         const uint8_t *q = irq(w, r);
         if (q[5] != IR_SLOAD || (uint32_t)(q[0] | q[1] << 8) != s) continue;
         if (irt >= 0 && irt != (q[4] & 0x1f)) irt = 0xff;
         if (irt != 0xff) irt = q[4] & 0x1f;
     }
     w->f[s] = irt >= 0 && irt != 0xff ? of_type((unsigned)irt, false) : (struct fact){.k = F_UNK};
-    if (irt == IRT_FUNC && (w->f[s].v = slot_fn(w, s))) w->f[s].k = F_FN;
+    if (irt == IRT_FUNC && (w->f[s].v = ss_lj_ir_slot_fn(&w->ir, s))) w->f[s].k = F_FN;
     return w->f[s];
 }
 
@@ -225,60 +208,6 @@ static struct fact upvalue(struct fw *w, uint64_t fn, uint32_t uv)
     if (tv >> 47 == TAG_TAB) return (struct fact){.k = F_TAB};
     if (tv >> 47 == TAG_STR) return (struct fact){.k = F_KSTR};
     return no;
-}
-
-/* Does HLOAD ref load a value of type irt (not nil: no __index) with
- * constant key key (HREFK of the table's node, or HREF) from the env of
- * closure fn, or (fn 0) from any table, whose ref goes to *tab? */
-static bool load_of(const struct fw *w, uint32_t ref, uint64_t key, unsigned irt, uint64_t fn,
-                    uint32_t *tab)
-{
-    if (ref < REF_BIAS || ref >= w->c) return false;
-    const uint8_t *h = irq(w, ref), *x;
-    if (h[5] != IR_HLOAD || (h[4] & 0x1f) != irt) return false;
-    uint32_t xr = (uint32_t)(h[0] | h[1] << 8), t;
-    if (xr < REF_BIAS || xr >= ref) return false;
-    x = irq(w, xr);
-    uint32_t o1 = (uint32_t)(x[0] | x[1] << 8), o2 = (uint32_t)(x[2] | x[3] << 8);
-    if (x[5] == IR_HREFK) {
-        const uint8_t *ks = o2 >= w->nk && o2 < REF_BIAS ? irq(w, o2) : NULL;
-        if (!ks || ks[5] != IR_KSLOT || kgc(w, (uint32_t)(ks[0] | ks[1] << 8), IRT_STR) != key)
-            return false;
-        if (o1 < REF_BIAS || o1 >= xr || irq(w, o1)[5] != IR_FLOAD) return false; /* the node */
-        t = (uint32_t)(irq(w, o1)[0] | irq(w, o1)[1] << 8);
-    } else if (x[5] == IR_HREF) {
-        if (kgc(w, o2, IRT_STR) != key) return false;
-        t = o1;
-    } else {
-        return false;
-    }
-    if (!fn) {
-        *tab = t;
-        return true;
-    }
-    const uint8_t *e = t >= REF_BIAS && t < ref ? irq(w, t) : NULL;
-    return e && e[5] == IR_FLOAD && e[2] == IRFL_FUNC_ENV && e[3] == 0 &&
-           kgc(w, (uint32_t)(e[0] | e[1] << 8), IRT_FUNC) == fn;
-}
-
-/* The function the range's IR guards env(fn)[k1][k2] to be, before the
- * call c (one, never two), 0 none. */
-static uint64_t guarded(const struct fw *w, uint64_t fn, uint64_t k1, uint64_t k2)
-{
-    uint64_t got = 0;
-    for (uint32_t r = w->r0; r < w->c; r++) {
-        const uint8_t *q = irq(w, r);
-        if (q[5] != IR_EQ || (q[4] & 0x1f) != IRT_FUNC) continue;
-        uint32_t h2 = (uint32_t)(q[0] | q[1] << 8);
-        uint64_t f = kgc(w, (uint32_t)(q[2] | q[3] << 8), IRT_FUNC);
-        uint32_t t = 0;
-        if (!f || h2 < REF_BIAS || h2 >= r || !load_of(w, h2, k2, IRT_FUNC, 0, &t) ||
-            !load_of(w, t, k1, IRT_TAB, fn, &t))
-            continue;
-        if (got && got != f) return 0;
-        got = f;
-    }
-    return got;
 }
 
 static void wf_free(struct wf *f)
@@ -371,7 +300,7 @@ static bool ret(struct fw *w, uint32_t a, uint32_t n)
 static int truth(const struct fw *w, struct fact x)
 {
     if (x.k == F_UV) {
-        uint32_t u = ss_lj_uv_load(w->kb, w->nk, w->ib, w->c, x.v, (uint32_t)x.k1);
+        uint32_t u = ss_lj_uv_load(&w->ir, x.v, (uint32_t)x.k1);
         if (!u) return -1;
         x = of_type(irq(w, u)[4] & 0x1f, false);
         if (x.k == F_UNK) return 1; /* cdata, userdata, ...: not nil or false */
@@ -431,13 +360,13 @@ static int step(struct fw *w, unsigned h)
     } else if (op == BC_CALL) {
         struct fact fn = get(w, A);
         if (fn.k == F_G2) {
-            fn = (struct fact){.k = F_FN, .v = guarded(w, fn.v, fn.k1, fn.k2)};
+            fn = (struct fact){.k = F_FN, .v = ss_lj_ir_guarded(&w->ir, fn.v, fn.k1, fn.k2)};
             w->f[A].k = F_UNK;
             w->pending--;
         }
         if (fn.k == F_UV) { /* the FFI call c through it, or not provable */
-            uint32_t u = ss_lj_uv_load(w->kb, w->nk, w->ib, w->c, fn.v, (uint32_t)fn.k1);
-            return h == H_XS && u && ss_lj_callxs_through(w->ib, w->c, u) ? 2 : 0;
+            uint32_t u = ss_lj_uv_load(&w->ir, fn.v, (uint32_t)fn.k1);
+            return h == H_XS && u && ss_lj_callxs_through(&w->ir, u) ? 2 : 0;
         }
         bool lua;
         const char *name = fn.k == F_FN ? ffname(w, fn.v, &lua) : NULL;
@@ -517,7 +446,7 @@ static bool start(struct fw *w, const uint8_t *sb, const uint32_t *map, const st
                 f->fn = kgc(w, mp[e] & 0xffff, IRT_FUNC);
     }
     /* the base frame's closure, else: the trace guards slot 0's function */
-    if (!w->fr[0].fn) w->fr[0].fn = slot_fn(w, 0);
+    if (!w->fr[0].fn) w->fr[0].fn = ss_lj_ir_slot_fn(&w->ir, 0);
     return true;
 }
 
@@ -551,7 +480,7 @@ static bool fell_through(const struct fw *w, const struct tsnap *s, const uint8_
     const struct tsnap *p = s - 1;
     uint32_t x = f->idx, r0 = u16at(sb + (size_t)(i - 1) * lay->snap_size + lay->snap_ref);
     if (!i || x < 2 || (f->bc[x - 1] & 0xff) != BC_JMP || (f->bc[x - 2] & 0xff) > 11 ||
-        p->n != s->n || p->nret || p->ncut || w->r0 != r0 + 1)
+        p->n != s->n || p->nret || p->ncut || w->ir.r0 != r0 + 1)
         return false;
     const uint8_t *g = irq(w, r0);
     if (g[5] > IR_EQ + 1 || !(g[4] & 0x80)) return false; /* LT .. NE, a guard */
@@ -576,7 +505,7 @@ void ss_lj_fwd_calls(struct ss_lj_runtime *rt, struct ss_mem *m, struct trace *t
     struct fw *w = calloc(1, sizeof(*w));
     uint32_t loop = nins, cap = 0;
     if (!w) return;
-    *w = (struct fw){.rt = rt, .m = m, .kb = kb, .ib = ib, .nk = nk, .nins = nins};
+    *w = (struct fw){.rt = rt, .m = m, .ir = {.kb = kb, .ib = ib, .nk = nk}, .nins = nins};
     for (uint32_t r = REF_BIAS; r < nins && loop == nins; r++)
         if (ib[(size_t)(r - REF_BIAS) * 8 + 5] == lay->ir_loop) loop = r;
     for (uint32_t i = 0; i + 1 < t->nsnap; i++) {
@@ -609,11 +538,11 @@ void ss_lj_fwd_calls(struct ss_lj_runtime *rt, struct ss_mem *m, struct trace *t
             if (ne <= 0 || (uint32_t)ne != nc) continue;
             /* the base: where the last RETF before the range left it, and
              * no store, side effect or RETF before the call in the range */
-            w->r0 = r0, w->c = c, w->lastretf = REF_BIAS, w->pending = 0;
+            w->ir.r0 = r0, w->ir.c = c, w->ir.lastretf = REF_BIAS, w->pending = 0;
             bool ok = true;
             for (uint32_t r = REF_BIAS; r < c && ok; r++) {
                 uint8_t o = ib[(size_t)(r - REF_BIAS) * 8 + 5];
-                if (o == IR_RETF && r < r0) w->lastretf = r;
+                if (o == IR_RETF && r < r0) w->ir.lastretf = r;
                 ok = r < r0 || !(o == IR_RETF || o == IR_NEWREF || o == IR_CALLS ||
                                  o == IR_CALLXS || (o >= IR_ASTORE && o <= IR_XSTORE));
             }
