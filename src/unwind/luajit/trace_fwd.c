@@ -2,10 +2,9 @@
  * of trace code that no snapshot after it shows (issue 32): string.rep's
  * lj_buf_putstr_rep and table.concat's lj_buf_puttab (lj_ffrecord.c
  * recff_string_rep/recff_table_concat: CALLL, no side effect, so no
- * snapshot after them), and an FFI call through a mutable upvalue
- * (lua-resty-core's base64.lua: CALLXS of a callee loaded at run time,
- * whose snapshot after it can be merged into one in other frames), placed
- * by a forward replay of the bytecode from the snapshot before.
+ * snapshot after them), and an FFI call through a mutable upvalue (its
+ * snapshot after it merged into one in other frames), placed by a forward
+ * replay of the bytecode from the snapshot before.
  *
  * What the recorder guarantees (LuaJIT 2.1, lj_record.c, lj_snap.c,
  * lj_opt_fold.c, lj_asm.c; checked in Debian 12's and 13's trees):
@@ -24,11 +23,9 @@
  *    bufput_kfold_rep) or from a buffer put of its result (bufput_bufstr,
  *    CAT or string.format); one of lj_buf_puttab only from recording
  *    table.concat with a table (always emitted);
- *  - a CALLXS only from recording a call of a cdata function; where the
- *    range holds one, not before the call the replay reaches, that call's
- *    slot held the cdata ULOAD u and the CALLXS calls FLOAD(u, ptr), it is
- *    that call's (the first CALLXS after the snapshot), and its machine
- *    call the range's one through a non-scratch register (trace_irfacts.c).
+ *  - a CALLXS comes only from a call of a cdata function: the range's one,
+ *    none before the CALL the replay reaches, whose slot held the ULOAD u
+ *    it calls FLOAD(u, ptr) of, is that CALL's (trace_irfacts.c).
  * The replay walks the path from snapshot i's pc over bytecodes that
  * cannot branch, call or invoke a metamethod in ways it cannot see: moves
  * and constants, arithmetic on slots proven numbers, LEN of strings,
@@ -454,43 +451,69 @@ static bool start(struct fw *w, const uint8_t *sb, const uint32_t *map, const st
  * a loop's fixed-up exit, lj_record.c rec_comp_fixup/rec_for_loop)? Its
  * instruction before a jump, loop or comparison, or x a jump target. (Not
  * snapshot 0: where recording started, never merged, lj_snap_add.) */
+static uint32_t jumps_to(const struct wf *f, uint32_t x)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < f->sizebc; i++) {
+        unsigned op = f->bc[i] & 0xff;
+        bool jmp = op == 50 || op == 72 || (op >= 77 && op <= 88);
+        n += jmp && (int64_t)i + 1 + (int64_t)(f->bc[i] >> 16) - 0x8000 == (int64_t)x;
+    }
+    return n;
+}
+
 static bool fixed_up(const struct wf *f)
 {
     uint32_t x = f->idx;
     unsigned prev = x ? f->bc[x - 1] & 0xff : 0;
-    if (!x || prev <= 17 || (prev >= 69 && prev <= 88)) return true;
+    return !x || prev <= 17 || (prev >= 69 && prev <= 88) || jumps_to(f, x);
+}
+
+/* Does f's prototype loop (FORL .. JLOOP, a JMP back)? */
+static bool loops(const struct wf *f)
+{
     for (uint32_t i = 0; i < f->sizebc; i++) {
         unsigned op = f->bc[i] & 0xff;
-        bool jmp = op == 50 || op == 72 || (op >= 77 && op <= 88);
-        if (jmp && (int64_t)i + 1 + (int64_t)(f->bc[i] >> 16) - 0x8000 == (int64_t)x) return true;
+        if ((op >= 79 && op <= 87) || (op == BC_JMP && f->bc[i] >> 16 < 0x8000)) return true;
     }
     return false;
 }
 
-/* Is snapshot i's pc x (innermost frame f, the others as snapshot i-1's)
- * where the trace went on after the comparison at x-2 fell through its JMP?
- * Snapshot i-1 is then that comparison's, fixed up to the JMP's target
- * (rec_comp_fixup), its IR the comparison's guard alone, and i the one
- * needsnap takes at x (no guard since: nothing merged into it). */
+/* Is snapshot i's pc x where the trace went on after the comparison C at
+ * x-2 fell through its JMP (to t)? Then snapshot i-1 is C's, fixed up to t
+ * (rec_comp_fixup), its IR C's guard alone, and i the one needsnap takes at
+ * x. Else i could be C's own, fixed up to x, with the trace gone on at t.
+ * Proven where the innermost frame and those above the base do not loop
+ * and are i-1's (one activation each: none returned and was called again),
+ * t > x and only C jumps to t: i-1's pc t is no state of that activation
+ * (it reached C at x-2 < t after it), so a comparison's fixed up to t: C's
+ * (another's right before a JMP jumps forward past t); its IR one
+ * comparison guard (LT .. NE; not a call's EQ on a function). Left: a base
+ * frame's inner loop unrolled with no IR that calls frame 1 again
+ * (rec_loop_interp: root traces abort at inner loops but short ones). */
 static bool fell_through(const struct fw *w, const struct tsnap *s, const uint8_t *sb, uint32_t i,
                          const struct tframe *fr)
 {
     const struct lj_layout *lay = w->rt->lay;
     const struct wf *f = &w->fr[w->nf - 1];
     const struct tsnap *p = s - 1;
-    uint32_t x = f->idx, r0 = u16at(sb + (size_t)(i - 1) * lay->snap_size + lay->snap_ref);
+    uint32_t x = f->idx, r0 = i ? u16at(sb + (size_t)(i - 1) * lay->snap_size + lay->snap_ref) : 0;
     if (!i || x < 2 || (f->bc[x - 1] & 0xff) != BC_JMP || (f->bc[x - 2] & 0xff) > 11 ||
-        p->n != s->n || p->nret || p->ncut || w->ir.r0 != r0 + 1)
+        f->bc[x - 1] >> 16 <= 0x8000 || p->n != s->n || p->nret || p->ncut || w->ir.r0 != r0 + 1 ||
+        loops(f))
         return false;
+    for (uint32_t j = 1; j < w->nf; j++)
+        if (loops(&w->fr[j])) return false;
     const uint8_t *g = irq(w, r0);
-    if (g[5] > IR_EQ + 1 || !(g[4] & 0x80)) return false; /* LT .. NE, a guard */
-    uint64_t t = f->pt + lay->pt_size + (uint64_t)(x + (f->bc[x - 1] >> 16) - 0x8000 + 1) * 4;
+    if (g[5] > IR_EQ + 1 || !(g[4] & 0x80) || (g[4] & 0x1f) == IRT_FUNC) return false;
+    uint32_t tx = x + (f->bc[x - 1] >> 16) - 0x8000; /* t */
+    uint64_t t = f->pt + lay->pt_size + (uint64_t)(tx + 1) * 4;
     for (uint32_t j = 0; j < s->n; j++) {
         const struct tframe *a = &fr[p->first + j], *b = &fr[s->first + j];
         if (a->pt != b->pt || a->link != b->link || (j + 1 < s->n ? a->pc != b->pc : a->pc != t))
             return false;
     }
-    return true;
+    return jumps_to(f, tx) == 1;
 }
 
 void ss_lj_fwd_calls(struct ss_lj_runtime *rt, struct ss_mem *m, struct trace *t, const uint8_t *kb,
