@@ -1,8 +1,9 @@
--- test/cli/fwdrefuse.lua: string.rep reached where the forward replay of
--- trace_fwd.c must refuse (a metamethod, a callee through a table, tail
--- calls, a branch) or prove the frames (two string.rep in a row in a local
--- function the loop calls). jitoracle.c fwd_never_a_frame_not_on_the_stack:
--- every chain above lj_buf_putstr_rep with the JIT on must be one the
+-- test/cli/fwdrefuse.lua: string.rep and an FFI call through a mutable
+-- upvalue (strlen) reached where the forward replay of trace_fwd.c must
+-- refuse (a metamethod, a callee through a table, tail calls, a branch) or
+-- prove the frames (two string.rep in a row in a local function the loop
+-- calls). jitoracle.c fwd_never_a_frame_not_on_the_stack: every chain
+-- above lj_buf_putstr_rep and strlen with the JIT on must be one the
 -- interpreter shows there, or a prefix of one. arg[1]: seconds (CPU).
 local mt = { __add = function(a, b) return #string.rep("ab", 600 + b % 3) end }
 local obj = setmetatable({}, mt)
@@ -16,11 +17,34 @@ local function viabranch(i)
   local r = rb(i); return r
 end
 local function twice(i) return #string.rep("gh", 500 + i % 7) + ra(i) end
+-- an FFI call through a mutable upvalue (lua-resty-core's base64.lua):
+-- after a helper that returned past a comparison (proven), and from two
+-- frames on the two sides of a branch (one of them must not be guessed)
+local ffi = require("ffi")
+ffi.cdef("size_t strlen(const char *);")
+local slen
+slen = ffi.C.strlen
+local str, lim = string.rep("x", 20000), 4096
+local function buf(n, must) -- base.lua's get_string_buf
+  if n > lim or must then return n + 1 end
+  return n
+end
+local ffistring = ffi.string
+local function viaup(s) -- base64.lua's encode_base64
+  local n = buf(#s % 4000)
+  local r = slen(s)
+  return ffistring(s, r - n % 2)
+end
+local function deeper(s) return tonumber(slen(s)) + 1 end
+local function upbranch(i, s)
+  if i % 3 == 0 then local r = deeper(s); return r end
+  return tonumber(slen(s))
+end
 local t0, acc, i = os.clock(), 0, 0
 while os.clock() - t0 < tonumber(arg[1] or "2") do
   for _ = 1, 50 do
     i = i + 1
-    acc = acc + twice(i) + viabranch(i)
+    acc = acc + twice(i) + viabranch(i) + #viaup(str) + upbranch(i, str)
     if i % 4 == 0 then acc = acc + viamm(i) + viatab(i) end
   end
 end

@@ -449,6 +449,20 @@ static void oracle(const char *label, const char *root, bool ctr, unsigned busy)
                   table);
     control(label, &doff, on.folded);
     if (busy) under_load(label, &doff, &on, busy);
+    /* issue 32's bar: the interpreter's chain on >= 99% of the samples
+     * judged where its view was complete (open aside); since trace_fwd.c
+     * places the FFI call through base64.lua's mutable upvalue (before: its
+     * samples kept a proven prefix, 0-93% exact, in all three roots), 100%
+     * in every root and run measured (machine load 7-14) */
+    cr_expect_geq(same * 100, (judged - open) * 99,
+                  "%s: %lld of %lld samples (%lld open) the interpreter's chain:\n%s", label, same,
+                  judged, open, table);
+    for (unsigned i = 0; i < nr; i++)
+        if (strstr(rows[i].name, "ngx_http_lua_ffi_encode_base64"))
+            cr_expect_geq(
+                rows[i].same * 100, rows[i].on * 95,
+                "%s: ngx.encode_base64: %lld of %lld samples the interpreter's chain:\n%s", label,
+                rows[i].same, rows[i].on, table);
     /* never a frame that was not on the stack */
     cr_expect_eq(wrong, 0, "%s: %lld of %lld samples show frames the interpreter never has:\n%s",
                  label, wrong, judged, table);

@@ -2,8 +2,9 @@
  * of trace code that no snapshot after it shows (issue 32): string.rep's
  * lj_buf_putstr_rep and table.concat's lj_buf_puttab (lj_ffrecord.c
  * recff_string_rep/recff_table_concat: CALLL, no side effect, so no
- * snapshot after them), placed by a forward replay of the bytecode from
- * the snapshot before.
+ * snapshot after them), and an FFI call through a mutable upvalue (its
+ * snapshot after it merged into one in other frames), placed by a forward
+ * replay of the bytecode from the snapshot before.
  *
  * What the recorder guarantees (LuaJIT 2.1, lj_record.c, lj_snap.c,
  * lj_opt_fold.c, lj_asm.c; checked in Debian 12's and 13's trees):
@@ -21,26 +22,27 @@
  *    (not folded when the count or the string is no IR constant:
  *    bufput_kfold_rep) or from a buffer put of its result (bufput_bufstr,
  *    CAT or string.format); one of lj_buf_puttab only from recording
- *    table.concat with a table (always emitted).
+ *    table.concat with a table (always emitted);
+ *  - a CALLXS comes only from a call of a cdata function: the range's one,
+ *    none before the CALL the replay reaches, whose slot held the ULOAD u
+ *    it calls FLOAD(u, ptr) of, is that CALL's (trace_irfacts.c).
  * The replay walks the path from snapshot i's pc over bytecodes that
  * cannot branch, call or invoke a metamethod in ways it cannot see: moves
  * and constants, arithmetic on slots proven numbers, LEN of strings,
  * immutable upvalues of a known closure (the value the recorder
- * specialised to), base-frame slots whose function the trace guards
- * (EQ(SLOAD #s, constant)), GGET k1 + TGETS k2 chains that end in a call whose
- * callee the trace's IR guards (EQ of HLOAD(HREF[K](..env.., k1))[k2]
- * against a function constant: both loads non-nil, so no __index), calls of
- * proven Lua closures (frames pushed) and returns to frames it knows. It
- * stops at the first call of the helper's builtin: the first CALLL of the
- * range is that call's, so the sampled call is made in the replay's frames
- * with the caller standing at that CALL. Anything else (a branch, CAT, an
- * unproven operand or callee, a return below the trace's base frame, a
- * snapshot but the first whose pc a comparison or loop may have fixed up to
- * the branch not taken) leaves today's proven
- * prefix. Types come from the snapshot's IR refs, or, for the base frame's
- * slots it does not list, from the trace's SLOADs of them since the last
- * RETF (a slot the path reads is live, so not purged from the snapshot if
- * the trace wrote it). x86-64 GC64 builds whose IR numbering is 2.1's. */
+ * specialised to), mutable ones (their IR load: trace_irfacts.c), IST/ISF
+ * on values whose truth is proven (constants, IR types), base-frame slots whose function the trace
+ * guards (EQ(SLOAD #s, constant)), GGET k1 + TGETS k2 chains that end in a call whose callee the
+ * trace's IR guards (EQ of HLOAD(HREF[K](..env.., k1))[k2] against a function constant: both loads
+ * non-nil, so no __index), calls of proven Lua closures (frames pushed) and returns to frames it
+ * knows. It stops at the first call of the helper's builtin: the first CALLL of the range is that
+ * call's, so the sampled call is made in the replay's frames with the caller standing at that CALL.
+ * Anything else (a branch, CAT, an unproven operand or callee, a return below the trace's base
+ * frame, a snapshot but the first whose pc a comparison or loop may have fixed up to the branch not
+ * taken, unless it is needsnap's after a comparison that fell through) leaves today's proven
+ * prefix. Types come from the snapshot's IR refs, or, for the base frame's slots it does not list,
+ * from the trace's SLOADs of them since the last RETF (a slot the path reads is live, so not purged
+ * from the snapshot if the trace wrote it). x86-64 GC64 builds whose IR numbering is 2.1's. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,7 +50,7 @@
 #include "unwind/luajit/trace_int.h"
 #include "unwind/luajit/vmsyms.h"
 
-enum { H_REP, H_TAB, NH };
+enum { H_REP, H_TAB, NH, H_XS = NH }; /* H_XS: an FFI call through an upvalue */
 static const char *const hname[NH] = {"lj_buf_putstr_rep", "lj_buf_puttab"};
 static const char *const hff[NH] = {"string.rep", "table.concat"};
 
@@ -73,7 +75,7 @@ enum { IR_EQ = 8, IR_RETF = 11, IR_KGC = 24, IR_KSLOT = 30, IR_HREFK = 57, IR_HR
        IR_XSTORE = 78, IR_CALLL = 97, IR_CALLS = 98, IR_CALLXS = 99, IRFL_FUNC_ENV = 1 };
 enum { IRT_FALSE = 1, IRT_TRUE = 2, IRT_STR = 4, IRT_FUNC = 8, IRT_TAB = 11, IRT_NUM = 14,
        IRT_I8 = 15, IRT_U32 = 20 };
-enum { BC_MOV = 18, BC_NOT = 19, BC_UNM = 20, BC_LEN = 21, BC_ADDVN = 22, BC_MODNV = 31,
+enum { BC_IST = 14, BC_ISF = 15, BC_MOV = 18, BC_NOT = 19, BC_UNM = 20, BC_LEN = 21, BC_ADDVN = 22, BC_MODNV = 31,
        BC_ADDVV = 32, BC_POW = 37, BC_KSTR = 39, BC_KCDATA = 40, BC_KSHORT = 41, BC_KNUM = 42,
        BC_KPRI = 43, BC_KNIL = 44, BC_UGET = 45, BC_GGET = 54, BC_TGETS = 57, BC_CALLM = 65,
        BC_CALL = 66, BC_RET = 74, BC_RET0 = 75, BC_RET1 = 76, BC_JMP = 88, BC_FUNCF = 89,
@@ -85,9 +87,11 @@ enum { BC_MOV = 18, BC_NOT = 19, BC_UNM = 20, BC_LEN = 21, BC_ADDVN = 22, BC_MOD
 #define TAG_STR 0x1fffbull
 
 /* what a slot holds at recording time */
-enum { F_UNK, F_LAZY, F_NUM, F_NUMV, F_KSTR, F_STR, F_STRV, F_TAB, F_FN, F_PRI, F_G1, F_G2 };
-/* (F_NUMV, F_STRV: no IR constant; F_FN: v the closure; F_G1/F_G2: the
- * value of GGET k1 / its TGETS k2 in closure v's environment) */
+enum { F_UNK, F_LAZY, F_NUM, F_NUMV, F_KSTR, F_STR, F_STRV, F_TAB, F_FN, F_PRI, F_G1, F_G2, F_UV };
+/* (F_NUMV, F_STRV: no IR constant; F_FN: v the closure; F_PRI: v 1 + its
+ * IR type (nil, false, true), 0 not known; F_G1/F_G2: the value of GGET k1
+ * / its TGETS k2 in closure v's environment; F_UV: upvalue k1 of closure
+ * v, a mutable one: trace_uvcall.c) */
 struct fact {
     uint8_t k;
     uint64_t v, k1, k2;
@@ -105,8 +109,8 @@ struct wf {
 struct fw {
     struct ss_lj_runtime *rt;
     struct ss_mem *m;
-    const uint8_t *kb, *ib;
-    uint32_t nk, nins, r0, c, lastretf;
+    struct ss_lj_irv ir; /* the IR, r0 and c (trace_irfacts.c) */
+    uint32_t nins;
     struct fact f[NSLOT];
     struct wf fr[TC_MAXFR];
     uint32_t nf, pending;
@@ -114,16 +118,12 @@ struct fw {
 
 static const uint8_t *irq(const struct fw *w, uint32_t ref)
 {
-    return ref >= REF_BIAS ? w->ib + (size_t)(ref - REF_BIAS) * 8
-                           : w->kb + (size_t)(ref - w->nk) * 8;
+    return ss_lj_ir_ins(&w->ir, ref);
 }
 
-/* the value of KGC constant ref of type irt, 0 none */
 static uint64_t kgc(const struct fw *w, uint32_t ref, unsigned irt)
 {
-    if (ref < w->nk || ref + 1 >= REF_BIAS) return 0;
-    const uint8_t *q = irq(w, ref);
-    return q[5] == IR_KGC && (q[4] & 0x1f) == irt ? lj_u64(irq(w, ref + 1)) : 0;
+    return ss_lj_ir_kgc(&w->ir, ref, irt);
 }
 
 static struct fact of_type(unsigned irt, bool k)
@@ -132,37 +132,19 @@ static struct fact of_type(unsigned irt, bool k)
     if (irt == IRT_NUM || (irt >= IRT_I8 && irt <= IRT_U32)) f.k = k ? F_NUM : F_NUMV;
     if (irt == IRT_STR) f.k = k ? F_KSTR : F_STRV;
     if (irt == IRT_TAB) f.k = F_TAB;
-    if (irt <= IRT_TRUE) f.k = F_PRI;
+    if (irt <= IRT_TRUE) f.k = F_PRI, f.v = irt + 1;
     return f;
 }
 
 /* the fact of snapshot ref ref */
 static struct fact of_ref(const struct fw *w, uint32_t ref)
 {
-    if (ref < w->nk || ref >= w->nins) return (struct fact){.k = F_UNK};
+    if (ref < w->ir.nk || ref >= w->nins) return (struct fact){.k = F_UNK};
     const uint8_t *q = irq(w, ref);
     unsigned irt = q[4] & 0x1f;
     if (ref >= REF_BIAS) return of_type(irt, false);
     if (q[5] == IR_KGC && irt == IRT_FUNC) return (struct fact){.k = F_FN, .v = kgc(w, ref, irt)};
     return of_type(irt, true);
-}
-
-/* The function the trace guards base slot s to hold since the base last
- * moved: EQ(SLOAD #s, constant) before the call (one, never two), 0 none. */
-static uint64_t slot_fn(const struct fw *w, uint32_t s)
-{
-    uint64_t got = 0;
-    for (uint32_t r = w->lastretf + 1; r < w->c; r++) {
-        const uint8_t *q = irq(w, r);
-        uint32_t o1 = (uint32_t)(q[0] | q[1] << 8);
-        if (q[5] != IR_EQ || (q[4] & 0x1f) != IRT_FUNC || o1 <= w->lastretf || o1 >= r ||
-            irq(w, o1)[5] != IR_SLOAD || (uint32_t)(irq(w, o1)[0] | irq(w, o1)[1] << 8) != s)
-            continue;
-        uint64_t f = kgc(w, (uint32_t)(q[2] | q[3] << 8), IRT_FUNC);
-        if (!f || (got && got != f)) return 0;
-        got = f;
-    }
-    return got;
 }
 
 static struct fact get(struct fw *w, uint32_t s)
@@ -173,14 +155,14 @@ static struct fact get(struct fw *w, uint32_t s)
      * the base last moved loaded (each the same type), a function as
      * guarded */
     int irt = -1;
-    for (uint32_t r = w->lastretf + 1; r < w->c; r++) {
+    for (uint32_t r = w->ir.lastretf + 1; r < w->ir.c; r++) {
         const uint8_t *q = irq(w, r);
         if (q[5] != IR_SLOAD || (uint32_t)(q[0] | q[1] << 8) != s) continue;
         if (irt >= 0 && irt != (q[4] & 0x1f)) irt = 0xff;
         if (irt != 0xff) irt = q[4] & 0x1f;
     }
     w->f[s] = irt >= 0 && irt != 0xff ? of_type((unsigned)irt, false) : (struct fact){.k = F_UNK};
-    if (irt == IRT_FUNC && (w->f[s].v = slot_fn(w, s))) w->f[s].k = F_FN;
+    if (irt == IRT_FUNC && (w->f[s].v = ss_lj_ir_slot_fn(&w->ir, s))) w->f[s].k = F_FN;
     return w->f[s];
 }
 
@@ -223,60 +205,6 @@ static struct fact upvalue(struct fw *w, uint64_t fn, uint32_t uv)
     if (tv >> 47 == TAG_TAB) return (struct fact){.k = F_TAB};
     if (tv >> 47 == TAG_STR) return (struct fact){.k = F_KSTR};
     return no;
-}
-
-/* Does HLOAD ref load a value of type irt (not nil: no __index) with
- * constant key key (HREFK of the table's node, or HREF) from the env of
- * closure fn, or (fn 0) from any table, whose ref goes to *tab? */
-static bool load_of(const struct fw *w, uint32_t ref, uint64_t key, unsigned irt, uint64_t fn,
-                    uint32_t *tab)
-{
-    if (ref < REF_BIAS || ref >= w->c) return false;
-    const uint8_t *h = irq(w, ref), *x;
-    if (h[5] != IR_HLOAD || (h[4] & 0x1f) != irt) return false;
-    uint32_t xr = (uint32_t)(h[0] | h[1] << 8), t;
-    if (xr < REF_BIAS || xr >= ref) return false;
-    x = irq(w, xr);
-    uint32_t o1 = (uint32_t)(x[0] | x[1] << 8), o2 = (uint32_t)(x[2] | x[3] << 8);
-    if (x[5] == IR_HREFK) {
-        const uint8_t *ks = o2 >= w->nk && o2 < REF_BIAS ? irq(w, o2) : NULL;
-        if (!ks || ks[5] != IR_KSLOT || kgc(w, (uint32_t)(ks[0] | ks[1] << 8), IRT_STR) != key)
-            return false;
-        if (o1 < REF_BIAS || o1 >= xr || irq(w, o1)[5] != IR_FLOAD) return false; /* the node */
-        t = (uint32_t)(irq(w, o1)[0] | irq(w, o1)[1] << 8);
-    } else if (x[5] == IR_HREF) {
-        if (kgc(w, o2, IRT_STR) != key) return false;
-        t = o1;
-    } else {
-        return false;
-    }
-    if (!fn) {
-        *tab = t;
-        return true;
-    }
-    const uint8_t *e = t >= REF_BIAS && t < ref ? irq(w, t) : NULL;
-    return e && e[5] == IR_FLOAD && e[2] == IRFL_FUNC_ENV && e[3] == 0 &&
-           kgc(w, (uint32_t)(e[0] | e[1] << 8), IRT_FUNC) == fn;
-}
-
-/* The function the range's IR guards env(fn)[k1][k2] to be, before the
- * call c (one, never two), 0 none. */
-static uint64_t guarded(const struct fw *w, uint64_t fn, uint64_t k1, uint64_t k2)
-{
-    uint64_t got = 0;
-    for (uint32_t r = w->r0; r < w->c; r++) {
-        const uint8_t *q = irq(w, r);
-        if (q[5] != IR_EQ || (q[4] & 0x1f) != IRT_FUNC) continue;
-        uint32_t h2 = (uint32_t)(q[0] | q[1] << 8);
-        uint64_t f = kgc(w, (uint32_t)(q[2] | q[3] << 8), IRT_FUNC);
-        uint32_t t = 0;
-        if (!f || h2 < REF_BIAS || h2 >= r || !load_of(w, h2, k2, IRT_FUNC, 0, &t) ||
-            !load_of(w, t, k1, IRT_TAB, fn, &t))
-            continue;
-        if (got && got != f) return 0;
-        got = f;
-    }
-    return got;
 }
 
 static void wf_free(struct wf *f)
@@ -337,7 +265,7 @@ static bool push(struct fw *w, uint64_t fn, uint32_t a, uint32_t nargs)
     if (op0 < BC_FUNCF || op0 > BC_JFUNCF || f->base + 256 > NSLOT) return false; /* no varargs */
     for (uint32_t s = f->base; s < f->base + 256; s++) /* (a dropped pending load fails) */
         if (s >= f->base + nargs &&
-            !set(w, s, (struct fact){.k = s < f->base + f->nparams ? F_PRI : F_UNK}))
+            !set(w, s, (struct fact){.k = s < f->base + f->nparams ? F_PRI : F_UNK, .v = 1}))
             return false;
     return true;
 }
@@ -357,14 +285,29 @@ static bool ret(struct fw *w, uint32_t a, uint32_t n)
     for (uint32_t s = c->base + ca; s < NSLOT; s++) { /* the callee's slots are dead */
         uint32_t i = s - c->base - ca;
         if (w->f[s].k == F_G1 || w->f[s].k == F_G2) return false;
-        w->f[s] = i < nres - 1 ? (i < n ? v[i] : (struct fact){.k = F_PRI}) : (struct fact){0};
+        w->f[s] =
+            i < nres - 1 ? (i < n ? v[i] : (struct fact){.k = F_PRI, .v = 1}) : (struct fact){0};
     }
     c->idx++;
     return true;
 }
 
+/* Is x truthy (1), falsy (0) or not known (-1) where the recorder saw it?
+ * A mutable upvalue's by the type of the ULOAD it gave (trace_uvcall.c). */
+static int truth(const struct fw *w, struct fact x)
+{
+    if (x.k == F_UV) {
+        uint32_t u = ss_lj_uv_load(&w->ir, x.v, (uint32_t)x.k1);
+        if (!u) return -1;
+        x = of_type(irq(w, u)[4] & 0x1f, false);
+        if (x.k == F_UNK) return 1; /* cdata, userdata, ...: not nil or false */
+    }
+    if (x.k == F_PRI) return x.v ? x.v == 1 + IRT_TRUE : -1;
+    return x.k >= F_NUM && x.k <= F_FN ? 1 : -1;
+}
+
 /* One instruction of the top frame: 1 done, 0 not provable, 2 the call of
- * helper h's builtin reached. */
+ * helper h's builtin reached (H_XS: the FFI call through an upvalue c is). */
 static int step(struct fw *w, unsigned h)
 {
     struct wf *f = &w->fr[w->nf - 1];
@@ -376,7 +319,7 @@ static int step(struct fw *w, unsigned h)
         x = get(w, f->base + d);
         if (x.k == F_G1 || x.k == F_G2) return 0;
     } else if (op == BC_NOT || op == BC_KPRI) {
-        x.k = F_PRI;
+        x = (struct fact){.k = F_PRI, .v = op == BC_KPRI && d <= 2 ? d + 1 : 0};
     } else if (op == BC_UNM || op == BC_LEN) {
         x = get(w, f->base + d);
         if (op == BC_UNM ? !isnum(x) : x.k != F_KSTR && x.k != F_STR && x.k != F_STRV) return 0;
@@ -395,11 +338,13 @@ static int step(struct fw *w, unsigned h)
         x.k = F_UNK;
     } else if (op == BC_KNIL) {
         for (uint32_t s = A; s <= f->base + d; s++)
-            if (!set(w, s, (struct fact){.k = F_PRI})) return 0;
+            if (!set(w, s, (struct fact){.k = F_PRI, .v = 1})) return 0;
         f->idx++;
         return 1;
     } else if (op == BC_UGET) {
-        if (!f->fn || (x = upvalue(w, f->fn, d)).k == F_UNK) return 0;
+        if (!f->fn) return 0;
+        if ((x = upvalue(w, f->fn, d)).k == F_UNK)
+            x = (struct fact){.k = F_UV, .v = f->fn, .k1 = d};
     } else if (op == BC_GGET) {
         if (!f->fn || d >= f->sizekgc) return 0;
         x = (struct fact){.k = F_G1, .v = f->fn, .k1 = f->kgc[d]};
@@ -412,14 +357,18 @@ static int step(struct fw *w, unsigned h)
     } else if (op == BC_CALL) {
         struct fact fn = get(w, A);
         if (fn.k == F_G2) {
-            fn = (struct fact){.k = F_FN, .v = guarded(w, fn.v, fn.k1, fn.k2)};
+            fn = (struct fact){.k = F_FN, .v = ss_lj_ir_guarded(&w->ir, fn.v, fn.k1, fn.k2)};
             w->f[A].k = F_UNK;
             w->pending--;
+        }
+        if (fn.k == F_UV) { /* the FFI call c through it, or not provable */
+            uint32_t u = ss_lj_uv_load(&w->ir, fn.v, (uint32_t)fn.k1);
+            return h == H_XS && u && ss_lj_callxs_through(&w->ir, u) ? 2 : 0;
         }
         bool lua;
         const char *name = fn.k == F_FN ? ffname(w, fn.v, &lua) : NULL;
         if (fn.k == F_FN && lua) return push(w, fn.v, a, c ? c - 1 : 0) ? 1 : 0;
-        if (!name || !c) return 0;
+        if (!name || !c || h == H_XS) return 0;
         if (!strcmp(name, hff[h])) return 2;
         if (strcmp(name, hff[!h]) || !b || b > 2)
             return 0; /* the other helper's builtin: no call */
@@ -429,6 +378,11 @@ static int step(struct fw *w, unsigned h)
         return ret(w, a, op == BC_RET0 ? 0 : op == BC_RET1 ? 1 : (d ? d - 1 : 99)) ? 1 : 0;
     } else if (op == BC_JMP) {
         f->idx = f->idx + 1 + d - 0x8000;
+        return 1;
+    } else if (op == BC_IST || op == BC_ISF) { /* the JMP after it taken or not */
+        int t = truth(w, get(w, f->base + d));
+        if (t < 0 || f->idx + 1 >= f->sizebc || (f->bc[f->idx + 1] & 0xff) != BC_JMP) return 0;
+        f->idx += (op == BC_IST) == (t == 1) ? 1 : 2;
         return 1;
     } else {
         return 0;
@@ -446,7 +400,7 @@ static bool emits(struct fw *w, unsigned h)
              nargs = ((ins >> 16) & 0xff) - 1;
     struct fact s = get(w, A + 2), n = get(w, A + 3);
     bool str = s.k == F_KSTR || s.k == F_STR || s.k == F_STRV || isnum(s);
-    if (w->pending) return false;
+    if (w->pending || h == H_XS) return !w->pending;
     bool sep = n.k == F_KSTR || n.k == F_STR || n.k == F_STRV || isnum(n);
     if (h == H_REP) return nargs == 2 && str && isnum(n) && (n.k == F_NUMV || s.k == F_STRV);
     return s.k == F_TAB && (nargs == 1 || (nargs == 2 && sep));
@@ -489,7 +443,7 @@ static bool start(struct fw *w, const uint8_t *sb, const uint32_t *map, const st
                 f->fn = kgc(w, mp[e] & 0xffff, IRT_FUNC);
     }
     /* the base frame's closure, else: the trace guards slot 0's function */
-    if (!w->fr[0].fn) w->fr[0].fn = slot_fn(w, 0);
+    if (!w->fr[0].fn) w->fr[0].fn = ss_lj_ir_slot_fn(&w->ir, 0);
     return true;
 }
 
@@ -497,17 +451,69 @@ static bool start(struct fw *w, const uint8_t *sb, const uint32_t *map, const st
  * a loop's fixed-up exit, lj_record.c rec_comp_fixup/rec_for_loop)? Its
  * instruction before a jump, loop or comparison, or x a jump target. (Not
  * snapshot 0: where recording started, never merged, lj_snap_add.) */
+static uint32_t jumps_to(const struct wf *f, uint32_t x)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < f->sizebc; i++) {
+        unsigned op = f->bc[i] & 0xff;
+        bool jmp = op == 50 || op == 72 || (op >= 77 && op <= 88);
+        n += jmp && (int64_t)i + 1 + (int64_t)(f->bc[i] >> 16) - 0x8000 == (int64_t)x;
+    }
+    return n;
+}
+
 static bool fixed_up(const struct wf *f)
 {
     uint32_t x = f->idx;
     unsigned prev = x ? f->bc[x - 1] & 0xff : 0;
-    if (!x || prev <= 17 || (prev >= 69 && prev <= 88)) return true;
+    return !x || prev <= 17 || (prev >= 69 && prev <= 88) || jumps_to(f, x);
+}
+
+/* Does f's prototype loop (FORL .. JLOOP, a JMP back)? */
+static bool loops(const struct wf *f)
+{
     for (uint32_t i = 0; i < f->sizebc; i++) {
         unsigned op = f->bc[i] & 0xff;
-        bool jmp = op == 50 || op == 72 || (op >= 77 && op <= 88);
-        if (jmp && (int64_t)i + 1 + (int64_t)(f->bc[i] >> 16) - 0x8000 == (int64_t)x) return true;
+        if ((op >= 79 && op <= 87) || (op == BC_JMP && f->bc[i] >> 16 < 0x8000)) return true;
     }
     return false;
+}
+
+/* Is snapshot i's pc x where the trace went on after the comparison C at
+ * x-2 fell through its JMP (to t)? Then snapshot i-1 is C's, fixed up to t
+ * (rec_comp_fixup), its IR C's guard alone, and i the one needsnap takes at
+ * x. Else i could be C's own, fixed up to x, with the trace gone on at t.
+ * Proven where the innermost frame and those above the base do not loop
+ * and are i-1's (one activation each: none returned and was called again),
+ * t > x and only C jumps to t: i-1's pc t is no state of that activation
+ * (it reached C at x-2 < t after it), so a comparison's fixed up to t: C's
+ * (another's right before a JMP jumps forward past t); its IR one
+ * comparison guard (LT .. NE; not a call's EQ on a function). Left: a base
+ * frame's inner loop unrolled with no IR that calls frame 1 again
+ * (rec_loop_interp: root traces abort at inner loops but short ones). */
+static bool fell_through(const struct fw *w, const struct tsnap *s, const uint8_t *sb, uint32_t i,
+                         const struct tframe *fr)
+{
+    const struct lj_layout *lay = w->rt->lay;
+    const struct wf *f = &w->fr[w->nf - 1];
+    const struct tsnap *p = s - 1;
+    uint32_t x = f->idx, r0 = i ? u16at(sb + (size_t)(i - 1) * lay->snap_size + lay->snap_ref) : 0;
+    if (!i || x < 2 || (f->bc[x - 1] & 0xff) != BC_JMP || (f->bc[x - 2] & 0xff) > 11 ||
+        f->bc[x - 1] >> 16 <= 0x8000 || p->n != s->n || p->nret || p->ncut || w->ir.r0 != r0 + 1 ||
+        loops(f))
+        return false;
+    for (uint32_t j = 1; j < w->nf; j++)
+        if (loops(&w->fr[j])) return false;
+    const uint8_t *g = irq(w, r0);
+    if (g[5] > IR_EQ + 1 || !(g[4] & 0x80) || (g[4] & 0x1f) == IRT_FUNC) return false;
+    uint32_t tx = x + (f->bc[x - 1] >> 16) - 0x8000; /* t */
+    uint64_t t = f->pt + lay->pt_size + (uint64_t)(tx + 1) * 4;
+    for (uint32_t j = 0; j < s->n; j++) {
+        const struct tframe *a = &fr[p->first + j], *b = &fr[s->first + j];
+        if (a->pt != b->pt || a->link != b->link || (j + 1 < s->n ? a->pc != b->pc : a->pc != t))
+            return false;
+    }
+    return jumps_to(f, tx) == 1;
 }
 
 void ss_lj_fwd_calls(struct ss_lj_runtime *rt, struct ss_mem *m, struct trace *t, const uint8_t *kb,
@@ -517,12 +523,12 @@ void ss_lj_fwd_calls(struct ss_lj_runtime *rt, struct ss_mem *m, struct trace *t
 {
     const struct lj_layout *lay = rt->lay;
     if (rt->arch->a64 || lay->ir_callxs != IR_CALLXS || lay->ir_kgc != IR_KGC || !lay->gc64 ||
-        !lay->ff || (!rt->fwd_fn[H_REP] && !rt->fwd_fn[H_TAB]))
+        !lay->ff)
         return;
     struct fw *w = calloc(1, sizeof(*w));
     uint32_t loop = nins, cap = 0;
     if (!w) return;
-    *w = (struct fw){.rt = rt, .m = m, .kb = kb, .ib = ib, .nk = nk, .nins = nins};
+    *w = (struct fw){.rt = rt, .m = m, .ir = {.kb = kb, .ib = ib, .nk = nk}, .nins = nins};
     for (uint32_t r = REF_BIAS; r < nins && loop == nins; r++)
         if (ib[(size_t)(r - REF_BIAS) * 8 + 5] == lay->ir_loop) loop = r;
     for (uint32_t i = 0; i + 1 < t->nsnap; i++) {
@@ -533,31 +539,39 @@ void ss_lj_fwd_calls(struct ss_lj_runtime *rt, struct ss_mem *m, struct trace *t
         if (r0 < REF_BIAS || r1 <= r0 || r1 > loop || !s->n || s->ncut || s->nret ||
             snaps[i + 1].mcofs <= s->mcofs)
             continue;
-        for (unsigned h = 0; h < NH; h++) {
+        for (unsigned h = 0; h <= H_XS; h++) {
             uint32_t end[8], c = 0, nc = 0;
-            int ne = rt->fwd_fn[h] ? ss_lj_mcode_calls_to(cs, ci, mc, s->mcofs, snaps[i + 1].mcofs,
-                                                          t->mcode, rt->fwd_fn[h], end)
-                                   : 0;
+            int ne = h == H_XS ? 1
+                     : rt->fwd_fn[h]
+                         ? ss_lj_mcode_calls_to(cs, ci, mc, s->mcofs, snaps[i + 1].mcofs, t->mcode,
+                                                rt->fwd_fn[h], end)
+                         : 0;
             for (uint32_t r = r0; r < r1; r++) {
                 const uint8_t *q = ib + (size_t)(r - REF_BIAS) * 8;
-                if (q[5] != IR_CALLL || u16at(q + 2) != rt->fwd_id[h]) continue;
-                if (!(q[4] & 0x80)) nc = 99; /* (IRT_GUARD: CCI_T) */
+                if (h == H_XS ? q[5] != IR_CALLXS
+                              : q[5] != IR_CALLL || u16at(q + 2) != rt->fwd_id[h])
+                    continue;
+                if (h < H_XS && !(q[4] & 0x80)) nc = 99; /* (IRT_GUARD: CCI_T) */
                 if (!nc++) c = r;
             }
+            /* H_XS: the range's one CALLXS, its one indirect call (trace_uvcall.c) */
+            if (h == H_XS && nc == 1 &&
+                !(end[0] = ss_lj_mcode_regcall(cs, ci, mc, s->mcofs, snaps[i + 1].mcofs, t->mcode)))
+                continue;
             if (ne <= 0 || (uint32_t)ne != nc) continue;
             /* the base: where the last RETF before the range left it, and
              * no store, side effect or RETF before the call in the range */
-            w->r0 = r0, w->c = c, w->lastretf = REF_BIAS, w->pending = 0;
+            w->ir.r0 = r0, w->ir.c = c, w->ir.lastretf = REF_BIAS, w->pending = 0;
             bool ok = true;
             for (uint32_t r = REF_BIAS; r < c && ok; r++) {
                 uint8_t o = ib[(size_t)(r - REF_BIAS) * 8 + 5];
-                if (o == IR_RETF && r < r0) w->lastretf = r;
+                if (o == IR_RETF && r < r0) w->ir.lastretf = r;
                 ok = r < r0 || !(o == IR_RETF || o == IR_NEWREF || o == IR_CALLS ||
                                  o == IR_CALLXS || (o >= IR_ASTORE && o <= IR_XSTORE));
             }
             int st = 0;
             if (ok && start(w, sb, map, s, i, fr + s->first) &&
-                (!i || !fixed_up(&w->fr[w->nf - 1])))
+                (!i || !fixed_up(&w->fr[w->nf - 1]) || fell_through(w, s, sb, i, fr)))
                 for (unsigned k = 0; k < 512 && (st = step(w, h)) == 1; k++)
                     ;
             if (st == 2 && emits(w, h) && t->nfwd < 256) {

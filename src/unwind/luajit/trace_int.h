@@ -148,6 +148,34 @@ void ss_lj_fwd_calls(struct ss_lj_runtime *rt, struct ss_mem *m, struct trace *t
                      const uint32_t *map, const struct tsnap *snaps, const struct tframe *fr,
                      csh cs, cs_insn *ci, const uint8_t *mc);
 
+/* A trace's IR for the facts of trace_irfacts.c: constants kb (from nk),
+ * instructions ib (from REF_BIAS); a snapshot's range from r0, a call at c,
+ * the last RETF before the range (REF_BIAS none). */
+struct ss_lj_irv {
+    const uint8_t *kb, *ib;
+    uint32_t nk, r0, c, lastretf;
+};
+const uint8_t *ss_lj_ir_ins(const struct ss_lj_irv *w, uint32_t ref);
+/* the value of KGC constant ref of type irt, 0 none */
+uint64_t ss_lj_ir_kgc(const struct ss_lj_irv *w, uint32_t ref, unsigned irt);
+/* The function the trace guards base slot s to hold since the base last
+ * moved: EQ(SLOAD #s, constant) before c (one, never two), 0 none. */
+uint64_t ss_lj_ir_slot_fn(const struct ss_lj_irv *w, uint32_t s);
+/* The function the range's IR guards env(fn)[k1][k2] to be before c (one,
+ * never two), 0 none. */
+uint64_t ss_lj_ir_guarded(const struct ss_lj_irv *w, uint64_t fn, uint64_t k1, uint64_t k2);
+/* The ULOAD every UGET uv in frames of closure fn recorded before c gave
+ * (no USTORE or UREFO before c, one ULOAD of UREFC(fn, uv)), 0 none. */
+uint32_t ss_lj_uv_load(const struct ss_lj_irv *w, uint64_t fn, uint32_t uv);
+/* Is CALLXS c the call of the cdata function ULOAD u loaded (its callee
+ * FLOAD(u, cdata.ptr))? */
+bool ss_lj_callxs_through(const struct ss_lj_irv *w, uint32_t u);
+/* Offset just past the one call through a non-scratch register (asm_callx's
+ * indirect FFI call) in x86-64 mcode [lo, hi) of a trace at mcode; 0 none,
+ * more than one, or undecodable. */
+uint32_t ss_lj_mcode_regcall(csh cs, cs_insn *ci, const uint8_t *mc, uint32_t lo, uint32_t hi,
+                             uint64_t mcode);
+
 /* Decode t's snapshots, map and frames (once per trace; t->bad on failure). */
 void ss_lj_trace_load(struct ss_lj_runtime *rt, struct ss_mem *m, struct trace *t);
 
