@@ -16,7 +16,9 @@
  *
  * Pointer authentication: libdw (0.188, Debian 12) strips nothing from
  * the return address it loads (aarch64 has no ebl_func_addr_mask), so a
- * rule does not either: the same pc as libdw's step, signed or not. */
+ * rule does not either: out->r[SS_A64R_X30] is what the slot holds, signed
+ * or not, as libdw's step gives it; foreign_walk.c strips both with the
+ * capture's PAC mask before either is a pc. */
 #ifndef SS_UNWIND_FOREIGN_RULES_H
 #define SS_UNWIND_FOREIGN_RULES_H
 

@@ -8,8 +8,23 @@
  * stepped by the rule cache without libdw; any other (and any step a rule
  * gives up on) is libdw's: a walk started at that frame with its
  * registers, stopped after the next frame. Both give the same registers
- * (checked step by step with ss_unwinder_opts.check_rules); a walk in
- * another native mode is libdw's alone, one dwfl_getthread_frames. */
+ * (checked step by step with ss_unwinder_opts.check_rules). In
+ * SS_NATIVE_UNW_STEP mode every step is such a libdw step; in
+ * SS_NATIVE_UNW_CURSOR mode the walk is libdw's alone, one
+ * dwfl_getthread_frames.
+ *
+ * Pointer authentication: every return address a step gives (the rule's
+ * x30, libdw's pc) is stripped with the capture's PAC mask (fp->pac: the
+ * header's, SS_PAC_DEFAULT when it says 0, replay.c; 0 only under
+ * STACKSNAP_PAC_MASK=0) before it is a frame's pc and the next step's
+ * lookup, as the arm64 build's steps strip theirs (native.c,
+ * native_unw.c): libdw 0.188 strips nothing on aarch64, and a signed pc
+ * is in no module, so the walk ended at the first signed frame. A libdw
+ * step starts from the stripped pc (dwfl_thread_state_register_pc in
+ * set_initial_registers, the one place libdwfl takes a pc). The registers
+ * keep what was loaded (x30 signed, as libdw's state has it). Not covered:
+ * the whole libdw walk (SS_NATIVE_UNW_CURSOR), which goes on inside libdw
+ * with the signed pc, as the arm64 build's one-cursor mode does. */
 #if defined(__x86_64__)
 #include <string.h>
 
@@ -17,6 +32,7 @@
 #include "process/process.h"
 #include "unwind/a64call.h"
 #include "unwind/foreign_int.h"
+#include "util/pac.h"
 
 const void *ss_ffile_bytes(struct ss_proc *proc, uint64_t addr, size_t len)
 {
@@ -205,6 +221,8 @@ static int frame_cb(Dwfl_Frame *state, void *arg)
         act = false;
         w->restart = false;
     }
+    /* a signed return address without its signature (see above) */
+    pc = ss_pac_strip(pc, fp->pac);
     if (w->skip) { /* libdw's step: the frame it steps from */
         w->skip = false;
         return DWARF_CB_OK;
@@ -268,9 +286,10 @@ static void check(struct ss_fproc *fp, struct fwalk *w, uint64_t pc, const struc
     dw_start(fp, &w->cur, pc, w->dec);
     int r = dw_walk(fp, &pw);
     fp->w = w;
-    bool same =
-        end ? !pw.probed && r == 0
-            : pw.probed && !pw.probe_act && pw.probe_pc == ng->r[A64_X30] && g.valid == ng->valid;
+    bool same = end ? !pw.probed && r == 0
+                    : pw.probed && !pw.probe_act &&
+                          pw.probe_pc == ss_pac_strip(ng->r[A64_X30], fp->pac) &&
+                          g.valid == ng->valid;
     for (unsigned i = 0; same && !end && i < SS_A64R_NREG; i++)
         same = !(g.valid >> i & 1) || g.r[i] == ng->r[i];
     fp->st->rule_checks++;
@@ -286,7 +305,7 @@ static int rule_step(struct ss_fproc *fp, struct fwalk *w, uint64_t pc, struct s
     const struct ss_a64rule *r = ss_a64_rule(fp->rc, fp->dwfl, pc - w->dec);
     int k = ss_a64_apply(r, &w->cur, ng, fmem_read, fp);
     if (k <= 0) return k;
-    uint64_t npc = ng->r[A64_X30];
+    uint64_t npc = ss_pac_strip(ng->r[A64_X30], fp->pac);
     return ss_a64_rule(fp->rc, fp->dwfl, npc - 1)->kind != SS_A64R_SIGNAL;
 }
 
@@ -295,7 +314,7 @@ void ss_fwalk(struct ss_fproc *fp, struct fwalk *w)
     fp->w = w;
     w->nocfi = false;
     w->why = SS_TRUNC_NONE;
-    if (fp->mode != SS_NATIVE_RULES) {
+    if (fp->mode == SS_NATIVE_UNW_CURSOR) {
         unsigned n0 = w->n;
         dw_walk(fp, w);
         fp->st->unw_steps += w->n - n0;
@@ -312,7 +331,7 @@ void ss_fwalk(struct ss_fproc *fp, struct fwalk *w)
     w->restart = false;
     int r = add_frame(fp, w, pc, act, &g);
     while (r == DWARF_CB_OK) {
-        int k = rule_step(fp, w, pc, &g);
+        int k = fp->mode == SS_NATIVE_RULES ? rule_step(fp, w, pc, &g) : 0;
         if (k < 0) { /* the root: libdw's walk ends without a frame (why: none) */
             if (fp->check) check(fp, w, pc, &g, true);
             fp->st->rule_steps++;
@@ -321,7 +340,7 @@ void ss_fwalk(struct ss_fproc *fp, struct fwalk *w)
         if (k > 0) {
             if (fp->check) check(fp, w, pc, &g, false);
             fp->st->rule_steps++;
-            pc = g.r[A64_X30];
+            pc = ss_pac_strip(g.r[A64_X30], fp->pac);
             w->dec = true;
             r = add_frame(fp, w, pc, false, &g);
             continue;

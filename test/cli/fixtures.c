@@ -318,11 +318,61 @@ Test(cli_fixtures, arm64_luajit_stack_bytes_replay_to_the_live_output)
     }
 }
 
+/* test/fixtures/arm64-pac.snap and .folded: the native chain of
+ * cli_native_pac (-mbranch-protection=standard: main, cli_outer, cli_mid
+ * and cli_sort sign the return addresses they save) on trixie's libc (its
+ * qsort signs too), recorded attached with stack bytes, bundled, under
+ * trixie's 6.12 kernel in the emulated VM (SS_VM_PACFX=1 test/vm/arm64.sh
+ * SRC BUILD_ARM64 trixie leaves build-arm64/vm/arm64-stack-pac.*; pruned as
+ * make.sh says), and that record's live output. Every step of the replay
+ * (the rule cache's and libdw's: unwind/foreign_walk.c) strips the return
+ * address it gives with the capture's PAC mask, as the arm64 build's do,
+ * so the x86-64 build gives the live output; the same samples replayed
+ * without stripping (STACKSNAP_PAC_MASK=0) lose their chains at the first
+ * signed frame: the fixture needs the strip. */
+Test(cli_fixtures, arm64_pac_signed_frames_replay_to_the_live_output)
+{
+    char *snap = fixture("arm64-pac", "snap"), *want = fixture("arm64-pac", "folded");
+    static const char *whole[] = {";main;cli_outer;cli_mid;cli_leaf ", ";main;cli_outer;cli_sort;"};
+    struct cli_res r;
+    char *info[] = {(char *)cli_ss(), "info", snap, NULL};
+    cr_assert(cli_run(&r, 30, info) == 0);
+    cr_assert(r.status == 0 && strstr(r.out, "\narch: aarch64\n") &&
+                  strstr(r.out, "registers, stack bytes") && strstr(r.out, "\npac mask     0x"),
+              "info:\n%s\n%s", r.out, r.err);
+    cli_res_free(&r);
+    char *dir = cli_tmpdir("fix-a64pac"), *got = cli_path(dir, "got.folded");
+    char *argv[] = {(char *)cli_ss(), "replay", snap, "-o", got, NULL};
+    for (int strip = 1; strip >= 0; strip--) {
+        if (!strip) setenv("STACKSNAP_PAC_MASK", "0", 1);
+        cr_assert(cli_run(&r, 60, argv) == 0);
+        unsetenv("STACKSNAP_PAC_MASK");
+        cr_assert(r.status == 0, "%s: exit %d\n%s", snap, r.status, r.err);
+        char *text = cli_load(got, NULL), why[300];
+        if (strip) {
+            no_complaints(r.err);
+            char *d = cli_diff(want, got);
+            cr_assert(!d, "%s\n(a new fixture: SS_VM_PACFX=1 test/vm/arm64.sh)", d);
+            /* worth replaying: samples, the chains through signed frames */
+            cr_assert(cli_folded_check(text, why, sizeof(why)) >= 30, "%s", why);
+        }
+        for (int k = 0; k < 2; k++)
+            cr_assert((cli_count_lines(text, whole[k]) > 0) == strip, "%s (%s):\n%s", whole[k],
+                      strip ? "stripped" : "not stripped", text);
+        free(text);
+        cli_res_free(&r);
+    }
+    cli_rmtree(dir);
+    free(snap), free(want), free(got), free(dir);
+}
+
 /* The arm64 captures' native steps in an x86-64 build: the rule cache of
  * unwind/foreign_rules.c answers most of them without libdw, and each rule
  * step gives exactly libdw's registers. Each fixture is replayed twice in
  * this process, without the memo: with libdw alone (SS_NATIVE_UNW_CURSOR,
- * the walk before the rule cache: no rule step), and with the rules, every
+ * the walk before the rule cache: no rule step; for arm64-pac, whose signed
+ * return addresses a whole libdw walk keeps, SS_NATIVE_UNW_STEP: a libdw
+ * step per frame, stripped as a rule step is), and with the rules, every
  * rule step checked against libdw's step from the same frame (pc, x0-x30,
  * sp: which are known and their values). Both replays give the same
  * perf-script text, sample by sample. The walks' times are logged. The
@@ -333,15 +383,16 @@ Test(cli_fixtures, rule_steps_are_the_slow_paths)
 {
     if (strcmp(SS_ARCH, "x86_64"))
         cr_skip_test("an arm64 build walks arm64 captures with libunwind");
-    static const char *const a64[] = {"arm64-native", "arm64-luajit-joff", "arm64-luajit-jit"};
+    static const char *const a64[] = {"arm64-native", "arm64-luajit-joff", "arm64-luajit-jit",
+                                      "arm64-pac"};
     char *dir = cli_tmpdir("fix-a64rules");
     for (unsigned i = 0; i < sizeof(a64) / sizeof(a64[0]); i++) {
         char *snap = fixture(a64[i], "snap"), *t_dw = cli_path(dir, "libdw.txt"),
              *t_rules = cli_path(dir, "rules.txt"), msgs[2048];
         struct cli_steps dw = {0}, ru = {0};
-        cr_assert(
-            cli_replay_steps(snap, SS_NATIVE_UNW_CURSOR, false, t_dw, &dw, msgs, sizeof(msgs)) == 0,
-            "%s: %s", a64[i], msgs);
+        int alone = strcmp(a64[i], "arm64-pac") ? SS_NATIVE_UNW_CURSOR : SS_NATIVE_UNW_STEP;
+        cr_assert(cli_replay_steps(snap, alone, false, t_dw, &dw, msgs, sizeof(msgs)) == 0,
+                  "%s: %s", a64[i], msgs);
         cr_assert(cli_replay_steps(snap, SS_NATIVE_RULES, true, t_rules, &ru, msgs, sizeof(msgs)) ==
                       0,
                   "%s: %s", a64[i], msgs);
@@ -350,7 +401,7 @@ Test(cli_fixtures, rule_steps_are_the_slow_paths)
         double best[2] = {1e9, 1e9};
         for (int k = 0; k < 6; k++) {
             struct cli_steps s = {0};
-            int mode = k % 2 ? SS_NATIVE_RULES : SS_NATIVE_UNW_CURSOR;
+            int mode = k % 2 ? SS_NATIVE_RULES : alone;
             cr_assert(cli_replay_steps(snap, mode, false, NULL, &s, msgs, sizeof(msgs)) == 0);
             if (s.secs < best[k % 2]) best[k % 2] = s.secs;
         }

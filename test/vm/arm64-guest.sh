@@ -84,6 +84,33 @@ fx_case() {
     done
 }
 # ---- end a64replay ----
+# ---- a64pac: trixie's PAC-signed native chain as a fixture (test/fixtures/arm64-pac.snap) ----
+# ssvm.pacfx (SS_VM_PACFX=1 test/vm/arm64.sh SRC BUILD trixie): right after
+# both programs loaded, cli_native_pac on trixie's libc (in /trixie: its
+# frames and cli_mid's, cli_outer's, cli_sort's, main's sign their return
+# addresses) recorded attached, short, bundled, with stack bytes, and the
+# live outputs of the same record, out on the console; then power off.
+if grep -q ssvm.pacfx /proc/cmdline; then
+    chroot /trixie /bin/cli_native_pac 60 >/tmp/pf.out &
+    xpid=$!
+    i=0
+    while ! grep -q '^ready' /tmp/pf.out && kill -0 $xpid 2>/dev/null && [ $i -lt 60 ]; do
+        sleep 1
+        i=$((i + 1))
+    done
+    $ss record --bundle -F 49 -p $xpid -d 2 -o /tmp/pac.snap -o /tmp/pac.folded \
+        -o /tmp/pac.txt >/dev/null 2>/tmp/pf.err
+    say pac_dump "rc=$? $(tail -n 1 /tmp/pf.err)"
+    kill $xpid
+    wait $xpid 2>/dev/null
+    for x in snap folded txt; do
+        echo "SSVM-STACK pac.$x begin"; base64 /tmp/pac.$x; echo "SSVM-STACK pac.$x end"
+    done
+    say end
+    sync
+    poweroff -f
+fi
+# ---- end a64pac ----
 # share FILE LEAFRE WHOLERE: "whole=N total=M" (as test/vm/guest.sh)
 share() {
     awk -v l="$2" -v w="$3" '{ n = $NF; $NF = ""; sub(/ $/, "")

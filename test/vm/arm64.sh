@@ -183,6 +183,27 @@ check_pac() { # MODES...
         'BEGIN { print (t >= 30 && w / t < 0.05) ? 1 : 0 }')
     check pac_nostrip "$line (the chains break without stripping)" "$ok"
 }
+# ---- a64pac: trixie's PAC-signed native chain as a fixture (arm64-guest.sh, ssvm.pacfx) ----
+# SS_VM_PACFX=1 test/vm/arm64.sh SRC BUILD_ARM64 trixie: one short boot of
+# the first SUITE's kernel (trixie's: its root's libc beside) that records
+# only that, left in BUILD_ARM64/vm/arm64-stack-pac.{snap,folded,txt}
+# (test/fixtures/make.sh: pruned into test/fixtures/arm64-pac.snap)
+if [ -n "${SS_VM_PACFX:-}" ]; then
+    [ ${#suites[@]} -gt 0 ] || { echo "arm64.sh: SS_VM_PACFX needs a SUITE (trixie)" >&2; exit 2; }
+    log=$build/vm/arm64-pacfx.log
+    boot "$("$here/kernel.sh" "${suites[0]}" arm64)" "$log" ssvm.pacfx
+    echo "== arm64 pacfx: kernel $(val kernel), ${secs}s under emulation (console log: $log)"
+    for x in snap folded txt; do
+        sed -n "/^SSVM-STACK pac.$x begin/,/^SSVM-STACK pac.$x end/p" "$log.txt" | sed '1d;$d' |
+            base64 -d >"$build/vm/arm64-stack-pac.$x"
+    done
+    echo "arm64: $build/vm/arm64-stack-pac.snap: $(stat -c %s "$build/vm/arm64-stack-pac.snap") bytes," \
+        "$(awk '{ n += $NF } END { print n + 0 }' "$build/vm/arm64-stack-pac.folded") samples"
+    grep -a '^SSVM pac_dump' "$log.txt" || true
+    grep -aq '^SSVM end' "$log.txt" || { tail -n 40 "$log.txt"; exit 1; }
+    exit 0
+fi
+# ---- end a64pac ----
 # newer kernels (arm64.sh SRC BUILD SUITE...): a short run on each
 if [ ${#suites[@]} -gt 0 ]; then
     for suite in "${suites[@]}"; do
