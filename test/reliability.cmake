@@ -81,7 +81,10 @@ target_link_libraries(rl_hostile_target PRIVATE dl)
 ss_add_test(rl_hostile SOURCES ${RL_DIR}/hostile_test.c ${RL_HELP} LABELS reliability TIMEOUT 400)
 add_dependencies(rl_hostile rl_hostile_target rl_alpha rl_beta rl_alpha_dl)
 ss_add_test(rl_caps SOURCES ${RL_DIR}/caps_test.c ${RL_HELP} LABELS reliability TIMEOUT 300)
+# Alone (CMakeLists.txt), its two cases at once: valgrind runs a program's
+# threads one at a time, so each case keeps one core busy (the fixtures' four
+# runs on one, the fresh capture's record and replay on the other).
 if(NOT SS_SANITIZE) # valgrind and ASan do not mix
   ss_add_test(rl_valgrind SOURCES ${RL_DIR}/valgrind_test.c ${RL_HELP} LABELS reliability
-    TIMEOUT 900)
+    TIMEOUT 900 JOBS 2)
 endif()
