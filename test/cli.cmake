@@ -28,8 +28,16 @@ set(CLI_TESTS determinism portability badinput usage fixtures diff top kernel of
 if(NOT SS_SANITIZE)
   list(APPEND CLI_TESTS shortcalls jitoracle)
 endif()
+# cli_usage and cli_top run alone (CMakeLists.txt) but mostly wait (short
+# commands, a terminal's screen): their cases two and three at a time.
 foreach(t ${CLI_TESTS})
-  ss_add_test(cli_${t} SOURCES ${CLI_T}/${t}.c LABELS cli TIMEOUT 300)
+  set(jobs 1)
+  if(t STREQUAL usage)
+    set(jobs 2)
+  elseif(t STREQUAL top)
+    set(jobs 3)
+  endif()
+  ss_add_test(cli_${t} SOURCES ${CLI_T}/${t}.c LABELS cli TIMEOUT 300 JOBS ${jobs})
   target_link_libraries(cli_${t} PRIVATE cli_helpers)
   add_dependencies(cli_${t} stacksnap_cli cli_native cli_native_alt cli_execloop)
 endforeach()
