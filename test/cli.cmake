@@ -49,9 +49,7 @@ if(NOT SS_SANITIZE)
   # every case passed)
   set_tests_properties(cli_shortcalls PROPERTIES FIXTURES_REQUIRED luajit_builds TIMEOUT 900)
 endif()
-# two cases at a time: each records its own target for a second or two and
-# signals record (no shares, no time bars), so they mostly wait
-ss_add_test(cli_session SOURCES ${CLI_T}/session.c LABELS cli TIMEOUT 300 JOBS 2)
+ss_add_test(cli_session SOURCES ${CLI_T}/session.c LABELS cli TIMEOUT 300)
 target_link_libraries(cli_session PRIVATE cli_helpers util)
 add_dependencies(cli_session stacksnap_cli cli_native)
 
