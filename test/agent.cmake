@@ -19,12 +19,18 @@ if(NOT SS_SANITIZE)
   add_dependencies(agent_soak stacksnap_cli)
 endif()
 # The agent on an open network (issue 31): slowloris, bad requests,
-# dropped connections and the log, from real sockets and curl.
-ss_add_test(agent_net SOURCES ${AG_T}/net_test.c ${AG_T}/agent_util.c LABELS agent TIMEOUT 300)
+# dropped connections and the log, from real sockets and curl. Its three
+# cases at once (each its own agent on its own port): the slowloris case
+# mostly waits for the agent's idle timeout (~20 s), the others fit beside it.
+ss_add_test(agent_net SOURCES ${AG_T}/net_test.c ${AG_T}/agent_util.c LABELS agent TIMEOUT 300
+  JOBS 3)
 target_link_libraries(agent_net PRIVATE cli_helpers)
 add_dependencies(agent_net stacksnap_cli cli_native)
 # TLS and authentication (issue 31): openssl-made certificates, curl,
-# bcrypt basic auth, bearer token, bad configurations, push over TLS.
-ss_add_test(agent_tls SOURCES ${AG_T}/tls_test.c ${AG_T}/agent_util.c LABELS agent TIMEOUT 300)
+# bcrypt basic auth, bearer token, bad configurations, push over TLS. Two
+# cases at a time (own agents, ports and folders): they mostly wait on
+# pushes, scrapes and profiles of fixed seconds.
+ss_add_test(agent_tls SOURCES ${AG_T}/tls_test.c ${AG_T}/agent_util.c LABELS agent TIMEOUT 300
+  JOBS 2)
 target_link_libraries(agent_tls PRIVATE cli_helpers)
 add_dependencies(agent_tls stacksnap_cli cli_native)

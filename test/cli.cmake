@@ -28,15 +28,25 @@ set(CLI_TESTS determinism portability badinput usage fixtures diff top kernel of
 if(NOT SS_SANITIZE)
   list(APPEND CLI_TESTS shortcalls jitoracle)
 endif()
+# cli_usage and cli_top run alone (CMakeLists.txt) but mostly wait (short
+# commands, a terminal's screen): their cases two and three at a time.
 foreach(t ${CLI_TESTS})
-  ss_add_test(cli_${t} SOURCES ${CLI_T}/${t}.c LABELS cli TIMEOUT 300)
+  set(jobs 1)
+  if(t STREQUAL usage)
+    set(jobs 2)
+  elseif(t STREQUAL top)
+    set(jobs 3)
+  endif()
+  ss_add_test(cli_${t} SOURCES ${CLI_T}/${t}.c LABELS cli TIMEOUT 300 JOBS ${jobs})
   target_link_libraries(cli_${t} PRIVATE cli_helpers)
   add_dependencies(cli_${t} stacksnap_cli cli_native cli_native_alt cli_execloop)
 endforeach()
 if(NOT SS_SANITIZE)
   add_dependencies(cli_shortcalls lj_host) # the C host case
-  # 17 recordings of 2 s: ~90 s on an idle machine, 330 s seen at a load
-  # average of 15 (every case passed)
+  # 27 recordings of 1 s of the target's CPU time at 999 Hz (~1,000 samples
+  # each, as 2 s at 499 Hz gave) and one of 2 s: ~45 s on an idle machine
+  # (85 s with 2 s recordings; 330 s seen with those at a load average of 15,
+  # every case passed)
   set_tests_properties(cli_shortcalls PROPERTIES FIXTURES_REQUIRED luajit_builds TIMEOUT 900)
 endif()
 ss_add_test(cli_session SOURCES ${CLI_T}/session.c LABELS cli TIMEOUT 300)

@@ -23,6 +23,13 @@
 #include "../luajit/ljtest.h" /* LJT_TRIXIE_PKGS: the Debian 13 root's packages */
 #include "cli.h"
 
+/* Each recording: short.lua for 1 s of its own CPU time (os.clock) at
+ * 999 Hz, about 1,000 samples as 2 s at 499 Hz gave (the same counts for
+ * the bars), in half the time: with four CPU-bound processes beside it the
+ * target gets ~2/5 of a core, so a loaded case takes ~2.5 s, not 5. */
+#define SHORT_HZ "999"
+#define SHORT_SECS "1"
+
 struct share {
     long long callee, whole, total;
 };
@@ -101,14 +108,14 @@ static struct share record(const char *mode, const char *const *cmd, const char 
     argv[a++] = (char *)cli_ss();
     argv[a++] = "record";
     argv[a++] = "-F";
-    argv[a++] = "499";
+    argv[a++] = SHORT_HZ;
     argv[a++] = "-o";
     argv[a++] = out;
     argv[a++] = "--";
     for (int i = 0; cmd[i] && a < 18; i++)
         argv[a++] = (char *)cmd[i];
     argv[a++] = (char *)lua;
-    argv[a++] = "2";
+    argv[a++] = SHORT_SECS;
     argv[a++] = d;
     if (co) argv[a++] = "co";
     argv[a] = NULL;
@@ -395,13 +402,13 @@ static void trace_reads(const char *const *cmd)
     char *rep = cli_path(dir, "r.folded"), *lua = cli_src("test/cli/short.lua");
     char *argv[24];
     int a = 0;
-    const char *pre[] = {cli_ss(), "record", "-F", "499", "-o", snap, "-o", live, "--"};
+    const char *pre[] = {cli_ss(), "record", "-F", SHORT_HZ, "-o", snap, "-o", live, "--"};
     for (unsigned i = 0; i < sizeof(pre) / sizeof(pre[0]); i++)
         argv[a++] = (char *)pre[i];
     for (int i = 0; cmd[i] && a < 18; i++)
         argv[a++] = (char *)cmd[i];
     argv[a++] = lua;
-    argv[a++] = "2";
+    argv[a++] = SHORT_SECS;
     argv[a] = NULL;
     struct cli_res r;
     cr_assert_eq(cli_run(&r, 90, argv), 0);

@@ -22,17 +22,6 @@ static void die_with_parent(void *ctx)
     prctl(PR_SET_PDEATHSIG, SIGKILL);
 }
 
-/* LeakSanitizer cannot run under ptrace: an ASan-built recorder under
- * strace must not try */
-static void no_lsan(void *ctx)
-{
-    (void)ctx;
-    const char *o = getenv("ASAN_OPTIONS");
-    char buf[512];
-    snprintf(buf, sizeof(buf), "%s%sdetect_leaks=0", o ? o : "", o && *o ? ":" : "");
-    setenv("ASAN_OPTIONS", buf, 1);
-}
-
 struct watch {
     unsigned polls, stopped;
     long tracer;
@@ -80,7 +69,7 @@ static struct watch profile(const char *dir, const char *trace_file, int secs)
                      dur,          "-o",     out,   "-o", snap,           NULL};
     char **argv = trace_file ? rargv : rargv + 7;
     struct rl_proc rec;
-    cr_assert_eq(rl_start(&rec, dir, "record", argv, trace_file ? no_lsan : NULL, NULL), 0);
+    cr_assert_eq(rl_start(&rec, dir, "record", argv, NULL, NULL), 0);
     struct watch w = {0};
     int st;
     while (waitpid(rec.pid, &st, WNOHANG) == 0) {

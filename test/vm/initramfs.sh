@@ -23,12 +23,34 @@ done
 libs=$(for b in "${bins[@]}" /usr/bin/luajit; do
     ldd "$b" | awk '/=> \//{print $3} /^\t\/[^ ]*ld-linux/{print $1}'
 done | sort -u)
-# The Debian packages of those libraries (dpkg knows them by either path of
-# the merged /usr), plus luajit and busybox.
-pkgs=$(for l in $libs; do
-    dpkg -S "$l" 2>/dev/null || dpkg -S "$(readlink -f "$l")" 2>/dev/null || dpkg -S "/usr$l" 2>/dev/null ||
-        { echo "initramfs.sh: no package has $l" >&2; exit 1; }
-done | sed -E 's/:.*//; s/:amd64//' | tr ', ' '\n\n' | grep -v '^$' | sort -u | tr '\n' ',')
+# The Debian packages of those libraries (dpkg knows each by one of its paths
+# of the merged /usr: as ldd prints it, the file it links to, or under /usr),
+# plus luajit and busybox. One dpkg -S for the libraries still unknown per
+# form of the path: each call reads dpkg's whole file list (~0.3 s, 10-20 s
+# for the ~60 libraries one at a time, in each of the four vm_* tests).
+owners=
+left=($libs)
+for form in ldd real usr; do
+    [ ${#left[@]} -gt 0 ] || break
+    paths=()
+    for l in "${left[@]}"; do
+        case $form in
+        ldd) paths+=("$l") ;;
+        real) paths+=("$(readlink -f "$l")") ;;
+        usr) paths+=("/usr$l") ;;
+        esac
+    done
+    found=$(dpkg -S "${paths[@]}" 2>/dev/null | grep -v '^diversion by ' || true)
+    owners+=$found$'\n'
+    known=$(sed -E 's/^.*: //' <<<"$found")
+    next=()
+    for i in "${!left[@]}"; do
+        grep -qxF -- "${paths[$i]}" <<<"$known" || next+=("${left[$i]}")
+    done
+    left=("${next[@]}")
+done
+[ ${#left[@]} -eq 0 ] || { echo "initramfs.sh: no package has ${left[*]}" >&2; exit 1; }
+pkgs=$(sed -E 's/:.*//; s/:amd64//' <<<"$owners" | tr ', ' '\n\n' | grep -v '^$' | sort -u | tr '\n' ',')
 deb=$("$src/test/roots/mkroot.sh" bookworm "${pkgs}luajit,busybox-static")
 from() { # path: copy it from the Debian 12 root (following its links) to the same path
     [ -e "$deb$1" ] || { echo "initramfs.sh: $1 is not in $deb" >&2; exit 1; }
