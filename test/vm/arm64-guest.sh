@@ -7,7 +7,7 @@
 # C host of libluajit (lj_host, nested lua_pcall/lua_call), an FFI
 # callback (ffi_cb.lua: C -> Lua under libc's qsort), then the
 # PAC-signed native chain, nginx + the lua module under a request loop
-# (ngx_case), --off-cpu and --kernel (or, with ssvm.short on the
+# (ngx_case), PCRE2's JIT code (a64scan_case), --off-cpu and --kernel (or, with ssvm.short on the
 # kernel's command line, only the PAC and luajit -joff chains), prints
 # "SSVM key value..." lines on the console, powers off.
 export PATH=/bin
@@ -83,6 +83,54 @@ fx_case() {
     done
 }
 # ---- end a64replay ----
+# ---- a64scan: code without CFI that called on (issue 32 on arm64) ----
+# cli_nocfi pcre (test/cli/nocfi.c): PCRE2's JIT code (sljit, anonymous
+# memory, no CFI) under main > nocfi_outer > nocfi_middle > nocfi_inner,
+# called by libpcre2 and calling on inside itself (x30 no longer the return
+# address): the stack scan (src/unwind/native_scan.c) steps over it through
+# its frame record. jit: the samples in that code (a "[jit] [anon]" frame,
+# or an unnamed anonymous leaf where the walk stopped); whole: with the whole
+# chain from _start; cut: stopped there or [truncated]; wrong: any other.
+# With ssvm.a64scan (SS_VM_A64SCAN=1 test/vm/arm64.sh) alone, right after
+# both programs loaded, the capture dumped for replay out of the guest.
+a64scan_case() { # [dump]
+    local rc i=0 npid F=99
+    [ -n "${1:-}" ] && F=49
+    /bin/cli_nocfi pcre 120 >/tmp/nc.out &
+    npid=$!
+    while ! grep -q '^ready' /tmp/nc.out && kill -0 $npid 2>/dev/null && [ $i -lt 60 ]; do
+        sleep 1
+        i=$((i + 1))
+    done
+    $ss record -F $F -p $npid -d 2 --stack-size 65528 -o /tmp/nc.folded -o /tmp/nc.snap \
+        >/dev/null 2>/tmp/nc.err
+    rc=$?
+    kill $npid
+    wait $npid 2>/dev/null
+    say a64scan "rc=$rc" "$(awk '{ n = $NF; $NF = ""; sub(/ $/, ""); t += n
+            if ($0 !~ /;\[jit\] \[anon\](;|$)/ && $0 !~ /;\[unknown\][+]0x[0-9a-f]+$/) next
+            j += n
+            if ($0 ~ /^cli_nocfi;_start;.*;main;nocfi_outer;nocfi_middle;nocfi_inner;pcre_work;pcre2_match_8;(.*;)?\[jit\] \[anon\](;|$)/) w += n
+            else if ($0 !~ /\[jit\]/ || index($0, "[truncated]")) c += n
+            else bad += n }
+        END { printf "total=%d jit=%d whole=%d cut=%d wrong=%d", t, j, w, c, bad }' /tmp/nc.folded)" \
+        "$(grep -o '[^,]*through code without CFI[^,]*' /tmp/nc.err | tr '\n' ' ')"
+    awk '{ print $NF, $0 }' /tmp/nc.folded | sort -nr | head -n 4 | sed "s/^/SSVM-LOG folded a64scan: /"
+    tail -n 2 /tmp/nc.err | sed "s/^/SSVM-LOG a64scan: /"
+    if [ -n "${1:-}" ]; then
+        say a64scan_dump "$(ls -ln /tmp/nc.snap | awk '{ print $5 }') bytes"
+        for x in snap folded; do
+            echo "SSVM-A64SCAN nc.$x begin"; base64 /tmp/nc.$x; echo "SSVM-A64SCAN nc.$x end"
+        done
+    fi
+}
+if grep -q ssvm.a64scan /proc/cmdline; then
+    a64scan_case dump
+    say end
+    sync
+    poweroff -f
+fi
+# ---- end a64scan ----
 # share FILE LEAFRE WHOLERE: "whole=N total=M" (as test/vm/guest.sh)
 share() {
     awk -v l="$2" -v w="$3" '{ n = $NF; $NF = ""; sub(/ $/, "")
@@ -500,6 +548,7 @@ ngx_case() {
 }
 ngx_case
 # ---- end a64ngx ----
+a64scan_case # (a64scan)
 grep -q ssvm.dump /proc/cmdline && stack_dump # (a64replay)
 fx_case # (a64replay)
 pac_case default
