@@ -281,11 +281,15 @@ static bool valid(struct ss_nproc *np, const struct ss_native_frame *f, struct s
 #define SS_A64_SAVES 176   /* the most a frame record lies below its CFA, but at the bottom */
 #define SS_A64_STRIDE 2048 /* between probes of a caller's CFA */
 #define SS_A64_PROBES 32   /* of them (64 KiB), then the lowest sp */
+#define SS_A64_BUDGET 256  /* CFI steps of those probes and checks in one scan */
 
 /* The CFA of c (its CFI step by libunwind) with sp s, whatever the return
  * address read there. */
-static bool a64_cfa(struct ss_nproc *np, const struct ss_native_frame *c, uint64_t s, uint64_t *cfa)
+static bool a64_cfa(struct ss_nproc *np, const struct ss_native_frame *c, uint64_t s, uint64_t *cfa,
+                    unsigned *budget)
 {
+    if (!*budget) return false;
+    --*budget;
     struct ss_native_frame t = *c, up;
     enum ss_trunc why = SS_TRUNC_NONE;
     t.regs.r[SS_DR_SP] = s;
@@ -298,14 +302,14 @@ static bool a64_cfa(struct ss_nproc *np, const struct ss_native_frame *c, uint64
  * one may be 0, the root: no CFA there): 1 sp-based (CFA = sp + *k), 0
  * not, -1 no CFA at s or its neighbours, -2 neither. */
 static int a64_probe(struct ss_nproc *np, const struct ss_native_frame *c, uint64_t s, uint64_t lo,
-                     uint64_t *k)
+                     uint64_t *k, unsigned *budget)
 {
     static const int64_t near[] = {16, -16, 32, -32, 48, -48};
     uint64_t c0, c1;
-    if (!a64_cfa(np, c, s, &c0)) return -1;
+    if (!a64_cfa(np, c, s, &c0, budget)) return -1;
     for (size_t i = 0; i < sizeof(near) / sizeof(near[0]); i++) {
         uint64_t s1 = s + (uint64_t)near[i];
-        if (s1 < lo || !a64_cfa(np, c, s1, &c1)) continue;
+        if (s1 < lo || !a64_cfa(np, c, s1, &c1, budget)) continue;
         if (c1 == c0) return 0;
         if (c1 - c0 != s1 - s || c0 <= s) return -2;
         *k = c0 - s;
@@ -317,9 +321,10 @@ static int a64_probe(struct ss_nproc *np, const struct ss_native_frame *c, uint6
 /* Does c's CFI step with sp s restore the return address upra and x29
  * up29 (those of the frame record at c's x29)? Then c takes sp s. */
 static bool a64_sp_ok(struct ss_nproc *np, struct ss_native_frame *c, uint64_t s, uint64_t lo,
-                      uint64_t upra, uint64_t up29)
+                      uint64_t upra, uint64_t up29, unsigned *budget)
 {
-    if (s < lo || (s & 15) || s > c->regs.r[SS_DR_X29]) return false;
+    if (s < lo || (s & 15) || s > c->regs.r[SS_DR_X29] || !*budget) return false;
+    --*budget;
     struct ss_native_frame t = *c, up;
     enum ss_trunc why = SS_TRUNC_NONE;
     t.regs.r[SS_DR_SP] = s;
@@ -345,7 +350,7 @@ static bool a64_sp_ok(struct ss_nproc *np, struct ss_native_frame *c, uint64_t s
  * A caller without such a record (built without frame pointers) is
  * refused. */
 static bool a64_caller(struct ss_nproc *np, const struct ss_native_frame *f, uint64_t rec,
-                       uint64_t ra, struct ss_native_frame *c)
+                       uint64_t ra, struct ss_native_frame *c, unsigned *budget)
 {
     uint64_t x29c, up29, upra;
     if (!load8(np, rec, &x29c) || (x29c & 7) || x29c < rec + 16 || !load8(np, x29c, &up29) ||
@@ -369,7 +374,7 @@ static bool a64_caller(struct ss_nproc *np, const struct ss_native_frame *f, uin
     for (unsigned j = 0; !probed && j <= SS_A64_PROBES; j++) {
         s = j == SS_A64_PROBES || top - lo < (uint64_t)j * SS_A64_STRIDE ? lo
                                                                          : top - j * SS_A64_STRIDE;
-        int r = a64_probe(np, c, s, lo, &k);
+        int r = a64_probe(np, c, s, lo, &k, budget);
         if (r == -2) return false;
         probed = r >= 0;
         sp_based = r == 1;
@@ -378,12 +383,12 @@ static bool a64_caller(struct ss_nproc *np, const struct ss_native_frame *f, uin
     if (!probed) return false;
     bool ok = false;
     if (!sp_based) { /* the CFA is not sp's: the lowest sp f's record allows */
-        ok = a64_sp_ok(np, c, lo, lo, upra, up29);
+        ok = a64_sp_ok(np, c, lo, lo, upra, up29, budget);
     } else {
-        ok = a64_sp_ok(np, c, x29c + 16 - k, lo, upra, up29) ||
-             (k > 16 && a64_sp_ok(np, c, x29c, lo, upra, up29));
+        ok = a64_sp_ok(np, c, x29c + 16 - k, lo, upra, up29, budget) ||
+             (k > 16 && a64_sp_ok(np, c, x29c, lo, upra, up29, budget));
         for (uint64_t m = 24; !ok && m < k && m <= SS_A64_SAVES; m += 8)
-            ok = a64_sp_ok(np, c, x29c + m - k, lo, upra, up29);
+            ok = a64_sp_ok(np, c, x29c + m - k, lo, upra, up29, budget);
     }
     return ok && trial(np, c);
 }
@@ -394,7 +399,8 @@ static bool a64_caller(struct ss_nproc *np, const struct ss_native_frame *f, uin
  * with its own sp when x30 (stripped of a pointer-authentication code) is
  * a valid return address as above. Else the scan: each slot a above f's sp
  * taken as the x30 of a frame record at a - 8 (a64_caller); the first valid
- * candidate is the caller. */
+ * candidate is the caller, looked for with SS_A64_BUDGET CFI steps at most
+ * (then refused: truncated). */
 static int a64_step(struct ss_nproc *np, struct ss_native_frame *f, struct ss_native_frame *caller,
                     enum ss_trunc *why)
 {
@@ -416,10 +422,11 @@ static int a64_step(struct ss_nproc *np, struct ss_native_frame *f, struct ss_na
     uint64_t sp = ss_nf_sp(f), snap_end = m->snap_base + m->snap_len, ra;
     uint64_t fp = (f->regs.valid & SS_DBIT(SS_DR_X29)) ? f->regs.r[SS_DR_X29] : 0;
     struct ss_native_frame c;
+    unsigned budget = SS_A64_BUDGET;
     for (uint64_t a = sp + 8; a + 8 <= snap_end && a - sp < SS_SCAN_BYTES; a += 8) {
         if (!load8(np, a, &ra)) break;
         ra = ss_pac_strip(ra, np->pac_mask);
-        if (!ret_addr(np, ra, NULL, true) || !a64_caller(np, f, a - 8, ra, &c)) continue;
+        if (!ret_addr(np, ra, NULL, true) || !a64_caller(np, f, a - 8, ra, &c, &budget)) continue;
         /* f's own frame record (its x29 points to it): a frame-pointer step */
         if (a - 8 == fp) c.flags &= ~SS_NF_SCAN;
         if (!ss_native_check(np, f, &c, why)) return 0;

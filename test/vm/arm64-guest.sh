@@ -88,15 +88,18 @@ fx_case() {
 # memory, no CFI) under main > nocfi_outer > nocfi_middle > nocfi_inner,
 # called by libpcre2 and calling on inside itself (x30 no longer the return
 # address): the stack scan (src/unwind/native_scan.c) steps over it through
-# its frame record. jit: the samples in that code (a "[jit] [anon]" frame,
+# its frame record, to its caller jit_machine_stack_exec (a frame record at
+# the top of 32 KiB of locals); pcrestack: the same with a JIT stack, its
+# caller pcre2_jit_match (a record between locals and other saves). jit: the samples in that code (a "[jit] [anon]" frame,
 # or an unnamed anonymous leaf where the walk stopped); whole: with the whole
 # chain from _start; cut: stopped there or [truncated]; wrong: any other.
 # With ssvm.a64scan (SS_VM_A64SCAN=1 test/vm/arm64.sh) alone, right after
 # both programs loaded, the capture dumped for replay out of the guest.
-a64scan_case() { # [dump]
-    local rc i=0 npid F=99
-    [ -n "${1:-}" ] && F=49
-    /bin/cli_nocfi pcre 120 >/tmp/nc.out &
+a64scan_case() { # MODE [dump]
+    local rc i=0 npid F=99 key=a64scan
+    [ -n "${2:-}" ] && F=49
+    [ $1 = pcre ] || key=a64scan_$1
+    /bin/cli_nocfi $1 120 >/tmp/nc.out &
     npid=$!
     while ! grep -q '^ready' /tmp/nc.out && kill -0 $npid 2>/dev/null && [ $i -lt 60 ]; do
         sleep 1
@@ -107,7 +110,7 @@ a64scan_case() { # [dump]
     rc=$?
     kill $npid
     wait $npid 2>/dev/null
-    say a64scan "rc=$rc" "$(awk '{ n = $NF; $NF = ""; sub(/ $/, ""); t += n
+    say $key "rc=$rc" "$(awk '{ n = $NF; $NF = ""; sub(/ $/, ""); t += n
             if ($0 !~ /;\[jit\] \[anon\](;|$)/ && $0 !~ /;\[unknown\][+]0x[0-9a-f]+$/) next
             j += n
             if ($0 ~ /^cli_nocfi;_start;.*;main;nocfi_outer;nocfi_middle;nocfi_inner;pcre_work;pcre2_match_8;(.*;)?\[jit\] \[anon\](;|$)/) w += n
@@ -115,17 +118,18 @@ a64scan_case() { # [dump]
             else bad += n }
         END { printf "total=%d jit=%d whole=%d cut=%d wrong=%d", t, j, w, c, bad }' /tmp/nc.folded)" \
         "$(grep -o '[^,]*through code without CFI[^,]*' /tmp/nc.err | tr '\n' ' ')"
-    awk '{ print $NF, $0 }' /tmp/nc.folded | sort -nr | head -n 4 | sed "s/^/SSVM-LOG folded a64scan: /"
-    tail -n 2 /tmp/nc.err | sed "s/^/SSVM-LOG a64scan: /"
-    if [ -n "${1:-}" ]; then
-        say a64scan_dump "$(ls -ln /tmp/nc.snap | awk '{ print $5 }') bytes"
+    awk '{ print $NF, $0 }' /tmp/nc.folded | sort -nr | head -n 4 | sed "s/^/SSVM-LOG folded $key: /"
+    tail -n 2 /tmp/nc.err | sed "s/^/SSVM-LOG $key: /"
+    if [ -n "${2:-}" ]; then
+        say ${key}_dump "$(ls -ln /tmp/nc.snap | awk '{ print $5 }') bytes"
         for x in snap folded; do
-            echo "SSVM-A64SCAN nc.$x begin"; base64 /tmp/nc.$x; echo "SSVM-A64SCAN nc.$x end"
+            echo "SSVM-A64SCAN $1.$x begin"; base64 /tmp/nc.$x; echo "SSVM-A64SCAN $1.$x end"
         done
     fi
 }
 if grep -q ssvm.a64scan /proc/cmdline; then
-    a64scan_case dump
+    a64scan_case pcre dump
+    a64scan_case pcrestack dump
     say end
     sync
     poweroff -f
@@ -548,7 +552,8 @@ ngx_case() {
 }
 ngx_case
 # ---- end a64ngx ----
-a64scan_case # (a64scan)
+a64scan_case pcre # (a64scan)
+a64scan_case pcrestack # (a64scan)
 grep -q ssvm.dump /proc/cmdline && stack_dump # (a64replay)
 fx_case # (a64replay)
 pac_case default

@@ -246,14 +246,17 @@ if [ -n "${SS_VM_DUMP:-}${SS_VM_FIXTURES:-}" ]; then
 fi
 # ---- end a64replay ----
 # ---- a64scan: SS_VM_A64SCAN=1: that case alone (a short boot), its capture
-# and live output in BUILD_ARM64/vm/arm64-a64scan.{snap,folded} (replay them
-# with --symfs BUILD_ARM64/vm/arm64-root)
+# and live outputs in BUILD_ARM64/vm/arm64-a64scan-{pcre,pcrestack}.{snap,folded}
+# (replay them with --symfs BUILD_ARM64/vm/arm64-root)
 if [ -n "${SS_VM_A64SCAN:-}" ]; then
-    for x in snap folded; do
-        sed -n "/^SSVM-A64SCAN nc.$x begin/,/^SSVM-A64SCAN nc.$x end/p" "$log.txt" | sed '1d;$d' |
-            base64 -d >"$build/vm/arm64-a64scan.$x"
+    for m in pcre pcrestack; do
+        for x in snap folded; do
+            sed -n "/^SSVM-A64SCAN $m.$x begin/,/^SSVM-A64SCAN $m.$x end/p" "$log.txt" | sed '1d;$d' |
+                base64 -d >"$build/vm/arm64-a64scan-$m.$x"
+        done
     done
-    echo "arm64: $(val a64scan) ($(val a64scan_dump))"
+    echo "arm64: pcre $(val a64scan) ($(val a64scan_dump))"
+    echo "arm64: pcrestack $(val a64scan_pcrestack) ($(val a64scan_pcrestack_dump))"
     exit 0
 fi
 # ---- end a64scan ----
@@ -433,11 +436,15 @@ echo "   nginx case: guest uptime $(val ngx_uptime); whole run $(val uptime)"
 # no longer the return address): >= 95% reach _start through one "[jit]
 # [anon]" frame with the whole chain main > nocfi_outer > nocfi_middle >
 # nocfi_inner (cli_jitscan's bar on x86-64), none with another chain
-line=$(val a64scan)
-ok=$(awk -v j="$(field "$line" jit)" -v w="$(field "$line" whole)" -v b="$(field "$line" wrong)" \
-    'BEGIN { print (j >= 30 && b == 0 && w >= 0.95 * j) ? 1 : 0 }')
-[[ $line == rc=0* ]] || ok=0
-check a64scan "$line" "$ok"
+# (pcre: below libpcre2's jit_machine_stack_exec; pcrestack: with a JIT
+# stack, below pcre2_jit_match)
+for k in a64scan a64scan_pcrestack; do
+    line=$(val $k)
+    ok=$(awk -v j="$(field "$line" jit)" -v w="$(field "$line" whole)" -v b="$(field "$line" wrong)" \
+        'BEGIN { print (j >= 30 && b == 0 && w >= 0.95 * j) ? 1 : 0 }')
+    [[ $line == rc=0* ]] || ok=0
+    check $k "$line" "$ok"
+done
 # ---- end a64scan ----
 [ $fails = 0 ] || { echo "arm64: $fails checks failed"; exit 1; }
 echo "arm64: all checks passed"
