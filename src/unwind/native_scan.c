@@ -335,6 +335,27 @@ static bool a64_sp_ok(struct ss_nproc *np, struct ss_native_frame *c, uint64_t s
     return true;
 }
 
+/* The call before upra (the return address in c's caller, from c's
+ * frame record): a direct one (bl) must have called c's function (the
+ * start of the FDE holding c's ip), a PLT stub or other code without CFI
+ * (unknown), or a function that tail-jumps; else the record is not c's (a
+ * caller without frame pointers leaves x29 its caller's, whose record
+ * then looks like c's: the frames between would be skipped). */
+static bool a64_called(struct ss_nproc *np, uint64_t upra, uint64_t ip)
+{
+    const struct ss_mapping *mp = ss_proc_find_cached(np->proc, upra);
+    const uint8_t *b = mp && mp->elf ? code_before(mp, upra, 4) : NULL;
+    uint64_t target, lo, hi;
+    if (!b || ss_a64_call(b, upra, &target) != SS_A64_CALL_DIR) return true;
+    const struct ss_mapping *mc = ss_proc_find_cached(np->proc, ip);
+    if (!mc || !mc->elf || !ss_elf_fde_range(mc->elf, ip - 1 - (uint64_t)mc->bias, &lo, &hi))
+        return true; /* no .eh_frame FDE to tell (.debug_frame) */
+    if (target == lo + (uint64_t)mc->bias) return true;
+    const struct ss_mapping *mt = ss_proc_find_cached(np->proc, target);
+    if (!mt || !mt->elf) return false;
+    return ss_native_rule(np, target)->kind == SS_NR_NOINFO || tail_jumps(np, mt, target);
+}
+
 /* arm64: the candidate caller c of f from the frame record {x29, x30} at
  * rec (rec + 8 holds ra, stripped; rec the caller's x29, x29c). Code
  * without CFI that calls on saves x30 so, the caller's x29 beside it (stp
@@ -390,7 +411,7 @@ static bool a64_caller(struct ss_nproc *np, const struct ss_native_frame *f, uin
         for (uint64_t m = 24; !ok && m < k && m <= SS_A64_SAVES; m += 8)
             ok = a64_sp_ok(np, c, x29c + m - k, lo, upra, up29, budget);
     }
-    return ok && trial(np, c);
+    return ok && a64_called(np, upra, ra) && trial(np, c);
 }
 
 /* arm64: a call leaves the return address in x30, not on the stack. An
