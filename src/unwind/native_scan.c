@@ -414,17 +414,44 @@ static bool a64_caller(struct ss_nproc *np, const struct ss_native_frame *f, uin
     return ok && a64_called(np, upra, ra) && trial(np, c);
 }
 
+/* arm64: the first slot a above f's sp (SS_SCAN_BYTES) that holds the x30
+ * of a frame record at a - 8 whose caller a64_caller proves (only the value
+ * want, stripped, when not 0), into *c; a frame-pointer step when f's x29
+ * points to that record. */
+static bool a64_scan(struct ss_nproc *np, struct ss_native_frame *f, struct ss_native_frame *c,
+                     uint64_t want, unsigned *budget)
+{
+    struct ss_mem *m = np->mem;
+    uint64_t sp = ss_nf_sp(f), snap_end = m->snap_base + m->snap_len, ra;
+    uint64_t fp = (f->regs.valid & SS_DBIT(SS_DR_X29)) ? f->regs.r[SS_DR_X29] : 0;
+    for (uint64_t a = sp + 8; a + 8 <= snap_end && a - sp < SS_SCAN_BYTES; a += 8) {
+        if (!load8(np, a, &ra)) break;
+        ra = ss_pac_strip(ra, np->pac_mask);
+        if ((want && ra != want) || !ret_addr(np, ra, NULL, true) ||
+            !a64_caller(np, f, a - 8, ra, c, budget))
+            continue;
+        if (a - 8 == fp) c->flags &= ~SS_NF_SCAN;
+        return true;
+    }
+    return false;
+}
+
 /* arm64: a call leaves the return address in x30, not on the stack. An
- * interrupted frame without CFI that did not call on (a frameless leaf,
- * such as the vDSO's functions: its image has no .eh_frame) steps to x30
- * with its own sp when x30 (stripped of a pointer-authentication code) is
- * a valid return address as above. Else the scan: each slot a above f's sp
- * taken as the x30 of a frame record at a - 8 (a64_caller); the first valid
- * candidate is the caller, looked for with SS_A64_BUDGET CFI steps at most
- * (then refused: truncated). */
+ * interrupted frame without CFI whose x30 (stripped of a pointer-
+ * authentication code) is a valid return address as above either saved it
+ * in a frame record above its sp (code that built a frame and has not
+ * called on yet: a64_scan for that value, the caller's sp proven as below)
+ * or did not: a frameless leaf (the vDSO's functions: its image has no
+ * .eh_frame) steps to x30 with its own sp. Else (code that called on) the
+ * scan: each slot a above f's sp taken as the x30 of a frame record at
+ * a - 8 (a64_caller); the first valid candidate is the caller. Looked for
+ * with SS_A64_BUDGET CFI steps at most (then refused: truncated). */
 static int a64_step(struct ss_nproc *np, struct ss_native_frame *f, struct ss_native_frame *caller,
                     enum ss_trunc *why)
 {
+    unsigned budget = SS_A64_BUDGET;
+    struct ss_native_frame c;
+    bool found = false;
     if ((f->flags & SS_NF_EXACT) && (f->regs.valid & SS_DBIT(SS_DR_X30))) {
         struct ss_native_frame lr = {.regs = f->regs, .flags = SS_NF_NOCFI};
         /* a function built with pac-ret (the vDSO of kernels with pointer
@@ -432,29 +459,22 @@ static int a64_step(struct ss_nproc *np, struct ss_native_frame *f, struct ss_na
          * of the PAC mask (util/pac.h) */
         lr.regs.r[SS_DR_IP] = ss_pac_strip(f->regs.r[SS_DR_X30], np->pac_mask);
         lr.regs.valid &= ~SS_DBIT(SS_DR_X30);
-        if (ret_addr(np, ss_nf_ip(&lr), NULL, true) && trial(np, &lr)) {
-            np->st.nocfi_fp++;
-            *caller = lr;
-            f->cfa = ss_nf_sp(f);
-            return ss_native_check(np, f, caller, why);
+        if (ret_addr(np, ss_nf_ip(&lr), NULL, true)) {
+            found = a64_scan(np, f, &c, ss_nf_ip(&lr), &budget);
+            if (!found && trial(np, &lr)) {
+                np->st.nocfi_fp++;
+                *caller = lr;
+                f->cfa = ss_nf_sp(f);
+                return ss_native_check(np, f, caller, why);
+            }
         }
     }
-    struct ss_mem *m = np->mem;
-    uint64_t sp = ss_nf_sp(f), snap_end = m->snap_base + m->snap_len, ra;
-    uint64_t fp = (f->regs.valid & SS_DBIT(SS_DR_X29)) ? f->regs.r[SS_DR_X29] : 0;
-    struct ss_native_frame c;
-    unsigned budget = SS_A64_BUDGET;
-    for (uint64_t a = sp + 8; a + 8 <= snap_end && a - sp < SS_SCAN_BYTES; a += 8) {
-        if (!load8(np, a, &ra)) break;
-        ra = ss_pac_strip(ra, np->pac_mask);
-        if (!ret_addr(np, ra, NULL, true) || !a64_caller(np, f, a - 8, ra, &c, &budget)) continue;
-        /* f's own frame record (its x29 points to it): a frame-pointer step */
-        if (a - 8 == fp) c.flags &= ~SS_NF_SCAN;
+    if (found || a64_scan(np, f, &c, 0, &budget)) {
         if (!ss_native_check(np, f, &c, why)) return 0;
-        if (a - 8 == fp)
-            np->st.nocfi_fp++;
-        else
+        if (c.flags & SS_NF_SCAN)
             np->st.nocfi_scan++;
+        else
+            np->st.nocfi_fp++;
         *caller = c;
         f->cfa = ss_nf_sp(&c);
         f->flags |= SS_NF_JIT;

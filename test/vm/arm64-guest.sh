@@ -95,6 +95,18 @@ fx_case() {
 # chain from _start; cut: stopped there or [truncated]; wrong: any other.
 # With ssvm.a64scan (SS_VM_A64SCAN=1 test/vm/arm64.sh) alone, right after
 # both programs loaded, the capture dumped for replay out of the guest.
+# a64scan_judge FILE WHOLERE: the samples in the code without CFI (a
+# "[jit] [anon]" frame, or an unnamed anonymous frame where the walk
+# stopped), those matching WHOLERE, cut and wrong
+a64scan_judge() {
+    WRE=$2 awk '{ n = $NF; $NF = ""; sub(/ $/, ""); t += n
+            if ($0 !~ /;\[jit\] \[anon\](;|$)/ && $0 !~ /;\[unknown\][+]0x[0-9a-f]+(;|$)/) next
+            j += n
+            if ($0 ~ ENVIRON["WRE"]) w += n
+            else if ($0 !~ /\[jit\]/ || index($0, "[truncated]")) c += n
+            else bad += n }
+        END { printf "total=%d jit=%d whole=%d cut=%d wrong=%d", t, j, w, c, bad }' "$1"
+}
 a64scan_case() { # MODE [dump]
     local rc i=0 npid F=99 key=a64scan
     [ -n "${2:-}" ] && F=49
@@ -110,13 +122,8 @@ a64scan_case() { # MODE [dump]
     rc=$?
     kill $npid
     wait $npid 2>/dev/null
-    say $key "rc=$rc" "$(awk '{ n = $NF; $NF = ""; sub(/ $/, ""); t += n
-            if ($0 !~ /;\[jit\] \[anon\](;|$)/ && $0 !~ /;\[unknown\][+]0x[0-9a-f]+$/) next
-            j += n
-            if ($0 ~ /^cli_nocfi;_start;.*;main;nocfi_outer;nocfi_middle;nocfi_inner;pcre_work;pcre2_match_8;(.*;)?\[jit\] \[anon\](;|$)/) w += n
-            else if ($0 !~ /\[jit\]/ || index($0, "[truncated]")) c += n
-            else bad += n }
-        END { printf "total=%d jit=%d whole=%d cut=%d wrong=%d", t, j, w, c, bad }' /tmp/nc.folded)" \
+    say $key "rc=$rc" "$(a64scan_judge /tmp/nc.folded \
+        '^cli_nocfi;_start;.*;main;nocfi_outer;nocfi_middle;nocfi_inner;pcre_work;pcre2_match_8;(.*;)?\[jit\] \[anon\](;|$)')" \
         "$(grep -o '[^,]*through code without CFI[^,]*' /tmp/nc.err | tr '\n' ' ')"
     awk '{ print $NF, $0 }' /tmp/nc.folded | sort -nr | head -n 4 | sed "s/^/SSVM-LOG folded $key: /"
     tail -n 2 /tmp/nc.err | sed "s/^/SSVM-LOG $key: /"
@@ -127,7 +134,35 @@ a64scan_case() { # MODE [dump]
         done
     fi
 }
+# rwx: test/cli/nocfi.c's hand-written arm64 code in RWX memory (a frame
+# record, x29 clobbered, calls back into C) under callers built with frame
+# pointers (cli_nocfi_fp: the scan proves their records) and without
+# (cli_nocfi: a caller's record cannot be proven, the walk must stop there,
+# never a wrong chain), both recorded at once
+a64scan_rwx() {
+    local rc i=0 p1 p2 c
+    /bin/cli_nocfi_fp rwx 120 >/tmp/nf.out &
+    p1=$!
+    /bin/cli_nocfi rwx 120 >/tmp/nn.out &
+    p2=$!
+    while ! { grep -q '^ready' /tmp/nf.out && grep -q '^ready' /tmp/nn.out; } && [ $i -lt 60 ]; do
+        sleep 1
+        i=$((i + 1))
+    done
+    $ss record -F 99 -p $p1,$p2 -d 2 -o /tmp/nr.folded >/dev/null 2>/tmp/nr.err
+    rc=$?
+    kill $p1 $p2
+    wait $p1 $p2 2>/dev/null
+    for c in cli_nocfi_fp cli_nocfi; do
+        grep "^$c;" /tmp/nr.folded >/tmp/nr1.folded
+        say "a64scan_rwx_${c#cli_}" "rc=$rc" "$(a64scan_judge /tmp/nr1.folded \
+            "^$c;_start;.*;main;nocfi_outer;nocfi_middle;nocfi_inner;\\[jit\\] \\[anon\\](;nocfi_callback)?\$")"
+        awk '{ print $NF, $0 }' /tmp/nr1.folded | sort -nr | head -n 3 | sed "s/^/SSVM-LOG folded a64scan_rwx: /"
+    done
+    tail -n 1 /tmp/nr.err | sed "s/^/SSVM-LOG a64scan_rwx: /"
+}
 if grep -q ssvm.a64scan /proc/cmdline; then
+    a64scan_rwx
     a64scan_case pcre dump
     a64scan_case pcrestack dump
     say end
@@ -554,6 +589,7 @@ ngx_case
 # ---- end a64ngx ----
 a64scan_case pcre # (a64scan)
 a64scan_case pcrestack # (a64scan)
+a64scan_rwx # (a64scan)
 grep -q ssvm.dump /proc/cmdline && stack_dump # (a64replay)
 fx_case # (a64replay)
 pac_case default

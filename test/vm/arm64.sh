@@ -123,9 +123,11 @@ if [ ${#suites[@]} -eq 0 ]; then # (the short runs on newer kernels have no ngin
 fi
 # ---- end a64ngx ----
 # ---- a64scan: PCRE2's JIT code without CFI (arm64-guest.sh a64scan_case) ----
-[ -x "$build/cli_nocfi" ] || { echo "arm64.sh: missing $build/cli_nocfi (scripts/dev cross arm64 first)" >&2; exit 1; }
+for b in cli_nocfi cli_nocfi_fp; do
+    [ -x "$build/$b" ] || { echo "arm64.sh: missing $build/$b (scripts/dev cross arm64 first)" >&2; exit 1; }
+done
 if [ ${#suites[@]} -eq 0 ]; then
-    cp -L "$build/cli_nocfi" "$root/bin/"
+    cp -L "$build/cli_nocfi" "$build/cli_nocfi_fp" "$root/bin/"
     # this machine's libpcre2-8.so.0:arm64 (the nginx case's copy in /ngx/lib
     # marked the name seen)
     p=$(find /lib/aarch64-linux-gnu /usr/lib/aarch64-linux-gnu -name libpcre2-8.so.0 | head -n 1)
@@ -257,6 +259,7 @@ if [ -n "${SS_VM_A64SCAN:-}" ]; then
     done
     echo "arm64: pcre $(val a64scan) ($(val a64scan_dump))"
     echo "arm64: pcrestack $(val a64scan_pcrestack) ($(val a64scan_pcrestack_dump))"
+    echo "arm64: rwx_fp $(val a64scan_rwx_nocfi_fp); rwx (no frame pointers) $(val a64scan_rwx_nocfi)"
     exit 0
 fi
 # ---- end a64scan ----
@@ -445,6 +448,18 @@ for k in a64scan a64scan_pcrestack; do
     [[ $line == rc=0* ]] || ok=0
     check $k "$line" "$ok"
 done
+# the hand-written code in RWX memory (x29 clobbered, calls back into C):
+# under callers with frame pointers as above; under callers without (their
+# records cannot be proven) the walks stop there, none with a wrong chain
+line=$(val a64scan_rwx_nocfi_fp)
+ok=$(awk -v j="$(field "$line" jit)" -v w="$(field "$line" whole)" -v b="$(field "$line" wrong)" \
+    'BEGIN { print (j >= 30 && b == 0 && w >= 0.95 * j) ? 1 : 0 }')
+[[ $line == rc=0* ]] || ok=0
+check a64scan_rwx_nocfi_fp "$line" "$ok"
+line=$(val a64scan_rwx_nocfi)
+ok=$(awk -v j="$(field "$line" jit)" -v b="$(field "$line" wrong)" 'BEGIN { print (j >= 30 && b == 0) ? 1 : 0 }')
+[[ $line == rc=0* ]] || ok=0
+check a64scan_rwx_nocfi "$line (refused, never wrong)" "$ok"
 # ---- end a64scan ----
 [ $fails = 0 ] || { echo "arm64: $fails checks failed"; exit 1; }
 echo "arm64: all checks passed"
