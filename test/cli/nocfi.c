@@ -8,8 +8,9 @@
  *                            of whose pages are never touched: the
  *                            kernel-side copy goes on past them, bpf/pages.h)
  *   nocfi pcrestack SECONDS  the same with a JIT stack assigned
- *   nocfi rwx SECONDS        a hand-written x86-64 function in RWX memory that
- *                            spins, clobbers rbp and calls back into C
+ *   nocfi rwx SECONDS        a hand-written x86-64 or arm64 function in RWX
+ *                            memory that spins, clobbers rbp / x29 and calls
+ *                            back into C
  *   nocfi rwxmap SECONDS     the same, named in /tmp/perf-PID.map
  * Prints "ready" when the hot loop starts. */
 #define PCRE2_CODE_UNIT_WIDTH 8
@@ -47,11 +48,24 @@ __attribute__((noinline)) static long pcre_work(void)
 }
 
 /* ---- hand-written JIT code ----
+ * x86-64:
  *   push rbp; push rbx; sub rsp, 0x28
  *   mov rbx, rdi; mov [rsp+8], rsi; mov rbp, rdi      (rbp: no frame pointer)
  * 1: mov ecx, 20000; 2: dec rcx; jnz 2b
  *   call [rsp+8]; dec rbx; jnz 1b
  *   add rsp, 0x28; pop rbx; pop rbp; ret */
+#if defined(__aarch64__)
+/* arm64 (words): a frame record, then x29 clobbered (no frame pointer)
+ *   stp x29, x30, [sp, #-48]!; stp x19, x20, [sp, #16]
+ *   mov x19, x0; mov x20, x1; mov x29, x0
+ * 1: mov x9, #20000; 2: subs x9, x9, #1; b.ne 2b
+ *   blr x20; subs x19, x19, #1; b.ne 1b
+ *   ldp x19, x20, [sp, #16]; ldp x29, x30, [sp], #48; ret */
+static const uint32_t jit_fn[] = {
+    0xa9bd7bfd, 0xa90153f3, 0xaa0003f3, 0xaa0103f4, 0xaa0003fd, 0xd289c409, 0xf1000529,
+    0x54ffffe1, 0xd63f0280, 0xf1000673, 0x54ffff61, 0xa94153f3, 0xa8c37bfd, 0xd65f03c0,
+};
+#else
 static const uint8_t jit_fn[] = {
     0x55, 0x53, 0x48, 0x83, 0xec, 0x28,             /* prologue */
     0x48, 0x89, 0xfb, 0x48, 0x89, 0x74, 0x24, 0x08, /* mov rbx, rdi; mov [rsp+8], rsi */
@@ -62,6 +76,7 @@ static const uint8_t jit_fn[] = {
     0x48, 0xff, 0xcb, 0x75, 0xed,                   /* dec rbx; jnz 1b */
     0x48, 0x83, 0xc4, 0x28, 0x5b, 0x5d, 0xc3,       /* epilogue */
 };
+#endif
 static long (*jit_call)(long, void (*)(void));
 
 __attribute__((noinline)) void nocfi_callback(void)
@@ -117,6 +132,7 @@ static int setup_rwx(int map)
         mmap(NULL, 4096, PROT_READ | PROT_WRITE | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED) return -1;
     memcpy(m, jit_fn, sizeof(jit_fn));
+    __builtin___clear_cache((char *)m, (char *)m + sizeof(jit_fn));
     jit_call = (long (*)(long, void (*)(void)))m;
     if (map) {
         char path[64];

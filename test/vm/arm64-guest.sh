@@ -7,7 +7,7 @@
 # C host of libluajit (lj_host, nested lua_pcall/lua_call), an FFI
 # callback (ffi_cb.lua: C -> Lua under libc's qsort), then the
 # PAC-signed native chain, nginx + the lua module under a request loop
-# (ngx_case), --off-cpu and --kernel (or, with ssvm.short on the
+# (ngx_case), PCRE2's JIT code (a64scan_case), --off-cpu and --kernel (or, with ssvm.short on the
 # kernel's command line, only the PAC and luajit -joff chains), prints
 # "SSVM key value..." lines on the console, powers off.
 export PATH=/bin
@@ -111,6 +111,93 @@ if grep -q ssvm.pacfx /proc/cmdline; then
     poweroff -f
 fi
 # ---- end a64pac ----
+# ---- a64scan: code without CFI that called on (issue 32 on arm64) ----
+# cli_nocfi pcre (test/cli/nocfi.c): PCRE2's JIT code (sljit, anonymous
+# memory, no CFI) under main > nocfi_outer > nocfi_middle > nocfi_inner,
+# called by libpcre2 and calling on inside itself (x30 no longer the return
+# address): the stack scan (src/unwind/native_scan.c) steps over it through
+# its frame record, to its caller jit_machine_stack_exec (a frame record at
+# the top of 32 KiB of locals); pcrestack: the same with a JIT stack, its
+# caller pcre2_jit_match (a record between locals and other saves). jit: the samples in that code (a "[jit] [anon]" frame,
+# or an unnamed anonymous leaf where the walk stopped); whole: with the whole
+# chain from _start; cut: stopped there or [truncated]; wrong: any other.
+# With ssvm.a64scan (SS_VM_A64SCAN=1 test/vm/arm64.sh) alone, right after
+# both programs loaded, the capture dumped for replay out of the guest.
+# a64scan_judge FILE WHOLERE: the samples in the code without CFI (a
+# "[jit] [anon]" frame, or an unnamed anonymous frame where the walk
+# stopped), those matching WHOLERE, cut and wrong
+a64scan_judge() {
+    WRE=$2 awk '{ n = $NF; $NF = ""; sub(/ $/, ""); t += n
+            if ($0 !~ /;\[jit\] \[anon\](;|$)/ && $0 !~ /;\[unknown\][+]0x[0-9a-f]+(;|$)/) next
+            j += n
+            if ($0 ~ ENVIRON["WRE"]) w += n
+            else if ($0 !~ /\[jit\]/ || index($0, "[truncated]")) c += n
+            else bad += n }
+        END { printf "total=%d jit=%d whole=%d cut=%d wrong=%d", t, j, w, c, bad }' "$1"
+}
+a64scan_case() { # MODE [dump]
+    local rc i=0 npid F=99 key=a64scan
+    [ -n "${2:-}" ] && F=49
+    [ $1 = pcre ] || key=a64scan_$1
+    /bin/cli_nocfi $1 120 >/tmp/nc.out &
+    npid=$!
+    while ! grep -q '^ready' /tmp/nc.out && kill -0 $npid 2>/dev/null && [ $i -lt 60 ]; do
+        sleep 1
+        i=$((i + 1))
+    done
+    $ss record -F $F -p $npid -d 2 --stack-size 65528 -o /tmp/nc.folded -o /tmp/nc.snap \
+        >/dev/null 2>/tmp/nc.err
+    rc=$?
+    kill $npid
+    wait $npid 2>/dev/null
+    say $key "rc=$rc" "$(a64scan_judge /tmp/nc.folded \
+        '^cli_nocfi;_start;.*;main;nocfi_outer;nocfi_middle;nocfi_inner;pcre_work;pcre2_match_8;(.*;)?\[jit\] \[anon\](;|$)')" \
+        "$(grep -o '[^,]*through code without CFI[^,]*' /tmp/nc.err | tr '\n' ' ')"
+    awk '{ print $NF, $0 }' /tmp/nc.folded | sort -nr | head -n 4 | sed "s/^/SSVM-LOG folded $key: /"
+    tail -n 2 /tmp/nc.err | sed "s/^/SSVM-LOG $key: /"
+    if [ -n "${2:-}" ]; then
+        say ${key}_dump "$(ls -ln /tmp/nc.snap | awk '{ print $5 }') bytes"
+        for x in snap folded; do
+            echo "SSVM-A64SCAN $1.$x begin"; base64 /tmp/nc.$x; echo "SSVM-A64SCAN $1.$x end"
+        done
+    fi
+}
+# rwx: test/cli/nocfi.c's hand-written arm64 code in RWX memory (a frame
+# record, x29 clobbered, calls back into C) under callers built with frame
+# pointers (cli_nocfi_fp: the scan proves their records) and without
+# (cli_nocfi: a caller's record cannot be proven, the walk must stop there,
+# never a wrong chain), both recorded at once
+a64scan_rwx() {
+    local rc i=0 p1 p2 c
+    /bin/cli_nocfi_fp rwx 120 >/tmp/nf.out &
+    p1=$!
+    /bin/cli_nocfi rwx 120 >/tmp/nn.out &
+    p2=$!
+    while ! { grep -q '^ready' /tmp/nf.out && grep -q '^ready' /tmp/nn.out; } && [ $i -lt 60 ]; do
+        sleep 1
+        i=$((i + 1))
+    done
+    $ss record -F 99 -p $p1,$p2 -d 2 -o /tmp/nr.folded >/dev/null 2>/tmp/nr.err
+    rc=$?
+    kill $p1 $p2
+    wait $p1 $p2 2>/dev/null
+    for c in cli_nocfi_fp cli_nocfi; do
+        grep "^$c;" /tmp/nr.folded >/tmp/nr1.folded
+        say "a64scan_rwx_${c#cli_}" "rc=$rc" "$(a64scan_judge /tmp/nr1.folded \
+            "^$c;_start;.*;main;nocfi_outer;nocfi_middle;nocfi_inner;\\[jit\\] \\[anon\\](;nocfi_callback)?\$")"
+        awk '{ print $NF, $0 }' /tmp/nr1.folded | sort -nr | head -n 3 | sed "s/^/SSVM-LOG folded a64scan_rwx: /"
+    done
+    tail -n 1 /tmp/nr.err | sed "s/^/SSVM-LOG a64scan_rwx: /"
+}
+if grep -q ssvm.a64scan /proc/cmdline; then
+    a64scan_rwx
+    a64scan_case pcre dump
+    a64scan_case pcrestack dump
+    say end
+    sync
+    poweroff -f
+fi
+# ---- end a64scan ----
 # share FILE LEAFRE WHOLERE: "whole=N total=M" (as test/vm/guest.sh)
 share() {
     awk -v l="$2" -v w="$3" '{ n = $NF; $NF = ""; sub(/ $/, "")
@@ -529,6 +616,9 @@ ngx_case() {
 }
 ngx_case
 # ---- end a64ngx ----
+a64scan_case pcre # (a64scan)
+a64scan_case pcrestack # (a64scan)
+a64scan_rwx # (a64scan)
 grep -q ssvm.dump /proc/cmdline && stack_dump # (a64replay)
 fx_case # (a64replay)
 pac_case default

@@ -16,7 +16,9 @@
 # stripping, the Lua chain of Debian's arm64 nginx + lua module (luajit2)
 # under a request loop, above a C function its handler calls through the
 # FFI from a trace and from the interpreter, is exact, --off-cpu and
-# --kernel record what they should. With SUITEs
+# --kernel record what they should, and the samples in PCRE2's JIT code
+# (cli_nocfi pcre: no CFI, calls on) reach the root through the stack scan
+# (a64scan; SS_VM_A64SCAN=1: that case alone, its capture kept). With SUITEs
 # (trixie, sid): a short run on each of those kernels instead (both programs
 # load; the PAC chain; luajit -joff's chain). Console log:
 # BUILD_ARM64/vm/arm64.log (arm64-SUITE.log).
@@ -120,6 +122,21 @@ if [ ${#suites[@]} -eq 0 ]; then # (the short runs on newer kernels have no ngin
     for a in wget ifconfig; do ln -sf busybox "$root/bin/$a"; done
 fi
 # ---- end a64ngx ----
+# ---- a64scan: PCRE2's JIT code without CFI (arm64-guest.sh a64scan_case) ----
+for b in cli_nocfi cli_nocfi_fp; do
+    [ -x "$build/$b" ] || { echo "arm64.sh: missing $build/$b (scripts/dev cross arm64 first)" >&2; exit 1; }
+done
+if [ ${#suites[@]} -eq 0 ]; then
+    cp -L "$build/cli_nocfi" "$build/cli_nocfi_fp" "$root/bin/"
+    # this machine's libpcre2-8.so.0:arm64 (the nginx case's copy in /ngx/lib
+    # marked the name seen)
+    p=$(find /lib/aarch64-linux-gnu /usr/lib/aarch64-linux-gnu -name libpcre2-8.so.0 | head -n 1)
+    [ -n "$p" ] || { echo "arm64.sh: no arm64 libpcre2-8.so.0 (libpcre2-dev:arm64)" >&2; exit 1; }
+    mkdir -p "$root$(dirname "$p")"
+    cp -L "$p" "$root$p"
+    need "$root/bin/cli_nocfi"
+fi
+# ---- end a64scan ----
 mkdir -p "$root/lib"
 cp -L /lib/ld-linux-aarch64.so.1 "$root/lib/"
 cp "$cache/busybox" "$root/bin/busybox"
@@ -226,7 +243,7 @@ if [ ${#suites[@]} -gt 0 ]; then
     echo "arm64 ${suites[*]}: all checks passed"
     exit 0
 fi
-boot "$kernel" "$log" ${SS_VM_DUMP:+ssvm.dump} ${SS_VM_FIXTURES:+ssvm.fixtures}
+boot "$kernel" "$log" ${SS_VM_DUMP:+ssvm.dump} ${SS_VM_FIXTURES:+ssvm.fixtures} ${SS_VM_A64SCAN:+ssvm.a64scan}
 echo "== arm64: kernel $(val kernel), ${secs}s under emulation (console log: $log)"
 echo "   $(val cpu)"
 grep -a '^SSVM-LOG' "$log.txt" | head -n 200 || true
@@ -252,6 +269,22 @@ if [ -n "${SS_VM_DUMP:-}${SS_VM_FIXTURES:-}" ]; then
     [ -z "${SS_VM_FIXTURES:-}" ] || exit 0
 fi
 # ---- end a64replay ----
+# ---- a64scan: SS_VM_A64SCAN=1: that case alone (a short boot), its capture
+# and live outputs in BUILD_ARM64/vm/arm64-a64scan-{pcre,pcrestack}.{snap,folded}
+# (replay them with --symfs BUILD_ARM64/vm/arm64-root)
+if [ -n "${SS_VM_A64SCAN:-}" ]; then
+    for m in pcre pcrestack; do
+        for x in snap folded; do
+            sed -n "/^SSVM-A64SCAN $m.$x begin/,/^SSVM-A64SCAN $m.$x end/p" "$log.txt" | sed '1d;$d' |
+                base64 -d >"$build/vm/arm64-a64scan-$m.$x"
+        done
+    done
+    echo "arm64: pcre $(val a64scan) ($(val a64scan_dump))"
+    echo "arm64: pcrestack $(val a64scan_pcrestack) ($(val a64scan_pcrestack_dump))"
+    echo "arm64: rwx_fp $(val a64scan_rwx_nocfi_fp); rwx (no frame pointers) $(val a64scan_rwx_nocfi)"
+    exit 0
+fi
+# ---- end a64scan ----
 if ! grep -aq '^SSVM end' "$log.txt"; then
     tail -n 40 "$log.txt"
     check boot "the guest did not finish" 0
@@ -426,5 +459,32 @@ check ngx_lua "$txt samples in the C function with the whole chain" "$ok" \
     "the rest native only: walked late under emulation, the request's coroutine read live"
 echo "   nginx case: guest uptime $(val ngx_uptime); whole run $(val uptime)"
 # ---- end a64ngx ----
+# ---- a64scan: code without CFI that called on (arm64-guest.sh a64scan_case) ----
+# the samples in PCRE2's JIT code (no CFI; it calls on inside itself, x30
+# no longer the return address): >= 95% reach _start through one "[jit]
+# [anon]" frame with the whole chain main > nocfi_outer > nocfi_middle >
+# nocfi_inner (cli_jitscan's bar on x86-64), none with another chain
+# (pcre: below libpcre2's jit_machine_stack_exec; pcrestack: with a JIT
+# stack, below pcre2_jit_match)
+for k in a64scan a64scan_pcrestack; do
+    line=$(val $k)
+    ok=$(awk -v j="$(field "$line" jit)" -v w="$(field "$line" whole)" -v b="$(field "$line" wrong)" \
+        'BEGIN { print (j >= 30 && b == 0 && w >= 0.95 * j) ? 1 : 0 }')
+    [[ $line == rc=0* ]] || ok=0
+    check $k "$line" "$ok"
+done
+# the hand-written code in RWX memory (x29 clobbered, calls back into C):
+# under callers with frame pointers as above; under callers without (their
+# records cannot be proven) the walks stop there, none with a wrong chain
+line=$(val a64scan_rwx_nocfi_fp)
+ok=$(awk -v j="$(field "$line" jit)" -v w="$(field "$line" whole)" -v b="$(field "$line" wrong)" \
+    'BEGIN { print (j >= 30 && b == 0 && w >= 0.95 * j) ? 1 : 0 }')
+[[ $line == rc=0* ]] || ok=0
+check a64scan_rwx_nocfi_fp "$line" "$ok"
+line=$(val a64scan_rwx_nocfi)
+ok=$(awk -v j="$(field "$line" jit)" -v b="$(field "$line" wrong)" 'BEGIN { print (j >= 30 && b == 0) ? 1 : 0 }')
+[[ $line == rc=0* ]] || ok=0
+check a64scan_rwx_nocfi "$line (refused, never wrong)" "$ok"
+# ---- end a64scan ----
 [ $fails = 0 ] || { echo "arm64: $fails checks failed"; exit 1; }
 echo "arm64: all checks passed"
