@@ -219,6 +219,41 @@ static void track_rule(struct ss_mem *m, const struct ss_nrule *r, uint64_t cfa)
             ss_mem_track_snap(m->track, m, cfa + r->off[s], 8);
 }
 
+/* The caller's registers from f's by rule r at cfa, slots 0..n-1: kept
+ * ("same value": lost ones stay lost), undefined, or loaded from their save
+ * slot (proven). popped: a slot below the sp of an interrupted frame (leaf,
+ * or below a signal frame) was popped in the epilogue, the register holds
+ * it (x86-64; libunwind's aarch64 step reads the slot). false: the slot
+ * at *miss is not in the snapshot. */
+static bool load_saved(struct ss_nproc *np, const struct ss_native_frame *f,
+                       const struct ss_nrule *r, uint64_t cfa, int n, bool popped,
+                       struct ss_native_frame *caller, uint64_t *miss)
+{
+    caller->regs = f->regs;
+    caller->regs.valid &= ~(uint64_t)r->undef;
+    for (int s = 0; s < n; s++) {
+        int16_t off = r->off[s];
+        unsigned d = ss_nrs_dreg[s];
+        if (off == SS_NR_SAME) continue;
+        if (off == SS_NR_UNDEF) {
+            caller->regs.valid &= ~SS_DBIT(d);
+            continue;
+        }
+        uint64_t addr = cfa + off;
+        if (popped && d != SS_DR_IP && (f->flags & SS_NF_EXACT) && addr + 8 <= ss_nf_sp(f))
+            continue;
+        const void *p = ss_mem_peek_snap(np->mem, addr, 8);
+        if (!p) {
+            *miss = addr;
+            return false;
+        }
+        memcpy(&caller->regs.r[d], p, 8);
+        caller->regs.valid |= SS_DBIT(d);
+        caller->regs.lost &= ~SS_DBIT(d);
+    }
+    return true;
+}
+
 #if defined(__x86_64__)
 static int apply_rule(struct ss_nproc *np, struct ss_native_frame *f, const struct ss_nrule *r,
                       struct ss_native_frame *caller, enum ss_trunc *why)
@@ -231,28 +266,10 @@ static int apply_rule(struct ss_nproc *np, struct ss_native_frame *f, const stru
     if (np->mem->track) track_rule(np->mem, r, cfa); /* replay's memo (memo.c) */
     if (np->nlog.on) ss_nmemo_log_rule(np, r, cfa);  /* the memo of native walks */
     f->cfa = cfa;                                    /* known even when the reads below fail */
-    caller->regs = f->regs;                          /* "same value": lost ones stay lost */
-    caller->regs.valid &= ~(uint64_t)r->undef;
-    for (int s = 0; s < SS_NRS_COUNT; s++) {
-        int16_t off = r->off[s];
-        unsigned d = ss_nrs_dreg[s];
-        if (off == SS_NR_SAME) continue;
-        if (off == SS_NR_UNDEF) {
-            caller->regs.valid &= ~SS_DBIT(d);
-            continue;
-        }
-        uint64_t addr = cfa + off;
-        /* a slot below the sp of an interrupted frame (leaf, or below a
-         * signal frame) was popped in the epilogue: the register holds it */
-        if (d != SS_DR_IP && (f->flags & SS_NF_EXACT) && addr + 8 <= ss_nf_sp(f)) continue;
-        const void *p = ss_mem_peek_snap(np->mem, addr, 8);
-        if (!p) {
-            *why = ss_native_fault_reason(np, addr);
-            return 0;
-        }
-        memcpy(&caller->regs.r[d], p, 8);
-        caller->regs.valid |= SS_DBIT(d);
-        caller->regs.lost &= ~SS_DBIT(d); /* loaded from its save slot: proven */
+    uint64_t miss;
+    if (!load_saved(np, f, r, cfa, SS_NRS_COUNT, true, caller, &miss)) {
+        *why = ss_native_fault_reason(np, miss);
+        return 0;
     }
     caller->regs.r[SS_DR_SP] = cfa;
     caller->regs.valid |= SS_DBIT(SS_DR_SP);
@@ -292,21 +309,8 @@ static int apply_rule_a64(struct ss_nproc *np, struct ss_native_frame *f, const 
         memcpy(&ra, p, 8);
     }
     if (code_word(np, ra, &w) && w == A64_SIGRETURN) return -1;
-    caller->regs = f->regs; /* "same value": lost ones stay lost */
-    caller->regs.valid &= ~(uint64_t)r->undef;
-    for (int s = 0; s < SS_NRS_RA; s++) {
-        int16_t off = r->off[s];
-        unsigned d = ss_nrs_dreg[s];
-        if (off == SS_NR_SAME) continue;
-        if (off == SS_NR_UNDEF) {
-            caller->regs.valid &= ~SS_DBIT(d);
-            continue;
-        }
-        if (!(p = ss_mem_peek_snap(np->mem, cfa + off, 8))) return -1;
-        memcpy(&caller->regs.r[d], p, 8);
-        caller->regs.valid |= SS_DBIT(d);
-        caller->regs.lost &= ~SS_DBIT(d); /* loaded from its save slot: proven */
-    }
+    uint64_t miss;
+    if (!load_saved(np, f, r, cfa, SS_NRS_RA, false, caller, &miss)) return -1;
     if (np->mem->track) { /* replay's memo (memo.c): any register, as libunwind's */
         track_rule(np->mem, r, cfa);
         np->mem->track->dregs = UINT64_MAX;
@@ -369,8 +373,6 @@ const struct ss_nrule *ss_native_rule(struct ss_nproc *np, uint64_t look)
     return get_rule(np, look);
 }
 
-/* One step by the rule for f: 1 done (not checked yet), 0 the walk ends
- * (*why), -1 no CFI for f (nothing done). */
 /* The check of a rule step from f0 that gave r (caller, *why): libunwind's
  * step from a copy of f0 (its registers and SS_NF_EXACT, which the rule
  * step left as they were) gives the same, the same registers known, the
@@ -395,6 +397,8 @@ static void check_step(struct ss_nproc *np, const struct ss_native_frame *f0, in
     if (!same) np->st.rule_check_diffs++;
 }
 
+/* One step by the rule for f: 1 done (not checked yet), 0 the walk ends
+ * (*why), -1 no CFI for f (nothing done). */
 static int rule_step(struct ss_nproc *np, struct ss_native_frame *f, struct ss_native_frame *caller,
                      enum ss_trunc *why)
 {
