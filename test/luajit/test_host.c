@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include "elf/elf.h"
@@ -43,7 +42,7 @@ struct expect {
  * and gone in the next). */
 #define FZ_PAGES 256
 struct frozen {
-    pid_t pid;
+    struct ss_target_live live; /* the reads themselves */
     unsigned n;
     uint64_t page[FZ_PAGES];
     int err[FZ_PAGES];
@@ -56,10 +55,10 @@ static int fz_page(struct frozen *z, uint64_t pg)
         if (z->page[i] == pg) return (int)i;
     if (z->n == FZ_PAGES) return -1;
     unsigned i = z->n++;
-    struct iovec l = {z->bytes[i], 4096}, r = {(void *)(uintptr_t)pg, 4096};
+    struct ss_iov one = {.addr = pg, .dst = z->bytes[i], .len = 4096};
+    int rc = ss_target_live.readv(&z->live, &one, 1);
     z->page[i] = pg;
-    errno = 0;
-    z->err[i] = process_vm_readv(z->pid, &l, 1, &r, 1, 0) == 4096 ? 0 : -(errno ? errno : EFAULT);
+    z->err[i] = rc ? rc : one.err;
     return (int)i;
 }
 
@@ -76,8 +75,9 @@ static int fz_readv(void *ctx, struct ss_iov *iov, int n)
             size_t off = a - pg, k = left < 4096 - off ? left : 4096 - off;
             int p = fz_page(z, pg);
             if (p < 0) { /* more pages than kept: read live */
-                struct iovec l = {d, k}, r = {(void *)(uintptr_t)a, k};
-                if (process_vm_readv(z->pid, &l, 1, &r, 1, 0) != (ssize_t)k) iov[i].err = -EFAULT;
+                struct ss_iov one = {.addr = a, .dst = d, .len = k};
+                int rc = ss_target_live.readv(&z->live, &one, 1);
+                iov[i].err = rc ? rc : one.err;
             } else if (z->err[p]) {
                 iov[i].err = z->err[p] == -ESRCH ? -ESRCH : -EFAULT;
             } else {
@@ -388,7 +388,7 @@ static void run_host_in(const char *script, struct expect *exp, unsigned nexp, c
     struct ss_proc *proc;
     cr_assert_eq(ss_elf_cache_new(&ec, NULL), 0);
     cr_assert_eq(ss_proc_new_live(&proc, pid, ec, NULL, &err), 0, "%s", err.msg);
-    r.fz.pid = pid;
+    r.fz.live.pid = pid;
     r.fz.bytes = malloc(FZ_PAGES * sizeof(*r.fz.bytes));
     cr_assert_not_null(r.fz.bytes);
     ss_mem_init(&r.mem, proc, &fz_ops, &r.fz);
