@@ -273,8 +273,8 @@ fi
 # and live outputs in BUILD_ARM64/vm/arm64-a64scan-{pcre,pcrestack}.{snap,folded}
 # (replay them with --symfs BUILD_ARM64/vm/arm64-root)
 if [ -n "${SS_VM_A64SCAN:-}" ]; then
-    for m in pcre pcrestack; do
-        for x in snap folded; do
+    for m in pcre pcrestack rwx; do
+        for x in snap folded txt; do
             sed -n "/^SSVM-A64SCAN $m.$x begin/,/^SSVM-A64SCAN $m.$x end/p" "$log.txt" | sed '1d;$d' |
                 base64 -d >"$build/vm/arm64-a64scan-$m.$x"
         done
