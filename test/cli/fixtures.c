@@ -366,6 +366,74 @@ Test(cli_fixtures, arm64_pac_signed_frames_replay_to_the_live_output)
     free(snap), free(want), free(got), free(dir);
 }
 
+/* The samples of the folded lines that start with prefix and hold needle. */
+static long long count_with(const char *text, const char *prefix, const char *needle)
+{
+    long long n = 0;
+    for (const char *l = text; l && *l;) {
+        const char *e = strchr(l, '\n'), *end = e ? e : l + strlen(l), *c = end;
+        while (c > l && c[-1] != ' ')
+            c--;
+        if (!strncmp(l, prefix, strlen(prefix)) &&
+            memmem(l, (size_t)(end - l), needle, strlen(needle)))
+            n += atoll(c);
+        l = e ? e + 1 : NULL;
+    }
+    return n;
+}
+
+/* test/fixtures/arm64-nocfi.snap and arm64-nocfi-rwx.snap (and .folded):
+ * code without CFI on arm64, recorded in the arm64 VM (SS_VM_A64SCAN=1
+ * test/vm/arm64.sh . build-arm64; bundled, pruned by test/fixtures/make.sh's
+ * cli_fixtool): cli_nocfi pcre, PCRE2's JIT code that called on; cli_nocfi_fp
+ * rwx and cli_nocfi rwx, hand-written code in RWX memory under callers with
+ * frame pointers and without. The replay (an x86-64 build: foreign_scan.c;
+ * an arm64 build: native_scan.c; the same stack scan, a64scan.c) gives the
+ * live output: the chains through the JIT code reach the root as the live
+ * walk's did, and stop where it refused (callers without frame pointers:
+ * cut, never a wrong chain). Before the x86-64 build scanned, its replay
+ * stopped at the JIT code: 0 of those chains whole. Every rule step
+ * checked against the slow path's: 0 differ. */
+Test(cli_fixtures, arm64_code_without_cfi_replays_to_the_live_output)
+{
+    static const struct {
+        const char *name, *root;
+        long long min;
+    } cases[] = {{"arm64-nocfi", "cli_nocfi;_start;", 100},
+                 {"arm64-nocfi-rwx", "cli_nocfi_fp;_start;", 200}};
+    char *dir = cli_tmpdir("fix-a64nocfi"), *got = cli_path(dir, "got.folded"), msgs[2048];
+    for (unsigned i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char *snap = fixture(cases[i].name, "snap"), *want = fixture(cases[i].name, "folded");
+        char *argv[] = {(char *)cli_ss(), "replay", snap, "-o", got, NULL};
+        struct cli_res r;
+        cr_assert(cli_run(&r, 60, argv) == 0);
+        cr_assert(r.status == 0, "%s: exit %d\n%s", snap, r.status, r.err);
+        no_complaints(r.err);
+        char *d = cli_diff(want, got);
+        cr_assert(!d, "%s\n(a new fixture: SS_VM_A64SCAN=1 test/vm/arm64.sh)", d);
+        char *text = cli_load(got, NULL);
+        long long whole = count_with(text, cases[i].root, ";[jit] [anon]");
+        cr_log_info("%s: %lld samples through JIT code with the whole chain", cases[i].name, whole);
+        cr_assert(whole >= cases[i].min, "%s: %lld samples through JIT code whole:\n%s",
+                  cases[i].name, whole, text);
+        if (i == 1) { /* callers without frame pointers: refused there, no chain on */
+            long long cut = count_with(text, "cli_nocfi;[unknown]+0x", "");
+            cr_assert(cut >= 200 && count_with(text, "cli_nocfi;_start;", "[jit]") == 0,
+                      "cli_nocfi rwx: %lld cut:\n%s", cut, text);
+        }
+        struct cli_steps ru = {0};
+        cr_assert(cli_replay_steps(snap, SS_NATIVE_RULES, true, NULL, &ru, msgs, sizeof(msgs)) == 0,
+                  "%s: %s", cases[i].name, msgs);
+        cr_assert(ru.checks > 100 && ru.diffs == 0, "%s: %lld of %lld rule steps differ",
+                  cases[i].name, ru.diffs, ru.checks);
+        free(text);
+        cli_res_free(&r);
+        free(snap), free(want);
+    }
+    cli_rmtree(dir);
+    free(dir), free(got);
+}
+
 /* The arm64 captures' native steps in an x86-64 build: the rule cache of
  * unwind/foreign_rules.c answers most of them without libdw, and each rule
  * step gives exactly libdw's registers. Each fixture is replayed twice in
