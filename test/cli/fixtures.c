@@ -34,6 +34,20 @@ static void no_complaints(const char *err)
               "replay complained:\n%s", err);
 }
 
+/* `stacksnap replay SNAP -o GOT`: exit 0, no complaints, GOT the same as
+ * WANT (the live output; how to make a new fixture: remake) */
+static void replay_as_live(const char *snap, const char *want, const char *got, const char *remake)
+{
+    char *argv[] = {(char *)cli_ss(), "replay", (char *)snap, "-o", (char *)got, NULL};
+    struct cli_res r;
+    cr_assert(cli_run(&r, 60, argv) == 0);
+    cr_assert(r.status == 0, "%s: exit %d\n%s", snap, r.status, r.err);
+    no_complaints(r.err);
+    char *d = cli_diff(want, got);
+    cr_assert(!d, "%s: %s\n(a new fixture: %s)", snap, d, remake);
+    cli_res_free(&r);
+}
+
 Test(cli_fixtures, replay_gives_the_recorded_live_output)
 {
     char *dir = cli_tmpdir("fix");
@@ -214,12 +228,7 @@ Test(cli_fixtures, a_real_arm64_capture_replays_everywhere)
               "info:\n%s\n%s", r.out, r.err);
     cli_res_free(&r);
     char *dir = cli_tmpdir("fix-a64"), *got_f = cli_path(dir, "got.folded");
-    char *argv[] = {(char *)cli_ss(), "replay", snap, "-o", got_f, NULL};
-    cr_assert(cli_run(&r, 60, argv) == 0);
-    cr_assert(r.status == 0, "%s: exit %d\n%s", snap, r.status, r.err);
-    no_complaints(r.err);
-    char *d = cli_diff(want_f, got_f);
-    cr_assert(!d, "%s\n(a new fixture: test/fixtures/make.sh says how)", d);
+    replay_as_live(snap, want_f, got_f, "test/fixtures/make.sh says how");
     /* worth replaying: samples, and the whole chain through code without
      * frame pointers */
     char *text = cli_load(want_f, NULL), why[300];
@@ -298,12 +307,7 @@ Test(cli_fixtures, arm64_luajit_stack_bytes_replay_to_the_live_output)
                   "%s info:\n%s\n%s", names[i], r.out, r.err);
         cli_res_free(&r);
         char *dir = cli_tmpdir("fix-a64ljs"), *got = cli_path(dir, "got.folded");
-        char *argv[] = {(char *)cli_ss(), "replay", snap, "-o", got, NULL};
-        cr_assert(cli_run(&r, 60, argv) == 0);
-        cr_assert(r.status == 0, "%s: exit %d\n%s", snap, r.status, r.err);
-        no_complaints(r.err);
-        char *d = cli_diff(want, got);
-        cr_assert(!d, "%s: %s\n(a new fixture: SS_VM_FIXTURES=1 test/vm/arm64.sh)", names[i], d);
+        replay_as_live(snap, want, got, "SS_VM_FIXTURES=1 test/vm/arm64.sh");
         /* worth replaying: samples, most with the interpreter's exact chain */
         char *text = cli_load(want, NULL), why[300];
         long long n = cli_folded_check(text, why, sizeof(why));
@@ -404,13 +408,7 @@ Test(cli_fixtures, arm64_code_without_cfi_replays_to_the_live_output)
     char *dir = cli_tmpdir("fix-a64nocfi"), *got = cli_path(dir, "got.folded"), msgs[2048];
     for (unsigned i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         char *snap = fixture(cases[i].name, "snap"), *want = fixture(cases[i].name, "folded");
-        char *argv[] = {(char *)cli_ss(), "replay", snap, "-o", got, NULL};
-        struct cli_res r;
-        cr_assert(cli_run(&r, 60, argv) == 0);
-        cr_assert(r.status == 0, "%s: exit %d\n%s", snap, r.status, r.err);
-        no_complaints(r.err);
-        char *d = cli_diff(want, got);
-        cr_assert(!d, "%s\n(a new fixture: SS_VM_A64SCAN=1 test/vm/arm64.sh)", d);
+        replay_as_live(snap, want, got, "SS_VM_A64SCAN=1 test/vm/arm64.sh");
         char *text = cli_load(got, NULL);
         long long whole = count_with(text, cases[i].root, ";[jit] [anon]");
         cr_log_info("%s: %lld samples through JIT code with the whole chain", cases[i].name, whole);
@@ -427,7 +425,6 @@ Test(cli_fixtures, arm64_code_without_cfi_replays_to_the_live_output)
         cr_assert(ru.checks > 100 && ru.diffs == 0, "%s: %lld of %lld rule steps differ",
                   cases[i].name, ru.diffs, ru.checks);
         free(text);
-        cli_res_free(&r);
         free(snap), free(want);
     }
     cli_rmtree(dir);
