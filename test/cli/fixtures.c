@@ -13,6 +13,7 @@
 #include <sys/mount.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "cli.h"
 #include "stacksnap/ss.h"
@@ -429,6 +430,82 @@ Test(cli_fixtures, arm64_code_without_cfi_replays_to_the_live_output)
     }
     cli_rmtree(dir);
     free(dir), free(got);
+}
+
+static uint64_t get_le(const uint8_t *p, int n)
+{
+    uint64_t v = 0;
+    for (int i = n - 1; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+/* Copy capture IN to OUT with the stack bytes of every key sample (format
+ * 4, docs/capture-format.md; the delta samples take theirs) shuffled as
+ * 8-byte words by seed: hostile stacks whose words are still plausible
+ * (return addresses, frame records, stack pointers, out of place). The
+ * records keep their lengths; their CRCs are made anew. */
+static void scramble(const char *in, uint64_t seed, const char *out)
+{
+    size_t n;
+    uint8_t *b = (uint8_t *)cli_load(in, &n);
+    cr_assert(b && n > 16);
+    for (size_t off = 16; off + 20 <= n;) {
+        uint8_t *h = b + off, *pl = h + 20;
+        uint32_t type = (uint32_t)get_le(h + 4, 2), flags = (uint32_t)get_le(h + 6, 2),
+                 len = (uint32_t)get_le(h + 8, 4);
+        cr_assert(!memcmp(h, "\x9eSR\n", 4) && len <= n - off - 20);
+        off += 20 + (size_t)len;
+        if (type != 3 || flags) continue;
+        size_t at = 32, nregs = (size_t)get_le(pl + at, 4); /* seq .. time_ns, nregs */
+        at += 4 + 8 * nregs;
+        cr_assert(at + 16 <= len);
+        size_t slen = (size_t)get_le(pl + at + 4, 4), words = slen / 8;
+        uint8_t *st = pl + at + 16;
+        if (get_le(pl + at + 8, 8) != UINT64_MAX || at + 16 + slen > len) continue; /* a delta */
+        for (size_t i = words; i > 1; i--) { /* Fisher-Yates, xorshift64 */
+            seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17;
+            size_t j = (size_t)(seed % i);
+            uint8_t t[8];
+            memcpy(t, st + 8 * (i - 1), 8), memcpy(st + 8 * (i - 1), st + 8 * j, 8);
+            memcpy(st + 8 * j, t, 8);
+        }
+        uint32_t c = (uint32_t)crc32(0, pl, len);
+        for (int k = 0; k < 4; k++)
+            h[12 + k] = (uint8_t)(c >> (8 * k));
+        c = (uint32_t)crc32(0, h, 16);
+        for (int k = 0; k < 4; k++)
+            h[16 + k] = (uint8_t)(c >> (8 * k));
+    }
+    cr_assert(cli_store(out, b, n) == 0);
+    free(b);
+}
+
+/* Hostile stacks (scramble) under the arm64 scan: each replay ends, soon,
+ * with a stack per sample (truncated where the scan refuses), never a crash
+ * or a hang (the scan's bounds: 8 KiB of slots, 256 CFI steps). */
+Test(cli_fixtures, arm64_scan_over_hostile_stacks_ends)
+{
+    static const char *const fx[] = {"arm64-nocfi", "arm64-nocfi-rwx"};
+    char *dir = cli_tmpdir("fix-a64hostile"), *bad = cli_path(dir, "bad.snap"),
+         *got = cli_path(dir, "got.folded");
+    for (unsigned i = 0; i < 2; i++)
+        for (uint64_t seed = 1; seed <= 3; seed++) {
+            char *snap = fixture(fx[i], "snap"),
+                 *argv[] = {(char *)cli_ss(), "replay", bad, "-o", got, NULL};
+            scramble(snap, seed * 0x9e3779b97f4a7c15ull, bad);
+            struct cli_res r;
+            cr_assert(cli_run(&r, 60, argv) == 0, "%s seed %d: no end in 60 s", fx[i], (int)seed);
+            cr_assert(r.status == 0, "%s seed %d: exit %d\n%s", fx[i], (int)seed, r.status, r.err);
+            char *text = cli_load(got, NULL), why[300], *want = fixture(fx[i], "folded"),
+                 *d = cli_diff(want, got);
+            cr_assert(cli_folded_check(text, why, sizeof(why)) >= 100, "%s", why);
+            cr_assert(d, "%s seed %d: the stacks were not scrambled", fx[i], (int)seed);
+            free(text), free(snap), free(want), free(d);
+            cli_res_free(&r);
+        }
+    cli_rmtree(dir);
+    free(dir), free(bad), free(got);
 }
 
 /* The arm64 captures' native steps in an x86-64 build: the rule cache of
