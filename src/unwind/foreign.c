@@ -14,12 +14,12 @@
  * libdw's step (dwfl_getthread_frames from that frame) for the rest.
  *
  * The walk ends where the arm64 build's (unwind/native.c, native_scan.c)
- * ends, so that both give the same frames: a frame without CFI ends it
- * (libdw's frame-pointer guess is never taken), but for the leaf, which
- * steps to x30 (its pointer-authentication code stripped) with its own sp
- * when that is a return address after a call in file code; a return
- * address of 0 is the root; the caller's sp must be above (or, after an
- * interrupted frame, at) its callee's, its ip in executable memory.
+ * ends, so that both give the same frames: a frame without CFI is stepped
+ * out of by the same stack scan (a64scan.c, through foreign_scan.c; libdw's
+ * frame-pointer guess is never taken), or ends the walk where the scan
+ * refuses; a return address of 0 is the root; the caller's sp must be
+ * above (or, after an interrupted frame, at) its callee's, its ip in
+ * executable memory.
  *
  * LuaJIT's interpreter frames are walked as the arm64 build walks them
  * (walk.c, lua.c), with the arm64 VM's runtime (its architecture taken from
@@ -42,7 +42,6 @@
 #include "elf/elf.h"
 #include "process/process.h"
 #include "symbolize/symbolize.h"
-#include "util/pac.h"
 #include "unwind/foreign_int.h"
 #include "unwind/lua.h"
 #include "unwind/luajit/layout.h"
@@ -239,27 +238,11 @@ static unsigned foreign_frames(struct ss_fproc *fp, const uint64_t *regs, unsign
         return max ? 1 : 0;
     }
     ss_fwalk(fp, &w);
-    /* a leaf without CFI (the vDSO: no .eh_frame) returns to x30 with its sp */
-    if (w.nocfi && w.n == 1 && w.why == SS_TRUNC_NOINFO && (nf[0].flags & SS_NF_EXACT)) {
-        uint64_t ra = ss_pac_strip(fp->regs[A64_X30], fp->pac ? fp->pac : SS_PAC_DEFAULT);
-        if (ss_fret_addr(fp, ra) && max > 1) {
-            fp->regs[A64_PC] = ra - 1; /* looked up as a return address */
-            fp->valid &= ~(1ull << A64_X30);
-            w.restart = true;
-            w.trial = 1;
-            ss_fwalk(fp, &w);
-            /* a walk that ends within the trial: at the root, the snapshot's
-             * end, or code without CFI after a step (native_scan.c) */
-            bool ended =
-                w.n - 1 <= SCAN_TRIAL && !(w.why == SS_TRUNC_NONE || w.why == SS_TRUNC_SNAPSHOT ||
-                                           (w.why == SS_TRUNC_NOINFO && w.n > 2));
-            if (w.refused || ended) {
-                w.n = 1;
-                w.why = SS_TRUNC_NOINFO;
-            }
-        }
-    }
-    if (l) trace_frames(fp, &w, l, time_ns);
+    /* code without CFI: trace code the Lua walk claims, else the stack
+     * scan's caller (foreign_scan.c), the walk on from there, again */
+    do {
+        if (l) trace_frames(fp, &w, l, time_ns);
+    } while (ss_fscan(fp, &w));
     *why = w.why;
     return w.n;
 }

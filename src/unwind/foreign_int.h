@@ -27,10 +27,8 @@ struct fwalk {
     struct vmregs *vr;          /* out: per frame, the VM's registers */
     unsigned n, max;
     enum ss_trunc why;
-    bool nocfi;     /* the walk stopped at a frame without CFI */
-    bool restart;   /* the first frame is a return address given as pc - 1 */
-    unsigned trial; /* > 0: the index of that frame, whose walk is on trial */
-    bool refused;   /* the trial failed */
+    bool nocfi;   /* the walk stopped at a frame without CFI */
+    bool restart; /* the first frame is a return address given as pc - 1 */
     /* foreign_walk.c: x0-x30, sp of the last frame added, and whether libdw
      * looks its row up at its pc - 1 (not the first frame, nor one a
      * signal interrupted) */
@@ -43,7 +41,6 @@ struct fwalk {
     bool probed, probe_act;
     uint64_t probe_pc;
 };
-#define SCAN_TRIAL 16 /* native_scan.c's SS_SCAN_TRIAL */
 
 struct ss_fproc {
     Dwfl *dwfl;
@@ -67,8 +64,21 @@ struct ss_fproc {
 extern const Dwfl_Thread_Callbacks ss_fthread_cbs;
 /* The mapping's bytes of the file at addr (any protection), len of them. */
 const void *ss_ffile_bytes(struct ss_proc *proc, uint64_t addr, size_t len);
-/* Could ra be a return address (native_scan.c's ret_addr, arm64). */
-bool ss_fret_addr(struct ss_fproc *fp, uint64_t ra);
+/* Has lookup address look a CFI row; is ip the ELF entry's code (the root)? */
+bool ss_fhas_cfi(struct ss_fproc *fp, uint64_t look);
+bool ss_fat_entry(struct ss_proc *proc, uint64_t ip);
+/* One step from the frame at pc with registers in (dec: pc is a return
+ * address, its row looked up at pc - 1), a rule's or libdw's as the walk
+ * takes it: 1 and the caller's registers in *out, its pc (stripped) in
+ * *npc, *nact when it is an interrupted one (under a signal frame); 0 the
+ * walk ends there (*why; SS_TRUNC_NONE at the root: a rule's leaves in
+ * *out the x30 it read, 0, or none). */
+int ss_fstep(struct ss_fproc *fp, const struct ss_a64regs *in, uint64_t pc, bool dec,
+             struct ss_a64regs *out, uint64_t *npc, bool *nact, enum ss_trunc *why);
+/* foreign_scan.c: the last frame of w, without CFI (w->nocfi, why
+ * SS_TRUNC_NOINFO), stepped out of by the arm64 stack scan (a64scan.h) and
+ * the walk gone on from its caller; false: refused, the walk ends there. */
+bool ss_fscan(struct ss_fproc *fp, struct fwalk *w);
 /* One walk from fp->regs (fp->valid; w->restart: its pc is a return
  * address - 1) into w; how it ended in w->why. */
 void ss_fwalk(struct ss_fproc *fp, struct fwalk *w);

@@ -30,7 +30,6 @@
 
 #include "elf/elf.h"
 #include "process/process.h"
-#include "unwind/a64call.h"
 #include "unwind/foreign_int.h"
 #include "util/pac.h"
 
@@ -100,50 +99,17 @@ const Dwfl_Thread_Callbacks ss_fthread_cbs = {
 
 /* Has look (a frame's lookup address) a CFI row in its file? (The rule
  * cache compiles the row libdw finds there, or says it found none.) */
-static bool has_cfi(struct ss_fproc *fp, uint64_t look)
+bool ss_fhas_cfi(struct ss_fproc *fp, uint64_t look)
 {
     return ss_a64_rule(fp->rc, fp->dwfl, look)->kind != SS_A64R_NOINFO;
 }
 
 /* Code at the file's ELF entry that no CFI covers: the root (native.c). */
-static bool at_entry(struct ss_proc *proc, uint64_t ip)
+bool ss_fat_entry(struct ss_proc *proc, uint64_t ip)
 {
     const struct ss_mapping *mp = ss_proc_find_cached(proc, ip);
     uint64_t v = mp && mp->elf ? ip - (uint64_t)mp->bias : 0;
     return v && mp->elf->e_entry && v >= mp->elf->e_entry && v - mp->elf->e_entry < 64;
-}
-
-/* Could ra be a return address (native_scan.c's ret_addr, arm64): in an
- * executable file mapping whose CFI covers ra - 1, right after a call: BL
- * into an executable file mapping, or BLR/BLRA*. */
-bool ss_fret_addr(struct ss_fproc *fp, uint64_t ra)
-{
-    struct ss_proc *proc = fp->up->proc;
-    const struct ss_mapping *mp = ss_proc_find_cached(proc, ra);
-    if (ra < 4096 || !mp || !mp->elf || !(mp->d.prot & SS_MAP_X)) return false;
-    const uint8_t *p = ss_ffile_bytes(proc, ra - 4, 4);
-    if (!p || !has_cfi(fp, ra - 1)) return false;
-    uint64_t target = 0;
-    unsigned kind = ss_a64_call(p, ra, &target);
-    if (kind != SS_A64_CALL_DIR) return kind == SS_A64_CALL_IND;
-    const struct ss_mapping *t = ss_proc_find_cached(proc, target);
-    return t && t->elf && (t->d.prot & SS_MAP_X);
-}
-
-/* Is the frame just added at k, on the walk from the leaf's x30, one
- * native_scan.c's trial takes: within its first SCAN_TRIAL steps every
- * return address into file code with CFI follows a call; a zero return
- * address after the first is a stale slot, not the root. */
-static bool trial_ok(struct ss_fproc *fp, const struct fwalk *w, unsigned k)
-{
-    unsigned i = k - w->trial;
-    if (!w->trial || k <= w->trial || i > SCAN_TRIAL) return true;
-    const struct ss_native_frame *f = &w->nf[k];
-    uint64_t ip = ss_nf_ip(f);
-    const struct ss_mapping *mp = ss_proc_find_cached(fp->up->proc, ip);
-    if (f->flags & SS_NF_EXACT) return true; /* under a signal frame */
-    return !(mp && mp->elf && (mp->d.prot & SS_MAP_X) && ip >= 4096 && has_cfi(fp, ip - 1)) ||
-           ss_fret_addr(fp, ip);
 }
 
 /* Add the frame at pc (act: interrupted, not a return address) with
@@ -161,7 +127,6 @@ static int add_frame(struct ss_fproc *fp, struct fwalk *w, uint64_t pc, bool act
         const struct ss_native_frame *f = &w->nf[w->n - 1];
         bool fexact = f->flags & SS_NF_EXACT;
         if (pc == 0) {
-            w->refused = w->trial && w->n > w->trial && w->n - w->trial < SCAN_TRIAL;
             w->why = SS_TRUNC_NONE;
             return DWARF_CB_ABORT;
         }
@@ -194,13 +159,9 @@ static int add_frame(struct ss_fproc *fp, struct fwalk *w, uint64_t pc, bool act
             v->valid |= (uint16_t)(1u << i);
         }
     w->cur = *g;
-    if (!trial_ok(fp, w, w->n - 1)) {
-        w->refused = true;
-        return DWARF_CB_ABORT;
-    }
-    if (!has_cfi(fp, act ? pc : pc - 1)) {
+    if (!ss_fhas_cfi(fp, act ? pc : pc - 1)) {
         w->nocfi = true;
-        w->why = at_entry(fp->up->proc, pc) ? SS_TRUNC_NONE : SS_TRUNC_NOINFO;
+        w->why = ss_fat_entry(fp->up->proc, pc) ? SS_TRUNC_NONE : SS_TRUNC_NOINFO;
         return DWARF_CB_ABORT;
     }
     return DWARF_CB_OK;
@@ -307,6 +268,37 @@ static int rule_step(struct ss_fproc *fp, struct fwalk *w, uint64_t pc, struct s
     if (k <= 0) return k;
     uint64_t npc = ss_pac_strip(ng->r[A64_X30], fp->pac);
     return ss_a64_rule(fp->rc, fp->dwfl, npc - 1)->kind != SS_A64R_SIGNAL;
+}
+
+int ss_fstep(struct ss_fproc *fp, const struct ss_a64regs *in, uint64_t pc, bool dec,
+             struct ss_a64regs *out, uint64_t *npc, bool *nact, enum ss_trunc *why)
+{
+    struct fwalk *keep = fp->w, t = {.cur = *in, .dec = dec};
+    *nact = false;
+    *why = SS_TRUNC_NONE;
+    out->valid = 0;
+    int k = fp->mode == SS_NATIVE_RULES ? rule_step(fp, &t, pc, out) : 0;
+    if (k) {
+        if (fp->check) check(fp, &t, pc, out, k < 0);
+        fp->st->rule_steps++;
+        fp->w = keep;
+        if (k > 0) *npc = ss_pac_strip(out->r[A64_X30], fp->pac);
+        return k > 0;
+    }
+    fp->st->unw_steps++;
+    struct fwalk pw = {.probe = out, .skip = true, .restart = dec};
+    dw_start(fp, in, pc, dec);
+    int r = dw_walk(fp, &pw);
+    fp->w = keep;
+    if (pw.probed) {
+        *npc = pw.probe_pc;
+        *nact = pw.probe_act;
+        return 1;
+    }
+    out->valid = 0;
+    if (r != 0) /* a read libdw could not make: the snapshot's end, as dw_walk says it */
+        *why = in->r[A64_SP] >= fp->up->mem.snap_base ? SS_TRUNC_SNAPSHOT : SS_TRUNC_ERROR;
+    return 0;
 }
 
 void ss_fwalk(struct ss_fproc *fp, struct fwalk *w)

@@ -376,7 +376,10 @@ const struct ss_nrule *ss_native_rule(struct ss_nproc *np, uint64_t look)
 /* The check of a rule step from f0 that gave r (caller, *why): libunwind's
  * step from a copy of f0 (its registers and SS_NF_EXACT, which the rule
  * step left as they were) gives the same, the same registers known, the
- * same values (ss_nproc_set_check). */
+ * same values (ss_nproc_set_check). A zero return address is the root
+ * for both: the rule's caller at ip 0 (ss_native_check ends the walk
+ * there), libunwind's end of the walk (the stack scan's candidates read
+ * stale zeros so: arm64-nocfi-rwx, 501 such steps). */
 static void check_step(struct ss_nproc *np, const struct ss_native_frame *f0, int r,
                        const struct ss_native_frame *caller, enum ss_trunc why)
 {
@@ -390,8 +393,10 @@ static void check_step(struct ss_nproc *np, const struct ss_native_frame *f0, in
     np->mem->track = track;
     np->st.unw_steps = unw;
     np->nlog.opaque = opaque;
-    bool same = r2 == r && (r ? c.regs.valid == caller->regs.valid : w == why);
-    for (unsigned d = 0; same && r && d < SS_DR_COUNT; d++)
+    bool root = r && !r2 && w == SS_TRUNC_NONE && (caller->regs.valid & SS_DBIT(SS_DR_IP)) &&
+                ss_nf_ip(caller) == 0;
+    bool same = root || (r2 == r && (r ? c.regs.valid == caller->regs.valid : w == why));
+    for (unsigned d = 0; same && !root && r && d < SS_DR_COUNT; d++)
         same = !(c.regs.valid & SS_DBIT(d)) || c.regs.r[d] == caller->regs.r[d];
     np->st.rule_checks++;
     if (!same) np->st.rule_check_diffs++;

@@ -28,11 +28,8 @@
  * valid candidate: the walk ends there (SS_TRUNC_NOINFO) rather than guess.
  * A scan that refused candidates as stale marks f SS_NF_STALE (the sample's
  * count, SS_FF_STALE).
- * arm64 (a64_step): a call leaves the return address in x30; code without
- * CFI that did not call on steps to x30 (the vDSO); code that called on
- * saved x30 in a frame record {x29, x30}: the scan takes each slot as that
- * x30, the slot below as the caller's x29, and proves the caller's sp from
- * its CFI and its own frame record (a64_caller), else refuses.
+ * arm64: the step is unwind/a64scan.c's (shared with an x86-64 build's
+ * walk of an arm64 capture, foreign_scan.c), given this walk's CFI steps.
  * Reads only the snapshot and file bytes, so live and replay agree. */
 #include <capstone/capstone.h>
 #include <string.h>
@@ -40,13 +37,10 @@
 #include "elf/elf.h"
 #include "memory/memory.h"
 #include "process/process.h"
-#include "unwind/a64call.h"
+#include "unwind/a64scan.h"
 #include "unwind/native_int.h"
-#include "util/pac.h"
 
-#define SS_SCAN_BYTES 8192 /* of the snapshot above f's sp */
-#define SS_SCAN_TRIAL 16   /* CFI frames a candidate's walk must make (or end validly) */
-#define SS_CALL_MAX 8      /* longest call instruction looked for */
+#define SS_CALL_MAX 8 /* longest call instruction looked for */
 
 void ss_nscan_free(struct ss_nproc *np)
 {
@@ -67,7 +61,6 @@ static bool cs_ready(struct ss_nproc *np)
     np->cs_insn = cs_malloc(h);
     return np->cs_insn != NULL;
 }
-#endif
 
 /* File bytes [addr - len, addr) of mapping mp (code the process runs as
  * mapped: read from the file image, not the target). */
@@ -79,8 +72,7 @@ static const uint8_t *code_before(const struct ss_mapping *mp, uint64_t addr, si
 /* The call instructions that may end at ra (the bytes before ra decoded
  * at each length): CALL_IND an indirect one, CALL_DIR a direct one (e8
  * rel32 on x86-64, bl on arm64) with its target in *target. */
-enum { CALL_IND = SS_A64_CALL_IND, CALL_DIR = SS_A64_CALL_DIR };
-#if defined(__x86_64__)
+enum { CALL_IND = 1, CALL_DIR = 2 };
 static unsigned call_before(struct ss_nproc *np, const struct ss_mapping *mp, uint64_t ra,
                             uint64_t *target)
 {
@@ -106,16 +98,6 @@ static unsigned call_before(struct ss_nproc *np, const struct ss_mapping *mp, ui
     }
     return kinds;
 }
-#else
-/* arm64: BL (direct), BLR, or one of BLRAA, BLRAB, BLRAAZ, BLRABZ */
-static unsigned call_before(struct ss_nproc *np, const struct ss_mapping *mp, uint64_t ra,
-                            uint64_t *target)
-{
-    (void)np;
-    const uint8_t *b = code_before(mp, ra, 4);
-    return b ? ss_a64_call(b, ra, target) : 0;
-}
-#endif
 
 /* Is the walk from candidate c valid (see the header comment)? */
 static bool ret_addr(struct ss_nproc *np, uint64_t ra, struct ss_nrule *rule, bool nocfi_callee);
@@ -175,7 +157,6 @@ static bool load8(struct ss_nproc *np, uint64_t addr, uint64_t *v)
  * a frame of its own: a tail jump through a register or memory in its first
  * instructions (a wrapper that jumps to a function pointer)? Not a PLT
  * stub: the function it jumps to is another library's, with CFI. */
-#if defined(__x86_64__)
 static bool tail_jumps(struct ss_nproc *np, const struct ss_mapping *mp, uint64_t target)
 {
     size_t len = SS_TAIL_BYTES;
@@ -193,27 +174,6 @@ static bool tail_jumps(struct ss_nproc *np, const struct ss_mapping *mp, uint64_
     }
     return false;
 }
-#else
-/* arm64: BR, BRAA, BRAB, BRAAZ or BRABZ (not RET); a PLT stub starts with
- * adrp x16 (after a BTI) */
-static bool tail_jumps(struct ss_nproc *np, const struct ss_mapping *mp, uint64_t target)
-{
-    (void)np;
-    size_t len = SS_TAIL_BYTES;
-    if (target + len > mp->d.end) len = (size_t)(mp->d.end - target);
-    const uint8_t *b = code_before(mp, target + len, len & ~(size_t)3);
-    if (!b) return false;
-    for (size_t k = 0; k + 4 <= len && k / 4 < SS_TAIL_INSNS; k += 4) {
-        uint32_t i =
-            b[k] | (uint32_t)b[k + 1] << 8 | (uint32_t)b[k + 2] << 16 | (uint32_t)b[k + 3] << 24;
-        if ((i & 0xffffff3fu) == 0xd503241fu) continue;               /* bti */
-        if ((i & 0x9f00001fu) == 0x90000010u && k <= 4) return false; /* adrp x16: a PLT stub */
-        if ((i & 0xfffffc1fu) == 0xd61f0000u || (i & 0xfefff800u) == 0xd61f0800u) return true;
-        if ((i & 0xffe0001fu) == 0xd4200000u || (i >> 16) == 0) break; /* brk, udf */
-    }
-    return false;
-}
-#endif
 
 /* Could the direct call to target have made the frame above it?
  * nocfi_callee: that frame is code without CFI, stepped over by the scan:
@@ -252,7 +212,6 @@ static bool ret_addr(struct ss_nproc *np, uint64_t ra, struct ss_nrule *rule, bo
     return true;
 }
 
-#if defined(__x86_64__)
 /* Check the candidate caller c of f (ip, sp and registers set). A caller
  * whose CFA is rbp-based (built with frame pointers) needs its own rbp,
  * which the code without CFI may have used for itself: if the walk fails
@@ -275,214 +234,83 @@ static bool valid(struct ss_nproc *np, const struct ss_native_frame *f, struct s
     c->regs.r[SS_DR_FP] = keep;
     return false;
 }
-#endif
+#else
+_Static_assert((int)SS_DR_COUNT == (int)SS_A64S_NREG && (int)SS_DR_SP == (int)SS_A64S_SP &&
+                   (int)SS_DR_IP == (int)SS_A64S_PC && (int)SS_DR_X29 == (int)SS_A64S_X29 &&
+                   (int)SS_DR_X30 == (int)SS_A64S_X30,
+               "a64scan.h's frame is this build's registers");
 
-#if !defined(__x86_64__)
-#define SS_A64_SAVES 176   /* the most a frame record lies below its CFA, but at the bottom */
-#define SS_A64_STRIDE 2048 /* between probes of a caller's CFA */
-#define SS_A64_PROBES 32   /* of them (64 KiB), then the lowest sp */
-#define SS_A64_BUDGET 256  /* CFI steps of those probes and checks in one scan */
-
-/* The CFA of c (its CFI step by libunwind) with sp s, whatever the return
- * address read there. */
-static bool a64_cfa(struct ss_nproc *np, const struct ss_native_frame *c, uint64_t s, uint64_t *cfa,
-                    unsigned *budget)
+static void to_native(const struct ss_a64sf *s, struct ss_native_frame *f)
 {
-    if (!*budget) return false;
-    --*budget;
-    struct ss_native_frame t = *c, up;
-    enum ss_trunc why = SS_TRUNC_NONE;
-    t.regs.r[SS_DR_SP] = s;
-    if (!ss_unw_step(np, &t, &up, &why)) return false;
-    *cfa = ss_nf_sp(&up);
-    return true;
+    memset(f, 0, sizeof(*f));
+    memcpy(f->regs.r, s->r, sizeof(s->r));
+    f->regs.valid = s->valid;
+    f->regs.lost = s->lost;
+    f->flags = s->flags;
 }
 
-/* c's CFA probed at sp s and at a neighbour (the return address read at
- * one may be 0, the root: no CFA there): 1 sp-based (CFA = sp + *k), 0
- * not, -1 no CFA at s or its neighbours, -2 neither. */
-static int a64_probe(struct ss_nproc *np, const struct ss_native_frame *c, uint64_t s, uint64_t lo,
-                     uint64_t *k, unsigned *budget)
+static void from_native(const struct ss_native_frame *f, struct ss_a64sf *s)
 {
-    static const int64_t near[] = {16, -16, 32, -32, 48, -48};
-    uint64_t c0, c1;
-    if (!a64_cfa(np, c, s, &c0, budget)) return -1;
-    for (size_t i = 0; i < sizeof(near) / sizeof(near[0]); i++) {
-        uint64_t s1 = s + (uint64_t)near[i];
-        if (s1 < lo || !a64_cfa(np, c, s1, &c1, budget)) continue;
-        if (c1 == c0) return 0;
-        if (c1 - c0 != s1 - s || c0 <= s) return -2;
-        *k = c0 - s;
-        return 1;
-    }
-    return -1;
+    memcpy(s->r, f->regs.r, sizeof(s->r));
+    s->valid = f->regs.valid;
+    s->lost = f->regs.lost;
+    s->flags = f->flags;
 }
 
-/* Does c's CFI step with sp s restore the return address upra and x29
- * up29 (those of the frame record at c's x29)? Then c takes sp s. */
-static bool a64_sp_ok(struct ss_nproc *np, struct ss_native_frame *c, uint64_t s, uint64_t lo,
-                      uint64_t upra, uint64_t up29, unsigned *budget)
+/* The scan's view of this walk (a64scan.h): the rule cache's lookups; a
+ * checked step is the walk's CFI step (ss_native_cfi_step), the other
+ * libunwind's. */
+static bool a64_has_cfi(void *ctx, uint64_t look)
 {
-    if (s < lo || (s & 15) || s > c->regs.r[SS_DR_X29] || !*budget) return false;
-    --*budget;
-    struct ss_native_frame t = *c, up;
-    enum ss_trunc why = SS_TRUNC_NONE;
-    t.regs.r[SS_DR_SP] = s;
-    if (!ss_native_cfi_step(np, &t, &up, &why) || ss_nf_ip(&up) != upra ||
-        !(up.regs.valid & SS_DBIT(SS_DR_X29)) || up.regs.r[SS_DR_X29] != up29)
-        return false;
-    c->regs.r[SS_DR_SP] = s;
-    return true;
+    return ss_native_rule(ctx, look)->kind != SS_NR_NOINFO;
 }
 
-/* The call before upra (the return address in c's caller, from c's
- * frame record): a direct one (bl) must have called c's function (the
- * start of the FDE holding c's ip), a PLT stub or other code without CFI
- * (unknown), or a function that tail-jumps; else the record is not c's (a
- * caller without frame pointers leaves x29 its caller's, whose record
- * then looks like c's: the frames between would be skipped). */
-static bool a64_called(struct ss_nproc *np, uint64_t upra, uint64_t ip)
+static bool a64_cfi_step(void *ctx, const struct ss_a64sf *f, struct ss_a64sf *up, bool checked,
+                         enum ss_trunc *why)
 {
-    const struct ss_mapping *mp = ss_proc_find_cached(np->proc, upra);
-    const uint8_t *b = mp && mp->elf ? code_before(mp, upra, 4) : NULL;
-    uint64_t target, lo, hi;
-    if (!b || ss_a64_call(b, upra, &target) != SS_A64_CALL_DIR) return true;
-    const struct ss_mapping *mc = ss_proc_find_cached(np->proc, ip);
-    if (!mc || !mc->elf || !ss_elf_fde_range(mc->elf, ip - 1 - (uint64_t)mc->bias, &lo, &hi))
-        return true; /* no .eh_frame FDE to tell (.debug_frame) */
-    if (target == lo + (uint64_t)mc->bias) return true;
-    const struct ss_mapping *mt = ss_proc_find_cached(np->proc, target);
-    if (!mt || !mt->elf) return false;
-    return ss_native_rule(np, target)->kind == SS_NR_NOINFO || tail_jumps(np, mt, target);
+    struct ss_native_frame t, c;
+    to_native(f, &t);
+    memset(&c, 0, sizeof(c));
+    int r = checked ? ss_native_cfi_step(ctx, &t, &c, why) : ss_unw_step(ctx, &t, &c, why);
+    from_native(&c, up);
+    return r > 0;
 }
 
-/* arm64: the candidate caller c of f from the frame record {x29, x30} at
- * rec (rec + 8 holds ra, stripped; rec the caller's x29, x29c). Code
- * without CFI that calls on saves x30 so, the caller's x29 beside it (stp
- * x29, x30, [sp, #-n]!; n unknown: its frame may go on above the record).
- * The caller called with bl/blr, so it saved its own x30; built with frame
- * pointers, x29c points to its frame record: {its caller's x29, its return
- * address}. The caller's sp is what its CFI and that record prove: its CFA
- * probed at two sp values tells whether the CFA is sp-based (CFA = sp + K:
- * the sp that puts its saved x29 at x29c, x29 saved at CFA - M for M = 16
- * (a record at the top), K (at the bottom) or up to SS_A64_SAVES, the one
- * whose CFI step restores the record's x29 and return address) or not (on
- * x29: the lowest sp its callee's record allows, the step checked alike).
- * A caller without such a record (built without frame pointers) is
- * refused. */
-static bool a64_caller(struct ss_nproc *np, const struct ss_native_frame *f, uint64_t rec,
-                       uint64_t ra, struct ss_native_frame *c, unsigned *budget)
-{
-    uint64_t x29c, up29, upra;
-    if (!load8(np, rec, &x29c) || (x29c & 7) || x29c < rec + 16 || !load8(np, x29c, &up29) ||
-        !load8(np, x29c + 8, &upra))
-        return false;
-    upra = ss_pac_strip(upra, np->pac_mask);
-    c->regs = f->regs;
-    c->regs.r[SS_DR_IP] = ra;
-    c->regs.r[SS_DR_X29] = x29c;
-    c->regs.valid = (c->regs.valid & ~SS_DBIT(SS_DR_X30)) | SS_DBIT(SS_DR_X29);
-    /* the other registers are what the code without CFI left (lost) */
-    c->regs.lost = c->regs.valid & ~(SS_DBIT(SS_DR_IP) | SS_DBIT(SS_DR_SP) | SS_DBIT(SS_DR_X29));
-    c->cfa = 0;
-    c->flags = SS_NF_NOCFI | SS_NF_SCAN;
-    /* the caller's sp is above f's record */
-    uint64_t lo = (rec + 16 + 15) & ~(uint64_t)15, top = x29c & ~(uint64_t)15, k = 0, s;
-    if (lo > top) return false;
-    /* probes from the record down (a frame's locals may lie below its
-     * record, in pages never touched: not in the snapshot), lo last */
-    bool sp_based = false, probed = false;
-    for (unsigned j = 0; !probed && j <= SS_A64_PROBES; j++) {
-        s = j == SS_A64_PROBES || top - lo < (uint64_t)j * SS_A64_STRIDE ? lo
-                                                                         : top - j * SS_A64_STRIDE;
-        int r = a64_probe(np, c, s, lo, &k, budget);
-        if (r == -2) return false;
-        probed = r >= 0;
-        sp_based = r == 1;
-        if (s == lo) break;
-    }
-    if (!probed) return false;
-    bool ok = false;
-    if (!sp_based) { /* the CFA is not sp's: the lowest sp f's record allows */
-        ok = a64_sp_ok(np, c, lo, lo, upra, up29, budget);
-    } else {
-        ok = a64_sp_ok(np, c, x29c + 16 - k, lo, upra, up29, budget) ||
-             (k > 16 && a64_sp_ok(np, c, x29c, lo, upra, up29, budget));
-        for (uint64_t m = 24; !ok && m < k && m <= SS_A64_SAVES; m += 8)
-            ok = a64_sp_ok(np, c, x29c + m - k, lo, upra, up29, budget);
-    }
-    return ok && a64_called(np, upra, ra) && trial(np, c);
-}
-
-/* arm64: the first slot a above f's sp (SS_SCAN_BYTES) that holds the x30
- * of a frame record at a - 8 whose caller a64_caller proves (only the value
- * want, stripped, when not 0), into *c; a frame-pointer step when f's x29
- * points to that record. */
-static bool a64_scan(struct ss_nproc *np, struct ss_native_frame *f, struct ss_native_frame *c,
-                     uint64_t want, unsigned *budget)
-{
-    struct ss_mem *m = np->mem;
-    uint64_t sp = ss_nf_sp(f), snap_end = m->snap_base + m->snap_len, ra;
-    uint64_t fp = (f->regs.valid & SS_DBIT(SS_DR_X29)) ? f->regs.r[SS_DR_X29] : 0;
-    for (uint64_t a = sp + 8; a + 8 <= snap_end && a - sp < SS_SCAN_BYTES; a += 8) {
-        if (!load8(np, a, &ra)) break;
-        ra = ss_pac_strip(ra, np->pac_mask);
-        if ((want && ra != want) || !ret_addr(np, ra, NULL, true) ||
-            !a64_caller(np, f, a - 8, ra, c, budget))
-            continue;
-        if (a - 8 == fp) c->flags &= ~SS_NF_SCAN;
-        return true;
-    }
-    return false;
-}
-
-/* arm64: a call leaves the return address in x30, not on the stack. An
- * interrupted frame without CFI whose x30 (stripped of a pointer-
- * authentication code) is a valid return address as above either saved it
- * in a frame record above its sp (code that built a frame and has not
- * called on yet: a64_scan for that value, the caller's sp proven as below)
- * or did not: a frameless leaf (the vDSO's functions: its image has no
- * .eh_frame) steps to x30 with its own sp. Else (code that called on) the
- * scan: each slot a above f's sp taken as the x30 of a frame record at
- * a - 8 (a64_caller); the first valid candidate is the caller. Looked for
- * with SS_A64_BUDGET CFI steps at most (then refused: truncated). */
 static int a64_step(struct ss_nproc *np, struct ss_native_frame *f, struct ss_native_frame *caller,
                     enum ss_trunc *why)
 {
-    unsigned budget = SS_A64_BUDGET;
+    const struct ss_a64scan_ops o = {.ctx = np,
+                                     .proc = np->proc,
+                                     .mem = np->mem,
+                                     .pac = np->pac_mask,
+                                     .has_cfi = a64_has_cfi,
+                                     .step = a64_cfi_step,
+                                     .stale = &np->st.nocfi_stale};
+    struct ss_a64sf sf, sc;
     struct ss_native_frame c;
-    bool found = false;
-    if ((f->flags & SS_NF_EXACT) && (f->regs.valid & SS_DBIT(SS_DR_X30))) {
-        struct ss_native_frame lr = {.regs = f->regs, .flags = SS_NF_NOCFI};
-        /* a function built with pac-ret (the vDSO of kernels with pointer
-         * authentication) signs x30 on entry: the signature is in the bits
-         * of the PAC mask (util/pac.h) */
-        lr.regs.r[SS_DR_IP] = ss_pac_strip(f->regs.r[SS_DR_X30], np->pac_mask);
-        lr.regs.valid &= ~SS_DBIT(SS_DR_X30);
-        if (ret_addr(np, ss_nf_ip(&lr), NULL, true)) {
-            found = a64_scan(np, f, &c, ss_nf_ip(&lr), &budget);
-            if (!found && trial(np, &lr)) {
-                np->st.nocfi_fp++;
-                *caller = lr;
-                f->cfa = ss_nf_sp(f);
-                return ss_native_check(np, f, caller, why);
-            }
-        }
+    from_native(f, &sf);
+    enum ss_a64s_how how = ss_a64scan(&o, &sf, &sc);
+    if (how == SS_A64S_NONE) {
+        np->st.nocfi_fail++;
+        *why = SS_TRUNC_NOINFO;
+        return 0;
     }
-    if (found || a64_scan(np, f, &c, 0, &budget)) {
-        if (!ss_native_check(np, f, &c, why)) return 0;
-        if (c.flags & SS_NF_SCAN)
-            np->st.nocfi_scan++;
-        else
-            np->st.nocfi_fp++;
+    to_native(&sc, &c);
+    if (how == SS_A64S_LR) { /* a frameless leaf: f's CFA is its sp */
+        np->st.nocfi_fp++;
         *caller = c;
-        f->cfa = ss_nf_sp(&c);
-        f->flags |= SS_NF_JIT;
-        return 1;
+        f->cfa = ss_nf_sp(f);
+        return ss_native_check(np, f, caller, why);
     }
-    np->st.nocfi_fail++;
-    *why = SS_TRUNC_NOINFO;
-    return 0;
+    if (!ss_native_check(np, f, &c, why)) return 0;
+    if (how == SS_A64S_SCAN)
+        np->st.nocfi_scan++;
+    else
+        np->st.nocfi_fp++;
+    *caller = c;
+    f->cfa = ss_nf_sp(&c);
+    f->flags |= SS_NF_JIT;
+    return 1;
 }
 #endif
 

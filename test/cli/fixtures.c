@@ -13,6 +13,7 @@
 #include <sys/mount.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "cli.h"
 #include "stacksnap/ss.h"
@@ -32,6 +33,20 @@ static void no_complaints(const char *err)
     cr_assert(!strstr(err, "not found") && !strstr(err, "differs") && !strstr(err, "corrupt") &&
                   !strstr(err, "truncated at"),
               "replay complained:\n%s", err);
+}
+
+/* `stacksnap replay SNAP -o GOT`: exit 0, no complaints, GOT the same as
+ * WANT (the live output; how to make a new fixture: remake) */
+static void replay_as_live(const char *snap, const char *want, const char *got, const char *remake)
+{
+    char *argv[] = {(char *)cli_ss(), "replay", (char *)snap, "-o", (char *)got, NULL};
+    struct cli_res r;
+    cr_assert(cli_run(&r, 60, argv) == 0);
+    cr_assert(r.status == 0, "%s: exit %d\n%s", snap, r.status, r.err);
+    no_complaints(r.err);
+    char *d = cli_diff(want, got);
+    cr_assert(!d, "%s: %s\n(a new fixture: %s)", snap, d, remake);
+    cli_res_free(&r);
 }
 
 Test(cli_fixtures, replay_gives_the_recorded_live_output)
@@ -214,12 +229,7 @@ Test(cli_fixtures, a_real_arm64_capture_replays_everywhere)
               "info:\n%s\n%s", r.out, r.err);
     cli_res_free(&r);
     char *dir = cli_tmpdir("fix-a64"), *got_f = cli_path(dir, "got.folded");
-    char *argv[] = {(char *)cli_ss(), "replay", snap, "-o", got_f, NULL};
-    cr_assert(cli_run(&r, 60, argv) == 0);
-    cr_assert(r.status == 0, "%s: exit %d\n%s", snap, r.status, r.err);
-    no_complaints(r.err);
-    char *d = cli_diff(want_f, got_f);
-    cr_assert(!d, "%s\n(a new fixture: test/fixtures/make.sh says how)", d);
+    replay_as_live(snap, want_f, got_f, "test/fixtures/make.sh says how");
     /* worth replaying: samples, and the whole chain through code without
      * frame pointers */
     char *text = cli_load(want_f, NULL), why[300];
@@ -298,12 +308,7 @@ Test(cli_fixtures, arm64_luajit_stack_bytes_replay_to_the_live_output)
                   "%s info:\n%s\n%s", names[i], r.out, r.err);
         cli_res_free(&r);
         char *dir = cli_tmpdir("fix-a64ljs"), *got = cli_path(dir, "got.folded");
-        char *argv[] = {(char *)cli_ss(), "replay", snap, "-o", got, NULL};
-        cr_assert(cli_run(&r, 60, argv) == 0);
-        cr_assert(r.status == 0, "%s: exit %d\n%s", snap, r.status, r.err);
-        no_complaints(r.err);
-        char *d = cli_diff(want, got);
-        cr_assert(!d, "%s: %s\n(a new fixture: SS_VM_FIXTURES=1 test/vm/arm64.sh)", names[i], d);
+        replay_as_live(snap, want, got, "SS_VM_FIXTURES=1 test/vm/arm64.sh");
         /* worth replaying: samples, most with the interpreter's exact chain */
         char *text = cli_load(want, NULL), why[300];
         long long n = cli_folded_check(text, why, sizeof(why));
@@ -364,6 +369,143 @@ Test(cli_fixtures, arm64_pac_signed_frames_replay_to_the_live_output)
     }
     cli_rmtree(dir);
     free(snap), free(want), free(got), free(dir);
+}
+
+/* The samples of the folded lines that start with prefix and hold needle. */
+static long long count_with(const char *text, const char *prefix, const char *needle)
+{
+    long long n = 0;
+    for (const char *l = text; l && *l;) {
+        const char *e = strchr(l, '\n'), *end = e ? e : l + strlen(l), *c = end;
+        while (c > l && c[-1] != ' ')
+            c--;
+        if (!strncmp(l, prefix, strlen(prefix)) &&
+            memmem(l, (size_t)(end - l), needle, strlen(needle)))
+            n += atoll(c);
+        l = e ? e + 1 : NULL;
+    }
+    return n;
+}
+
+/* test/fixtures/arm64-nocfi.snap and arm64-nocfi-rwx.snap (and .folded):
+ * code without CFI on arm64, recorded in the arm64 VM (SS_VM_A64SCAN=1
+ * test/vm/arm64.sh . build-arm64; bundled, pruned by test/fixtures/make.sh's
+ * cli_fixtool): cli_nocfi pcre, PCRE2's JIT code that called on; cli_nocfi_fp
+ * rwx and cli_nocfi rwx, hand-written code in RWX memory under callers with
+ * frame pointers and without. The replay (an x86-64 build: foreign_scan.c;
+ * an arm64 build: native_scan.c; the same stack scan, a64scan.c) gives the
+ * live output: the chains through the JIT code reach the root as the live
+ * walk's did, and stop where it refused (callers without frame pointers:
+ * cut, never a wrong chain). Before the x86-64 build scanned, its replay
+ * stopped at the JIT code: 0 of those chains whole. Every rule step
+ * checked against the slow path's: 0 differ. */
+Test(cli_fixtures, arm64_code_without_cfi_replays_to_the_live_output)
+{
+    static const struct {
+        const char *name, *root;
+        long long min;
+    } cases[] = {{"arm64-nocfi", "cli_nocfi;_start;", 100},
+                 {"arm64-nocfi-rwx", "cli_nocfi_fp;_start;", 200}};
+    char *dir = cli_tmpdir("fix-a64nocfi"), *got = cli_path(dir, "got.folded"), msgs[2048];
+    for (unsigned i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char *snap = fixture(cases[i].name, "snap"), *want = fixture(cases[i].name, "folded");
+        replay_as_live(snap, want, got, "SS_VM_A64SCAN=1 test/vm/arm64.sh");
+        char *text = cli_load(got, NULL);
+        long long whole = count_with(text, cases[i].root, ";[jit] [anon]");
+        cr_log_info("%s: %lld samples through JIT code with the whole chain", cases[i].name, whole);
+        cr_assert(whole >= cases[i].min, "%s: %lld samples through JIT code whole:\n%s",
+                  cases[i].name, whole, text);
+        if (i == 1) { /* callers without frame pointers: refused there, no chain on */
+            long long cut = count_with(text, "cli_nocfi;[unknown]+0x", "");
+            cr_assert(cut >= 200 && count_with(text, "cli_nocfi;_start;", "[jit]") == 0,
+                      "cli_nocfi rwx: %lld cut:\n%s", cut, text);
+        }
+        struct cli_steps ru = {0};
+        cr_assert(cli_replay_steps(snap, SS_NATIVE_RULES, true, NULL, &ru, msgs, sizeof(msgs)) == 0,
+                  "%s: %s", cases[i].name, msgs);
+        cr_assert(ru.checks > 100 && ru.diffs == 0, "%s: %lld of %lld rule steps differ",
+                  cases[i].name, ru.diffs, ru.checks);
+        free(text);
+        free(snap), free(want);
+    }
+    cli_rmtree(dir);
+    free(dir), free(got);
+}
+
+static uint64_t get_le(const uint8_t *p, int n)
+{
+    uint64_t v = 0;
+    for (int i = n - 1; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+/* Copy capture IN to OUT with the stack bytes of every key sample (format
+ * 4, docs/capture-format.md; the delta samples take theirs) shuffled as
+ * 8-byte words by seed: hostile stacks whose words are still plausible
+ * (return addresses, frame records, stack pointers, out of place). The
+ * records keep their lengths; their CRCs are made anew. */
+static void scramble(const char *in, uint64_t seed, const char *out)
+{
+    size_t n;
+    uint8_t *b = (uint8_t *)cli_load(in, &n);
+    cr_assert(b && n > 16);
+    for (size_t off = 16; off + 20 <= n;) {
+        uint8_t *h = b + off, *pl = h + 20;
+        uint32_t type = (uint32_t)get_le(h + 4, 2), flags = (uint32_t)get_le(h + 6, 2),
+                 len = (uint32_t)get_le(h + 8, 4);
+        cr_assert(!memcmp(h, "\x9eSR\n", 4) && len <= n - off - 20);
+        off += 20 + (size_t)len;
+        if (type != 3 || flags) continue;
+        size_t at = 32, nregs = (size_t)get_le(pl + at, 4); /* seq .. time_ns, nregs */
+        at += 4 + 8 * nregs;
+        cr_assert(at + 16 <= len);
+        size_t slen = (size_t)get_le(pl + at + 4, 4), words = slen / 8;
+        uint8_t *st = pl + at + 16;
+        if (get_le(pl + at + 8, 8) != UINT64_MAX || at + 16 + slen > len) continue; /* a delta */
+        for (size_t i = words; i > 1; i--) { /* Fisher-Yates, xorshift64 */
+            seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17;
+            size_t j = (size_t)(seed % i);
+            uint8_t t[8];
+            memcpy(t, st + 8 * (i - 1), 8), memcpy(st + 8 * (i - 1), st + 8 * j, 8);
+            memcpy(st + 8 * j, t, 8);
+        }
+        uint32_t c = (uint32_t)crc32(0, pl, len);
+        for (int k = 0; k < 4; k++)
+            h[12 + k] = (uint8_t)(c >> (8 * k));
+        c = (uint32_t)crc32(0, h, 16);
+        for (int k = 0; k < 4; k++)
+            h[16 + k] = (uint8_t)(c >> (8 * k));
+    }
+    cr_assert(cli_store(out, b, n) == 0);
+    free(b);
+}
+
+/* Hostile stacks (scramble) under the arm64 scan: each replay ends, soon,
+ * with a stack per sample (truncated where the scan refuses), never a crash
+ * or a hang (the scan's bounds: 8 KiB of slots, 256 CFI steps). */
+Test(cli_fixtures, arm64_scan_over_hostile_stacks_ends)
+{
+    static const char *const fx[] = {"arm64-nocfi", "arm64-nocfi-rwx"};
+    char *dir = cli_tmpdir("fix-a64hostile"), *bad = cli_path(dir, "bad.snap"),
+         *got = cli_path(dir, "got.folded");
+    for (unsigned i = 0; i < 2; i++)
+        for (uint64_t seed = 1; seed <= 3; seed++) {
+            char *snap = fixture(fx[i], "snap"),
+                 *argv[] = {(char *)cli_ss(), "replay", bad, "-o", got, NULL};
+            scramble(snap, seed * 0x9e3779b97f4a7c15ull, bad);
+            struct cli_res r;
+            cr_assert(cli_run(&r, 60, argv) == 0, "%s seed %d: no end in 60 s", fx[i], (int)seed);
+            cr_assert(r.status == 0, "%s seed %d: exit %d\n%s", fx[i], (int)seed, r.status, r.err);
+            char *text = cli_load(got, NULL), why[300], *want = fixture(fx[i], "folded"),
+                 *d = cli_diff(want, got);
+            cr_assert(cli_folded_check(text, why, sizeof(why)) >= 100, "%s", why);
+            cr_assert(d, "%s seed %d: the stacks were not scrambled", fx[i], (int)seed);
+            free(text), free(snap), free(want), free(d);
+            cli_res_free(&r);
+        }
+    cli_rmtree(dir);
+    free(dir), free(bad), free(got);
 }
 
 /* The arm64 captures' native steps in an x86-64 build: the rule cache of

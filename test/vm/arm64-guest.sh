@@ -136,8 +136,8 @@ a64scan_judge() {
         END { printf "total=%d jit=%d whole=%d cut=%d wrong=%d", t, j, w, c, bad }' "$1"
 }
 a64scan_case() { # MODE [dump]
-    local rc i=0 npid F=99 key=a64scan
-    [ -n "${2:-}" ] && F=49
+    local rc i=0 npid F=99 D=2 key=a64scan
+    [ -n "${2:-}" ] && F=49 D=1 # dump: a small fixture
     [ $1 = pcre ] || key=a64scan_$1
     /bin/cli_nocfi $1 120 >/tmp/nc.out &
     npid=$!
@@ -145,8 +145,9 @@ a64scan_case() { # MODE [dump]
         sleep 1
         i=$((i + 1))
     done
-    $ss record -F $F -p $npid -d 2 --stack-size 65528 -o /tmp/nc.folded -o /tmp/nc.snap \
-        >/dev/null 2>/tmp/nc.err
+    # dump: bundled, with the perf-script text (a fixture: test/fixtures/make.sh)
+    $ss record -F $F -p $npid -d $D --stack-size 65528 -o /tmp/nc.folded -o /tmp/nc.snap \
+        ${2:+--bundle -o /tmp/nc.txt} >/dev/null 2>/tmp/nc.err
     rc=$?
     kill $npid
     wait $npid 2>/dev/null
@@ -157,7 +158,7 @@ a64scan_case() { # MODE [dump]
     tail -n 2 /tmp/nc.err | sed "s/^/SSVM-LOG $key: /"
     if [ -n "${2:-}" ]; then
         say ${key}_dump "$(ls -ln /tmp/nc.snap | awk '{ print $5 }') bytes"
-        for x in snap folded; do
+        for x in snap folded txt; do
             echo "SSVM-A64SCAN $1.$x begin"; base64 /tmp/nc.$x; echo "SSVM-A64SCAN $1.$x end"
         done
     fi
@@ -166,8 +167,9 @@ a64scan_case() { # MODE [dump]
 # record, x29 clobbered, calls back into C) under callers built with frame
 # pointers (cli_nocfi_fp: the scan proves their records) and without
 # (cli_nocfi: a caller's record cannot be proven, the walk must stop there,
-# never a wrong chain), both recorded at once
-a64scan_rwx() {
+# never a wrong chain), both recorded at once (dump: bundled, kept as
+# SSVM-A64SCAN rwx.*)
+a64scan_rwx() { # [dump]
     local rc i=0 p1 p2 c
     /bin/cli_nocfi_fp rwx 120 >/tmp/nf.out &
     p1=$!
@@ -177,7 +179,8 @@ a64scan_rwx() {
         sleep 1
         i=$((i + 1))
     done
-    $ss record -F 99 -p $p1,$p2 -d 2 -o /tmp/nr.folded >/dev/null 2>/tmp/nr.err
+    $ss record -F 99 -p $p1,$p2 -d 2 -o /tmp/nr.folded \
+        ${1:+--bundle -o /tmp/nr.snap -o /tmp/nr.txt} >/dev/null 2>/tmp/nr.err
     rc=$?
     kill $p1 $p2
     wait $p1 $p2 2>/dev/null
@@ -188,9 +191,14 @@ a64scan_rwx() {
         awk '{ print $NF, $0 }' /tmp/nr1.folded | sort -nr | head -n 3 | sed "s/^/SSVM-LOG folded a64scan_rwx: /"
     done
     tail -n 1 /tmp/nr.err | sed "s/^/SSVM-LOG a64scan_rwx: /"
+    if [ -n "${1:-}" ]; then
+        for x in snap folded txt; do
+            echo "SSVM-A64SCAN rwx.$x begin"; base64 /tmp/nr.$x; echo "SSVM-A64SCAN rwx.$x end"
+        done
+    fi
 }
 if grep -q ssvm.a64scan /proc/cmdline; then
-    a64scan_rwx
+    a64scan_rwx dump
     a64scan_case pcre dump
     a64scan_case pcrestack dump
     say end

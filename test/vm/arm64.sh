@@ -269,12 +269,13 @@ if [ -n "${SS_VM_DUMP:-}${SS_VM_FIXTURES:-}" ]; then
     [ -z "${SS_VM_FIXTURES:-}" ] || exit 0
 fi
 # ---- end a64replay ----
-# ---- a64scan: SS_VM_A64SCAN=1: that case alone (a short boot), its capture
-# and live outputs in BUILD_ARM64/vm/arm64-a64scan-{pcre,pcrestack}.{snap,folded}
-# (replay them with --symfs BUILD_ARM64/vm/arm64-root)
+# ---- a64scan: SS_VM_A64SCAN=1: those cases alone (a short boot), their
+# bundled captures and live outputs in
+# BUILD_ARM64/vm/arm64-a64scan-{pcre,pcrestack,rwx}.{snap,folded,txt}
+# (test/fixtures/make.sh: pcre and rwx pruned into test/fixtures/arm64-nocfi*)
 if [ -n "${SS_VM_A64SCAN:-}" ]; then
-    for m in pcre pcrestack; do
-        for x in snap folded; do
+    for m in pcre pcrestack rwx; do
+        for x in snap folded txt; do
             sed -n "/^SSVM-A64SCAN $m.$x begin/,/^SSVM-A64SCAN $m.$x end/p" "$log.txt" | sed '1d;$d' |
                 base64 -d >"$build/vm/arm64-a64scan-$m.$x"
         done
