@@ -85,6 +85,7 @@ struct verdict {
     long long ljudged, lsame; /* strnlen: the same call made in a loop's copy */
     long long cjudged, csame; /* memchr, memcmp: compared right after the call */
     long long rjudged, rsame; /* string.rep, table.concat: CALLL helpers (trace_fwd.c) */
+    long long fjudged, fsame; /* string.format's CALLL helpers (trace_fwdcalls.c) */
     char report[8192];
 };
 
@@ -122,6 +123,7 @@ static void judge(struct verdict *v, unsigned busy)
         if (strstr(r->name, "strnlen")) v->ljudged += r->on, v->lsame += r->same;
         memcmp_seen |= strstr(r->name, "memcmp") && !strstr(r->name, "lj_str_new");
         memchr_seen |= strstr(r->name, "memchr") != NULL;
+        if (!strcmp(r->name, "string.format")) v->fjudged += r->on, v->fsame += r->same;
         if (strstr(r->name, "lj_buf_putstr_rep") || strstr(r->name, "lj_buf_puttab"))
             v->rjudged += r->on, v->rsame += r->same;
         if ((strstr(r->name, "memcmp") && !strstr(r->name, "lj_str_new")) ||
@@ -193,6 +195,13 @@ static void sound(unsigned busy, unsigned exact)
     cr_expect_geq(v.rsame * 100, v.rjudged * 95,
                   "string.rep/table.concat: %lld of %lld samples exact:\n%s", v.rsame, v.rjudged,
                   v.report);
+    /* string.format's helpers (lj_strfmt_putf*, _putquoted: CALLL, several
+     * per snapshot, most from helpers that tail-call it): the k-th call of
+     * the range placed at its string.format (trace_fwdcalls.c): round > fmt
+     * (before: round alone, a proven prefix) */
+    cr_expect_geq(v.fjudged, 20, "string.format not judged:\n%s", v.report);
+    cr_expect_geq(v.fsame * 100, v.fjudged * 99, "string.format: %lld of %lld samples exact:\n%s",
+                  v.fsame, v.fjudged, v.report);
 }
 
 /* The same with 4 busy processes beside the target (issue 32: the
