@@ -90,13 +90,13 @@ end
 local function quote(s) return string.format("%q", s) end
 local function fmt(i, name)
   local line = string.format("%d:%s:%5.2f:%.1f:%.15g", i / 2, name, i / 3, i * 1.5, i / 17)
-  return #line + #money(i / 7) + #money(i / 11) + #money(i / 13) + #quote(name)
+  return #line + #money(i / 7) + #money(i / 11) + #money(i / 13) + #money(i / 17) + #quote(name)
 end
 local function sub(s) return #(s:gsub("a", "b")) end
 local parts = {}
 for i = 1, 300 do parts[i] = "p" .. i end
 local function concat() return #table.concat(parts, ",") end
-local text = string.rep("banana ", 120)
+local text = string.rep("banana ", 60)
 local doc = {}
 for i = 1, 30 do doc[i] = { id = i, name = "item" .. i, tags = { "a", "b" }, v = i / 7 } end
 local function enc() return #cjson.encode(doc) end

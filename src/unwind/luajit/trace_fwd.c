@@ -18,13 +18,15 @@
  * guards (EQ(SLOAD #s, constant)), GGET k1 + TGETS k2 chains that end in a call whose callee the
  * trace's IR guards (EQ of HLOAD(HREF[K](..env.., k1))[k2] against a function constant: both loads
  * non-nil, so no __index), calls of proven Lua closures (frames pushed) and returns to frames it
- * knows. It stops at the call the caller asks for: the first call of string.rep / table.concat
- * (their range's first CALLL is that call's), the nth call of string.format (each makes exactly one
- * BUFHDR, and none of the bytecodes the replay passes makes one: the nth BUFHDR of the range is
- * that call's), the CALL of a mutable upvalue's cdata (SS_FWD_XS). The sampled call is made in the
- * replay's frames with the caller standing at that CALL; at a CALLT of string.format, the tail call
- * replaced the caller's frame (the interpreter's ins_callt): the frames below it, their innermost
- * at the CALL that called it. Anything else (a branch, CAT, an unproven operand or callee, a return
+ * knows. It stops at the call the caller asks for (trace_fwdcalls.c): the first call of
+ * string.rep / table.concat (their range's first CALLL is that call's; it passes the other one's
+ * calls and string.format's without a plain %s, which make no CALLL of either), the nth of the
+ * calls of string.format, string.rep and table.concat that record one BUFHDR each (it passes no
+ * other bytecode that records one), the CALL of a mutable upvalue's cdata (SS_FWD_XS). The sampled
+ * call is made in the replay's frames with the caller standing at that CALL; at a CALLT of
+ * string.format, the tail call replaced the caller's frame (the interpreter's ins_callt): the
+ * frames below it, their innermost at the CALL that called it (one passed returns its string).
+ * Anything else (a branch, CAT, an unproven operand or callee, a return
  * below the trace's base frame, a snapshot but the first whose pc a comparison or loop may have
  * fixed up to the branch not taken, unless it is needsnap's after a comparison that fell through)
  * leaves today's proven prefix. Types come from the snapshot's IR refs, or, for the base frame's
@@ -119,6 +121,7 @@ static struct fact of_ref(const struct ss_lj_fwd_w *w, uint32_t ref)
     unsigned irt = q[4] & 0x1f;
     if (ref >= REF_BIAS) return of_type(irt, false);
     if (q[5] == IR_KGC && irt == IRT_FUNC) return (struct fact){.k = F_FN, .v = kgc(w, ref, irt)};
+    if (q[5] == IR_KGC && irt == IRT_STR) return (struct fact){.k = F_KSTR, .v = kgc(w, ref, irt)};
     return of_type(irt, true);
 }
 
@@ -282,14 +285,25 @@ static int truth(const struct ss_lj_fwd_w *w, struct fact x)
 }
 
 /* Does a call of builtin name with nargs arguments from A, not the one
- * sought, record exactly one BUFHDR (lj_ffrecord.c)? string.format:
- * always (recff_string_format); string.rep with no separator (one
+ * sought, record exactly one BUFHDR (lj_ffrecord.c)? string.format
+ * (recff_string_format: always one); string.rep with no separator (one
  * recff_bufhdr; with one, one or two); table.concat of a table. */
 static bool bufop(struct ss_lj_fwd_w *w, const char *name, uint32_t A, uint32_t nargs)
 {
     if (!strcmp(name, "string.format")) return nargs >= 1;
     if (!strcmp(name, "string.rep")) return nargs == 2;
     return !strcmp(name, "table.concat") && nargs >= 1 && get(w, A + 2).k == F_TAB;
+}
+
+/* Is a call of builtin name with nargs arguments from A a string.format
+ * that makes no CALLL of lj_buf_putstr_rep (no plain %s) and none of
+ * lj_buf_puttab (never)? */
+static bool fmt_no_rep(struct ss_lj_fwd_w *w, const char *name, uint32_t A, uint32_t nargs)
+{
+    struct fact s = get(w, A + 2);
+    bool plain;
+    return !strcmp(name, "string.format") && nargs >= 1 && s.k == F_KSTR &&
+           ss_lj_fmt_plain_s(w->rt, w->m, s.v, &plain) && !plain;
 }
 
 /* One instruction of the top frame: 1 done, 0 not provable, 2 the call of
@@ -317,7 +331,7 @@ static int step(struct ss_lj_fwd_w *w, unsigned h)
         if (!isnum(get(w, f->base + b)) || !isnum(get(w, f->base + c))) return 0;
         x.k = F_NUM;
     } else if (op == BC_KSTR) {
-        x.k = F_KSTR;
+        x = (struct fact){.k = F_KSTR, .v = d < f->sizekgc ? f->kgc[d] : 0};
     } else if (op == BC_KSHORT || op == BC_KNUM) {
         x.k = F_NUM;
     } else if (op == BC_KCDATA) {
@@ -367,8 +381,8 @@ static int step(struct ss_lj_fwd_w *w, unsigned h)
             if (!b || b > 2 || !bufop(w, name, A, c - 1)) return 0;
         } else if (!strcmp(name, hff[h])) {
             return 2;
-        } else if (strcmp(name, hff[!h]) || !b || b > 2) {
-            return 0; /* the other helper's builtin: no call */
+        } else if (!b || b > 2 || (strcmp(name, hff[!h]) && !fmt_no_rep(w, name, A, c - 1))) {
+            return 0; /* the other helper's builtin, a string.format: no call */
         }
         x.k = F_STR;
         if (b < 2) x.k = F_UNK;

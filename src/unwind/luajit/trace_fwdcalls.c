@@ -2,19 +2,23 @@
  * code is which IR call, and which recorded bytecode call made it, for the
  * IR-call helpers that no snapshot after them shows (issue 32); the frames
  * each was made in then come from the forward replay (trace_fwd.c). Owns
- * the helper table (lj_ircall.h names) and the per-range matching.
+ * the helper table (lj_ircall.h names), the per-range matching and the
+ * loop copy's string.format helper calls.
  *
- * What LuaJIT guarantees (lj_ffrecord.c, lj_ircall.h, lj_opt_fold.c,
- * lj_opt_dce.c, lj_asm.c; checked in Debian 12's and 13's trees):
- *  - the helpers here are CCI_T: their CALLLs are guards, so side effects
- *    (ir_sideeff): never DCE'd (dce_propagate) or skipped by the assembler,
- *    never CSE'd (LJFOLD(CALLL): emit or constant-fold into a BUFPUT), and
- *    each assembles to one direct call of lj_ir_callinfo[op2].func. No
- *    other IR calls them (asm_bufput/asm_tostr call lj_strfmt_putint,
- *    _putnum, _int, _num, _char, lj_buf_putstr: none of these). The
- *    machine code of a snapshot's IR range is that range's, in IR order.
- *    So when the range's mcode calls these functions in exactly the order
- *    (function by function) its IR holds CALLLs of them, the k-th call is
+ * What LuaJIT guarantees (lj_ffrecord.c, lj_ircall.h, lj_ir.h, lj_opt_fold.c,
+ * lj_opt_dce.c, lj_opt_loop.c, lj_trace.c, lj_asm.c; checked in Debian 12's
+ * and 13's trees):
+ *  - the helpers here are CCI_T: their CALLLs carry a weak guard (CALLL is
+ *    LW), never CSE'd (LJFOLD(CALLL): emit, or constant-fold into a
+ *    BUFPUT); one the assembler keeps is one direct call of
+ *    lj_ir_callinfo[op2].func, but a weak guard is no side effect
+ *    (ir_sideeff), so one whose result nothing uses is left out (seen: the
+ *    second of two equal %q formats, its BUFSTR CSE'd). No other IR calls
+ *    them (asm_bufput/asm_tostr call lj_strfmt_putint, _putnum, _int, _num,
+ *    _char, lj_buf_putstr: none of these). The machine code of a snapshot's
+ *    IR range is that range's, in IR order. So the range's calls of them
+ *    are its CALLLs' calls, in order, some perhaps left out: when they are
+ *    exactly as many, helper by helper in the same order, the k-th call is
  *    the k-th CALLL's;
  *  - string.rep: lj_buf_putstr_rep, table.concat: lj_buf_puttab; the
  *    replay stops at the path's first call of that builtin, which made the
@@ -26,16 +30,21 @@
  *    whose first argument is the chain so far (CARG(CARG(chain, sf), arg)),
  *    so each CALLL leads back through op1 to its own call's BUFHDR
  *    (bufput_bufstr may turn a later BUFHDR into an APPEND linked to an
- *    earlier chain: the first BUFHDR met is still the CALLL's own). A
- *    BUFHDR left with no put is NOP'd by DCE, so the range's BUFHDRs are
- *    counted only up to the CALLL's with no NOP before: the nth BUFHDR is
- *    then the nth buffer operation recorded from the range's start. The
- *    replay passes no bytecode that records one but string.format calls
- *    (trace_fwd.c), so the CALLL's is the path's nth string.format call;
+ *    earlier chain: the first BUFHDR met is still the CALLL's own). Only
+ *    DCE removes a BUFHDR (a chain whose result is unused: lj_ir_nop), and
+ *    it runs only when a trace ends looping to itself (lj_trace.c), so the
+ *    range's BUFHDRs are counted up to the CALLL's only with no NOP before:
+ *    then the nth BUFHDR is the nth buffer operation recorded from the
+ *    range's start. The replay passes no bytecode that records one but
+ *    calls of string.format, string.rep and table.concat that record
+ *    exactly one (trace_fwd.c), so the CALLL's is the path's nth such call;
  *  - an FFI call through a mutable upvalue: the range's one CALLXS and its
  *    one indirect call (trace_irfacts.c).
- * The loop's copy (after IR LOOP) keeps only some snapshots: left out. */
+ * The loop's copy (after IR LOOP) keeps only some snapshots: its calls of
+ * string.format's helpers are mapped to the pre-roll's they copy
+ * (loop_alias), others left out. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "unwind/luajit/ljregs.h"
 #include "unwind/luajit/trace_int.h"
@@ -77,6 +86,29 @@ static const uint8_t *ins(const struct ss_lj_fwdin *in, uint32_t r)
     return in->ib + (size_t)(r - REF_BIAS) * 8;
 }
 
+/* (trace_int.h) */
+bool ss_lj_fmt_plain_s(const struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t s, bool *plain)
+{
+    const struct lj_layout *lay = rt->lay;
+    uint32_t len = 0;
+    char b[256];
+    *plain = false;
+    if (!s || ss_mem_read(m, s + lay->str_len, &len, 4) || !len || len > sizeof(b) ||
+        ss_mem_read(m, s + lay->str_data, b, len))
+        return false;
+    for (uint32_t i = 0; i < len; i++) {
+        if (b[i] != '%' || (i + 1 < len && b[i + 1] == '%')) {
+            i += b[i] == '%';
+            continue;
+        }
+        uint32_t at = ++i;
+        for (; i < len && b[i] && strchr("-+ #0123456789.", b[i]); i++)
+            ;
+        if (i < len && b[i] == 's' && i == at) *plain = true;
+    }
+    return true;
+}
+
 /* string.rep's or table.concat's (h) first CALLL of the range, when the
  * mcode calls the helper as often as the IR holds guarded CALLLs of it */
 static void rep_tab(struct ss_lj_fwd_w *w, const struct ss_lj_fwdin *in, uint32_t i, uint32_t r0,
@@ -112,13 +144,17 @@ static uint32_t chain_hdr(const struct ss_lj_fwdin *in, uint32_t r0, uint32_t c)
     return 0;
 }
 
-/* string.format's helper calls of the range, each at its nth call */
-static void fmt(struct ss_lj_fwd_w *w, const struct ss_lj_fwdin *in, uint32_t i, uint32_t r0,
-                uint32_t r1, csh cs, cs_insn *ci, const uint8_t *mc)
+/* The string.format helper CALLLs of IR [r0, r1) matched to their calls
+ * in mcode [lo, hi) (above): ends into end[] (by IR order from at), helper
+ * indexes into hk[]; how many CALLLs, -1 when they do not match (then the
+ * ends stay 0) or more than cap. */
+static int fmt_calls(const struct ss_lj_fwdin *in, uint32_t r0, uint32_t r1, uint32_t lo,
+                     uint32_t hi, csh cs, cs_insn *ci, const uint8_t *mc, uint32_t *c,
+                     uint32_t *end, uint8_t *hk, uint32_t cap)
 {
     const struct ss_lj_runtime *rt = in->rt;
-    uint32_t end[MAXC], c[MAXC], nc = 0;
-    uint8_t which[MAXC], hk[MAXC];
+    uint32_t nc = 0, e[MAXC];
+    uint8_t which[MAXC];
     for (uint32_t r = r0; r < r1; r++) {
         const uint8_t *q = ins(in, r);
         if (q[5] != IR_CALLL) continue;
@@ -126,24 +162,100 @@ static void fmt(struct ss_lj_fwd_w *w, const struct ss_lj_fwdin *in, uint32_t i,
         while (k < NFMT && (!rt->fwd_fn[NREP + k] || u16at(q + 2) != rt->fwd_id[NREP + k]))
             k++;
         if (k == NFMT) continue;
-        if (!(q[4] & 0x80) || nc == MAXC) return; /* (IRT_GUARD: CCI_T) */
-        c[nc] = r, hk[nc++] = (uint8_t)k;
+        if (!(q[4] & 0x80) || nc == cap || nc == MAXC) return -1; /* (IRT_GUARD: CCI_T) */
+        c[nc] = r, end[nc] = 0, hk[nc++] = (uint8_t)k;
     }
-    if (!nc) return;
-    int ne = ss_lj_mcode_calls_to(cs, ci, mc, in->snaps[i].mcofs, in->snaps[i + 1].mcofs,
-                                  in->t->mcode, &rt->fwd_fn[NREP], NFMT, end, which, MAXC);
-    if (ne < 0 || (uint32_t)ne != nc) return;
+    if (!nc) return 0;
+    int ne = lo < hi ? ss_lj_mcode_calls_to(cs, ci, mc, lo, hi, in->t->mcode, &rt->fwd_fn[NREP],
+                                            NFMT, e, which, MAXC)
+                     : -1;
+    if (ne < 0 || (uint32_t)ne != nc) return -1;
     for (uint32_t j = 0; j < nc; j++)
-        if (which[j] != hk[j]) return;
-    for (uint32_t j = 0; j < nc; j++) {
+        if (which[j] != hk[j]) return -1;
+    for (uint32_t j = 0; j < nc; j++)
+        end[j] = e[j];
+    return (int)nc;
+}
+
+/* string.format's helper calls of the range, each at its nth call */
+static void fmt(struct ss_lj_fwd_w *w, const struct ss_lj_fwdin *in, uint32_t i, uint32_t r0,
+                uint32_t r1, csh cs, cs_insn *ci, const uint8_t *mc)
+{
+    uint32_t end[MAXC], c[MAXC];
+    uint8_t hk[MAXC];
+    int nc = fmt_calls(in, r0, r1, in->snaps[i].mcofs, in->snaps[i + 1].mcofs, cs, ci, mc, c, end,
+                       hk, MAXC);
+    for (int j = 0; j < nc; j++) {
         uint32_t h = chain_hdr(in, r0, c[j]), nth = 0;
         for (uint32_t r = r0; h && r <= h; r++) {
-            uint8_t o = ins(in, r)[5];
-            nth += o == IR_BUFHDR;
-            if (o == IR_NOP) h = 0;
+            nth += ins(in, r)[5] == IR_BUFHDR;
+            if (ins(in, r)[5] == IR_NOP) h = 0; /* (a BUFHDR DCE'd: above) */
         }
         if (h) ss_lj_fwd_replay(w, i, c[j], SS_FWD_FMT, nth, end[j]);
     }
+}
+
+static int by_end(const void *a, const void *b)
+{
+    const struct tcall *x = a, *y = b;
+    return x->end < y->end ? -1 : x->end > y->end;
+}
+
+/* The loop's copy of string.format's helper calls, as trace_calls.c does
+ * for FFI calls: lj_opt_loop.c loop_unroll re-emits every pre-roll
+ * instruction in order through FOLD, which may turn a CALLL of these into
+ * a BUFPUT (constant arguments) but never makes one of anything else, so
+ * the copy's CALLLs of them are a subsequence of the pre-roll's: the same
+ * helper sequence, as long, is the pre-roll's one by one. A copy's call
+ * matched in its range and its original matched in its own: t->calls
+ * (sorted by end) gets the copy's end with the original's as its alias. */
+static void loop_alias(const struct ss_lj_fwdin *in, csh cs, cs_insn *ci, const uint8_t *mc)
+{
+    const struct lj_layout *lay = in->rt->lay;
+    struct trace *t = in->t;
+    enum { CAP = 512 };
+    uint32_t *c = malloc(CAP * 2 * sizeof(*c)), *end = malloc(CAP * 2 * sizeof(*end)), n = 0,
+             npre = 0;
+    uint8_t hk[CAP * 2];
+    if (!c || !end || in->loop >= in->nins) goto out;
+    for (uint32_t i = 0; i < t->nsnap; i++) {
+        uint32_t r0 = u16at(in->sb + (size_t)i * lay->snap_size + lay->snap_ref);
+        uint32_t r1 = i + 1 < t->nsnap
+                          ? u16at(in->sb + (size_t)(i + 1) * lay->snap_size + lay->snap_ref)
+                          : in->nins;
+        uint32_t lo = in->snaps[i].mcofs, hi = i + 1 < t->nsnap ? in->snaps[i + 1].mcofs : 0;
+        if (i + 1 == t->nsnap) hi = t->szmcode;
+        if (r0 < REF_BIAS || r1 < r0 || r1 > in->nins || hi > t->szmcode) goto out;
+        int k = fmt_calls(in, r0, r1, lo, hi, cs, ci, mc, c + n, end + n, hk + n, CAP * 2 - n);
+        if (k < 0) { /* unmatched: count them all the same */
+            for (uint32_t r = r0; r < r1 && n < CAP * 2; r++) {
+                const uint8_t *q = ins(in, r);
+                for (unsigned h = NREP; q[5] == IR_CALLL && h < SS_LJ_FWD_NH; h++)
+                    if (in->rt->fwd_fn[h] && u16at(q + 2) == in->rt->fwd_id[h])
+                        c[n] = r, end[n] = 0, hk[n++] = (uint8_t)(h - NREP);
+            }
+            continue;
+        }
+        n += (uint32_t)k;
+    }
+    for (uint32_t j = 0; j < n; j++)
+        npre += c[j] < in->loop;
+    if (!npre || n != 2 * npre || n >= CAP * 2) goto out;
+    for (uint32_t j = 0; j < npre; j++)
+        if (hk[j] != hk[npre + j]) goto out;
+    uint32_t add = 0;
+    for (uint32_t j = 0; j < npre; j++)
+        add += end[j] && end[npre + j];
+    struct tcall *nc = add ? realloc(t->calls, (t->ncalls + add) * sizeof(*nc)) : NULL;
+    if (!nc) goto out;
+    t->calls = nc;
+    for (uint32_t j = 0; j < npre; j++)
+        if (end[j] && end[npre + j])
+            t->calls[t->ncalls++] = (struct tcall){.end = end[npre + j], .alias = end[j]};
+    qsort(t->calls, t->ncalls, sizeof(*t->calls), by_end);
+out:
+    free(c);
+    free(end);
 }
 
 void ss_lj_fwd_calls(struct ss_lj_runtime *rt, struct ss_mem *m, struct trace *t, const uint8_t *kb,
@@ -190,4 +302,5 @@ void ss_lj_fwd_calls(struct ss_lj_runtime *rt, struct ss_mem *m, struct trace *t
             ss_lj_fwd_replay(w, i, c, SS_FWD_XS, 0, end);
     }
     ss_lj_fwd_free(w);
+    loop_alias(&in, cs, ci, mc);
 }

@@ -176,6 +176,13 @@ void ss_lj_fwd_free(struct ss_lj_fwd_w *w);
 void ss_lj_fwd_replay(struct ss_lj_fwd_w *w, uint32_t i, uint32_t c, unsigned k, uint32_t nth,
                       uint32_t end);
 
+/* Has format string s (a GCstr) a plain "%s" (lj_strfmt.c lj_strfmt_parse:
+ * '%', flags, width, '.', precision, conversion; "%%" a literal)? Its
+ * recording puts the argument with a BUFPUT: of a string.rep's result,
+ * bufput_bufstr replays the CALLL lj_buf_putstr_rep into the new chain.
+ * False when s cannot be read (trace_fwdcalls.c). */
+bool ss_lj_fmt_plain_s(const struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t s, bool *plain);
+
 /* A trace's IR for the facts of trace_irfacts.c: constants kb (from nk),
  * instructions ib (from REF_BIAS); a snapshot's range from r0, a call at c,
  * the last RETF before the range (REF_BIAS none). */
