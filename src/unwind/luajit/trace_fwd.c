@@ -46,7 +46,7 @@ static const char *const hff[2] = {"string.rep", "table.concat"};
 // clang-format off
 enum { IR_EQ = 8, IR_RETF = 11, IR_KGC = 24, IR_KSLOT = 30, IR_HREFK = 57, IR_HREF = 58,
        IR_NEWREF = 59, IR_HLOAD = 67, IR_FLOAD = 69, IR_SLOAD = 71, IR_ASTORE = 74,
-       IR_XSTORE = 78, IR_CALLL = 97, IR_CALLS = 98, IR_CALLXS = 99, IRFL_FUNC_ENV = 1 };
+       IR_XSTORE = 78, IR_CALLS = 98, IR_CALLXS = 99, IRFL_FUNC_ENV = 1 };
 enum { IRT_FALSE = 1, IRT_TRUE = 2, IRT_STR = 4, IRT_FUNC = 8, IRT_TAB = 11, IRT_NUM = 14,
        IRT_I8 = 15, IRT_U32 = 20 };
 enum { BC_IST = 14, BC_ISF = 15, BC_MOV = 18, BC_NOT = 19, BC_UNM = 20, BC_LEN = 21, BC_ADDVN = 22, BC_MODNV = 31,
