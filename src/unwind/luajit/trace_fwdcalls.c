@@ -33,11 +33,11 @@
  *    earlier chain: the first BUFHDR met is still the CALLL's own). Only
  *    DCE removes a BUFHDR (a chain whose result is unused: lj_ir_nop), and
  *    it runs only when a trace ends looping to itself (lj_trace.c), so the
- *    range's BUFHDRs are counted up to the CALLL's only with no NOP before:
- *    then the nth BUFHDR is the nth buffer operation recorded from the
- *    range's start. The replay passes no bytecode that records one but
- *    calls of string.format, string.rep and table.concat that record
- *    exactly one (trace_fwd.c), so the CALLL's is the path's nth such call;
+ *    range's BUFHDRs are counted up to the CALLL's only when every NOP
+ *    before lies inside another's recording (inside): then the nth BUFHDR
+ *    is the nth buffer operation recorded from the range's start. The replay passes no bytecode
+ * that records one but calls of string.format, string.rep and table.concat that record exactly one
+ * (trace_fwd.c), so the CALLL's is the path's nth such call;
  *  - an FFI call through a mutable upvalue: the range's one CALLXS and its
  *    one indirect call (trace_irfacts.c).
  * The loop's copy (after IR LOOP) keeps only some snapshots: its calls of
@@ -63,6 +63,7 @@ enum {
     IR_KGC = 24,
     IR_BUFHDR = 85,
     IR_BUFPUT = 86,
+    IR_BUFSTR = 87,
     IR_CALLL = 97,
     IR_CALLXS = 99,
     IR_CARG = 100
@@ -177,6 +178,27 @@ static int fmt_calls(const struct ss_lj_fwdin *in, uint32_t r0, uint32_t r1, uin
     return (int)nc;
 }
 
+/* Is NOP r inside the recording of the buffer operation of BUFHDR hh (the
+ * last before it, 0 none)? When the first put after r (before h) is a
+ * BUFPUT or CALLL of hh's chain, or a BUFSTR of it (op1: its last put): one
+ * ff's recording emits its IR in one piece and its one BUFHDR first (a
+ * later one's puts all chain through its own BUFHDR; a BUFSTR is emitted
+ * on its own chain's put: bufstr_kfold_cse folds one with none, and the
+ * APPEND one it rewrites CSEs to the BUFSTR before, fright of
+ * bufput_append), so IR between hh and that put is hh's, and r no BUFHDR.
+ * (Only string.format, string.rep and table.concat record BUFHDRs there:
+ * the replay passes no other bytecode that records one.) */
+static bool inside(const struct ss_lj_fwdin *in, uint32_t r0, uint32_t hh, uint32_t r, uint32_t h)
+{
+    for (uint32_t x = r + 1; hh && x < h; x++) {
+        uint8_t o = ins(in, x)[5];
+        if (o == IR_BUFHDR) return false;
+        if (o == IR_BUFPUT || o == IR_CALLL) return chain_hdr(in, r0, x) == hh;
+        if (o == IR_BUFSTR) return chain_hdr(in, r0, u16at(ins(in, x))) == hh;
+    }
+    return false;
+}
+
 /* string.format's helper calls of the range, each at its nth call */
 static void fmt(struct ss_lj_fwd_w *w, const struct ss_lj_fwdin *in, uint32_t i, uint32_t r0,
                 uint32_t r1, csh cs, cs_insn *ci, const uint8_t *mc)
@@ -186,10 +208,11 @@ static void fmt(struct ss_lj_fwd_w *w, const struct ss_lj_fwdin *in, uint32_t i,
     int nc = fmt_calls(in, r0, r1, in->snaps[i].mcofs, in->snaps[i + 1].mcofs, cs, ci, mc, c, end,
                        hk, MAXC);
     for (int j = 0; j < nc; j++) {
-        uint32_t h = chain_hdr(in, r0, c[j]), nth = 0;
+        uint32_t h = chain_hdr(in, r0, c[j]), nth = 0, last = 0;
         for (uint32_t r = r0; h && r <= h; r++) {
-            nth += ins(in, r)[5] == IR_BUFHDR;
-            if (ins(in, r)[5] == IR_NOP) h = 0; /* (a BUFHDR DCE'd: above) */
+            uint8_t o = ins(in, r)[5];
+            if (o == IR_BUFHDR) nth++, last = r;
+            if (o == IR_NOP && !inside(in, r0, last, r, h)) h = 0; /* (a BUFHDR DCE'd: above) */
         }
         if (h) ss_lj_fwd_replay(w, i, c[j], SS_FWD_FMT, nth, end[j]);
     }
