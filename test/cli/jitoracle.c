@@ -10,7 +10,8 @@
  * that kept only a proven prefix are counted and printed.
  *
  * The C function of a sample and its chain: oracle.h (__strlen_evex for an
- * FFI call, lj_buf_putstr_rep for string.rep, lua-cjson's encoder
+ * FFI call, lj_buf_putstr_rep for string.rep, string.format for its
+ * helpers, lua-cjson's encoder
  * (liblua5.1-cjson+0x...) for cjson.encode). Only C functions the
  * interpreter reaches from one chain (>= 97% of its samples there) and with
  * enough samples on both sides are judged; the FFI calls must be among
