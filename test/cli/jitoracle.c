@@ -10,7 +10,8 @@
  * that kept only a proven prefix are counted and printed.
  *
  * The C function of a sample and its chain: oracle.h (__strlen_evex for an
- * FFI call, lj_buf_putstr_rep for string.rep, lua-cjson's encoder
+ * FFI call, lj_buf_putstr_rep for string.rep, string.format for its
+ * helpers, lua-cjson's encoder
  * (liblua5.1-cjson+0x...) for cjson.encode). Only C functions the
  * interpreter reaches from one chain (>= 97% of its samples there) and with
  * enough samples on both sides are judged; the FFI calls must be among
@@ -85,6 +86,7 @@ struct verdict {
     long long ljudged, lsame; /* strnlen: the same call made in a loop's copy */
     long long cjudged, csame; /* memchr, memcmp: compared right after the call */
     long long rjudged, rsame; /* string.rep, table.concat: CALLL helpers (trace_fwd.c) */
+    long long fjudged, fsame; /* string.format's CALLL helpers (trace_fwdcalls.c) */
     char report[8192];
 };
 
@@ -122,6 +124,7 @@ static void judge(struct verdict *v, unsigned busy)
         if (strstr(r->name, "strnlen")) v->ljudged += r->on, v->lsame += r->same;
         memcmp_seen |= strstr(r->name, "memcmp") && !strstr(r->name, "lj_str_new");
         memchr_seen |= strstr(r->name, "memchr") != NULL;
+        if (!strcmp(r->name, "string.format")) v->fjudged += r->on, v->fsame += r->same;
         if (strstr(r->name, "lj_buf_putstr_rep") || strstr(r->name, "lj_buf_puttab"))
             v->rjudged += r->on, v->rsame += r->same;
         if ((strstr(r->name, "memcmp") && !strstr(r->name, "lj_str_new")) ||
@@ -193,6 +196,14 @@ static void sound(unsigned busy, unsigned exact)
     cr_expect_geq(v.rsame * 100, v.rjudged * 95,
                   "string.rep/table.concat: %lld of %lld samples exact:\n%s", v.rsame, v.rjudged,
                   v.report);
+    /* string.format's helpers (lj_strfmt_putf*, _putquoted: CALLL, several
+     * per snapshot, most from helpers that tail-call it): the k-th call of
+     * the range placed at its string.format (trace_fwdcalls.c): round > fmt
+     * (before: round alone, a proven prefix); as exact as the case asks
+     * (under load, samples with no Lua frame at all are 1-2% of every kind) */
+    cr_expect_geq(v.fjudged, 20, "string.format not judged:\n%s", v.report);
+    cr_expect_geq(v.fsame * 100, v.fjudged * exact,
+                  "string.format: %lld of %lld samples exact:\n%s", v.fsame, v.fjudged, v.report);
 }
 
 /* The same with 4 busy processes beside the target (issue 32: the
@@ -219,8 +230,10 @@ Test(jitoracle, the_interpreters_chain)
  * (base64.lua's shape) after a helper that returned past a comparison, and
  * from two frames on the two sides of a branch (Debian 12's and 13's
  * luajit prove these from the snapshot after the call, trace_post.c; the
- * replay's own case is nginx's, cli_ngxoracle). Above lj_buf_putstr_rep
- * and strlen every chain with the JIT on must be one the interpreter shows
+ * replay's own case is nginx's, cli_ngxoracle); string.format after a CAT,
+ * after a "%s" of "", twice the same (a CSE'd chain), on a branch, and
+ * two in a row (proven). Above lj_buf_putstr_rep, strlen and
+ * string.format's helpers every chain with the JIT on must be one the interpreter shows
  * there or a prefix of one (never a frame that was not on the stack), and
  * some must go past main (the replay proves `twice`). */
 Test(jitoracle, fwd_never_a_frame_not_on_the_stack)
@@ -240,16 +253,18 @@ Test(jitoracle, fwd_never_a_frame_not_on_the_stack)
         orc_parse(&d[jit], text[jit]);
         free(folded);
     }
-    /* string.rep's helper, then strlen through a mutable upvalue */
-    long long bad = 0, past[2] = {0, 0}, all[2] = {0, 0};
-    for (int h = 0; h < 2; h++) {
+    /* string.rep's helper, strlen through a mutable upvalue, string.format's
+     * helpers */
+    static const char *const key[3] = {"lj_buf_putstr_rep", "strlen", "string.format"};
+    long long bad = 0, past[3] = {0, 0, 0}, all[3] = {0, 0, 0};
+    for (int h = 0; h < 3; h++) {
         const struct orc_key *k[2] = {NULL, NULL};
         for (int jit = 0; jit < 2; jit++)
             for (unsigned i = 0; i < d[jit].n; i++)
-                if (h ? strstr(d[jit].k[i].name, "strlen") != NULL
-                      : !strcmp(d[jit].k[i].name, "lj_buf_putstr_rep"))
+                if (h == 1 ? strstr(d[jit].k[i].name, "strlen") != NULL
+                           : !strcmp(d[jit].k[i].name, key[h]))
                     k[jit] = &d[jit].k[i];
-        cr_assert(k[0] && k[1], "%s not seen in both runs", h ? "strlen" : "lj_buf_putstr_rep");
+        cr_assert(k[0] && k[1], "%s not seen in both runs", key[h]);
         for (unsigned c = 0; c < k[1]->nc; c++) {
             const char *ch = k[1]->c[c].chain;
             bool ok = false;
@@ -264,11 +279,13 @@ Test(jitoracle, fwd_never_a_frame_not_on_the_stack)
             all[h] += k[1]->c[c].n;
         }
     }
-    cr_log_info("fwdrefuse: %lld samples above lj_buf_putstr_rep, %lld above strlen with the JIT "
-                "on; %lld and %lld past main; %lld wrong",
-                all[0], all[1], past[0], past[1], bad);
+    cr_log_info("fwdrefuse: %lld samples above lj_buf_putstr_rep, %lld above strlen, %lld above "
+                "string.format's helpers with the JIT on; %lld, %lld and %lld past main; %lld "
+                "wrong",
+                all[0], all[1], all[2], past[0], past[1], past[2], bad);
     cr_expect_eq(bad, 0, "%lld samples show a frame that was not on the stack", bad);
-    cr_expect(past[0] > 0 && past[1] > 0, "no chain past main: the replay proved nothing");
+    cr_expect(past[0] > 0 && past[1] > 0 && past[2] > 0,
+              "no chain past main: the replay proved nothing");
     free(text[0]);
     free(text[1]);
     free(lua);

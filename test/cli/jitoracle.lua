@@ -76,24 +76,39 @@ local function span(s) -- width from a loop of its own (a trace's loop copy)
 end
 
 local function rep(i) return #string.rep("ab", 500 + i % 7) end
-local function fmt(i) return #string.format("%d:%s:%5.2f", i, "abc", i / 3) end
+-- string.format as app code calls it: small helpers that return its result
+-- (a tail call: the helper's frame is gone while it runs) and a line built
+-- in fmt itself; %5.2f, %d of a float, %q: the helpers the trace calls as
+-- IR CALLLs (lj_strfmt_putfnum, _putfnum_int, _putquoted), several per
+-- snapshot (trace_fwdcalls.c)
+local names = {}
+for i = 1, 4 do names[i] = string.rep("na\"me\n" .. i, 8) end
+local function money(x)
+  return string.format("%8.2f EUR (%.3f, %10.4f, %g, %e, %.9f, %12.5g, %.17g)", x, x * 3, x / 9, x,
+    x * 11, x / 3, x * 7, x / 13)
+end
+local function quote(s) return string.format("%q", s) end
+local function fmt(i, name)
+  local line = string.format("%d:%s:%5.2f:%.1f:%.15g", i / 2, name, i / 3, i * 1.5, i / 17)
+  return #line + #money(i / 7) + #money(i / 11) + #money(i / 13) + #money(i / 17) + #quote(name)
+end
 local function sub(s) return #(s:gsub("a", "b")) end
 local parts = {}
 for i = 1, 300 do parts[i] = "p" .. i end
 local function concat() return #table.concat(parts, ",") end
-local text = string.rep("banana ", 200)
+local text = string.rep("banana ", 60)
 local doc = {}
 for i = 1, 30 do doc[i] = { id = i, name = "item" .. i, tags = { "a", "b" }, v = i / 7 } end
 local function enc() return #cjson.encode(doc) end
 local blob = cjson.encode(doc)
 local function dec() return #cjson.decode(blob) end
 
-local function round(i)
+local function round(i, name)
   local s = measure(long)
   if i % 2 == 0 then s = s + compare(nm) else s = s + compare(0) end
   if scan(n) then s = s + 1 end
   s = s + span(long)
-  s = s + rep(i) + fmt(i) + sub(text) + concat()
+  s = s + rep(i) + fmt(i, name) + sub(text) + concat()
   if i % 8 == 0 then s = s + enc() + dec() end
   return s
 end
@@ -102,7 +117,7 @@ local t0, acc, i = os.clock(), 0, 0
 while os.clock() - t0 < seconds do
   for _ = 1, 50 do
     i = i + 1
-    acc = acc + round(i)
+    acc = acc + round(i, names[i % 4 + 1])
   end
 end
 io.stderr:write(string.format("rounds %d %d\n", i, acc % 7))

@@ -41,6 +41,12 @@ static bool inlined_builtin(const char *f, size_t len)
     return false;
 }
 
+/* The string.format helpers traces call as IR CALLLs (lj_ffrecord.c
+ * recff_format): lj_strfmt_putf* and lj_strfmt_putquoted. */
+static bool strfmt_helper(const char *f, size_t len)
+{
+    return starts(f, len, "lj_strfmt_putf") || (len == 19 && starts(f, len, "lj_strfmt_putquoted"));
+}
 static void add(struct orc_dist *d, const char *key, const char *chain, long long n)
 {
     struct orc_key *k = NULL;
@@ -89,6 +95,11 @@ static void line(struct orc_dist *d, const char *s, const char *e)
              * calls of strlen are not the FFI's) */
             if (builtin && !inlined_builtin(f, len))
                 snprintf(key, sizeof(key), "builtin %.*s;", (int)(len - 14), f);
+            /* string.format: its own key on both sides (the interpreter's
+             * lj_cf_string_format calls unnamed code; traces call the
+             * helpers of strfmt_helper) */
+            if (builtin && len == 27 && !strncmp(f, "string.format", 13))
+                snprintf(key, sizeof(key), "string.format");
             if (is_lua(f, len) && !builtin) {
                 const char *paren = memchr(f, '(', len), *colon = x - 1;
                 while (colon > paren && *colon != ':')
@@ -101,7 +112,8 @@ static void line(struct orc_dist *d, const char *s, const char *e)
             /* the C function the Lua code called: the outermost one (after
              * a builtin's name: the one the builtin called) */
             size_t kl = strlen(key);
-            snprintf(key + kl, sizeof(key) - kl, "%.*s", (int)len, f);
+            snprintf(key + kl, sizeof(key) - kl, "%.*s", (int)(strfmt_helper(f, len) ? 13 : len),
+                     strfmt_helper(f, len) ? "string.format" : f);
         }
         f = x + 1;
     }

@@ -13,8 +13,11 @@
  * and so is a VM state ([GC]); neither is judged, but the chains of a
  * builtin's key count as the interpreter's chains above its C function
  * (traces compile string.sub, ffi.string, ... into their code, which calls
- * lj_str_new itself). The chain is the function and chunk of every Lua
- * frame that is not a builtin. No criterion here.
+ * lj_str_new itself). string.format is its own key ("string.format") on
+ * both sides: under its builtin frame in the interpreter (which calls
+ * unnamed code), and at its IR-call helpers (lj_strfmt_putf*,
+ * _putquoted) with the JIT on. The chain is the function and chunk of
+ * every Lua frame that is not a builtin. No criterion here.
  *
  * The truth side is incomplete: the interpreter's walks in nginx keep Lua
  * frames on 60-85% of its samples, and which ones they lose can depend on

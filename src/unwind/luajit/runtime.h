@@ -17,6 +17,7 @@ struct lj_arch;
 #define LJ_MAX_GS 8
 #define LJ_PROTO_SLOTS 1024
 #define LJ_SPLICE_THREADS 8 /* lua_States walked per sample (splice.c) */
+#define SS_LJ_FWD_NH 9      /* helpers trace_fwdcalls.c places (its hname[]) */
 #define LJ_INS_SLOTS 4096
 #define LJ_NAMES_PER_PROTO 8
 #define LJ_SPILL 512
@@ -117,10 +118,10 @@ struct ss_lj_runtime {
     struct lj_fnpt *fnpt; /* LJ_FNPT_SLOTS */
     struct lj_tcache *tc; /* known traces (trace.c), NULL until the first trace sample */
     /* the IR-call helpers whose calls from trace code trace_fwd.c places
-     * (lj_buf_putstr_rep, lj_buf_puttab): IRCALLDEF index and address, fn 0
-     * not known (ss_lj_fwd_setup) */
-    uint16_t fwd_id[2];
-    uint64_t fwd_fn[2];
+     * (trace_fwdcalls.c: string.rep's, table.concat's, string.format's):
+     * IRCALLDEF index and address, fn 0 not known (ss_lj_fwd_setup) */
+    uint16_t fwd_id[SS_LJ_FWD_NH];
+    uint64_t fwd_fn[SS_LJ_FWD_NH];
     struct {
         uint64_t L, base; /* BASE of the last good trace walk of L (trace.c) */
     } tbase[LJ_TBASE_SLOTS];
@@ -146,8 +147,8 @@ struct ss_lj_runtime {
  * (0: not found), found once per file (ss_lj_fwd_find) and given to each
  * runtime of it (ss_lj_fwd_setup: rt->fwd_*). */
 struct ss_lj_fwd {
-    uint16_t id[2];
-    uint64_t fn[2];
+    uint16_t id[SS_LJ_FWD_NH];
+    uint64_t fn[SS_LJ_FWD_NH];
 };
 struct ss_elf;
 void ss_lj_fwd_find(void *detcache, const struct ss_elf *e, struct ss_lj_fwd *out);

@@ -281,7 +281,8 @@ out:
 }
 
 int ss_lj_mcode_calls_to(csh cs, cs_insn *ci, const uint8_t *mc, uint32_t lo, uint32_t hi,
-                         uint64_t mcode, uint64_t fn, uint32_t *end)
+                         uint64_t mcode, const uint64_t *fn, unsigned nfn, uint32_t *end,
+                         uint8_t *which, unsigned cap)
 { /* x86-64 mcode only (trace_fwd.c: arm64's far calls are blr through constants) */
     const uint8_t *p = mc + lo;
     size_t len = hi - lo;
@@ -293,8 +294,11 @@ int ss_lj_mcode_calls_to(csh cs, cs_insn *ci, const uint8_t *mc, uint32_t lo, ui
         if (ci->detail->x86.op_count != 1) return -1;
         if (op->type == X86_OP_REG && op->reg != X86_REG_RAX) continue; /* an FFI call */
         if (op->type != X86_OP_IMM) return -1;
-        if ((uint64_t)op->imm != fn) continue;
-        if (n < 8) end[n] = (uint32_t)(at - mcode);
+        unsigned k = 0;
+        while (k < nfn && (!fn[k] || (uint64_t)op->imm != fn[k]))
+            k++;
+        if (k == nfn) continue;
+        if ((unsigned)n < cap) end[n] = (uint32_t)(at - mcode), which[n] = (uint8_t)k;
         n++;
     }
     return len ? -1 : n;

@@ -1,31 +1,14 @@
-/* unwind/luajit/trace_fwd.c: the frames at a call of an IR-call helper out
- * of trace code that no snapshot after it shows (issue 32): string.rep's
- * lj_buf_putstr_rep and table.concat's lj_buf_puttab (lj_ffrecord.c
- * recff_string_rep/recff_table_concat: CALLL, no side effect, so no
- * snapshot after them), and an FFI call through a mutable upvalue (its
- * snapshot after it merged into one in other frames), placed by a forward
- * replay of the bytecode from the snapshot before.
+/* unwind/luajit/trace_fwd.c: the forward replay of the bytecode from the
+ * snapshot before a call out of trace code that no snapshot after it shows
+ * (issue 32): the frames the call was made in. Which call to stop at comes
+ * from trace_fwdcalls.c (which machine call is which IR call, and which
+ * recorded bytecode call made that IR call).
  *
- * What the recorder guarantees (LuaJIT 2.1, lj_record.c, lj_snap.c,
- * lj_opt_fold.c, lj_asm.c; checked in Debian 12's and 13's trees):
- *  - snapshot i's code is that of IR [ref_i, ref_i+1) (trace_post.c), and
- *    that IR was recorded while the recorder ran the bytecode from snapshot
- *    i's pc up to snapshot i+1's: a path that starts at snapshot i's pc in
- *    its frames;
- *  - a CALLL is never folded away or CSE'd (LJFOLD(CALLL any any): emit);
- *    these two are guards (CCI_T, "may throw": never DCE'd or skipped by
- *    the assembler) and assemble to one call of lj_ir_callinfo[op2].func;
- *    nothing else calls them. So when the range's mcode holds as many calls
- *    of the helper as its IR holds guarded CALLLs of it, the first call is
- *    the first CALLL's;
- *  - a CALLL of lj_buf_putstr_rep comes from recording a call of string.rep
- *    (not folded when the count or the string is no IR constant:
- *    bufput_kfold_rep) or from a buffer put of its result (bufput_bufstr,
- *    CAT or string.format); one of lj_buf_puttab only from recording
- *    table.concat with a table (always emitted);
- *  - a CALLXS comes only from a call of a cdata function: the range's one,
- *    none before the CALL the replay reaches, whose slot held the ULOAD u
- *    it calls FLOAD(u, ptr) of, is that CALL's (trace_irfacts.c).
+ * What the recorder guarantees (LuaJIT 2.1, lj_record.c, lj_snap.c;
+ * checked in Debian 12's and 13's trees): snapshot i's code is that of IR
+ * [ref_i, ref_i+1) (trace_post.c), and that IR was recorded while the
+ * recorder ran the bytecode from snapshot i's pc up to snapshot i+1's: a
+ * path that starts at snapshot i's pc in its frames, in IR order.
  * The replay walks the path from snapshot i's pc over bytecodes that
  * cannot branch, call or invoke a metamethod in ways it cannot see: moves
  * and constants, arithmetic on slots proven numbers, LEN of strings,
@@ -35,50 +18,41 @@
  * guards (EQ(SLOAD #s, constant)), GGET k1 + TGETS k2 chains that end in a call whose callee the
  * trace's IR guards (EQ of HLOAD(HREF[K](..env.., k1))[k2] against a function constant: both loads
  * non-nil, so no __index), calls of proven Lua closures (frames pushed) and returns to frames it
- * knows. It stops at the first call of the helper's builtin: the first CALLL of the range is that
- * call's, so the sampled call is made in the replay's frames with the caller standing at that CALL.
- * Anything else (a branch, CAT, an unproven operand or callee, a return below the trace's base
- * frame, a snapshot but the first whose pc a comparison or loop may have fixed up to the branch not
- * taken, unless it is needsnap's after a comparison that fell through) leaves today's proven
- * prefix. Types come from the snapshot's IR refs, or, for the base frame's slots it does not list,
- * from the trace's SLOADs of them since the last RETF (a slot the path reads is live, so not purged
- * from the snapshot if the trace wrote it). x86-64 GC64 builds whose IR numbering is 2.1's. */
+ * knows. It stops at the call the caller asks for (trace_fwdcalls.c): the first call of
+ * string.rep / table.concat (their range's first CALLL is that call's; it passes the other one's
+ * calls and string.format's without a plain %s, which make no CALLL of either), the nth of the
+ * calls of string.format, string.rep and table.concat that record one BUFHDR each (it passes no
+ * other bytecode that records one), the CALL of a mutable upvalue's cdata (SS_FWD_XS). The sampled
+ * call is made in the replay's frames with the caller standing at that CALL; at a CALLT of
+ * string.format, the tail call replaced the caller's frame (the interpreter's ins_callt): the
+ * frames below it, their innermost at the CALL that called it (one passed returns its string).
+ * Anything else (a branch, CAT, an unproven operand or callee, a return
+ * below the trace's base frame, a snapshot but the first whose pc a comparison or loop may have
+ * fixed up to the branch not taken, unless it is needsnap's after a comparison that fell through)
+ * leaves today's proven prefix. Types come from the snapshot's IR refs, or, for the base frame's
+ * slots it does not list, from the trace's SLOADs of them since the last RETF (a slot the path
+ * reads is live, so not purged from the snapshot if the trace wrote it). x86-64 GC64 builds whose
+ * IR numbering is 2.1's. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "unwind/luajit/ljregs.h"
 #include "unwind/luajit/trace_int.h"
-#include "unwind/luajit/vmsyms.h"
 
-enum { H_REP, H_TAB, NH, H_XS = NH }; /* H_XS: an FFI call through an upvalue */
-static const char *const hname[NH] = {"lj_buf_putstr_rep", "lj_buf_puttab"};
-static const char *const hff[NH] = {"string.rep", "table.concat"};
-
-void ss_lj_fwd_find(void *detcache, const struct ss_elf *e, struct ss_lj_fwd *out)
-{
-    ss_lj_ircall_fns(detcache, e, hname, NH, out->id, out->fn);
-}
-
-void ss_lj_fwd_setup(struct ss_lj_runtime *rt, const struct ss_lj_fwd *f)
-{
-    for (unsigned h = 0; h < NH; h++) {
-        rt->fwd_id[h] = f->id[h];
-        rt->fwd_fn[h] = f->fn[h] ? f->fn[h] + rt->bias : 0;
-    }
-}
+static const char *const hff[2] = {"string.rep", "table.concat"};
 
 /* lj_ir.h IRDEF / IRTDEF / IRFLDEF of the 2.1 trees with CALLXS = 99;
  * lj_bc.h BCDEF (every tree here) */
 // clang-format off
 enum { IR_EQ = 8, IR_RETF = 11, IR_KGC = 24, IR_KSLOT = 30, IR_HREFK = 57, IR_HREF = 58,
        IR_NEWREF = 59, IR_HLOAD = 67, IR_FLOAD = 69, IR_SLOAD = 71, IR_ASTORE = 74,
-       IR_XSTORE = 78, IR_CALLL = 97, IR_CALLS = 98, IR_CALLXS = 99, IRFL_FUNC_ENV = 1 };
+       IR_XSTORE = 78, IR_CALLS = 98, IR_CALLXS = 99, IRFL_FUNC_ENV = 1 };
 enum { IRT_FALSE = 1, IRT_TRUE = 2, IRT_STR = 4, IRT_FUNC = 8, IRT_TAB = 11, IRT_NUM = 14,
        IRT_I8 = 15, IRT_U32 = 20 };
 enum { BC_IST = 14, BC_ISF = 15, BC_MOV = 18, BC_NOT = 19, BC_UNM = 20, BC_LEN = 21, BC_ADDVN = 22, BC_MODNV = 31,
        BC_ADDVV = 32, BC_POW = 37, BC_KSTR = 39, BC_KCDATA = 40, BC_KSHORT = 41, BC_KNUM = 42,
        BC_KPRI = 43, BC_KNIL = 44, BC_UGET = 45, BC_GGET = 54, BC_TGETS = 57, BC_CALLM = 65,
-       BC_CALL = 66, BC_RET = 74, BC_RET0 = 75, BC_RET1 = 76, BC_JMP = 88, BC_FUNCF = 89,
+       BC_CALL = 66, BC_CALLT = 68, BC_RET = 74, BC_RET0 = 75, BC_RET1 = 76, BC_JMP = 88, BC_FUNCF = 89,
        BC_JFUNCF = 91 };
 // clang-format on
 #define NSLOT 512u
@@ -106,7 +80,8 @@ struct wf {
     uint8_t nparams;
 };
 
-struct fw {
+struct ss_lj_fwd_w {
+    struct ss_lj_fwdin in;
     struct ss_lj_runtime *rt;
     struct ss_mem *m;
     struct ss_lj_irv ir; /* the IR, r0 and c (trace_irfacts.c) */
@@ -114,14 +89,16 @@ struct fw {
     struct fact f[NSLOT];
     struct wf fr[TC_MAXFR];
     uint32_t nf, pending;
+    uint32_t nth, nbuf; /* SS_FWD_FMT: the buffer operation sought, those passed */
+    bool tail;          /* the call reached is a CALLT */
 };
 
-static const uint8_t *irq(const struct fw *w, uint32_t ref)
+static const uint8_t *irq(const struct ss_lj_fwd_w *w, uint32_t ref)
 {
     return ss_lj_ir_ins(&w->ir, ref);
 }
 
-static uint64_t kgc(const struct fw *w, uint32_t ref, unsigned irt)
+static uint64_t kgc(const struct ss_lj_fwd_w *w, uint32_t ref, unsigned irt)
 {
     return ss_lj_ir_kgc(&w->ir, ref, irt);
 }
@@ -137,17 +114,18 @@ static struct fact of_type(unsigned irt, bool k)
 }
 
 /* the fact of snapshot ref ref */
-static struct fact of_ref(const struct fw *w, uint32_t ref)
+static struct fact of_ref(const struct ss_lj_fwd_w *w, uint32_t ref)
 {
     if (ref < w->ir.nk || ref >= w->nins) return (struct fact){.k = F_UNK};
     const uint8_t *q = irq(w, ref);
     unsigned irt = q[4] & 0x1f;
     if (ref >= REF_BIAS) return of_type(irt, false);
     if (q[5] == IR_KGC && irt == IRT_FUNC) return (struct fact){.k = F_FN, .v = kgc(w, ref, irt)};
+    if (q[5] == IR_KGC && irt == IRT_STR) return (struct fact){.k = F_KSTR, .v = kgc(w, ref, irt)};
     return of_type(irt, true);
 }
 
-static struct fact get(struct fw *w, uint32_t s)
+static struct fact get(struct ss_lj_fwd_w *w, uint32_t s)
 {
     if (s >= NSLOT) return (struct fact){.k = F_UNK};
     if (w->f[s].k != F_LAZY) return w->f[s];
@@ -167,7 +145,7 @@ static struct fact get(struct fw *w, uint32_t s)
 }
 
 /* Set slot s; a pending table load there may not be dropped. */
-static bool set(struct fw *w, uint32_t s, struct fact f)
+static bool set(struct ss_lj_fwd_w *w, uint32_t s, struct fact f)
 {
     if (s >= NSLOT || w->f[s].k == F_G1 || w->f[s].k == F_G2) return false;
     w->f[s] = f;
@@ -180,7 +158,7 @@ static bool isnum(struct fact f)
 }
 
 /* closure fn's header into fb (fn_size bytes): a function */
-static bool closure(struct fw *w, uint64_t fn, uint8_t *fb)
+static bool closure(struct ss_lj_fwd_w *w, uint64_t fn, uint8_t *fb)
 {
     const struct lj_layout *lay = w->rt->lay;
     return fn && lay->fn_size <= 64 && !ss_mem_read(w->m, fn, fb, lay->fn_size) &&
@@ -189,7 +167,7 @@ static bool closure(struct fw *w, uint64_t fn, uint8_t *fb)
 
 /* Immutable upvalue uv of Lua closure fn: its value never changed, so it
  * is the one the recorder specialised to (lj_record.c rec_upvalue). */
-static struct fact upvalue(struct fw *w, uint64_t fn, uint32_t uv)
+static struct fact upvalue(struct ss_lj_fwd_w *w, uint64_t fn, uint32_t uv)
 {
     const struct lj_layout *lay = w->rt->lay;
     struct fact no = {.k = F_UNK};
@@ -215,7 +193,7 @@ static void wf_free(struct wf *f)
 }
 
 /* Copy prototype f->pt's bytecode and GC constants. */
-static bool wf_load(struct fw *w, struct wf *f)
+static bool wf_load(struct ss_lj_fwd_w *w, struct wf *f)
 {
     const struct lj_layout *lay = w->rt->lay;
     const struct lj_proto *p = ss_lj_proto(w->rt, w->m, f->pt, NULL);
@@ -237,7 +215,7 @@ static bool wf_load(struct fw *w, struct wf *f)
 }
 
 /* The name of builtin F, NULL for a Lua closure or unknown. */
-static const char *ffname(struct fw *w, uint64_t fn, bool *lua)
+static const char *ffname(struct ss_lj_fwd_w *w, uint64_t fn, bool *lua)
 {
     const struct lj_layout *lay = w->rt->lay;
     uint8_t fb[64];
@@ -249,7 +227,7 @@ static const char *ffname(struct fw *w, uint64_t fn, bool *lua)
 }
 
 /* Push the frame of Lua closure fn called by the top frame's CALL at A. */
-static bool push(struct fw *w, uint64_t fn, uint32_t a, uint32_t nargs)
+static bool push(struct ss_lj_fwd_w *w, uint64_t fn, uint32_t a, uint32_t nargs)
 {
     const struct lj_layout *lay = w->rt->lay;
     struct wf *c = &w->fr[w->nf - 1];
@@ -271,7 +249,7 @@ static bool push(struct fw *w, uint64_t fn, uint32_t a, uint32_t nargs)
 }
 
 /* Return from the top frame with n values from slot a up. */
-static bool ret(struct fw *w, uint32_t a, uint32_t n)
+static bool ret(struct ss_lj_fwd_w *w, uint32_t a, uint32_t n)
 {
     if (w->nf < 2 || n > 8) return false;
     struct fact v[8];
@@ -294,7 +272,7 @@ static bool ret(struct fw *w, uint32_t a, uint32_t n)
 
 /* Is x truthy (1), falsy (0) or not known (-1) where the recorder saw it?
  * A mutable upvalue's by the type of the ULOAD it gave (trace_uvcall.c). */
-static int truth(const struct fw *w, struct fact x)
+static int truth(const struct ss_lj_fwd_w *w, struct fact x)
 {
     if (x.k == F_UV) {
         uint32_t u = ss_lj_uv_load(&w->ir, x.v, (uint32_t)x.k1);
@@ -306,9 +284,31 @@ static int truth(const struct fw *w, struct fact x)
     return x.k >= F_NUM && x.k <= F_FN ? 1 : -1;
 }
 
+/* Does a call of builtin name with nargs arguments from A, not the one
+ * sought, record exactly one BUFHDR (lj_ffrecord.c)? string.format
+ * (recff_string_format: always one); string.rep with no separator (one
+ * recff_bufhdr; with one, one or two); table.concat of a table. */
+static bool bufop(struct ss_lj_fwd_w *w, const char *name, uint32_t A, uint32_t nargs)
+{
+    if (!strcmp(name, "string.format")) return nargs >= 1;
+    if (!strcmp(name, "string.rep")) return nargs == 2;
+    return !strcmp(name, "table.concat") && nargs >= 1 && get(w, A + 2).k == F_TAB;
+}
+
+/* Is a call of builtin name with nargs arguments from A a string.format
+ * that makes no CALLL of lj_buf_putstr_rep (no plain %s) and none of
+ * lj_buf_puttab (never)? */
+static bool fmt_no_rep(struct ss_lj_fwd_w *w, const char *name, uint32_t A, uint32_t nargs)
+{
+    struct fact s = get(w, A + 2);
+    bool plain;
+    return !strcmp(name, "string.format") && nargs >= 1 && s.k == F_KSTR &&
+           ss_lj_fmt_plain_s(w->rt, w->m, s.v, &plain) && !plain;
+}
+
 /* One instruction of the top frame: 1 done, 0 not provable, 2 the call of
- * helper h's builtin reached (H_XS: the FFI call through an upvalue c is). */
-static int step(struct fw *w, unsigned h)
+ * kind h reached (SS_FWD_XS: the FFI call through an upvalue c is). */
+static int step(struct ss_lj_fwd_w *w, unsigned h)
 {
     struct wf *f = &w->fr[w->nf - 1];
     if (f->idx >= f->sizebc) return 0;
@@ -331,7 +331,7 @@ static int step(struct fw *w, unsigned h)
         if (!isnum(get(w, f->base + b)) || !isnum(get(w, f->base + c))) return 0;
         x.k = F_NUM;
     } else if (op == BC_KSTR) {
-        x.k = F_KSTR;
+        x = (struct fact){.k = F_KSTR, .v = d < f->sizekgc ? f->kgc[d] : 0};
     } else if (op == BC_KSHORT || op == BC_KNUM) {
         x.k = F_NUM;
     } else if (op == BC_KCDATA) {
@@ -354,7 +354,7 @@ static int step(struct fw *w, unsigned h)
         if (t.k != F_G1 || c >= f->sizekgc) return 0;
         x = (struct fact){.k = F_G2, .v = t.v, .k1 = t.k1, .k2 = f->kgc[c]};
         w->f[f->base + b].k = F_UNK; /* the chain goes on in A */
-    } else if (op == BC_CALL) {
+    } else if (op == BC_CALL || (op == BC_CALLT && h == SS_FWD_FMT && w->nf > 1)) {
         struct fact fn = get(w, A);
         if (fn.k == F_G2) {
             fn = (struct fact){.k = F_FN, .v = ss_lj_ir_guarded(&w->ir, fn.v, fn.k1, fn.k2)};
@@ -363,15 +363,27 @@ static int step(struct fw *w, unsigned h)
         }
         if (fn.k == F_UV) { /* the FFI call c through it, or not provable */
             uint32_t u = ss_lj_uv_load(&w->ir, fn.v, (uint32_t)fn.k1);
-            return h == H_XS && u && ss_lj_callxs_through(&w->ir, u) ? 2 : 0;
+            return h == SS_FWD_XS && op == BC_CALL && u && ss_lj_callxs_through(&w->ir, u) ? 2 : 0;
         }
         bool lua;
         const char *name = fn.k == F_FN ? ffname(w, fn.v, &lua) : NULL;
+        if (op == BC_CALLT) { /* string.format's, tail-called (above) */
+            if (!name || strcmp(name, "string.format") || !d) return 0;
+            if (++w->nbuf == w->nth) return w->tail = true, 2;
+            /* another: the frame returns the string it makes */
+            if (!bufop(w, name, A, d - 1) || !set(w, A, (struct fact){.k = F_STR})) return 0;
+            return ret(w, a, 1) ? 1 : 0;
+        }
         if (fn.k == F_FN && lua) return push(w, fn.v, a, c ? c - 1 : 0) ? 1 : 0;
-        if (!name || !c || h == H_XS) return 0;
-        if (!strcmp(name, hff[h])) return 2;
-        if (strcmp(name, hff[!h]) || !b || b > 2)
-            return 0; /* the other helper's builtin: no call */
+        if (!name || !c || h == SS_FWD_XS) return 0;
+        if (h == SS_FWD_FMT) { /* the nth buffer operation, a string.format */
+            if (++w->nbuf == w->nth) return strcmp(name, "string.format") ? 0 : 2;
+            if (!b || b > 2 || !bufop(w, name, A, c - 1)) return 0;
+        } else if (!strcmp(name, hff[h])) {
+            return 2;
+        } else if (!b || b > 2 || (strcmp(name, hff[!h]) && !fmt_no_rep(w, name, A, c - 1))) {
+            return 0; /* the other helper's builtin, a string.format: no call */
+        }
         x.k = F_STR;
         if (b < 2) x.k = F_UNK;
     } else if (op == BC_RET0 || op == BC_RET1 || op == BC_RET) {
@@ -392,23 +404,24 @@ static int step(struct fw *w, unsigned h)
     return 1;
 }
 
-/* Does the call the walk reached make helper h's CALLLs? (above) */
-static bool emits(struct fw *w, unsigned h)
+/* Does the call the walk reached make helper h's CALLLs? (above; a
+ * string.format's: its BUFHDR, trace_fwdcalls.c) */
+static bool emits(struct ss_lj_fwd_w *w, unsigned h)
 {
+    if (w->pending || h >= SS_FWD_FMT) return !w->pending;
     const struct wf *f = &w->fr[w->nf - 1];
     uint32_t ins = f->bc[f->idx], A = f->base + ((ins >> 8) & 0xff),
              nargs = ((ins >> 16) & 0xff) - 1;
     struct fact s = get(w, A + 2), n = get(w, A + 3);
     bool str = s.k == F_KSTR || s.k == F_STR || s.k == F_STRV || isnum(s);
-    if (w->pending || h == H_XS) return !w->pending;
     bool sep = n.k == F_KSTR || n.k == F_STR || n.k == F_STRV || isnum(n);
-    if (h == H_REP) return nargs == 2 && str && isnum(n) && (n.k == F_NUMV || s.k == F_STRV);
+    if (h == SS_FWD_REP) return nargs == 2 && str && isnum(n) && (n.k == F_NUMV || s.k == F_STRV);
     return s.k == F_TAB && (nargs == 1 || (nargs == 2 && sep));
 }
 
 /* Frames, slots and closures of snapshot si (of n frames fr) into w. */
-static bool start(struct fw *w, const uint8_t *sb, const uint32_t *map, const struct tsnap *s,
-                  uint32_t si, const struct tframe *fr)
+static bool start(struct ss_lj_fwd_w *w, const uint8_t *sb, const uint32_t *map,
+                  const struct tsnap *s, uint32_t si, const struct tframe *fr)
 {
     const struct lj_layout *lay = w->rt->lay;
     uint32_t nent = sb[(size_t)si * lay->snap_size + lay->snap_nent], ls[TC_MAXFR], nl = 0;
@@ -491,8 +504,8 @@ static bool loops(const struct wf *f)
  * comparison guard (LT .. NE; not a call's EQ on a function). Left: a base
  * frame's inner loop unrolled with no IR that calls frame 1 again
  * (rec_loop_interp: root traces abort at inner loops but short ones). */
-static bool fell_through(const struct fw *w, const struct tsnap *s, const uint8_t *sb, uint32_t i,
-                         const struct tframe *fr)
+static bool fell_through(const struct ss_lj_fwd_w *w, const struct tsnap *s, const uint8_t *sb,
+                         uint32_t i, const struct tframe *fr)
 {
     const struct lj_layout *lay = w->rt->lay;
     const struct wf *f = &w->fr[w->nf - 1];
@@ -516,86 +529,66 @@ static bool fell_through(const struct fw *w, const struct tsnap *s, const uint8_
     return jumps_to(f, tx) == 1;
 }
 
-void ss_lj_fwd_calls(struct ss_lj_runtime *rt, struct ss_mem *m, struct trace *t, const uint8_t *kb,
-                     uint32_t nk, const uint8_t *ib, uint32_t nins, const uint8_t *sb,
-                     const uint32_t *map, const struct tsnap *snaps, const struct tframe *fr,
-                     csh cs, cs_insn *ci, const uint8_t *mc)
+struct ss_lj_fwd_w *ss_lj_fwd_new(const struct ss_lj_fwdin *in)
 {
-    const struct lj_layout *lay = rt->lay;
-    if (rt->arch->a64 || lay->ir_callxs != IR_CALLXS || lay->ir_kgc != IR_KGC || !lay->gc64 ||
-        !lay->ff)
-        return;
-    struct fw *w = calloc(1, sizeof(*w));
-    uint32_t loop = nins, cap = 0;
-    if (!w) return;
-    *w = (struct fw){.rt = rt, .m = m, .ir = {.kb = kb, .ib = ib, .nk = nk}, .nins = nins};
-    for (uint32_t r = REF_BIAS; r < nins && loop == nins; r++)
-        if (ib[(size_t)(r - REF_BIAS) * 8 + 5] == lay->ir_loop) loop = r;
-    for (uint32_t i = 0; i + 1 < t->nsnap; i++) {
-        const struct tsnap *s = &snaps[i];
-        uint32_t r0 = u16at(sb + (size_t)i * lay->snap_size + lay->snap_ref);
-        uint32_t r1 = u16at(sb + (size_t)(i + 1) * lay->snap_size + lay->snap_ref);
-        /* (the loop's copy keeps only some snapshots: left out) */
-        if (r0 < REF_BIAS || r1 <= r0 || r1 > loop || !s->n || s->ncut || s->nret ||
-            snaps[i + 1].mcofs <= s->mcofs)
-            continue;
-        for (unsigned h = 0; h <= H_XS; h++) {
-            uint32_t end[8], c = 0, nc = 0;
-            int ne = h == H_XS ? 1
-                     : rt->fwd_fn[h]
-                         ? ss_lj_mcode_calls_to(cs, ci, mc, s->mcofs, snaps[i + 1].mcofs, t->mcode,
-                                                rt->fwd_fn[h], end)
-                         : 0;
-            for (uint32_t r = r0; r < r1; r++) {
-                const uint8_t *q = ib + (size_t)(r - REF_BIAS) * 8;
-                if (h == H_XS ? q[5] != IR_CALLXS
-                              : q[5] != IR_CALLL || u16at(q + 2) != rt->fwd_id[h])
-                    continue;
-                if (h < H_XS && !(q[4] & 0x80)) nc = 99; /* (IRT_GUARD: CCI_T) */
-                if (!nc++) c = r;
-            }
-            /* H_XS: the range's one CALLXS, its one indirect call (trace_uvcall.c) */
-            if (h == H_XS && nc == 1 &&
-                !(end[0] = ss_lj_mcode_regcall(cs, ci, mc, s->mcofs, snaps[i + 1].mcofs, t->mcode)))
-                continue;
-            if (ne <= 0 || (uint32_t)ne != nc) continue;
-            /* the base: where the last RETF before the range left it, and
-             * no store, side effect or RETF before the call in the range */
-            w->ir.r0 = r0, w->ir.c = c, w->ir.lastretf = REF_BIAS, w->pending = 0;
-            bool ok = true;
-            for (uint32_t r = REF_BIAS; r < c && ok; r++) {
-                uint8_t o = ib[(size_t)(r - REF_BIAS) * 8 + 5];
-                if (o == IR_RETF && r < r0) w->ir.lastretf = r;
-                ok = r < r0 || !(o == IR_RETF || o == IR_NEWREF || o == IR_CALLS ||
-                                 o == IR_CALLXS || (o >= IR_ASTORE && o <= IR_XSTORE));
-            }
-            int st = 0;
-            if (ok && start(w, sb, map, s, i, fr + s->first) &&
-                (!i || !fixed_up(&w->fr[w->nf - 1]) || fell_through(w, s, sb, i, fr)))
-                for (unsigned k = 0; k < 512 && (st = step(w, h)) == 1; k++)
-                    ;
-            if (st == 2 && emits(w, h) && t->nfwd < 256) {
-                struct tframe *nf = realloc(t->fwdfr, (size_t)(cap + w->nf) * sizeof(*nf));
-                struct tfwd *nw = nf ? realloc(t->fwd, (t->nfwd + 1) * sizeof(*nw)) : NULL;
-                if (nf) t->fwdfr = nf;
-                if (nw) {
-                    t->fwd = nw;
-                    t->fwd[t->nfwd++] =
-                        (struct tfwd){.si = i, .end = end[0], .first = cap, .n = w->nf};
-                    for (uint32_t j = 0; j < w->nf; j++) {
-                        const struct wf *f = &w->fr[j];
-                        t->fwdfr[cap++] =
-                            (struct tframe){.pc = f->pt + lay->pt_size + (uint64_t)(f->idx + 1) * 4,
-                                            .link = f->link,
-                                            .pt = f->pt};
-                    }
-                    rt->st.trace_fwd_calls++;
-                }
-            }
-            for (uint32_t j = 0; j < TC_MAXFR; j++)
-                wf_free(&w->fr[j]);
-            w->nf = 0;
-        }
-    }
+    struct ss_lj_fwd_w *w = calloc(1, sizeof(*w));
+    if (w) w->in = *in, w->rt = in->rt, w->m = in->m, w->nins = in->nins;
+    return w;
+}
+
+void ss_lj_fwd_free(struct ss_lj_fwd_w *w)
+{
     free(w);
+}
+
+/* t->fwd += the frames the replay reached, the call ending at end */
+static void keep(struct ss_lj_fwd_w *w, uint32_t i, uint32_t end)
+{
+    const struct lj_layout *lay = w->rt->lay;
+    struct trace *t = w->in.t;
+    uint32_t n = w->nf - w->tail,
+             cap = t->nfwd ? t->fwd[t->nfwd - 1].first + t->fwd[t->nfwd - 1].n : 0;
+    if (!n || t->nfwd >= 256) return;
+    struct tframe *nf = realloc(t->fwdfr, (size_t)(cap + n) * sizeof(*nf));
+    struct tfwd *nw = nf ? realloc(t->fwd, (t->nfwd + 1) * sizeof(*nw)) : NULL;
+    if (nf) t->fwdfr = nf;
+    if (!nw) return;
+    t->fwd = nw;
+    t->fwd[t->nfwd++] = (struct tfwd){.si = i, .end = end, .first = cap, .n = n};
+    for (uint32_t j = 0; j < n; j++) {
+        const struct wf *f = &w->fr[j];
+        t->fwdfr[cap++] = (struct tframe){
+            .pc = f->pt + lay->pt_size + (uint64_t)(f->idx + 1) * 4, .link = f->link, .pt = f->pt};
+    }
+    w->rt->st.trace_fwd_calls++;
+}
+
+void ss_lj_fwd_replay(struct ss_lj_fwd_w *w, uint32_t i, uint32_t c, unsigned k, uint32_t nth,
+                      uint32_t end)
+{
+    const struct lj_layout *lay = w->rt->lay;
+    const struct ss_lj_fwdin *in = &w->in;
+    const struct tsnap *s = &in->snaps[i];
+    uint32_t r0 = u16at(in->sb + (size_t)i * lay->snap_size + lay->snap_ref);
+    /* the base: where the last RETF before the range left it, and no
+     * store, side effect or RETF before the call in the range */
+    w->ir = (struct ss_lj_irv){
+        .kb = in->kb, .ib = in->ib, .nk = in->nk, .r0 = r0, .c = c, .lastretf = REF_BIAS};
+    w->pending = 0, w->nth = nth, w->nbuf = 0, w->tail = false;
+    bool ok = true;
+    for (uint32_t r = REF_BIAS; r < c && ok; r++) {
+        uint8_t o = in->ib[(size_t)(r - REF_BIAS) * 8 + 5];
+        if (o == IR_RETF && r < r0) w->ir.lastretf = r;
+        ok = r < r0 || !(o == IR_RETF || o == IR_NEWREF || o == IR_CALLS || o == IR_CALLXS ||
+                         (o >= IR_ASTORE && o <= IR_XSTORE));
+    }
+    int st = 0;
+    if (ok && start(w, in->sb, in->map, s, i, in->fr + s->first) &&
+        (!i || !fixed_up(&w->fr[w->nf - 1]) || fell_through(w, s, in->sb, i, in->fr)))
+        for (unsigned n = 0; n < 512 && (st = step(w, k)) == 1; n++)
+            ;
+    if (st == 2 && emits(w, k)) keep(w, i, end);
+    for (uint32_t j = 0; j < TC_MAXFR; j++)
+        wf_free(&w->fr[j]);
+    w->nf = 0;
 }

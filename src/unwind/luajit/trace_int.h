@@ -117,11 +117,13 @@ uint32_t ss_lj_trace_loop_calls(bool a64, const struct lj_layout *lay, const uin
                                 uint64_t mcode, uint32_t szmcode, const uint8_t *sb,
                                 const struct tsnap *snaps, uint32_t nsnap, struct tcall **out);
 
-/* The direct calls to fn in x86-64 mcode [lo, hi) of a trace at mcode:
- * offsets just past the first 8 into end, how many; -1 when a call's
- * target is not known (emit_call's far `call rax`) or on arm64 (trace_calls.c). */
+/* The direct calls to one of fn[0, nfn) in x86-64 mcode [lo, hi) of a
+ * trace at mcode: offsets just past the first cap into end, which fn each
+ * called into which, how many; -1 when a call's target is not known
+ * (emit_call's far `call rax`) or on arm64 (trace_calls.c). */
 int ss_lj_mcode_calls_to(csh cs, cs_insn *ci, const uint8_t *mc, uint32_t lo, uint32_t hi,
-                         uint64_t mcode, uint64_t fn, uint32_t *end);
+                         uint64_t mcode, const uint64_t *fn, unsigned nfn, uint32_t *end,
+                         uint8_t *which, unsigned cap);
 
 /* Of the frames fr[0, n) of one snapshot, outermost first: how many inner
  * frames lie above the innermost caller not standing at a call (trace_load.c). */
@@ -141,12 +143,45 @@ void ss_lj_post_call(struct ss_lj_runtime *rt, struct ss_mem *m, const uint8_t *
                      const uint8_t *mc);
 
 /* t->fwd: the helper calls in t's code whose frames the forward replay of
- * the bytecode from the snapshot before proves (trace_fwd.c); arguments as
+ * the bytecode from the snapshot before proves (trace_fwdcalls.c: which IR
+ * call each machine call is; trace_fwd.c: the replay); arguments as
  * ss_lj_post_call's, snaps/fr decoded, nsnap of them. */
 void ss_lj_fwd_calls(struct ss_lj_runtime *rt, struct ss_mem *m, struct trace *t, const uint8_t *kb,
                      uint32_t nk, const uint8_t *ib, uint32_t nins, const uint8_t *sb,
                      const uint32_t *map, const struct tsnap *snaps, const struct tframe *fr,
                      csh cs, cs_insn *ci, const uint8_t *mc);
+
+/* The kinds of call the replay places: string.rep's and table.concat's
+ * helper (the range's first CALLL of it), a string.format helper (the
+ * nth string.format the path calls), an FFI call through an upvalue. */
+enum { SS_FWD_REP, SS_FWD_TAB, SS_FWD_FMT, SS_FWD_XS };
+/* One trace's data for the replay (as ss_lj_fwd_calls's arguments). */
+struct ss_lj_fwdin {
+    struct ss_lj_runtime *rt;
+    struct ss_mem *m;
+    struct trace *t;
+    const uint8_t *kb, *ib, *sb;
+    uint32_t nk, nins, loop; /* loop: IR LOOP's ref, nins none */
+    const uint32_t *map;
+    const struct tsnap *snaps;
+    const struct tframe *fr;
+};
+struct ss_lj_fwd_w;
+/* The replay's state (trace_fwd.c), reused from call to call. */
+struct ss_lj_fwd_w *ss_lj_fwd_new(const struct ss_lj_fwdin *in);
+void ss_lj_fwd_free(struct ss_lj_fwd_w *w);
+/* Replay snapshot i's path to the call of kind k (SS_FWD_FMT: the nth
+ * string.format call of the path, from 1) made by IR call c, whose machine
+ * call ends at mcode offset end: on proof, one more t->fwd (trace_fwd.c). */
+void ss_lj_fwd_replay(struct ss_lj_fwd_w *w, uint32_t i, uint32_t c, unsigned k, uint32_t nth,
+                      uint32_t end);
+
+/* Has format string s (a GCstr) a plain "%s" (lj_strfmt.c lj_strfmt_parse:
+ * '%', flags, width, '.', precision, conversion; "%%" a literal)? Its
+ * recording puts the argument with a BUFPUT: of a string.rep's result,
+ * bufput_bufstr replays the CALLL lj_buf_putstr_rep into the new chain.
+ * False when s cannot be read (trace_fwdcalls.c). */
+bool ss_lj_fmt_plain_s(const struct ss_lj_runtime *rt, struct ss_mem *m, uint64_t s, bool *plain);
 
 /* A trace's IR for the facts of trace_irfacts.c: constants kb (from nk),
  * instructions ib (from REF_BIAS); a snapshot's range from r0, a call at c,

@@ -390,11 +390,12 @@ void ss_lj_trace_load(struct ss_lj_runtime *rt, struct ss_mem *m, struct trace *
         cs_insn *ci = cs_malloc(cs);
         for (uint32_t i = 0; ci && i + 1 < t->nsnap; i++)
             ss_lj_post_call(rt, m, kb, nk, ib, nins, sb, map, snaps, i, fr, cs, ci, mc);
+        t->ncalls = ss_lj_trace_loop_calls(rt->arch->a64, lay, kb, nk, ib, nins, mc, t->mcode,
+                                           t->szmcode, sb, snaps, t->nsnap, &t->calls);
+        /* (after: adds to t->calls) */
         if (ci) ss_lj_fwd_calls(rt, m, t, kb, nk, ib, nins, sb, map, snaps, fr, cs, ci, mc);
         if (ci) cs_free(ci, 1);
         cs_close(&cs);
-        t->ncalls = ss_lj_trace_loop_calls(rt->arch->a64, lay, kb, nk, ib, nins, mc, t->mcode,
-                                           t->szmcode, sb, snaps, t->nsnap, &t->calls);
     }
     t->profiled = prof_checks(rt->arch->a64, lay->gc64, mc, t->szmcode, snaps, t->nsnap);
     bad = false;
