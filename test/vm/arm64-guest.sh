@@ -337,8 +337,7 @@ offcpu_case() {
             if ($0 ~ /;b [(]offcpu_sleep[.]lua:[0-9]+[)];/) b += n }
         END { printf "us=%d usleep=%d a=%d b=%d", t, u, a, b }' /tmp/o.folded)"
     sort -k2 -nr -t' ' /tmp/o.folded 2>/dev/null | head -n 3 | sed "s/^/SSVM-LOG folded offcpu: /"
-    grep -v '^truth ' /tmp/off.err | grep -v '^TT' | tail -n 3 | sed "s/^/SSVM-LOG offcpu: /"
-    grep -a '^TT' /tmp/off.err | head -n 150 | sed "s/^/SSVM-TT offcpu: /" # TEMP
+    grep -v '^truth ' /tmp/off.err | tail -n 3 | sed "s/^/SSVM-LOG offcpu: /"
 }
 # --kernel: busybox dd from /dev/zero to /dev/null (read/write system
 # calls): the samples with kernel frames, those through arm64's system call
@@ -381,7 +380,6 @@ host_case() { # mode
     sleep 2
     $ss record -v -F 199 -p $hpid -d 4 -o /tmp/h.folded >/dev/null 2>/tmp/rec.err; rc=$?
     grep -i 'luajit\|samples' /tmp/rec.err | tail -n 3 | sed "s/^/SSVM-LOG host $1: /"
-    grep -a '^TT' /tmp/rec.err | head -n 150 | sed "s/^/SSVM-TT host: /" # TEMP
     kill $hpid
     wait $hpid 2>/dev/null
     H='[(]h[.]lua:'
@@ -512,7 +510,6 @@ ffi_cb_case() {
     grep ';lua_pcall;' /tmp/fc.folded | grep -v "$F" | awk '{ print $NF, $0 }' | sort -nr | head -n 3 |
         sed "s/^/SSVM-LOG no Lua frame ffi_cb: /"
     tail -n 2 /tmp/fc.err | sed "s/^/SSVM-LOG ffi_cb: /"
-    grep -a '^TT' /tmp/fc.err | head -n 150 | sed "s/^/SSVM-TT ffi_cb: /" # TEMP
 }
 want ffi_cb && ffi_cb_case
 # ---- end ffi_cb ----
@@ -623,7 +620,6 @@ ngx_case() {
                 printf "SSVM ngx_%s exact=%d prefix=%d wrong=%d total=%d rooted=%d\n", k, e[k], p[k], bad[k], tot[k], r[k]
         }' /tmp/ngx.folded
     grep -i 'luajit\|samples' /tmp/rec.err | tail -n 3 | sed "s/^/SSVM-LOG ngx: /"
-    grep -a '^TT' /tmp/rec.err | head -n 150 | sed "s/^/SSVM-TT ngx: /" # TEMP
     tail -n 3 /tmp/ngx/logs/error.log /tmp/ngx/out 2>/dev/null | sed "s/^/SSVM-LOG ngx error.log: /"
     awk '{ print $NF, $0 }' /tmp/ngx.folded | sort -nr | head -n 6 | sed "s/^/SSVM-LOG folded ngx: /"
     say ngx_uptime "start=$t0 ready=$t1 end=$(cut -d' ' -f1 /proc/uptime)"
