@@ -435,8 +435,9 @@ grep -q ssvm.short /proc/cmdline && short_run
 # the full run alone, after both programs loaded: main (the native, Lua,
 # trace and host chains in both modes), host (the C host of libluajit in
 # the default mode), ffi_cb, tt, ngx, a64scan, fx, pac, offcpu, kernel
-cases=$(sed -n 's/.*ssvm[.]cases=\([^ ]*\).*/\1/p' /proc/cmdline)
-want() { [ -z "$cases" ] || case ",$cases," in *",$1,"*) ;; *) return 1 ;; esac; }
+# (vm_cases: jit_cases has its own "cases")
+vm_cases=$(sed -n 's/.*ssvm[.]cases=\([^ ]*\).*/\1/p' /proc/cmdline)
+want() { [ -z "$vm_cases" ] || case ",$vm_cases," in *",$1,"*) ;; *) return 1 ;; esac; }
 for mode in default compat; do
     want main || { [ $mode = default ] && want host && host_case $mode; continue; }
     flag=; [ $mode = compat ] && flag=--compat
