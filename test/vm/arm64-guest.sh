@@ -379,7 +379,7 @@ host_case() { # mode
     hpid=$!
     sleep 2
     $ss record -v -F 199 -p $hpid -d 4 -o /tmp/h.folded >/dev/null 2>/tmp/rec.err; rc=$?
-    grep -i 'luajit\|samples' /tmp/rec.err | tail -n 3 | sed "s/^/SSVM-LOG host $1: /"
+    grep -i 'luajit\|samples\|native steps' /tmp/rec.err | tail -n 4 | sed "s/^/SSVM-LOG host $1: /"
     kill $hpid
     wait $hpid 2>/dev/null
     H='[(]h[.]lua:'
