@@ -401,12 +401,10 @@ static int open_snap(struct rec *r, const char *path)
 static void prepare_command(struct rec *r, const char *cmd)
 {
     struct ss_err err = {0};
-    if (strchr(cmd, '/')) {
-        ss_unwinder_prepare_file(r->u, cmd, 0, 0, 0, &err);
-        return;
-    }
-    const char *path = getenv("PATH");
-    for (const char *p = path && *path ? path : "/usr/local/bin:/usr/bin:/bin"; *p;) {
+    const char *path = getenv("PATH"), *p = strchr(cmd, '/') ? "" /* cmd itself */
+                                            : path && *path  ? path
+                                                             : "/usr/local/bin:/usr/bin:/bin";
+    do {
         size_t n = strcspn(p, ":");
         char f[4096];
         if (snprintf(f, sizeof(f), "%.*s%s%s", (int)n, p, n ? "/" : "", cmd) < (int)sizeof(f) &&
@@ -415,7 +413,7 @@ static void prepare_command(struct rec *r, const char *cmd)
             return;
         }
         p += n + (p[n] == ':');
-    }
+    } while (*p);
 }
 
 static int setup(struct rec *r, pid_t *child, int *release_fd)
