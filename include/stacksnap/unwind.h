@@ -54,6 +54,11 @@ struct ss_unwinder_opts {
     bool check_rules;  /* tests: every rule step of a walk of another architecture's capture
                           (unwind/foreign.c) checked against libdw's step from the same frame
                           (rule_checks, rule_check_diffs) */
+    /* live: called in a walk of pid once one of its LuaJIT runtimes has verified a global
+       state and no plan of windows was handed out for pid yet: ss_unwinder_take_plan gives
+       it now, before the walk names its frames (the first walk loads symbol tables) */
+    void (*plan_ready)(void *ctx, uint32_t pid);
+    void *plan_ctx;
 };
 
 /* LuaJIT detection results by file (build-id, else device/inode/size/mtime):
@@ -167,6 +172,14 @@ int ss_unwinder_add_process(struct ss_unwinder *u, uint32_t pid, const char *com
  * sample's walk took ~1.6 s, and every sample until then had no windows).
  * 0 or negative errno (the first sample tries again). */
 int ss_unwinder_prepare(struct ss_unwinder *u, uint32_t pid, struct ss_err *err);
+/* The file at path (a command about to run, a file mapped executable by a
+ * followed process) opened and checked for LuaJIT now (its VM found, its
+ * layout derived), rather than at the first sample of a process that maps
+ * it: that walk, and the plan of windows it gives, come sooner. With ino
+ * nonzero, only the file of that identity (device major:minor, inode).
+ * 0 or negative errno. */
+int ss_unwinder_prepare_file(struct ss_unwinder *u, const char *path, uint64_t ino,
+                             uint32_t dev_major, uint32_t dev_minor, struct ss_err *err);
 /* Memory windows the walkers want the BPF program to copy at every sample
  * of pid (ss.h; capture.h's ss_capture_set_plan): true, with p filled, once
  * each time the plan changes (a LuaJIT runtime's global state verified). */

@@ -165,7 +165,8 @@ int ss_agent_new(struct ss_agent **out, const struct ss_agent_opts *o, struct ss
     if (rc < 0) goto fail;
     if (a->capture_dir && (rc = ag_seg_new(&a->seg, a, err)) < 0) goto fail;
     if (!a->seg) {
-        struct ss_unwinder_opts uo = {.pac_mask = ss_pac_mask()};
+        struct ss_unwinder_opts uo = {
+            .pac_mask = ss_pac_mask(), .plan_ready = ag_give_plan, .plan_ctx = a};
         if ((rc = ss_unwinder_new(&a->u, &uo, err)) < 0) goto fail;
         /* -p: their files and LuaJIT runtimes now, as record does, so that
          * the window plan comes before the first samples (a failure: the
@@ -243,10 +244,16 @@ static void on_sample(void *ctx, const struct ss_sample *s)
     feed_windows(a, &st, exe, cgroup);
     if (a->push) ag_push_add(a->push, &st, exe, cgroup);
     if (a->otlp) ag_otlp_add(a->otlp, &st, exe, cgroup);
-    struct ss_win_plan plan; /* a LuaJIT runtime verified: its windows from now on */
+    ag_give_plan(a, s->pid); /* a LuaJIT runtime verified, or its needs changed */
+}
+
+void ag_give_plan(void *ctx, uint32_t pid)
+{
+    struct ss_agent *a = ctx;
+    struct ss_win_plan plan;
     struct ss_err err = {0};
-    if (ss_unwinder_take_plan(a->u, s->pid, &plan) &&
-        ss_capture_set_plan(a->cap, (pid_t)s->pid, &plan, &err) < 0)
+    if (ss_unwinder_take_plan(a->u, pid, &plan) &&
+        ss_capture_set_plan(a->cap, (pid_t)pid, &plan, &err) < 0)
         ag_log(a, "%s", err.msg);
 }
 

@@ -249,6 +249,10 @@ int ag_seg_new(struct ag_segments **out, struct ss_agent *a, struct ss_err *err)
 /* Open the next segment (and a fresh unwinder hooked to it, so that each
  * segment holds every target read its replay needs). */
 int ag_seg_begin(struct ag_segments *g, struct ss_unwinder **u, struct ss_err *err);
+/* pid's new plan of windows (the walkers'), to the capture: after each walk,
+ * and as ss_unwinder_opts.plan_ready (ctx: the agent) in the middle of the
+ * first walk that verified a LuaJIT state. */
+void ag_give_plan(void *ctx, uint32_t pid);
 void ag_seg_sample(struct ag_segments *g, struct ss_unwinder *u, const struct ss_sample *s,
                    bool walked);
 void ag_seg_proc_event(struct ag_segments *g, const struct ss_proc_event *ev);

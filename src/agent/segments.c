@@ -98,7 +98,9 @@ static void prune(struct ag_segments *g)
 int ag_seg_begin(struct ag_segments *g, struct ss_unwinder **u, struct ss_err *err)
 {
     struct ss_agent *a = g->a;
-    struct ss_unwinder_opts uo = {.pac_mask = ss_pac_mask()}; /* the segment's header's too */
+    struct ss_unwinder_opts uo = {.pac_mask = ss_pac_mask(), /* the segment's header's too */
+                                  .plan_ready = ag_give_plan,
+                                  .plan_ctx = a};
     time_t now = time(NULL);
     struct tm tm;
     gmtime_r(&now, &tm);

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -97,6 +98,20 @@ static void label_process(struct rec *r, uint32_t pid)
     on_process(r, &p);
 }
 
+/* pid's plan of windows to the capture, when the walkers have a new one:
+ * after each walk, and as ss_unwinder_opts.plan_ready in the middle of the
+ * walk that verified a LuaJIT state first (the samples from then on have
+ * their windows; those before, walked late, read memory live). */
+static void give_plan(void *ctx, uint32_t pid)
+{
+    struct rec *r = ctx;
+    struct ss_win_plan plan;
+    struct ss_err err = {0};
+    if (ss_unwinder_take_plan(r->u, pid, &plan) &&
+        ss_capture_set_plan(r->cap, (pid_t)pid, &plan, &err) < 0 && r->c->verbose)
+        fprintf(stderr, "stacksnap: %s\n", err.msg);
+}
+
 static void on_sample(void *ctx, const struct ss_sample *s)
 {
     struct rec *r = ctx;
@@ -119,10 +134,7 @@ static void on_sample(void *ctx, const struct ss_sample *s)
     if (!r->snap && !ss_outputs_knows(&r->out, st.pid)) label_process(r, st.pid);
     if (ss_outputs_add(&r->out, &st) < 0) r->failed = 1;
     if (r->view) ss_topview_add(r->view, &st);
-    struct ss_win_plan plan; /* a LuaJIT runtime verified: its windows from now on */
-    if (ss_unwinder_take_plan(r->u, s->pid, &plan) &&
-        ss_capture_set_plan(r->cap, (pid_t)s->pid, &plan, &err) < 0 && r->c->verbose)
-        fprintf(stderr, "stacksnap: %s\n", err.msg);
+    give_plan(r, s->pid); /* a LuaJIT runtime verified, or its needs changed */
 }
 
 /* A fork, exec or exit, in order with the samples: the unwinder's views
@@ -134,6 +146,14 @@ static void on_map_event(void *ctx, const struct ss_map_event *ev)
 {
     struct rec *r = ctx;
     ss_unwinder_map_event(r->u, ev);
+    /* a file the command or its children map executable: checked for LuaJIT
+     * now (once a file), mostly before their first samples need it (not
+     * with -a: every process's libraries) */
+    if (!r->c->all && ev->kind == SS_MAP_EV_MMAP && (ev->prot & PROT_EXEC) && ev->path &&
+        ev->path[0] == '/') {
+        struct ss_err err = {0};
+        ss_unwinder_prepare_file(r->u, ev->path, ev->inode, ev->dev_major, ev->dev_minor, &err);
+    }
 }
 
 static void on_proc_event(void *ctx, const struct ss_proc_event *ev)
@@ -273,6 +293,11 @@ static void progress(const struct rec *r, double t0, int final)
     if (cs.map_lost || r->c->verbose)
         fprintf(stderr, "stacksnap: side band: %llu mapping and exec records, %llu lost\n",
                 (unsigned long long)cs.map_events, (unsigned long long)cs.map_lost);
+    if (r->c->verbose && r->u) {
+        struct ss_unwinder_stats us;
+        ss_unwinder_stats(r->u, &us);
+        ss_outputs_native_steps(stderr, &us, false);
+    }
 }
 
 static int print_prog_info(struct ss_capture *cap, FILE *f)
@@ -371,6 +396,26 @@ static int open_snap(struct rec *r, const char *path)
     return 0;
 }
 
+/* The program COMMAND runs (execvp's search of PATH), checked for LuaJIT
+ * before it starts (a failure: its first sample tries again). */
+static void prepare_command(struct rec *r, const char *cmd)
+{
+    struct ss_err err = {0};
+    const char *path = getenv("PATH"), *p = strchr(cmd, '/') ? "" /* cmd itself */
+                                            : path && *path  ? path
+                                                             : "/usr/local/bin:/usr/bin:/bin";
+    do {
+        size_t n = strcspn(p, ":");
+        char f[4096];
+        if (snprintf(f, sizeof(f), "%.*s%s%s", (int)n, p, n ? "/" : "", cmd) < (int)sizeof(f) &&
+            access(f, X_OK) == 0) {
+            ss_unwinder_prepare_file(r->u, f, 0, 0, 0, &err);
+            return;
+        }
+        p += n + (p[n] == ':');
+    } while (*p);
+}
+
 static int setup(struct rec *r, pid_t *child, int *release_fd)
 {
     const struct ss_cli *c = r->c;
@@ -386,7 +431,8 @@ static int setup(struct rec *r, pid_t *child, int *release_fd)
     if ((rc = ss_outputs_set_clock(&r->out, &r->clock))) return rc;
     for (int i = 0; i < c->nout; i++)
         if (c->out[i].fmt == SS_REPORT_SNAP && (rc = open_snap(r, c->out[i].path))) return rc;
-    struct ss_unwinder_opts uo = {.pac_mask = r->clock.pac_mask};
+    struct ss_unwinder_opts uo = {
+        .pac_mask = r->clock.pac_mask, .plan_ready = give_plan, .plan_ctx = r};
     if (r->snap) ss_snapout_hook(r->snap, &uo);
     if (ss_unwinder_new(&r->u, &uo, &err) < 0) {
         fprintf(stderr, "stacksnap: %s\n", err.msg);
@@ -426,6 +472,7 @@ static int setup(struct rec *r, pid_t *child, int *release_fd)
     }
     err = (struct ss_err){0};
     if (c->command) {
+        prepare_command(r, c->command[0]);
         *child = spawn(c->command, release_fd, !strcmp(c->cmd, "top"));
         if (*child < 0) {
             fprintf(stderr, "stacksnap: cannot start '%s': %s\n", c->command[0],

@@ -104,11 +104,7 @@ int ss_cmd_replay(const struct ss_cli *c)
     if (chk && *chk && strcmp(chk, "0")) {
         struct ss_unwinder_stats st;
         ss_unwinder_stats(ss_replay_unwinder(r), &st);
-        fprintf(stderr,
-                "stacksnap: native steps: %llu by rules, %llu by the slow path; %llu rule "
-                "steps checked, %llu differ\n",
-                (unsigned long long)st.rule_steps, (unsigned long long)st.unw_steps,
-                (unsigned long long)st.rule_checks, (unsigned long long)st.rule_check_diffs);
+        ss_outputs_native_steps(stderr, &st, true);
     }
     ss_outputs_free(&out);
     ss_replay_close(r);

@@ -207,3 +207,13 @@ void ss_outputs_offcpu_summary(FILE *f, uint64_t waits, uint64_t shorter, uint64
             (unsigned long long)waits, (unsigned long long)shorter, than,
             (unsigned long long)unmatched);
 }
+
+void ss_outputs_native_steps(FILE *f, const struct ss_unwinder_stats *st, bool checked)
+{
+    fprintf(f, "stacksnap: native steps: %llu by rules, %llu by the slow path",
+            (unsigned long long)st->rule_steps, (unsigned long long)st->unw_steps);
+    if (checked)
+        fprintf(f, "; %llu rule steps checked, %llu differ", (unsigned long long)st->rule_checks,
+                (unsigned long long)st->rule_check_diffs);
+    fputc('\n', f);
+}

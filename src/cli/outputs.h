@@ -67,5 +67,10 @@ void ss_outputs_summary(const struct ss_outputs *o, FILE *f);
  * "than the threshold" (a replay does not know it). */
 void ss_outputs_offcpu_summary(FILE *f, uint64_t waits, uint64_t shorter, uint64_t unmatched,
                                unsigned min_us);
+/* The native walks' steps (record -v; replay with STACKSNAP_CHECK_RULES):
+ * "stacksnap: native steps: R by rules, S by the slow path", with checked:
+ * "; C rule steps checked, D differ". */
+struct ss_unwinder_stats;
+void ss_outputs_native_steps(FILE *f, const struct ss_unwinder_stats *st, bool checked);
 
 #endif

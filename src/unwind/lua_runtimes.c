@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/sysmacros.h>
 
 #include "elf/elf.h"
 #include "process/process.h"
@@ -280,6 +281,31 @@ unsigned ss_lua_nruntimes(const struct ss_uproc *up)
     for (unsigned i = 0; l && i < l->n; i++)
         n += l->rts[i].rt != NULL;
     return n;
+}
+
+int ss_unwinder_prepare_file(struct ss_unwinder *u, const char *path, uint64_t ino,
+                             uint32_t dev_major, uint32_t dev_minor, struct ss_err *err)
+{
+    struct ss_elf *e;
+    if (u->o.offline) return -EINVAL;
+    int rc = ss_elf_open_path(u->files, path, &e, err);
+    if (rc < 0) return rc;
+    if (!ino || (e->ino == ino && e->dev == makedev(dev_major, dev_minor)))
+        rc = detect(u, e) ? 0 : -ENOMEM; /* the verdict is kept; the file stays cached */
+    else
+        ss_err_set(err, rc = -ESTALE, "%s: not the mapped file", path);
+    ss_elf_put(e);
+    return rc;
+}
+
+void ss_lua_plan_early(struct ss_unwinder *u, const struct ss_luaproc *l)
+{
+    if (l->plan_key || !u->o.plan_ready) return; /* handed out: after the walk, as ever */
+    for (unsigned i = 0; i < l->n; i++)
+        if (l->rts[i].rt && ss_lj_runtime_layout(l->rts[i].rt)) {
+            u->o.plan_ready(u->o.plan_ctx, l->pid);
+            return;
+        }
 }
 
 int ss_unwinder_prepare(struct ss_unwinder *u, uint32_t pid, struct ss_err *err)

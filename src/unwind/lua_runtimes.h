@@ -61,6 +61,10 @@ struct ss_luaproc {
  * change its state from here on. */
 struct ss_luaproc *ss_luaproc_get(struct ss_unwinder *u, struct ss_uproc *up);
 
+/* After a splice: no plan handed out for l's process yet and one of its
+ * runtimes verified a global state: ss_unwinder_opts.plan_ready. */
+void ss_lua_plan_early(struct ss_unwinder *u, const struct ss_luaproc *l);
+
 /* Per-unwinder cache of detection verdicts (freed with the unwinder). */
 void ss_lua_detect_cache_free(struct ss_unwinder *u);
 

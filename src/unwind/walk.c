@@ -14,6 +14,7 @@
 #include "process/process.h"
 #include "symbolize/symbolize.h"
 #include "unwind/lua.h"
+#include "unwind/lua_runtimes.h"
 #include "unwind/memo.h"
 #include "unwind/procs.h"
 #include "unwind/unwinder.h"
@@ -213,6 +214,7 @@ static unsigned user_walk(struct ss_unwinder *u, struct ss_uproc *up, const stru
     struct ss_luaproc *l = ss_lua_begin(u, up, &hold);
     unsigned nn = native_frames(u, up, s, l, hold, why);
     unsigned n = l ? ss_lua_splice(l, u, up, s, nn) : nn;
+    if (l) ss_lua_plan_early(u, l); /* before the names: the first walk loads their tables */
     if (ss_unwinder_reserve(u, n) < 0) return 0;
     ss_unwind_name(u, up, l, n);
     return n;

@@ -78,6 +78,9 @@ Test(cli_exec, samples_inside_exec_keep_their_callers)
     long long given = summary_count(r.err, " samples in an exec given its entry's stack");
     long long errors = summary_count(r.err, " unwind errors");
     cr_assert(given >= 0 && errors >= 0, "counts missing from the summary: %s", r.err);
+    /* -v: the live walks' native steps, as replay counts them */
+    long long rules = summary_count(r.err, " by rules, ");
+    cr_expect_gt(rules, 0, "no native steps by rules in -v's summary: %s", r.err);
     double trunc = summary_pct(r.err, "% truncated");
     char *text = cli_load(folded, NULL);
     cr_assert(text);

@@ -377,6 +377,46 @@ kernel_case() {
     cmp -s /tmp/k.folded /tmp/kr.folded && same=yes
     say kernel_replay "rc=$rc identical=$same"
 }
+# the C host of libluajit: main > outer > pcall > viac > l_ccall (C) >
+# inner > leaf, and outer > spin > l_cspin (C) (test/luajit/h.lua); in
+# the default mode only: the compat program's data for Lua walks is
+# proven by the chains above, the host's walk is the same code
+host_case() { # mode
+    local hpid rc
+    (cd /lua && exec /bin/lj_host h.lua) &
+    hpid=$!
+    sleep 2
+    $ss record -v -F 199 -p $hpid -d 4 -o /tmp/h.folded >/dev/null 2>/tmp/rec.err; rc=$?
+    grep -i 'luajit\|samples\|native steps' /tmp/rec.err | tail -n 4 | sed "s/^/SSVM-LOG host $1: /"
+    kill $hpid
+    wait $hpid 2>/dev/null
+    H='[(]h[.]lua:'
+    say "host_leaf_$1" "rc=$rc" "$(share /tmp/h.folded ";leaf ${H}1[)]\$" "^lj_host;.*;main;.*;main ${H}6[)];outer ${H}5[)];pcall [(][[]builtin[]]:0[)];viac ${H}3[)];l_ccall;anonymous ${H}2[)];leaf ${H}1[)]\$")"
+    say "host_cspin_$1" "rc=$rc" "$(share /tmp/h.folded ';l_cspin$' "^lj_host;.*;main;.*;main ${H}6[)];outer ${H}5[)];spin ${H}4[)];l_cspin\$")" \
+        "lua_$(share /tmp/h.folded ';l_cspin$' "${H}")"
+    sort -k2 -nr -t' ' /tmp/h.folded 2>/dev/null | head -n 4 | sed "s/^/SSVM-LOG folded host $1: /"
+    if [ $1 = default ] && grep -q ssvm.dump /proc/cmdline; then # a short capture, out
+        $ss record -F 97 -o /tmp/d.snap -- /bin/cli_native 1 >/dev/null 2>&1
+        echo "SSVM-DUMP begin"; base64 /tmp/d.snap; echo "SSVM-DUMP end"
+        (cd /lua && exec luajit -joff chain.lua 30 >/dev/null) &
+        lpid=$!
+        sleep 1
+        # the unwound frames only (--no-stack-bytes): any build replays them
+        # (test/fixtures/arm64-luajit.snap; cli_fixtures)
+        $ss record -F 97 -p $lpid -d 2 --no-stack-bytes -o /tmp/dl.snap -o /tmp/dl.folded >/dev/null 2>&1
+        kill $lpid
+        wait $lpid 2>/dev/null
+        echo "SSVM-DUMPLJ begin"; base64 /tmp/dl.snap; echo "SSVM-DUMPLJ end"
+        echo "SSVM-DUMPLJF begin"; base64 /tmp/dl.folded; echo "SSVM-DUMPLJF end"
+        (cd /lua && exec /bin/lj_host h.lua) &
+        hpid=$!
+        sleep 1
+        $ss record -F 97 -p $hpid -d 1 -o /tmp/dh.snap >/dev/null 2>&1
+        kill $hpid
+        wait $hpid 2>/dev/null
+        echo "SSVM-DUMPHOST begin"; base64 /tmp/dh.snap; echo "SSVM-DUMPHOST end"
+    fi
+}
 # ssvm.short (a newer kernel, test/vm/arm64.sh SUITE...): after both
 # programs loaded, the PAC chain (on trixie's libc when the root has it) and
 # luajit -joff's chain only
@@ -399,7 +439,15 @@ short_run() {
     poweroff -f
 }
 grep -q ssvm.short /proc/cmdline && short_run
+# ssvm.cases=A,B... (SS_VM_CASES=A,B... test/vm/arm64.sh): those cases of
+# the full run alone, after both programs loaded: main (the native, Lua,
+# trace and host chains in both modes), host (the C host of libluajit in
+# the default mode), ffi_cb, tt, ngx, a64scan, fx, pac, offcpu, kernel
+# (vm_cases: jit_cases has its own "cases")
+vm_cases=$(sed -n 's/.*ssvm[.]cases=\([^ ]*\).*/\1/p' /proc/cmdline)
+want() { [ -z "$vm_cases" ] || case ",$vm_cases," in *",$1,"*) ;; *) return 1 ;; esac; }
 for mode in default compat; do
+    want main || { [ $mode = default ] && want host && host_case $mode; continue; }
     flag=; [ $mode = compat ] && flag=--compat
     # attached once the workload runs (-p): a recording from its exec on
     # may keep a view of the process without libc (docs/design.md,
@@ -445,44 +493,7 @@ for mode in default compat; do
             sort -k2 -nr -t' ' | head -n 4 | sed "s/^/SSVM-LOG not exact lua $jit $mode: /"
     done
     jit_cases $mode "$flag"
-    # the C host of libluajit: main > outer > pcall > viac > l_ccall (C) >
-    # inner > leaf, and outer > spin > l_cspin (C) (test/luajit/h.lua); in
-    # the default mode only: the compat program's data for Lua walks is
-    # proven by the chains above, the host's walk is the same code
-    [ $mode = default ] || continue
-    (cd /lua && exec /bin/lj_host h.lua) &
-    hpid=$!
-    sleep 2
-    $ss record $flag -v -F 199 -p $hpid -d 4 -o /tmp/h.folded >/dev/null 2>/tmp/rec.err; rc=$?
-    grep -i 'luajit\|samples' /tmp/rec.err | tail -n 3 | sed "s/^/SSVM-LOG host $mode: /"
-    kill $hpid
-    wait $hpid 2>/dev/null
-    H='[(]h[.]lua:'
-    say "host_leaf_$mode" "rc=$rc" "$(share /tmp/h.folded ";leaf ${H}1[)]\$" "^lj_host;.*;main;.*;main ${H}6[)];outer ${H}5[)];pcall [(][[]builtin[]]:0[)];viac ${H}3[)];l_ccall;anonymous ${H}2[)];leaf ${H}1[)]\$")"
-    say "host_cspin_$mode" "rc=$rc" "$(share /tmp/h.folded ';l_cspin$' "^lj_host;.*;main;.*;main ${H}6[)];outer ${H}5[)];spin ${H}4[)];l_cspin\$")" \
-        "lua_$(share /tmp/h.folded ';l_cspin$' "${H}")"
-    sort -k2 -nr -t' ' /tmp/h.folded 2>/dev/null | head -n 4 | sed "s/^/SSVM-LOG folded host $mode: /"
-    if [ $mode = default ] && grep -q ssvm.dump /proc/cmdline; then # a short capture, out
-        $ss record -F 97 -o /tmp/d.snap -- /bin/cli_native 1 >/dev/null 2>&1
-        echo "SSVM-DUMP begin"; base64 /tmp/d.snap; echo "SSVM-DUMP end"
-        (cd /lua && exec luajit -joff chain.lua 30 >/dev/null) &
-        lpid=$!
-        sleep 1
-        # the unwound frames only (--no-stack-bytes): any build replays them
-        # (test/fixtures/arm64-luajit.snap; cli_fixtures)
-        $ss record -F 97 -p $lpid -d 2 --no-stack-bytes -o /tmp/dl.snap -o /tmp/dl.folded >/dev/null 2>&1
-        kill $lpid
-        wait $lpid 2>/dev/null
-        echo "SSVM-DUMPLJ begin"; base64 /tmp/dl.snap; echo "SSVM-DUMPLJ end"
-        echo "SSVM-DUMPLJF begin"; base64 /tmp/dl.folded; echo "SSVM-DUMPLJF end"
-        (cd /lua && exec /bin/lj_host h.lua) &
-        hpid=$!
-        sleep 1
-        $ss record -F 97 -p $hpid -d 1 -o /tmp/dh.snap >/dev/null 2>&1
-        kill $hpid
-        wait $hpid 2>/dev/null
-        echo "SSVM-DUMPHOST begin"; base64 /tmp/dh.snap; echo "SSVM-DUMPHOST end"
-    fi
+    [ $mode = default ] && host_case $mode
 done
 # ---- ffi_cb: C -> Lua through an FFI callback (issue 33) ----
 # test/luajit/ffi_cb.lua (interpreted: jit.off()): main > sortit >
@@ -509,7 +520,7 @@ ffi_cb_case() {
         sed "s/^/SSVM-LOG no Lua frame ffi_cb: /"
     tail -n 2 /tmp/fc.err | sed "s/^/SSVM-LOG ffi_cb: /"
 }
-ffi_cb_case
+want ffi_cb && ffi_cb_case
 # ---- end ffi_cb ----
 # ---- a64tt: Tarantool's LuaJIT fork, cross-built for arm64 (issue 33) ----
 # /bin/tnt: the fork's luajit (GC64, JIT, stripped, a name of its own as in
@@ -543,7 +554,7 @@ tt_case() {
     grep -i 'layout\|samples' /tmp/rec.err | tail -n 3 | sed "s/^/SSVM-LOG tt: /"
     say "tt_uptime" "$t0 $(cut -d' ' -f1 /proc/uptime)"
 }
-tt_case
+want tt && tt_case
 # ---- end a64tt ----
 # ---- a64ngx: nginx + the lua module under a request loop ----
 # Debian 12's arm64 nginx, a master and one worker (/lua/nginx-arm64.conf,
@@ -622,16 +633,18 @@ ngx_case() {
     awk '{ print $NF, $0 }' /tmp/ngx.folded | sort -nr | head -n 6 | sed "s/^/SSVM-LOG folded ngx: /"
     say ngx_uptime "start=$t0 ready=$t1 end=$(cut -d' ' -f1 /proc/uptime)"
 }
-ngx_case
+want ngx && ngx_case
 # ---- end a64ngx ----
-a64scan_case pcre # (a64scan)
-a64scan_case pcrestack # (a64scan)
-a64scan_rwx # (a64scan)
+if want a64scan; then
+    a64scan_case pcre
+    a64scan_case pcrestack
+    a64scan_rwx
+fi
 grep -q ssvm.dump /proc/cmdline && stack_dump # (a64replay)
-fx_case # (a64replay)
-pac_case default
-offcpu_case
-kernel_case
+want fx && fx_case # (a64replay)
+want pac && pac_case default
+want offcpu && offcpu_case
+want kernel && kernel_case
 say uptime "$(cut -d' ' -f1 /proc/uptime) s"
 say end
 sync
