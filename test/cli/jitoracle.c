@@ -153,9 +153,11 @@ static void judge(struct verdict *v, unsigned busy)
 }
 
 /* Never a frame that was not on the stack; what was left out is counted;
- * the calls the rules prove exact are exact, and at least exact percent of
- * all judged samples. */
-static void sound(unsigned busy, unsigned exact)
+ * at least exact percent of all judged samples are the interpreter's chain,
+ * and of each kind the rules prove (strlen, strnlen, memchr/memcmp,
+ * string.rep/table.concat) 95% (20-100 samples a kind: a sample is 1-5%),
+ * of string.format's helpers fexact percent. */
+static void sound(unsigned busy, unsigned exact, unsigned fexact)
 {
     static struct verdict v;
     judge(&v, busy);
@@ -202,15 +204,17 @@ static void sound(unsigned busy, unsigned exact)
      * (before: round alone, a proven prefix); as exact as the case asks
      * (under load, samples with no Lua frame at all are 1-2% of every kind) */
     cr_expect_geq(v.fjudged, 20, "string.format not judged:\n%s", v.report);
-    cr_expect_geq(v.fsame * 100, v.fjudged * exact,
+    cr_expect_geq(v.fsame * 100, v.fjudged * fexact,
                   "string.format: %lld of %lld samples exact:\n%s", v.fsame, v.fjudged, v.report);
 }
 
 /* The same with 4 busy processes beside the target (issue 32: the
- * differential holds under load), 1 s of the workload's CPU time per run. */
+ * differential holds under load: >= 99% of all judged samples), 1 s of the
+ * workload's CPU time per run (string.format's helpers then have 28-51
+ * samples: one is 2-4%). */
 Test(jitoracle, under_load)
 {
-    sound(4, 95);
+    sound(4, 99, 95);
 }
 
 /* The target of issue 32, with everything sound() asserts: the
@@ -221,7 +225,7 @@ Test(jitoracle, under_load)
  * snapshot before (trace_fwd.c); lua-cjson from the interpreter. */
 Test(jitoracle, the_interpreters_chain)
 {
-    sound(0, 99);
+    sound(0, 99, 99);
 }
 
 /* The forward replay's refusals (trace_fwd.c): string.rep reached through
