@@ -16,7 +16,7 @@ add_executable(cli_execloop ${CLI_T}/execloop.c)
 target_compile_options(cli_execloop PRIVATE -O2 -fomit-frame-pointer -fno-sanitize=all)
 target_link_options(cli_execloop PRIVATE -fno-sanitize=all)
 
-add_library(cli_helpers STATIC ${CLI_T}/cli.c ${CLI_T}/counts.c ${CLI_T}/oracle.c)
+add_library(cli_helpers STATIC ${CLI_T}/cli.c ${CLI_T}/inproc_replay.c ${CLI_T}/counts.c ${CLI_T}/oracle.c)
 target_link_libraries(cli_helpers PUBLIC stacksnap)
 target_compile_definitions(cli_helpers PRIVATE SS_SOURCE_DIR="${CMAKE_SOURCE_DIR}"
   SS_BINARY_DIR="${CMAKE_BINARY_DIR}")
