@@ -41,6 +41,8 @@ foreach(t ${CLI_TESTS})
   target_link_libraries(cli_${t} PRIVATE cli_helpers)
   add_dependencies(cli_${t} stacksnap_cli cli_native cli_native_alt cli_execloop)
 endforeach()
+# the arm64 forward replay judged on its fixtures (fixtures_fwd.c)
+target_sources(cli_fixtures PRIVATE ${CLI_T}/fixtures_fwd.c)
 if(NOT SS_SANITIZE)
   add_dependencies(cli_shortcalls lj_host) # the C host case
   # 27 recordings of 1 s of the target's CPU time at 999 Hz (~1,000 samples

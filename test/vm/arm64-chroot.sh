@@ -79,7 +79,7 @@ in_root file /src/build/stacksnap
 in_root /src/build/stacksnap --version
 
 rc=0
-for f in arm64-native arm64-luajit arm64-luajit-joff arm64-luajit-jit; do
+for f in arm64-native arm64-luajit arm64-luajit-joff arm64-luajit-jit arm64-fwd-joff arm64-fwd-jit; do
     in_root /src/build/stacksnap info "/src/test/fixtures/$f.snap" | grep -x 'arch: aarch64' >/dev/null ||
         { echo "arm64-chroot: $f: info says no 'arch: aarch64'" >&2; rc=1; }
     in_root /src/build/stacksnap replay "/src/test/fixtures/$f.snap" -o "/tmp/$f.folded"

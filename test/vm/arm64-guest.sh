@@ -111,6 +111,42 @@ if grep -q ssvm.pacfx /proc/cmdline; then
     poweroff -f
 fi
 # ---- end a64pac ----
+# ---- a64fwd: the forward replay's calls out of traces as fixtures (test/fixtures/arm64-fwd-*.snap) ----
+# ssvm.fwdfx (SS_VM_FWDFX=1 test/vm/arm64.sh SRC BUILD): right after both
+# programs loaded, Debian's arm64 luajit on test/cli/jitoracle.lua and on
+# test/cli/fwdrefuse.lua, two processes (string.rep, table.concat,
+# string.format's helpers and FFI calls, some through a mutable upvalue,
+# out of traces), -joff and JIT on, each recorded attached, bundled,
+# with stack bytes, and the live outputs; out on the console; power off.
+if grep -q ssvm.fwdfx /proc/cmdline; then
+    for j in joff jit; do
+        jflag=-joff
+        [ $j = jit ] && jflag=-jon
+        # attached as stack_dump does (the walks need the runtime seen
+        # running, its traces made), the two workloads side by side, on past
+        # the record's end
+        (cd /lua && exec luajit $jflag jitoracle.lua 600 >/dev/null 2>&1) &
+        xpid=$!
+        (cd /lua && exec luajit $jflag fwdrefuse.lua 600 >/dev/null 2>&1) &
+        ypid=$!
+        sleep 3
+        $ss record --bundle -F 99 -p $xpid,$ypid -d 8 -o /tmp/fwd-$j.snap -o /tmp/fwd-$j.folded \
+            -o /tmp/fwd-$j.txt >/dev/null 2>/tmp/fwd.err
+        rc=$?
+        kill $xpid $ypid
+        wait $xpid $ypid 2>/dev/null
+        say "fwd_dump_$j" "rc=$rc $(tail -n 1 /tmp/fwd.err)"
+    done
+    for j in joff jit; do
+        for x in snap folded txt; do
+            echo "SSVM-STACK fwd-$j.$x begin"; base64 /tmp/fwd-$j.$x; echo "SSVM-STACK fwd-$j.$x end"
+        done
+    done
+    say end
+    sync
+    poweroff -f
+fi
+# ---- end a64fwd ----
 # ---- a64scan: code without CFI that called on (issue 32 on arm64) ----
 # cli_nocfi pcre (test/cli/nocfi.c): PCRE2's JIT code (sljit, anonymous
 # memory, no CFI) under main > nocfi_outer > nocfi_middle > nocfi_inner,

@@ -73,10 +73,22 @@ need "$root/bin/luajit"
 mkdir -p "$root/lua"
 cp "$here/chain.lua" "$here/ffi.lua" "$here/coro.lua" "$src/test/luajit/h.lua" \
     "$src/test/cli/offcpu_sleep.lua" "$src/test/luajit/ffi_cb.lua" "$root/lua/"
+# ---- a64fwd: jitoracle.lua's workloads and Debian's arm64 lua-cjson ----
+if [ -n "${SS_VM_FWDFX:-}" ]; then
+    cp "$src/test/cli/jitoracle.lua" "$src/test/cli/fwdrefuse.lua" "$root/lua/"
+    cj=$("$here/debs.sh" bookworm arm64 lua-cjson)
+    mkdir -p "$root/usr/lib/aarch64-linux-gnu/lua/5.1"
+    cp -L "$cj/usr/lib/aarch64-linux-gnu/lua/5.1/cjson.so" "$root/usr/lib/aarch64-linux-gnu/lua/5.1/"
+    need "$root/usr/lib/aarch64-linux-gnu/lua/5.1/cjson.so"
+fi
+# ---- end a64fwd ----
 # the committed arm64 captures, replayed in the guest (full run: fx_case)
 if [ ${#suites[@]} -eq 0 ]; then
     mkdir -p "$root/fx"
     cp "$src"/test/fixtures/arm64-*.snap "$src"/test/fixtures/arm64-*.folded "$root/fx/"
+    # (not the forward replay's: 1,342 samples, minutes under emulation;
+    # its arm64 replay is proven under qemu-user, test/vm/arm64-chroot.sh)
+    rm -f "$root"/fx/arm64-fwd-*
 fi
 # ---- a64tt: Tarantool's LuaJIT fork cross-built for arm64 (arm64-guest.sh tt_case) ----
 # the full run only: built once into the cache (build-ttlj-arm64.sh), copied
@@ -200,6 +212,28 @@ check_pac() { # MODES...
         'BEGIN { print (t >= 30 && w / t < 0.05) ? 1 : 0 }')
     check pac_nostrip "$line (the chains break without stripping)" "$ok"
 }
+# ---- a64fwd: calls out of traces as fixtures (arm64-guest.sh, ssvm.fwdfx) ----
+# SS_VM_FWDFX=1 test/vm/arm64.sh SRC BUILD_ARM64: one short boot that
+# records only jitoracle.lua + fwdrefuse.lua (-joff, JIT on), left in
+# BUILD_ARM64/vm/arm64-stack-fwd-{joff,jit}.{snap,folded,txt}
+# (test/fixtures/make.sh: pruned into test/fixtures/arm64-fwd-*.snap)
+if [ -n "${SS_VM_FWDFX:-}" ]; then
+    log=$build/vm/arm64-fwdfx.log
+    boot "$kernel" "$log" ssvm.fwdfx
+    echo "== arm64 fwdfx: kernel $(val kernel), ${secs}s under emulation (console log: $log)"
+    for j in joff jit; do
+        for x in snap folded txt; do
+            sed -n "/^SSVM-STACK fwd-$j.$x begin/,/^SSVM-STACK fwd-$j.$x end/p" "$log.txt" | sed '1d;$d' |
+                base64 -d >"$build/vm/arm64-stack-fwd-$j.$x"
+        done
+        echo "arm64: $build/vm/arm64-stack-fwd-$j.snap: $(stat -c %s "$build/vm/arm64-stack-fwd-$j.snap") bytes," \
+            "$(awk '{ n += $NF } END { print n + 0 }' "$build/vm/arm64-stack-fwd-$j.folded") samples"
+    done
+    grep -a '^SSVM fwd_dump' "$log.txt" || true
+    grep -aq '^SSVM end' "$log.txt" || { tail -n 40 "$log.txt"; exit 1; }
+    exit 0
+fi
+# ---- end a64fwd ----
 # ---- a64pac: trixie's PAC-signed native chain as a fixture (arm64-guest.sh, ssvm.pacfx) ----
 # SS_VM_PACFX=1 test/vm/arm64.sh SRC BUILD_ARM64 trixie: one short boot of
 # the first SUITE's kernel (trixie's: its root's libc beside) that records

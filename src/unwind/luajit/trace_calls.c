@@ -26,8 +26,7 @@
  * offset just past it and the offset just past the original. A sample in
  * the callee (return address the copy's) is taken as one at the original's
  * (trace_check.c), whose frames are exact where the snapshot after it is
- * its own (trace_load.c post_call), else the proven ones as everywhere.
- * Also: the direct calls of one helper in a snapshot's code (trace_fwd.c). */
+ * its own (trace_load.c post_call), else the proven ones as everywhere. */
 #include <capstone/capstone.h>
 #include <stdlib.h>
 
@@ -53,10 +52,9 @@ uint64_t ss_lj_trace_kaddr(const struct lj_layout *lay, const uint8_t *kb, uint3
 
 /* The scan of one trace's calls (arm64's: the constants it follows, below). */
 struct cscan {
-    uint32_t pos;   /* mcode offset scanned up to */
-    uint32_t known; /* bit n: val[n] is xn's constant */
-    uint64_t val[29];
-    bool bad; /* undecodable code: no more matches */
+    uint32_t pos;        /* mcode offset scanned up to */
+    struct ss_lj_a64k k; /* the registers' known constants (trace_mcalls.c) */
+    bool bad;            /* undecodable code: no more matches */
 };
 
 static bool ffi_reg(unsigned r)
@@ -101,56 +99,12 @@ static int ffi_calls_x64(csh cs, cs_insn *ci, const uint8_t *mc, uint64_t mcode,
     }
     return len ? -1 : n;
 }
-/* arm64 (lj_emit_arm64.h emit_call, lj_asm_arm64.h asm_callx): every call,
- * FFI or the assembler's own, is `bl target` within +-128 MiB, else `blr
- * xN` with the target a constant loaded into xN (movz/movk), or (FFI,
- * function not constant) any register. A call is an FFI call when its
- * target is one of the trace's CALLXS targets, the assembler's own when it
- * is another constant; a `blr` whose register holds no known constant
- * fails the range (-1). The constants are followed through the whole code
- * in order (st: the scan so far; ranges come in mcode order): trace code
- * runs straight but for the loop's back edge, and a register the loop
- * reads before writing holds at its head what the code before the loop
- * left there (the allocator keeps loop-carried registers so: otherwise
- * the second iteration would call elsewhere). */
-static unsigned xreg(unsigned r)
-{
-    if (r >= ARM64_REG_X0 && r <= ARM64_REG_X28) return r - ARM64_REG_X0;
-    if (r >= ARM64_REG_W0 && r <= ARM64_REG_W28) return r - ARM64_REG_W0;
-    return 32;
-}
-
-/* Follow one instruction's effect on the known constants. */
-static void track(csh cs, const cs_insn *ci, struct cscan *st)
-{
-    const cs_arm64 *a = &ci->detail->arm64;
-    const cs_arm64_op *o0 = a->op_count ? &a->operands[0] : NULL;
-    const cs_arm64_op *o1 = a->op_count == 2 ? &a->operands[1] : NULL;
-    unsigned d =
-        o0 && o0->type == ARM64_OP_REG && o0->reg >= ARM64_REG_X0 && o0->reg <= ARM64_REG_X28
-            ? o0->reg - ARM64_REG_X0
-            : 32;
-    bool imm = d < 32 && o1 && o1->type == ARM64_OP_IMM;
-    unsigned sh = o1 && o1->shift.type == ARM64_SFT_LSL ? o1->shift.value : 0;
-    bool was = d < 32 && (st->known >> d & 1);
-    cs_regs rr, rw;
-    uint8_t nr = 0, nw = 0;
-    if (cs_regs_access(cs, ci, rr, &nr, rw, &nw)) {
-        st->known = 0;
-        return;
-    }
-    for (uint8_t i = 0; i < nw; i++)
-        if (xreg(rw[i]) < 32) st->known &= ~(1u << xreg(rw[i]));
-    /* (capstone names a movz "mov" when it shows the value whole) */
-    if (imm && sh < 64 && (ci->id == ARM64_INS_MOVZ || ci->id == ARM64_INS_MOV)) {
-        st->val[d] = (uint64_t)o1->imm << sh;
-        st->known |= 1u << d;
-    } else if (imm && sh < 64 && ci->id == ARM64_INS_MOVK && was) {
-        st->val[d] = (st->val[d] & ~(0xffffull << sh)) | ((uint64_t)o1->imm & 0xffff) << sh;
-        st->known |= 1u << d;
-    }
-}
-
+/* arm64: a call's target as trace_mcalls.c follows it (there: why it is
+ * the call's on every iteration). A call is an FFI call when its target is
+ * one of the trace's CALLXS targets, the assembler's own when it is
+ * another constant; a `blr` whose register holds no known constant fails
+ * the range (-1). The constants are followed through the whole code in
+ * order (st: the scan so far; ranges come in mcode order). */
 static int ffi_calls_a64(csh cs, cs_insn *ci, const uint8_t *mc, uint64_t mcode, uint32_t lo,
                          uint32_t hi, const struct xcall *all, uint32_t nall, uint32_t *end,
                          uint64_t *tgt, struct cscan *st)
@@ -167,12 +121,12 @@ static int ffi_calls_a64(csh cs, cs_insn *ci, const uint8_t *mc, uint64_t mcode,
         if (ci->id == ARM64_INS_BL && o0 && o0->type == ARM64_OP_IMM) {
             t = (uint64_t)o0->imm;
         } else if (ci->id == ARM64_INS_BLR && o0 && o0->type == ARM64_OP_REG &&
-                   xreg(o0->reg) < 29 && (st->known >> xreg(o0->reg) & 1)) {
-            t = st->val[xreg(o0->reg)];
+                   ss_lj_a64_xreg(o0->reg) < 29 && (st->k.known >> ss_lj_a64_xreg(o0->reg) & 1)) {
+            t = st->k.val[ss_lj_a64_xreg(o0->reg)];
         } else if (ci->id == ARM64_INS_BLR || ci->id == ARM64_INS_BL) {
             rc = mine ? -1 : rc; /* a call whose target is not known */
         } else {
-            track(cs, ci, st);
+            ss_lj_a64_track(cs, ci, &st->k);
             continue;
         }
         bool ffi = false;
@@ -184,8 +138,7 @@ static int ffi_calls_a64(csh cs, cs_insn *ci, const uint8_t *mc, uint64_t mcode,
         } else if (ffi && mine) {
             rc = -1;
         }
-        st->known &= 1u << 19 | 1u << 20 | 1u << 21 | 1u << 22 | 1u << 23 | 1u << 24 | 1u << 25 |
-                     1u << 26 | 1u << 27 | 1u << 28; /* a call keeps x19..x28 only */
+        st->k.known &= 0x1ff80000u; /* a call keeps x19..x28 only */
     }
     st->pos = (uint32_t)(at - mcode);
     if (len) st->bad = true;
@@ -278,28 +231,4 @@ out:
     }
     *out = tc; /* in mcode order: the copy's calls are */
     return nt;
-}
-
-int ss_lj_mcode_calls_to(csh cs, cs_insn *ci, const uint8_t *mc, uint32_t lo, uint32_t hi,
-                         uint64_t mcode, const uint64_t *fn, unsigned nfn, uint32_t *end,
-                         uint8_t *which, unsigned cap)
-{ /* x86-64 mcode only (trace_fwd.c: arm64's far calls are blr through constants) */
-    const uint8_t *p = mc + lo;
-    size_t len = hi - lo;
-    uint64_t at = mcode + lo;
-    int n = 0;
-    while (len && cs_disasm_iter(cs, &p, &len, &at, ci)) {
-        if (ci->id != X86_INS_CALL) continue;
-        const cs_x86_op *op = &ci->detail->x86.operands[0];
-        if (ci->detail->x86.op_count != 1) return -1;
-        if (op->type == X86_OP_REG && op->reg != X86_REG_RAX) continue; /* an FFI call */
-        if (op->type != X86_OP_IMM) return -1;
-        unsigned k = 0;
-        while (k < nfn && (!fn[k] || (uint64_t)op->imm != fn[k]))
-            k++;
-        if (k == nfn) continue;
-        if ((unsigned)n < cap) end[n] = (uint32_t)(at - mcode), which[n] = (uint8_t)k;
-        n++;
-    }
-    return len ? -1 : n;
 }

@@ -113,14 +113,14 @@ bool ss_lj_fmt_plain_s(const struct ss_lj_runtime *rt, struct ss_mem *m, uint64_
 /* string.rep's or table.concat's (h) first CALLL of the range, when the
  * mcode calls the helper as often as the IR holds guarded CALLLs of it */
 static void rep_tab(struct ss_lj_fwd_w *w, const struct ss_lj_fwdin *in, uint32_t i, uint32_t r0,
-                    uint32_t r1, unsigned h, csh cs, cs_insn *ci, const uint8_t *mc)
+                    uint32_t r1, unsigned h)
 {
     const struct ss_lj_runtime *rt = in->rt;
     uint32_t end[8], c = 0, nc = 0;
     uint8_t which[8];
     if (!rt->fwd_fn[h]) return;
-    int ne = ss_lj_mcode_calls_to(cs, ci, mc, in->snaps[i].mcofs, in->snaps[i + 1].mcofs,
-                                  in->t->mcode, &rt->fwd_fn[h], 1, end, which, 8);
+    int ne = ss_lj_mcode_calls_to(in->mcalls, in->snaps[i].mcofs, in->snaps[i + 1].mcofs,
+                                  &rt->fwd_fn[h], 1, end, which, 8);
     for (uint32_t r = r0; r < r1; r++) {
         const uint8_t *q = ins(in, r);
         if (q[5] != IR_CALLL || u16at(q + 2) != rt->fwd_id[h]) continue;
@@ -150,8 +150,7 @@ static uint32_t chain_hdr(const struct ss_lj_fwdin *in, uint32_t r0, uint32_t c)
  * indexes into hk[]; how many CALLLs, -1 when they do not match (then the
  * ends stay 0) or more than cap. */
 static int fmt_calls(const struct ss_lj_fwdin *in, uint32_t r0, uint32_t r1, uint32_t lo,
-                     uint32_t hi, csh cs, cs_insn *ci, const uint8_t *mc, uint32_t *c,
-                     uint32_t *end, uint8_t *hk, uint32_t cap)
+                     uint32_t hi, uint32_t *c, uint32_t *end, uint8_t *hk, uint32_t cap)
 {
     const struct ss_lj_runtime *rt = in->rt;
     uint32_t nc = 0, e[MAXC];
@@ -167,9 +166,9 @@ static int fmt_calls(const struct ss_lj_fwdin *in, uint32_t r0, uint32_t r1, uin
         c[nc] = r, end[nc] = 0, hk[nc++] = (uint8_t)k;
     }
     if (!nc) return 0;
-    int ne = lo < hi ? ss_lj_mcode_calls_to(cs, ci, mc, lo, hi, in->t->mcode, &rt->fwd_fn[NREP],
-                                            NFMT, e, which, MAXC)
-                     : -1;
+    int ne = lo < hi
+                 ? ss_lj_mcode_calls_to(in->mcalls, lo, hi, &rt->fwd_fn[NREP], NFMT, e, which, MAXC)
+                 : -1;
     if (ne < 0 || (uint32_t)ne != nc) return -1;
     for (uint32_t j = 0; j < nc; j++)
         if (which[j] != hk[j]) return -1;
@@ -201,12 +200,11 @@ static bool inside(const struct ss_lj_fwdin *in, uint32_t r0, uint32_t hh, uint3
 
 /* string.format's helper calls of the range, each at its nth call */
 static void fmt(struct ss_lj_fwd_w *w, const struct ss_lj_fwdin *in, uint32_t i, uint32_t r0,
-                uint32_t r1, csh cs, cs_insn *ci, const uint8_t *mc)
+                uint32_t r1)
 {
     uint32_t end[MAXC], c[MAXC];
     uint8_t hk[MAXC];
-    int nc = fmt_calls(in, r0, r1, in->snaps[i].mcofs, in->snaps[i + 1].mcofs, cs, ci, mc, c, end,
-                       hk, MAXC);
+    int nc = fmt_calls(in, r0, r1, in->snaps[i].mcofs, in->snaps[i + 1].mcofs, c, end, hk, MAXC);
     for (int j = 0; j < nc; j++) {
         uint32_t h = chain_hdr(in, r0, c[j]), nth = 0, last = 0;
         for (uint32_t r = r0; h && r <= h; r++) {
@@ -232,7 +230,7 @@ static int by_end(const void *a, const void *b)
  * helper sequence, as long, is the pre-roll's one by one. A copy's call
  * matched in its range and its original matched in its own: t->calls
  * (sorted by end) gets the copy's end with the original's as its alias. */
-static void loop_alias(const struct ss_lj_fwdin *in, csh cs, cs_insn *ci, const uint8_t *mc)
+static void loop_alias(const struct ss_lj_fwdin *in)
 {
     const struct lj_layout *lay = in->rt->lay;
     struct trace *t = in->t;
@@ -249,7 +247,7 @@ static void loop_alias(const struct ss_lj_fwdin *in, csh cs, cs_insn *ci, const 
         uint32_t lo = in->snaps[i].mcofs, hi = i + 1 < t->nsnap ? in->snaps[i + 1].mcofs : 0;
         if (i + 1 == t->nsnap) hi = t->szmcode;
         if (r0 < REF_BIAS || r1 < r0 || r1 > in->nins || hi > t->szmcode) goto out;
-        int k = fmt_calls(in, r0, r1, lo, hi, cs, ci, mc, c + n, end + n, hk + n, CAP * 2 - n);
+        int k = fmt_calls(in, r0, r1, lo, hi, c + n, end + n, hk + n, CAP * 2 - n);
         if (k < 0) { /* unmatched: count them all the same */
             for (uint32_t r = r0; r < r1 && n < CAP * 2; r++) {
                 const uint8_t *q = ins(in, r);
@@ -287,8 +285,9 @@ void ss_lj_fwd_calls(struct ss_lj_runtime *rt, struct ss_mem *m, struct trace *t
                      csh cs, cs_insn *ci, const uint8_t *mc)
 {
     const struct lj_layout *lay = rt->lay;
-    if (rt->arch->a64 || lay->ir_callxs != IR_CALLXS || lay->ir_kgc != IR_KGC || !lay->gc64 ||
-        !lay->ff)
+    struct ss_lj_mcalls mcalls;
+    if (lay->ir_callxs != IR_CALLXS || lay->ir_kgc != IR_KGC || !lay->gc64 || !lay->ff ||
+        ss_lj_mcalls_scan(rt->arch->a64, cs, ci, mc, t->mcode, t->szmcode, &mcalls))
         return;
     struct ss_lj_fwdin in = {.rt = rt,
                              .m = m,
@@ -301,11 +300,12 @@ void ss_lj_fwd_calls(struct ss_lj_runtime *rt, struct ss_mem *m, struct trace *t
                              .loop = nins,
                              .map = map,
                              .snaps = snaps,
-                             .fr = fr};
+                             .fr = fr,
+                             .mcalls = &mcalls};
     for (uint32_t r = REF_BIAS; r < nins && in.loop == nins; r++)
         if (ins(&in, r)[5] == lay->ir_loop) in.loop = r;
     struct ss_lj_fwd_w *w = ss_lj_fwd_new(&in);
-    if (!w) return;
+    if (!w) goto out;
     for (uint32_t i = 0; i + 1 < t->nsnap; i++) {
         const struct tsnap *s = &snaps[i];
         uint32_t r0 = u16at(sb + (size_t)i * lay->snap_size + lay->snap_ref);
@@ -314,16 +314,17 @@ void ss_lj_fwd_calls(struct ss_lj_runtime *rt, struct ss_mem *m, struct trace *t
             snaps[i + 1].mcofs <= s->mcofs)
             continue;
         for (unsigned h = 0; h < NREP; h++)
-            rep_tab(w, &in, i, r0, r1, h, cs, ci, mc);
-        fmt(w, &in, i, r0, r1, cs, ci, mc);
+            rep_tab(w, &in, i, r0, r1, h);
+        fmt(w, &in, i, r0, r1);
         /* the range's one CALLXS, its one indirect call (trace_irfacts.c) */
         uint32_t c = 0, nc = 0, end;
         for (uint32_t r = r0; r < r1; r++)
             if (ins(&in, r)[5] == IR_CALLXS && !nc++) c = r;
-        if (nc == 1 &&
-            (end = ss_lj_mcode_regcall(cs, ci, mc, s->mcofs, snaps[i + 1].mcofs, t->mcode)))
+        if (nc == 1 && (end = ss_lj_mcode_regcall(&mcalls, s->mcofs, snaps[i + 1].mcofs)))
             ss_lj_fwd_replay(w, i, c, SS_FWD_XS, 0, end);
     }
     ss_lj_fwd_free(w);
-    loop_alias(&in, cs, ci, mc);
+    loop_alias(&in);
+out:
+    free(mcalls.c);
 }

@@ -117,13 +117,46 @@ uint32_t ss_lj_trace_loop_calls(bool a64, const struct lj_layout *lay, const uin
                                 uint64_t mcode, uint32_t szmcode, const uint8_t *sb,
                                 const struct tsnap *snaps, uint32_t nsnap, struct tcall **out);
 
-/* The direct calls to one of fn[0, nfn) in x86-64 mcode [lo, hi) of a
- * trace at mcode: offsets just past the first cap into end, which fn each
- * called into which, how many; -1 when a call's target is not known
- * (emit_call's far `call rax`) or on arm64 (trace_calls.c). */
-int ss_lj_mcode_calls_to(csh cs, cs_insn *ci, const uint8_t *mc, uint32_t lo, uint32_t hi,
-                         uint64_t mcode, const uint64_t *fn, unsigned nfn, uint32_t *end,
-                         uint8_t *which, unsigned cap);
+/* The calls of a trace's machine code (trace_mcalls.c): each one's offset,
+ * the offset just past it, and what it calls. */
+enum {
+    SS_MC_DIRECT,  /* to tgt */
+    SS_MC_FFIREG,  /* x86-64: through a non-scratch register, an FFI call */
+    SS_MC_FAR,     /* x86-64: `call rax`, an assembler call, target not shown */
+    SS_MC_EITHER,  /* arm64: `blr` of a register not known: FFI or assembler */
+    SS_MC_UNKNOWN, /* a form the backend does not emit */
+};
+struct ss_lj_mcall {
+    uint32_t at, end;
+    uint64_t tgt;
+    uint8_t kind;
+};
+struct ss_lj_mcalls {
+    struct ss_lj_mcall *c; /* malloc'd, in mcode order */
+    uint32_t n, decoded;   /* decoded: [0, decoded) of the code */
+};
+/* arm64 registers holding known constants: bit n, val[n] xn's */
+struct ss_lj_a64k {
+    uint32_t known;
+    uint64_t val[29];
+};
+/* x0-x28 / w0-w28 as 0-28, else 32 */
+unsigned ss_lj_a64_xreg(unsigned r);
+/* Follow one arm64 instruction's effect on the known constants. */
+void ss_lj_a64_track(csh cs, const cs_insn *ci, struct ss_lj_a64k *st);
+/* Decode trace code mc[0, sz) at mcode (cs with details) into *l; -ENOMEM. */
+int ss_lj_mcalls_scan(bool a64, csh cs, cs_insn *ci, const uint8_t *mc, uint64_t mcode, uint32_t sz,
+                      struct ss_lj_mcalls *l);
+/* The calls made from mcode [lo, hi) to one of fn[0, nfn): offsets just
+ * past the first cap into end, which fn each called into which, how many;
+ * -1 when a call's target is not known (x86-64's far `call rax`, arm64's
+ * `blr` of a register not known) or the code did not decode. */
+int ss_lj_mcode_calls_to(const struct ss_lj_mcalls *l, uint32_t lo, uint32_t hi, const uint64_t *fn,
+                         unsigned nfn, uint32_t *end, uint8_t *which, unsigned cap);
+/* Offset just past the one call from mcode [lo, hi) that can be asm_callx's
+ * of a computed function (x86-64: through a non-scratch register; arm64: a
+ * `blr` of a register not known); 0 none, more than one, or undecodable. */
+uint32_t ss_lj_mcode_regcall(const struct ss_lj_mcalls *l, uint32_t lo, uint32_t hi);
 
 /* Of the frames fr[0, n) of one snapshot, outermost first: how many inner
  * frames lie above the innermost caller not standing at a call (trace_load.c). */
@@ -165,6 +198,7 @@ struct ss_lj_fwdin {
     const uint32_t *map;
     const struct tsnap *snaps;
     const struct tframe *fr;
+    const struct ss_lj_mcalls *mcalls; /* the trace's calls */
 };
 struct ss_lj_fwd_w;
 /* The replay's state (trace_fwd.c), reused from call to call. */
@@ -205,11 +239,6 @@ uint32_t ss_lj_uv_load(const struct ss_lj_irv *w, uint64_t fn, uint32_t uv);
 /* Is CALLXS c the call of the cdata function ULOAD u loaded (its callee
  * FLOAD(u, cdata.ptr))? */
 bool ss_lj_callxs_through(const struct ss_lj_irv *w, uint32_t u);
-/* Offset just past the one call through a non-scratch register (asm_callx's
- * indirect FFI call) in x86-64 mcode [lo, hi) of a trace at mcode; 0 none,
- * more than one, or undecodable. */
-uint32_t ss_lj_mcode_regcall(csh cs, cs_insn *ci, const uint8_t *mc, uint32_t lo, uint32_t hi,
-                             uint64_t mcode);
 
 /* Decode t's snapshots, map and frames (once per trace; t->bad on failure). */
 void ss_lj_trace_load(struct ss_lj_runtime *rt, struct ss_mem *m, struct trace *t);

@@ -8,7 +8,7 @@
  *
  * Upvalues and FFI calls (LuaJIT 2.1, lj_record.c rec_upvalue,
  * lj_opt_fold.c cse_uref, lj_opt_mem.c lj_opt_fwd_uload, lj_crecord.c
- * crec_call, lj_asm_x86.h asm_callx; checked in Debian 12's and 13's trees):
+ * crec_call; checked in Debian 12's and 13's trees):
  *  - a UGET of a closed upvalue in a frame whose closure the trace holds
  *    as a constant K records UREFC(K, uv) (folded into the one UREFC of
  *    that upvalue object: cse_uref), then ULOAD of it, which with no USTORE
@@ -19,10 +19,9 @@
  *    gave that ULOAD, and its IR type is the type the value had there;
  *  - a call of a cdata function records CALLXS with the callee
  *    FLOAD(slot's ref, cdata.ptr) (p64; wrapped in CARG for varargs); a
- *    CALLXS is never CSE'd, folded or dropped;
- *  - asm_callx calls a callee that is not a near constant through a
- *    non-scratch register (call rbx/rbp/r12-r15); nothing else in x86-64
- *    trace code calls through those (emit_call's far calls use rax). */
+ *    CALLXS is never CSE'd, folded or dropped; its machine call, of a
+ *    function not constant, is the one ss_lj_mcode_regcall finds
+ *    (trace_mcalls.c: x86-64's and arm64's asm_callx). */
 #include "unwind/luajit/ljregs.h"
 #include "unwind/luajit/trace_int.h"
 
@@ -155,24 +154,4 @@ bool ss_lj_callxs_through(const struct ss_lj_irv *w, uint32_t u)
     if (f < REF_BIAS || f >= c) return false;
     const uint8_t *x = ib + (size_t)(f - REF_BIAS) * 8;
     return x[5] == IR_FLOAD && (x[4] & 0x1f) == IRT_P64 && u16at(x) == u;
-}
-
-uint32_t ss_lj_mcode_regcall(csh cs, cs_insn *ci, const uint8_t *mc, uint32_t lo, uint32_t hi,
-                             uint64_t mcode)
-{
-    const uint8_t *p = mc + lo;
-    size_t len = hi - lo;
-    uint64_t at = mcode + lo;
-    uint32_t end = 0, n = 0;
-    while (len && cs_disasm_iter(cs, &p, &len, &at, ci)) {
-        if (ci->id != X86_INS_CALL) continue;
-        const cs_x86_op *op = &ci->detail->x86.operands[0];
-        if (ci->detail->x86.op_count != 1) return 0;
-        if (op->type != X86_OP_REG) continue;
-        unsigned r = op->reg;
-        if (r == X86_REG_RBX || r == X86_REG_RBP || r == X86_REG_R12 || r == X86_REG_R13 ||
-            r == X86_REG_R14 || r == X86_REG_R15)
-            end = (uint32_t)(at - mcode), n++;
-    }
-    return len || n != 1 ? 0 : end;
 }
