@@ -15,6 +15,7 @@
 
 #include "elf/elf.h"
 #include "unwind/luajit/layout.h"
+#include "unwind/luajit/ljops.h"
 #include "unwind/luajit/runtime.h"
 #include "unwind/luajit/frames.h"
 #include "unwind/luajit/names.h"
@@ -47,7 +48,6 @@ static const struct {
     {0, "___"},      {0, "___"},
 };
 #define BC_MAX ((unsigned)(sizeof(bcmode) / sizeof(bcmode[0]))) /* 97 */
-enum { BC_MOV = 18, BC_KNIL = 44, BC_UGET = 45, BC_GGET = 54, BC_TGETS = 57, BC_ITERC = 69 };
 
 static inline unsigned op_of(uint32_t i)
 {

@@ -37,24 +37,11 @@
 #include <string.h>
 
 #include "unwind/luajit/ljregs.h"
+#include "unwind/luajit/ljops.h"
 #include "unwind/luajit/trace_int.h"
 
 static const char *const hff[2] = {"string.rep", "table.concat"};
 
-/* lj_ir.h IRDEF / IRTDEF / IRFLDEF of the 2.1 trees with CALLXS = 99;
- * lj_bc.h BCDEF (every tree here) */
-// clang-format off
-enum { IR_EQ = 8, IR_RETF = 11, IR_KGC = 24, IR_KSLOT = 30, IR_HREFK = 57, IR_HREF = 58,
-       IR_NEWREF = 59, IR_HLOAD = 67, IR_FLOAD = 69, IR_SLOAD = 71, IR_ASTORE = 74,
-       IR_XSTORE = 78, IR_CALLS = 98, IR_CALLXS = 99, IRFL_FUNC_ENV = 1 };
-enum { IRT_FALSE = 1, IRT_TRUE = 2, IRT_STR = 4, IRT_FUNC = 8, IRT_TAB = 11, IRT_NUM = 14,
-       IRT_I8 = 15, IRT_U32 = 20 };
-enum { BC_IST = 14, BC_ISF = 15, BC_MOV = 18, BC_NOT = 19, BC_UNM = 20, BC_LEN = 21, BC_ADDVN = 22, BC_MODNV = 31,
-       BC_ADDVV = 32, BC_POW = 37, BC_KSTR = 39, BC_KCDATA = 40, BC_KSHORT = 41, BC_KNUM = 42,
-       BC_KPRI = 43, BC_KNIL = 44, BC_UGET = 45, BC_GGET = 54, BC_TGETS = 57, BC_CALLM = 65,
-       BC_CALL = 66, BC_CALLT = 68, BC_RET = 74, BC_RET0 = 75, BC_RET1 = 76, BC_JMP = 88, BC_FUNCF = 89,
-       BC_JFUNCF = 91 };
-// clang-format on
 #define NSLOT 512u
 #define TAG_FUNC 0x1fff7ull
 #define TAG_TAB 0x1fff4ull

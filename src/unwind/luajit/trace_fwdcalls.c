@@ -47,6 +47,7 @@
 #include <string.h>
 
 #include "unwind/luajit/ljregs.h"
+#include "unwind/luajit/ljops.h"
 #include "unwind/luajit/trace_int.h"
 #include "unwind/luajit/vmsyms.h"
 
@@ -57,17 +58,6 @@ static const char *const hname[SS_LJ_FWD_NH] = {
     "lj_strfmt_putfnum_int", "lj_strfmt_putfnum_uint", "lj_strfmt_putfnum",
     "lj_strfmt_putfstr",     "lj_strfmt_putfchar",     "lj_strfmt_putquoted"};
 enum { NREP = 2, NFMT = SS_LJ_FWD_NH - NREP, MAXC = 64 };
-/* lj_ir.h IRDEF of the 2.1 trees with CALLXS = 99 */
-enum {
-    IR_NOP = 12,
-    IR_KGC = 24,
-    IR_BUFHDR = 85,
-    IR_BUFPUT = 86,
-    IR_BUFSTR = 87,
-    IR_CALLL = 97,
-    IR_CALLXS = 99,
-    IR_CARG = 100
-};
 
 void ss_lj_fwd_find(void *detcache, const struct ss_elf *e, struct ss_lj_fwd *out)
 {

@@ -23,14 +23,8 @@
  *    function not constant, is the one ss_lj_mcode_regcall finds
  *    (trace_mcalls.c: x86-64's and arm64's asm_callx). */
 #include "unwind/luajit/ljregs.h"
+#include "unwind/luajit/ljops.h"
 #include "unwind/luajit/trace_int.h"
-
-// clang-format off
-enum { IR_EQ = 8, IR_KGC = 24, IR_KSLOT = 30, IR_HREFK = 57, IR_HREF = 58, IR_HLOAD = 67,
-       IR_SLOAD = 71, IR_UREFO = 60, IR_UREFC = 61, IR_ULOAD = 68, IR_FLOAD = 69, IR_USTORE = 76,
-       IR_CALLXS = 99, IR_CARG = 100, IRT_STR = 4, IRT_FUNC = 8, IRT_TAB = 11, IRT_P64 = 9, IRT_CDATA = 10,
-       IRFL_FUNC_ENV = 1 };
-// clang-format on
 
 const uint8_t *ss_lj_ir_ins(const struct ss_lj_irv *w, uint32_t ref)
 {

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "unwind/luajit/ljregs.h"
+#include "unwind/luajit/ljops.h"
 #include "unwind/luajit/trace_int.h"
 
 /* The trace's register numbers (RID_*) -> sample register numbers of the
@@ -193,7 +194,6 @@ static unsigned frames_gc32(const struct ptset *ps, const uint32_t *map, uint32_
  * return and the caller's code: the caller is the frame that runs. */
 static bool at_return(struct ss_lj_runtime *rt, struct ss_mem *m, const struct tframe *f)
 {
-    enum { BC_RETM = 73, BC_RET1 = 76 };
     const struct lj_proto *p = ss_lj_proto(rt, m, f->pt, NULL);
     uint64_t bc = f->pt + rt->lay->pt_size;
     if (!p || f->pc < bc + 4 || f->pc > bc + (uint64_t)p->sizebc * 4) return false;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "unwind/luajit/ljregs.h"
+#include "unwind/luajit/ljops.h"
 #include "unwind/luajit/trace_int.h"
 
 /* ---- exact frames at a side-effecting call (issue 32) ----
@@ -44,21 +45,6 @@ static bool bc_at(const struct lj_proto *p, const struct lj_layout *lay, uint32_
     return true;
 }
 
-enum {
-    BC_ISNEP = 11,
-    BC_UCLO = 50,
-    BC_ISNEXT = 72,
-    BC_FORI = 77,
-    BC_JFORI = 78,
-    BC_FORL = 79,
-    BC_IFORL = 80,
-    BC_ITERL = 82,
-    BC_IITERL = 83,
-    BC_LOOP = 85,
-    BC_ILOOP = 86,
-    BC_JMP = 88
-};
-
 /* Is bytecode index x the target of a jump in p? (The J* loop variants
  * carry a trace number: their targets follow FORI or a JMP, never a CALL.) */
 static uint32_t jumps_to(const struct lj_proto *p, const struct lj_layout *lay, uint32_t x,
@@ -90,7 +76,6 @@ static bool jump_target(const struct lj_proto *p, const struct lj_layout *lay, u
  * and the comparison are no jump targets. */
 static uint32_t call_before_jump(const struct lj_proto *p, const struct lj_layout *lay, uint32_t x)
 {
-    enum { BC_ISF = 15, BC_RETM = 73, BC_RET1 = 76 };
     uint32_t j = 0, ins, cmp, call, prev, prev2 = 0xff;
     if (x < 2 || jumps_to(p, lay, x, &j) != 1 || j < 2 || !bc_at(p, lay, j, &ins) ||
         (ins & 0xff) != BC_JMP || !bc_at(p, lay, j - 1, &cmp) || (cmp & 0xff) > BC_ISNEP ||
